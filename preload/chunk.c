@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: MIT
+// Chunk framing for the trace (docs/trace-format.md#chunks). Runs on the writer thread:
+// no locks, no allocation beyond what zstd does inside its preallocated context.
+#include "chunk.h"
+
+#include <string.h>
+#include <zlib.h>
+#include <zstd.h>
+
+size_t hp_chunk_bound(size_t raw_len) {
+    return sizeof(hpt_chunk_hdr_t) + ZSTD_compressBound(raw_len);
+}
+
+uint32_t hp_chunk_crc(const hpt_chunk_hdr_t *hdr, const uint8_t *payload, size_t len) {
+    hpt_chunk_hdr_t h = *hdr;
+    h.crc32 = 0;
+    uLong crc = crc32(0L, (const Bytef *)&h, sizeof h);
+    // zlib's length type is uInt; chunks are capped far below 4 GiB (HPT_CHUNK_MAX_RAW)
+    return (uint32_t)crc32(crc, payload, (uInt)len);
+}
+
+size_t hp_chunk_encode(uint8_t *out, size_t out_cap, hpt_chunk_hdr_t *hdr, const uint8_t *raw,
+                       size_t raw_len, ZSTD_CCtx *cctx) {
+    if (raw_len > HPT_CHUNK_MAX_RAW || out_cap < hp_chunk_bound(raw_len))
+        return 0;
+    uint8_t *payload = out + sizeof *hdr;
+    size_t stored = raw_len;
+    hdr->flags = 0;
+    if (cctx && raw_len > 64) {
+        size_t z = ZSTD_compress2(cctx, payload, out_cap - sizeof *hdr, raw, raw_len);
+        if (!ZSTD_isError(z) && z < raw_len) {
+            stored = z;
+            hdr->flags = HPT_CHUNK_ZSTD;
+        }
+    }
+    if (!(hdr->flags & HPT_CHUNK_ZSTD) && raw_len)
+        memcpy(payload, raw, raw_len);
+    hdr->magic = HPT_CHUNK_MAGIC;
+    hdr->stored_bytes = (uint32_t)stored;
+    hdr->raw_bytes = (uint32_t)raw_len;
+    hdr->reserved = 0;
+    hdr->crc32 = hp_chunk_crc(hdr, payload, stored);
+    memcpy(out, hdr, sizeof *hdr);
+    return sizeof *hdr + stored;
+}

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: MIT
+// Reads HEAPPROF_* once at start. Runs inside the constructor before recording starts; never
+// allocates (getenv does not), reports bad values with hp_diag_line.
+#include "config.h"
+
+#include "diag.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+hp_config_t hp_config;
+
+// Parses a decimal in [lo, hi]; on a bad value says so and keeps *out.
+static void parse_u32(const char *name, uint32_t lo, uint32_t hi, uint32_t *out) {
+    const char *s = getenv(name);
+    if (!s)
+        return;
+    uint64_t v = 0;
+    const char *p = s;
+    while (*p >= '0' && *p <= '9' && v <= hi)
+        v = v * 10 + (uint64_t)(*p++ - '0');
+    if (p == s || *p || v < lo || v > hi) {
+        char a[21], b[21], d[21];
+        hp_diag_line("ignoring ", name, "=", s, ": expected an integer from ", hp_diag_u64(a, lo),
+                     " to ", hp_diag_u64(b, hi), "; using ", hp_diag_u64(d, *out), (char *)NULL);
+        return;
+    }
+    *out = (uint32_t)v;
+}
+
+static void parse_bool(const char *name, bool *out) {
+    const char *s = getenv(name);
+    if (!s)
+        return;
+    if (!strcmp(s, "1") || !strcmp(s, "yes") || !strcmp(s, "on") || !strcmp(s, "true"))
+        *out = true;
+    else if (!strcmp(s, "0") || !strcmp(s, "no") || !strcmp(s, "off") || !strcmp(s, "false"))
+        *out = false;
+    else
+        hp_diag_line("ignoring ", name, "=", s, ": expected 1 or 0; using ", *out ? "1" : "0",
+                     (char *)NULL);
+}
+
+void hp_config_load(void) {
+    static const char default_out[] = "heapprof.%p.hpt";
+    memcpy(hp_config.out, default_out, sizeof default_out);
+    hp_config.flush_ms = 50;
+    hp_config.max_frames = 64;
+    uint32_t buffer_kb = 512;
+    uint32_t level = 1;
+    hp_config.quiet = false;
+    hp_config.enabled = true;
+
+    const char *out = getenv("HEAPPROF_OUT");
+    if (out) {
+        size_t n = strlen(out);
+        if (n == 0 || n >= sizeof hp_config.out - 32) // room for "%p" expansion and a ".N" suffix
+            hp_diag_line("ignoring HEAPPROF_OUT: empty or longer than 4000 bytes; using ",
+                         default_out, (char *)NULL);
+        else
+            memcpy(hp_config.out, out, n + 1);
+    }
+    parse_u32("HEAPPROF_FLUSH_MS", 1, 100, &hp_config.flush_ms);
+    parse_u32("HEAPPROF_MAX_FRAMES", 1, 128, &hp_config.max_frames);
+    parse_u32("HEAPPROF_BUFFER_KB", 64, 8192, &buffer_kb);
+    parse_u32("HEAPPROF_ZSTD_LEVEL", 1, 19, &level);
+    parse_bool("HEAPPROF_QUIET", &hp_config.quiet);
+    parse_bool("HEAPPROF_ENABLE", &hp_config.enabled);
+    // round the buffer down to a power of two so ring offsets wrap with a mask
+    uint32_t ring = 1u << 16;
+    while ((uint64_t)ring * 2 <= (uint64_t)buffer_kb * 1024)
+        ring *= 2;
+    hp_config.ring_bytes = ring;
+    hp_config.zstd_level = (int)level;
+}

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: MIT
+// HEAPPROF_* settings, read once at start into a fixed struct. See README "Configuration".
+#ifndef HEAPPROF_PRELOAD_CONFIG_H
+#define HEAPPROF_PRELOAD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define HP_PATH_MAX 4096
+
+typedef struct hp_config {
+    char out[HP_PATH_MAX];  // HEAPPROF_OUT, %p not yet expanded
+    uint32_t flush_ms;      // HEAPPROF_FLUSH_MS: longest time an event waits before it is written
+    uint32_t max_frames;    // HEAPPROF_MAX_FRAMES: frames kept per stack
+    uint32_t ring_bytes;    // HEAPPROF_BUFFER_KB * 1024: per-thread buffer, a power of two
+    int zstd_level;         // HEAPPROF_ZSTD_LEVEL
+    bool quiet;             // HEAPPROF_QUIET=1: no "writing trace to" line
+    bool enabled;           // HEAPPROF_ENABLE=0 turns recording off (the shim passes through)
+} hp_config_t;
+
+extern hp_config_t hp_config;
+
+// Fills hp_config from the environment. A bad value is reported once on stderr and the default
+// used. Never allocates.
+void hp_config_load(void);
+
+#endif

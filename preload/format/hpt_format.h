@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+// THE trace contract shared by the shim (writer) and the analyzer (reader):
+// file header, chunk framing and record tags. Plain data and constants only.
+// Changing anything here bumps HPT_VERSION and docs/trace-format.md together.
+#ifndef HEAPPROF_FORMAT_HPT_FORMAT_H
+#define HEAPPROF_FORMAT_HPT_FORMAT_H
+
+#include <stdint.h>
+
+#define HPT_MAGIC "HEAPPROF" // 8 bytes, no terminator in the file
+#define HPT_VERSION 1u
+
+// File = file header, then chunks back to back until EOF. All integers little-endian.
+typedef struct hpt_file_hdr {
+    char magic[8];       // HPT_MAGIC
+    uint32_t version;    // HPT_VERSION
+    uint32_t hdr_bytes;  // sizeof(hpt_file_hdr_t): lets a reader skip fields it does not know
+    uint64_t start_ns;   // CLOCK_MONOTONIC at trace start; record times are relative to it
+    uint64_t start_unix_ns; // CLOCK_REALTIME at the same moment, for humans
+    uint32_t pid;
+    uint32_t ppid;
+    uint32_t flags;      // HPT_FILE_*
+    uint32_t reserved;
+} hpt_file_hdr_t;
+
+#define HPT_FILE_HAS_MEMBARRIER 1u // sync watermarks are exact (see docs/trace-format.md#merge)
+
+#define HPT_CHUNK_MAGIC 0x4b435048u // "HPCK" read as little-endian u32
+
+enum hpt_chunk_type {
+    HPT_CHUNK_META = 1,    // process-wide records (tid 0): PROCESS, MODULE_LOAD at start
+    HPT_CHUNK_EVENTS = 2,  // one thread's records
+    HPT_CHUNK_SYNC = 3,    // no payload; base_time_ns = watermark (see docs/trace-format.md#merge)
+    HPT_CHUNK_TRAILER = 4, // written once at a clean exit; payload = TRAILER record
+};
+
+#define HPT_CHUNK_ZSTD 1u // payload is one zstd frame of raw_bytes
+
+// Every chunk starts with this header. A chunk is self-contained: the delta bases of its first
+// record are in the header, so a reader can decode any intact chunk after a damaged one.
+typedef struct hpt_chunk_hdr {
+    uint32_t magic;       // HPT_CHUNK_MAGIC
+    uint16_t type;        // enum hpt_chunk_type
+    uint16_t flags;       // HPT_CHUNK_*
+    uint32_t tid;         // kernel thread id the records belong to; 0 for process-wide
+    uint32_t stored_bytes; // payload bytes following this header in the file
+    uint32_t raw_bytes;   // payload bytes after decompression
+    uint32_t n_records;
+    uint64_t seq;         // 0, 1, 2, ... per file: a gap means lost chunks
+    uint64_t base_time_ns; // time delta base of the first record (SYNC: the watermark)
+    uint64_t base_addr;   // address delta base of the first record
+    uint32_t crc32;       // zlib crc32 of this header (with crc32 = 0) followed by the payload
+    uint32_t reserved;
+} hpt_chunk_hdr_t;
+
+#define HPT_CHUNK_MAX_RAW (16u << 20) // reader rejects larger chunks as damage
+
+// Record tags: the first byte of every record. Fields follow as LEB128 varints;
+// "dt" is the time since the previous record of the same chunk (or since base_time_ns),
+// "addr" is zigzag(addr - previous addr of the chunk) (previous starts at base_addr).
+enum hpt_rec_tag {
+    HPT_REC_MALLOC = 1,   // dt stack addr size
+    HPT_REC_CALLOC = 2,   // dt stack addr size           (size = n * m)
+    HPT_REC_ALIGNED = 3,  // dt stack addr size align     (memalign, posix_memalign, aligned_alloc, valloc, pvalloc)
+    HPT_REC_FREE = 4,     // dt addr
+    HPT_REC_REALLOC = 5,  // dt dt2 stack old_addr new_addr size
+                          //   dt = time before the real call (old block freed), dt2 = time after it
+                          //   returned minus that (new block allocated); old_addr 0 = realloc(NULL, n)
+    HPT_REC_STACK = 6,    // id n_frames frame... (first frame absolute, then zigzag deltas; innermost first)
+    HPT_REC_THREAD_START = 7, // dt name_len name    (name may be empty)
+    HPT_REC_THREAD_END = 8,   // dt
+    HPT_REC_MODULE_LOAD = 9,  // dt base size path_len path buildid_len buildid
+    HPT_REC_MODULE_UNLOAD = 10, // dt base
+    HPT_REC_PROCESS = 11,     // exe_len exe argc (arg_len arg)...   META only
+    HPT_REC_TRAILER = 12,     // n_events n_lost_events n_stacks n_stack_overflow  TRAILER only
+};
+
+#define HPT_STACK_UNKNOWN 0u     // stack id when unwinding failed
+#define HPT_MAX_FRAMES 128u      // frames kept per stack, innermost first
+#define HPT_MAX_STRING 4096u     // longest path/name/arg the reader accepts
+
+#endif

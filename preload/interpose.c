@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: MIT
+// Every exported libc entry point: guard, call the real function, record. No logic of its own:
+// the real result and errno reach the caller untouched; recording happens after an allocation
+// returns and before a free runs (docs/trace-format.md#records).
+#include "compiler.h"
+#include "format/hpt_format.h"
+#include "guard.h"
+#include "real.h"
+#include "record.h"
+#include "state.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+extern char **environ;
+
+// True when this call should be recorded; otherwise the caller passes straight through.
+static inline int should_record(void) {
+    return !hp_tls_guard && hp_state_is_on();
+}
+
+// Before the real functions are known (dlsym is running), serve from the bootstrap arena.
+static inline int ready(void) {
+    return HP_LIKELY(hp_real.free != NULL) || hp_real_resolve();
+}
+
+HP_EXPORT void *malloc(size_t n) {
+    if (!ready())
+        return hp_real_boot_alloc(n, 16);
+    if (!should_record())
+        return hp_real.malloc(n);
+    hp_tls_guard = 1;
+    void *p = hp_real.malloc(n);
+    if (p) {
+        int e = errno;
+        hp_record_alloc(HPT_REC_MALLOC, p, n, 0);
+        errno = e;
+    }
+    hp_tls_guard = 0;
+    return p;
+}
+
+HP_EXPORT void free(void *p) {
+    if (!p || hp_real_is_boot(p))
+        return;
+    if (!ready())
+        return; // cannot happen: only the boot arena exists before resolution
+    if (!should_record()) {
+        hp_real.free(p);
+        return;
+    }
+    hp_tls_guard = 1;
+    int e = errno;
+    hp_record_free(p);
+    errno = e;
+    hp_real.free(p);
+    hp_tls_guard = 0;
+}
+
+HP_EXPORT void *calloc(size_t n, size_t m) {
+    if (!ready()) {
+        size_t total;
+        if (__builtin_mul_overflow(n, m, &total))
+            return NULL;
+        return hp_real_boot_alloc(total, 16); // static memory: already zero
+    }
+    if (!should_record())
+        return hp_real.calloc(n, m);
+    hp_tls_guard = 1;
+    void *p = hp_real.calloc(n, m);
+    if (p) {
+        int e = errno;
+        hp_record_alloc(HPT_REC_CALLOC, p, n * m, 0);
+        errno = e;
+    }
+    hp_tls_guard = 0;
+    return p;
+}
+
+// realloc of a bootstrap block: move it into the real heap (the arena never frees).
+static void *realloc_from_boot(void *old, size_t n) {
+    void *p = malloc(n);
+    if (p) {
+        size_t have = hp_real_boot_size(old);
+        memcpy(p, old, have < n ? have : n);
+    }
+    return p;
+}
+
+HP_EXPORT void *realloc(void *old, size_t n) {
+    if (!ready()) {
+        void *p = hp_real_boot_alloc(n, 16);
+        if (p && old)
+            memcpy(p, old, hp_real_boot_size(old) < n ? hp_real_boot_size(old) : n);
+        return p;
+    }
+    if (old && hp_real_is_boot(old))
+        return realloc_from_boot(old, n);
+    if (!should_record())
+        return hp_real.realloc(old, n);
+    hp_tls_guard = 1;
+    int e = errno;
+    uint64_t t0 = hp_record_realloc_begin();
+    errno = e;
+    void *p = hp_real.realloc(old, n);
+    e = errno;
+    hp_record_realloc_end(t0, old, p, n);
+    errno = e;
+    hp_tls_guard = 0;
+    return p;
+}
+
+HP_EXPORT void *reallocarray(void *old, size_t n, size_t m) {
+    size_t total;
+    if (!ready() || (old && hp_real_is_boot(old))) {
+        if (__builtin_mul_overflow(n, m, &total)) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        return realloc(old, total);
+    }
+    if (!should_record())
+        return hp_real.reallocarray(old, n, m);
+    hp_tls_guard = 1;
+    int e = errno;
+    uint64_t t0 = hp_record_realloc_begin();
+    errno = e;
+    void *p = hp_real.reallocarray(old, n, m);
+    e = errno;
+    // on overflow the real call fails and records nothing, so n * m is exact here
+    hp_record_realloc_end(t0, old, p, p || !__builtin_mul_overflow(n, m, &total) ? n * m : 1);
+    errno = e;
+    hp_tls_guard = 0;
+    return p;
+}
+
+HP_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+    if (!ready()) {
+        void *p = hp_real_boot_alloc(n, align);
+        if (!p)
+            return ENOMEM;
+        *out = p;
+        return 0;
+    }
+    if (!should_record())
+        return hp_real.posix_memalign(out, align, n);
+    hp_tls_guard = 1;
+    int e = errno;
+    int rc = hp_real.posix_memalign(out, align, n);
+    if (rc == 0)
+        hp_record_alloc(HPT_REC_ALIGNED, *out, n, align);
+    errno = e; // posix_memalign reports through its return value and leaves errno alone
+    hp_tls_guard = 0;
+    return rc;
+}
+
+// aligned_alloc, memalign, valloc and pvalloc share one shape.
+#define ALIGNED_ENTRY(name, params, args, align_expr)                                              \
+    HP_EXPORT void *name params {                                                                  \
+        if (!ready())                                                                              \
+            return hp_real_boot_alloc(n, (align_expr));                                            \
+        if (!should_record())                                                                      \
+            return hp_real.name args;                                                              \
+        hp_tls_guard = 1;                                                                          \
+        void *p = hp_real.name args;                                                               \
+        if (p) {                                                                                   \
+            int e = errno;                                                                         \
+            hp_record_alloc(HPT_REC_ALIGNED, p, n, (align_expr));                                  \
+            errno = e;                                                                             \
+        }                                                                                          \
+        hp_tls_guard = 0;                                                                          \
+        return p;                                                                                  \
+    }
+
+ALIGNED_ENTRY(aligned_alloc, (size_t align, size_t n), (align, n), align)
+ALIGNED_ENTRY(memalign, (size_t align, size_t n), (align, n), align)
+ALIGNED_ENTRY(valloc, (size_t n), (n), (size_t)sysconf(_SC_PAGESIZE))
+ALIGNED_ENTRY(pvalloc, (size_t n), (n), (size_t)sysconf(_SC_PAGESIZE))
+
+HP_EXPORT size_t malloc_usable_size(void *p) {
+    if (!p)
+        return 0;
+    if (hp_real_is_boot(p))
+        return hp_real_boot_size(p);
+    if (!ready())
+        return 0;
+    return hp_real.malloc_usable_size(p);
+}
+
+// ---- exec: flush what this image recorded; the new image starts its own trace -----------------
+
+HP_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+    if (!ready())
+        return -1;
+    hp_state_before_exec();
+    return hp_real.execve(path, argv, envp);
+}
+
+HP_EXPORT int execv(const char *path, char *const argv[]) {
+    return execve(path, argv, environ);
+}
+
+HP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    if (!ready())
+        return -1;
+    hp_state_before_exec();
+    return hp_real.execvpe(file, argv, envp);
+}
+
+HP_EXPORT int execvp(const char *file, char *const argv[]) {
+    return execvpe(file, argv, environ);
+}
+
+HP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+    if (!ready())
+        return -1;
+    hp_state_before_exec();
+    return hp_real.fexecve(fd, argv, envp);
+}
+
+// execl* collect their variadic arguments into an array; past 4096 of them, E2BIG.
+#define EXECL_MAX_ARGS 4096
+#define COLLECT_ARGS(first, ap, argv)                                                    \
+    do {                                                                                           \
+        size_t i_ = 0;                                                                             \
+        argv[i_++] = (char *)(first);                                                              \
+        while (argv[i_ - 1]) {                                                                     \
+            if (i_ == EXECL_MAX_ARGS) {                                                            \
+                va_end(ap);                                                                        \
+                errno = E2BIG;                                                                     \
+                return -1;                                                                         \
+            }                                                                                      \
+            argv[i_++] = va_arg(ap, char *);                                                       \
+        }                                                                                          \
+        \
+    } while (0)
+
+HP_EXPORT int execl(const char *path, const char *arg, ...) {
+    char *argv[EXECL_MAX_ARGS];
+    va_list ap;
+    va_start(ap, arg);
+    COLLECT_ARGS(arg, ap, argv);
+    va_end(ap);
+    return execve(path, argv, environ);
+}
+
+HP_EXPORT int execlp(const char *file, const char *arg, ...) {
+    char *argv[EXECL_MAX_ARGS];
+    va_list ap;
+    va_start(ap, arg);
+    COLLECT_ARGS(arg, ap, argv);
+    va_end(ap);
+    return execvpe(file, argv, environ);
+}
+
+HP_EXPORT int execle(const char *path, const char *arg, ...) {
+    char *argv[EXECL_MAX_ARGS];
+    char **envp = NULL;
+    va_list ap;
+    va_start(ap, arg);
+    COLLECT_ARGS(arg, ap, argv);
+    envp = va_arg(ap, char **); // execle: the environment follows the terminating NULL
+    va_end(ap);
+    return execve(path, argv, envp);
+}

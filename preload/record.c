@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+// Per-event recording. Runs inside malloc on the app's threads: no stdio, no allocation of the
+// host's, no locks on the hot path; rare work (first event of a thread, new stack) is out of
+// line.
+//
+// Budget (issue #7): clock ~20 ns (vDSO), unwind 90-190 ns (unw_backtrace, 8-16 frames), hash +
+// probe ~15 ns, encode + copy ~10 ns. The unwinder dominates; see docs/design.md.
+#include "record.h"
+
+#include "config.h"
+#include "guard.h"
+#include "modmap.h"
+#include "stacktab.h"
+#include "state.h"
+#include "tbuf.h"
+#include "unwind.h"
+
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+HP_TLS int hp_tls_guard;
+static HP_TLS hp_ring_t *hp_tls_ring;
+static HP_TLS hpt_dstate_t hp_tls_enc; // delta state of the last record this thread appended
+
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+
+static void make_exit_key(void) {
+    pthread_key_create(&exit_key, hp_record_thread_exit);
+}
+
+static void begin(hp_ring_t *r, uint64_t t) {
+    atomic_store_explicit(&r->last_t, t, memory_order_relaxed);
+}
+
+// Marks the thread busy, then reads the clock: the order the writer's watermark relies on
+// (docs/trace-format.md#merge).
+static inline uint64_t busy_now(hp_ring_t *r) {
+    atomic_store_explicit(&r->busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    uint64_t t = hp_state_now();
+    begin(r, t);
+    return t;
+}
+
+static inline void idle(hp_ring_t *r) {
+    atomic_store_explicit(&r->busy, 0, memory_order_release);
+}
+
+static void emit_to_ring(void *ctx, const uint8_t *rec, size_t len) {
+    hp_tbuf_append(ctx, rec, len);
+}
+
+HP_NOINLINE HP_COLD static hp_ring_t *thread_start_slow(void) {
+    if (!hp_state_ensure_trace())
+        return NULL;
+    uint32_t tid = (uint32_t)syscall(SYS_gettid);
+    hp_ring_t *r = hp_tbuf_new(tid);
+    if (!r) {
+        hp_state_disable("out of memory for a thread buffer; profiling stopped");
+        return NULL;
+    }
+    pthread_once(&exit_key_once, make_exit_key);
+    pthread_setspecific(exit_key, r);
+    hp_tls_ring = r;
+    hp_tls_enc = (hpt_dstate_t){0, 0};
+
+    char name[17] = {0};
+    prctl(PR_GET_NAME, name, 0, 0, 0);
+    size_t len = strnlen(name, 16);
+    uint8_t buf[40], *p = buf;
+    uint64_t t = busy_now(r);
+    *p++ = HPT_REC_THREAD_START;
+    p = hpt_put_varint(p, t - hp_tls_enc.time_ns);
+    hp_tls_enc.time_ns = t;
+    p = hpt_put_varint(p, len);
+    memcpy(p, name, len);
+    p += len;
+    hp_tbuf_append(r, buf, (size_t)(p - buf));
+    idle(r);
+    return r;
+}
+
+static inline hp_ring_t *ring(void) {
+    hp_ring_t *r = hp_tls_ring;
+    return HP_LIKELY(r != NULL) ? r : thread_start_slow();
+}
+
+HP_NOINLINE HP_COLD static uint32_t new_stack_slow(hp_ring_t *r, uint64_t t, const uint64_t *f,
+                                                   uint32_t n) {
+    // A new stack may come from a newly loaded module: list it first, with the event's time so
+    // the thread's times stay in order.
+    hp_modmap_scan(&hp_tls_enc, t, emit_to_ring, r);
+    return hp_stacktab_intern(r, f, n);
+}
+
+static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t) {
+    uint64_t frames[HPT_MAX_FRAMES];
+    uint32_t n = hp_unwind(frames, hp_config.max_frames);
+    if (HP_UNLIKELY(n == 0))
+        return HPT_STACK_UNKNOWN;
+    uint32_t id = hp_stacktab_find(frames, n);
+    return HP_LIKELY(id != HPT_STACK_UNKNOWN) ? id : new_stack_slow(r, t, frames, n);
+}
+
+static inline uint8_t *put_time(uint8_t *p, uint64_t t) {
+    // Times are per-thread monotonic; a module record may have moved the base to t already.
+    p = hpt_put_varint(p, t - hp_tls_enc.time_ns);
+    hp_tls_enc.time_ns = t;
+    return p;
+}
+
+static inline uint8_t *put_addr(uint8_t *p, uint64_t a) {
+    p = hpt_put_varint(p, hpt_zigzag((int64_t)(a - hp_tls_enc.addr)));
+    hp_tls_enc.addr = a;
+    return p;
+}
+
+void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align) {
+    hp_ring_t *r = ring();
+    if (HP_UNLIKELY(!r))
+        return;
+    uint64_t t = busy_now(r);
+    uint32_t stack = capture_stack(r, t);
+    uint8_t buf[64], *p = buf;
+    *p++ = tag;
+    p = put_time(p, t);
+    p = hpt_put_varint(p, stack);
+    p = put_addr(p, (uint64_t)(uintptr_t)ptr);
+    p = hpt_put_varint(p, size);
+    if (tag == HPT_REC_ALIGNED)
+        p = hpt_put_varint(p, align);
+    hp_tbuf_append(r, buf, (size_t)(p - buf));
+    idle(r);
+}
+
+void hp_record_free(const void *ptr) {
+    hp_ring_t *r = ring();
+    if (HP_UNLIKELY(!r))
+        return;
+    uint64_t t = busy_now(r);
+    uint8_t buf[32], *p = buf;
+    *p++ = HPT_REC_FREE;
+    p = put_time(p, t);
+    p = put_addr(p, (uint64_t)(uintptr_t)ptr);
+    hp_tbuf_append(r, buf, (size_t)(p - buf));
+    idle(r);
+}
+
+uint64_t hp_record_realloc_begin(void) {
+    hp_ring_t *r = ring();
+    if (HP_UNLIKELY(!r))
+        return 0;
+    return busy_now(r);
+}
+
+void hp_record_realloc_end(uint64_t t0, const void *old, const void *ptr, size_t size) {
+    hp_ring_t *r = hp_tls_ring;
+    if (HP_UNLIKELY(!r))
+        return;
+    uint8_t buf[64], *p = buf;
+    if (!ptr) {
+        // realloc(p, 0) freed p (glibc); a failed realloc left it alone and records nothing
+        if (old && size == 0) {
+            *p++ = HPT_REC_FREE;
+            p = put_time(p, t0);
+            p = put_addr(p, (uint64_t)(uintptr_t)old);
+            hp_tbuf_append(r, buf, (size_t)(p - buf));
+        }
+        idle(r);
+        return;
+    }
+    uint64_t t1 = hp_state_now();
+    uint32_t stack = capture_stack(r, t0);
+    *p++ = HPT_REC_REALLOC;
+    p = put_time(p, t0);
+    p = hpt_put_varint(p, t1 - t0);
+    hp_tls_enc.time_ns = t1;
+    p = hpt_put_varint(p, stack);
+    p = put_addr(p, (uint64_t)(uintptr_t)old);
+    p = put_addr(p, (uint64_t)(uintptr_t)ptr);
+    p = hpt_put_varint(p, size);
+    hp_tbuf_append(r, buf, (size_t)(p - buf));
+    idle(r);
+}
+
+void hp_record_thread_exit(void *arg) {
+    hp_ring_t *r = arg;
+    if (!r || r != hp_tls_ring)
+        return;
+    int entered = hp_guard_enter();
+    if (hp_state_is_on()) {
+        uint8_t buf[16], *p = buf;
+        uint64_t t = busy_now(r);
+        *p++ = HPT_REC_THREAD_END;
+        p = put_time(p, t);
+        hp_tbuf_append(r, buf, (size_t)(p - buf));
+        idle(r);
+    }
+    atomic_store_explicit(&r->closed, 1, memory_order_release);
+    if (entered)
+        hp_guard_leave();
+}
+
+void hp_record_fork_child(void) {
+    hp_tls_ring = NULL;
+    hp_tls_enc = (hpt_dstate_t){0, 0};
+}

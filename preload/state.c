@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: MIT
+// Lifecycle: constructor (config, real functions, trace file, writer), the on/off state every
+// entry point reads, fork (the child gets its own trace on its first event), exec (flush first),
+// exit (final flush and trailer). Never aborts: failures end in hp_state_disable.
+#include "state.h"
+
+#include "config.h"
+#include "diag.h"
+#include "guard.h"
+#include "mem.h"
+#include "modmap.h"
+#include "real.h"
+#include "record.h"
+#include "stacktab.h"
+#include "tbuf.h"
+#include "unwind.h"
+#include "writer.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+_Atomic int hp_state;
+static uint64_t start_ns;
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t hp_state_now(void) {
+    return mono_ns() - start_ns;
+}
+
+void hp_state_disable(const char *reason) {
+    int expected = HP_STATE_ON;
+    if (atomic_compare_exchange_strong(&hp_state, &expected, HP_STATE_DISABLED))
+        hp_diag_line(reason, (char *)NULL);
+}
+
+// ---- META chunk: PROCESS record + the module map at start --------------------------------------
+
+typedef struct meta {
+    uint8_t *buf;
+    size_t len, cap;
+    uint32_t nrec;
+} meta_t;
+
+static void meta_emit(void *ctx, const uint8_t *rec, size_t len) {
+    meta_t *m = ctx;
+    if (m->len + len > m->cap)
+        return;
+    memcpy(m->buf + m->len, rec, len);
+    m->len += len;
+    m->nrec++;
+}
+
+static uint8_t *put_bytes(uint8_t *p, const void *s, size_t n) {
+    p = hpt_put_varint(p, n);
+    memcpy(p, s, n);
+    return p + n;
+}
+
+// PROCESS record from /proc/self/exe and /proc/self/cmdline, read without stdio.
+static void meta_process(meta_t *m) {
+    static char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    size_t exe_len = n > 0 ? (size_t)n : 0;
+    static char cmd[64 * 1024];
+    size_t cmd_len = 0;
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t r;
+        while (cmd_len < sizeof cmd && (r = read(fd, cmd + cmd_len, sizeof cmd - cmd_len)) > 0)
+            cmd_len += (size_t)r;
+        close(fd);
+    }
+    uint8_t *p = m->buf + m->len, *start = p;
+    if (m->cap - m->len < exe_len + cmd_len + 2 * 4096 * HPT_VARINT_MAX)
+        return;
+    *p++ = HPT_REC_PROCESS;
+    p = put_bytes(p, exe, exe_len);
+    size_t argc = 0;
+    for (size_t i = 0; i < cmd_len; i++)
+        argc += cmd[i] == 0;
+    if (argc > 4096)
+        argc = 4096;
+    p = hpt_put_varint(p, argc);
+    size_t off = 0;
+    for (size_t a = 0; a < argc; a++) {
+        size_t l = strnlen(cmd + off, cmd_len - off);
+        p = put_bytes(p, cmd + off, l < HPT_MAX_STRING ? l : HPT_MAX_STRING);
+        off += l + 1;
+    }
+    m->len += (size_t)(p - start);
+    m->nrec++;
+}
+
+// Opens this process's trace and starts the writer. Called with start_lock held.
+static bool start_trace(void) {
+    char path[HP_PATH_MAX];
+    int fd = hp_writer_create_file(hp_config.out, path, sizeof path);
+    if (fd < 0)
+        return false;
+    meta_t m = {0};
+    m.cap = 1u << 20;
+    m.buf = hp_mem_map(m.cap);
+    if (!m.buf) {
+        close(fd);
+        return false;
+    }
+    meta_process(&m);
+    hpt_dstate_t st = {0, 0};
+    hp_modmap_scan(&st, hp_state_now(), meta_emit, &m);
+
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    hpt_file_hdr_t h = {0};
+    memcpy(h.magic, HPT_MAGIC, sizeof h.magic);
+    h.version = HPT_VERSION;
+    h.hdr_bytes = sizeof h;
+    h.start_ns = start_ns;
+    h.start_unix_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+    h.pid = (uint32_t)getpid();
+    h.ppid = (uint32_t)getppid();
+    bool ok = hp_writer_start(fd, &h, m.buf, m.len, m.nrec);
+    hp_mem_unmap(m.buf, m.cap);
+    if (ok && !hp_config.quiet)
+        hp_diag_line("writing trace to ", path, (char *)NULL);
+    return ok;
+}
+
+bool hp_state_ensure_trace(void) {
+    if (hp_writer_running())
+        return true;
+    pthread_mutex_lock(&start_lock);
+    bool ok = hp_writer_running() || start_trace();
+    pthread_mutex_unlock(&start_lock);
+    if (!ok)
+        atomic_store(&hp_state, HP_STATE_DISABLED);
+    return ok;
+}
+
+// ---- fork, exec, exit ------------------------------------------------------------------------
+
+static void fork_prepare(void) {
+    int entered = hp_guard_enter();
+    // Lock order matches the other users: stacktab -> writer round -> ring list.
+    hp_stacktab_fork_prepare();
+    hp_writer_fork_prepare();
+    hp_tbuf_list_lock();
+    if (entered)
+        hp_guard_leave();
+}
+
+static void fork_parent(void) {
+    hp_tbuf_list_unlock();
+    hp_writer_fork_parent();
+    hp_stacktab_fork_parent();
+}
+
+static void fork_child(void) {
+    // Only this thread survives. Whatever the parent had buffered is the parent's to write;
+    // the child starts an empty trace of its own when it first allocates.
+    hp_tbuf_list_unlock();
+    hp_tbuf_forget_all();
+    hp_writer_fork_child();
+    hp_stacktab_fork_child();
+    hp_modmap_reset();
+    hp_record_fork_child();
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    start_lock = fresh;
+    start_ns = mono_ns();
+}
+
+void hp_state_before_exec(void) {
+    if (hp_state_is_on())
+        hp_writer_flush_sync();
+}
+
+__attribute__((constructor)) static void hp_state_init(void) {
+    int entered = hp_guard_enter();
+    hp_real_resolve();
+    hp_config_load();
+    start_ns = mono_ns();
+    if (!hp_config.enabled || !hp_real.malloc) {
+        atomic_store(&hp_state, HP_STATE_DISABLED);
+        goto out;
+    }
+    hp_unwind_init();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    pthread_mutex_lock(&start_lock);
+    bool ok = start_trace();
+    pthread_mutex_unlock(&start_lock);
+    atomic_store(&hp_state, ok ? HP_STATE_ON : HP_STATE_DISABLED);
+out:
+    if (entered)
+        hp_guard_leave();
+}
+
+__attribute__((destructor)) static void hp_state_fini(void) {
+    int entered = hp_guard_enter();
+    int expected = HP_STATE_ON;
+    // Recording stops before the final flush; later frees (other destructors) pass through.
+    atomic_compare_exchange_strong(&hp_state, &expected, HP_STATE_FINISHED);
+    if (expected == HP_STATE_ON || expected == HP_STATE_DISABLED)
+        hp_writer_stop();
+    if (entered)
+        hp_guard_leave();
+}

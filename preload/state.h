@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+// Lifecycle of the shim: start-up, the on/disabled/finished state every entry point checks,
+// fork, exec and exit.
+#ifndef HEAPPROF_PRELOAD_STATE_H
+#define HEAPPROF_PRELOAD_STATE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum hp_state_value {
+    HP_STATE_OFF = 0,      // not started yet: pass through
+    HP_STATE_ON = 1,       // recording
+    HP_STATE_DISABLED = 2, // internal failure: pass through for good
+    HP_STATE_FINISHED = 3, // after the exit flush: pass through
+};
+
+extern _Atomic int hp_state;
+
+static inline bool hp_state_is_on(void) {
+    return atomic_load_explicit(&hp_state, memory_order_relaxed) == HP_STATE_ON;
+}
+
+// Stops profiling for good after an internal failure: says why once on stderr; the trace stays
+// valid up to the last chunk written. Safe from any thread, any time.
+void hp_state_disable(const char *reason);
+
+// Makes sure this process has an open trace and a running writer (a fork child starts its trace
+// on its first event). Returns false if profiling cannot go on. Cold; takes a lock.
+bool hp_state_ensure_trace(void);
+
+// Flushes everything recorded so far before the image is replaced; waits at most ~2 s.
+void hp_state_before_exec(void);
+
+// CLOCK_MONOTONIC nanoseconds since the trace started. Hot path (vDSO).
+uint64_t hp_state_now(void);
+
+#endif

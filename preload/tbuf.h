@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: MIT
+// Per-thread record ring: the owner thread appends whole records and publishes them with one
+// release store; the writer thread drains them at any time. Single producer, single consumer,
+// no locks and no read-modify-write on the append path.
+#ifndef HEAPPROF_PRELOAD_TBUF_H
+#define HEAPPROF_PRELOAD_TBUF_H
+
+#include "compiler.h"
+#include "format/hpt_codec.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct hp_ring {
+    // written by the owner thread
+    _Alignas(64) _Atomic uint64_t head; // bytes ever committed
+    _Atomic uint32_t busy;              // between taking an event's time and committing it
+    _Atomic uint64_t last_t;            // time of the event in flight (or the last one)
+    uint64_t n_lost;                    // events dropped (buffer stalled); read at exit
+    // written by the writer thread
+    _Alignas(64) _Atomic uint64_t tail; // bytes ever drained
+    _Atomic uint32_t wake_pending;      // owner asked the writer to drain; writer clears
+    // fixed at creation
+    _Alignas(64) uint8_t *data;
+    uint32_t cap; // power of two
+    uint32_t tid;
+    _Atomic int closed; // owner thread ran its exit hook; the writer reaps the ring once it is gone
+    struct hp_ring *next;
+    // writer-private: staging of drained records until the next chunk is written
+    hpt_dstate_t wstate; // delta state after the last drained record
+    hpt_dstate_t stage_base;
+    uint8_t *stage;
+    size_t stage_len, stage_cap;
+    uint32_t stage_nrec;
+} hp_ring_t;
+
+// Largest record the shim ever appends (a STACK of HPT_MAX_FRAMES frames).
+#define HP_REC_MAX (16 + HPT_MAX_FRAMES * HPT_VARINT_MAX)
+
+// Creates and registers a ring for thread tid. NULL on failure. Takes the list lock; cold.
+hp_ring_t *hp_tbuf_new(uint32_t tid);
+
+// The list of rings, for the writer and for fork. Lock before walking, unlock after.
+hp_ring_t *hp_tbuf_list_lock(void);
+void hp_tbuf_list_unlock(void);
+// Unlinks rings for which dead(ring) is true and frees them; caller holds the list lock.
+void hp_tbuf_reap(bool (*dead)(hp_ring_t *));
+// In a fork child: forgets every ring (they belong to the parent) and reinitialises the lock.
+void hp_tbuf_forget_all(void);
+
+// Wakes the writer (futex). Cold.
+void hp_tbuf_wake_writer(void);
+// Word the writer sleeps on; hp_tbuf_wake_writer changes it.
+extern _Atomic uint32_t hp_tbuf_wake_word;
+
+// Waits until n bytes fit; false if they never will (shim disabled, writer stalled). Cold.
+bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n);
+void hp_tbuf_nudge_slow(hp_ring_t *r);
+
+// Appends one whole record and publishes it. Hot path. Returns false if the record was dropped.
+static inline bool hp_tbuf_append(hp_ring_t *r, const uint8_t *rec, size_t n) {
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+    if (HP_UNLIKELY(h + n - t > r->cap)) {
+        if (!hp_tbuf_wait_slow(r, n))
+            return false;
+    }
+    uint32_t off = (uint32_t)h & (r->cap - 1);
+    uint32_t first = r->cap - off;
+    if (HP_LIKELY(n <= first)) {
+        memcpy(r->data + off, rec, n);
+    } else {
+        memcpy(r->data + off, rec, first);
+        memcpy(r->data, rec + first, n - first);
+    }
+    atomic_store_explicit(&r->head, h + n, memory_order_release);
+    if (HP_UNLIKELY(h + n - t > r->cap / 2) &&
+        !atomic_load_explicit(&r->wake_pending, memory_order_relaxed))
+        hp_tbuf_nudge_slow(r);
+    return true;
+}
+
+#endif

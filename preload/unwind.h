@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: MIT
+// Stack capture behind one small interface, so the unwinder can be swapped per build.
+#ifndef HEAPPROF_PRELOAD_UNWIND_H
+#define HEAPPROF_PRELOAD_UNWIND_H
+
+#include <stdint.h>
+
+// Fills out[0..max) with return addresses, innermost first, starting at the caller of the
+// interposed allocation function (the shim's own frames are dropped). Returns the count, 0 if
+// unwinding failed. Hot path; may call the real allocator through the recursion guard.
+uint32_t hp_unwind(uint64_t *out, uint32_t max);
+
+// Records the address range of the shim's own code so hp_unwind can drop those frames.
+void hp_unwind_init(void);
+
+#endif

@@ -1,0 +1,436 @@
+// SPDX-License-Identifier: MIT
+// The writer thread. It alone writes the trace file; app threads only append to their rings.
+// Runs with the recursion guard held for its whole life, so its own allocations (zstd) pass
+// through unrecorded; all its signals are blocked so the host's handlers never run on it.
+// Chunking and watermarks: docs/trace-format.md#chunks and #merge.
+#include "writer.h"
+
+#include "chunk.h"
+#include "config.h"
+#include "diag.h"
+#include "guard.h"
+#include "mem.h"
+#include "stacktab.h"
+#include "state.h"
+#include "tbuf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define STAGE_FLUSH_BYTES (1u << 20) // write once this much is staged, even before the interval
+#define NO_BARRIER_MARGIN_NS (20u * 1000 * 1000)
+
+static int trace_fd = -1;
+static pthread_t thread;
+static _Atomic bool running;
+static _Atomic bool stop_req;
+static _Atomic uint64_t flush_req, flush_done;
+static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER; // held for a whole write round
+static uint64_t seq;
+static ZSTD_CCtx *cctx;
+static uint8_t *out_buf;
+static size_t out_cap;
+static bool have_membarrier;
+static uint64_t n_events, n_lost_reaped;
+
+// ---- file creation ---------------------------------------------------------------------------
+
+// Expands %p to pid (and %% to %) into out. Returns false if it does not fit.
+static bool expand(const char *tmpl, char *out, size_t cap, int suffix) {
+    char pid[21];
+    hp_diag_u64(pid, (uint64_t)getpid());
+    size_t n = 0;
+    for (const char *s = tmpl; *s; s++) {
+        const char *ins = NULL;
+        char one[2] = {*s, 0};
+        if (s[0] == '%' && s[1] == 'p') {
+            ins = pid;
+            s++;
+        } else if (s[0] == '%' && s[1] == '%') {
+            ins = "%";
+            s++;
+        } else {
+            ins = one;
+        }
+        size_t l = strlen(ins);
+        if (n + l + 1 > cap)
+            return false;
+        memcpy(out + n, ins, l);
+        n += l;
+    }
+    out[n] = 0;
+    if (suffix) {
+        // NAME.hpt -> NAME.<suffix>.hpt; other names get .<suffix> appended
+        char num[21], tail[64];
+        hp_diag_u64(num, (uint64_t)suffix);
+        size_t base = n;
+        if (n >= 4 && !strcmp(out + n - 4, ".hpt"))
+            base = n - 4;
+        size_t tl = 0;
+        tail[tl++] = '.';
+        memcpy(tail + tl, num, strlen(num));
+        tl += strlen(num);
+        if (base != n) {
+            memcpy(tail + tl, ".hpt", 4);
+            tl += 4;
+        }
+        if (base + tl + 1 > cap)
+            return false;
+        memcpy(out + base, tail, tl);
+        out[base + tl] = 0;
+    }
+    return true;
+}
+
+int hp_writer_create_file(const char *tmpl, char *path, size_t cap) {
+    char first[HP_PATH_MAX];
+    for (int i = 0; i < 1000; i++) {
+        if (!expand(tmpl, path, cap, i)) {
+            hp_diag_line("HEAPPROF_OUT is too long: ", tmpl, (char *)NULL);
+            return -1;
+        }
+        if (i == 0)
+            memcpy(first, path, strlen(path) + 1);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            if (i)
+                hp_diag_line(first, " exists; writing the trace to ", path, " instead",
+                             (char *)NULL);
+            // Keep the fd out of the range programs reuse or dup2 over (fds 0-99).
+            int high = fcntl(fd, F_DUPFD_CLOEXEC, 500);
+            if (high >= 0) {
+                close(fd);
+                fd = high;
+            }
+            return fd;
+        }
+        if (errno != EEXIST) {
+            hp_diag_line("cannot create trace file ", path, ": ", strerror(errno),
+                         "; the program runs unprofiled", (char *)NULL);
+            return -1;
+        }
+    }
+    hp_diag_line("cannot find a free trace file name like ", first, (char *)NULL);
+    return -1;
+}
+
+// ---- output ----------------------------------------------------------------------------------
+
+static bool write_all(const void *buf, size_t n) {
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(trace_fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            hp_state_disable(w < 0 && errno == ENOSPC
+                                 ? "disk full: the trace is incomplete; profiling stopped"
+                                 : "cannot write the trace: it is incomplete; profiling stopped");
+            trace_fd = -1;
+            return false;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+static bool ensure_out(size_t raw) {
+    size_t need = hp_chunk_bound(raw);
+    if (need <= out_cap)
+        return true;
+    uint8_t *b = hp_mem_map(need);
+    if (!b)
+        return false;
+    hp_mem_unmap(out_buf, out_cap);
+    out_buf = b;
+    out_cap = need;
+    return true;
+}
+
+static bool write_chunk(uint16_t type, uint32_t tid, const uint8_t *raw, size_t len, uint32_t nrec,
+                        hpt_dstate_t base) {
+    if (trace_fd < 0 || !ensure_out(len))
+        return false;
+    hpt_chunk_hdr_t h = {0};
+    h.type = type;
+    h.tid = tid;
+    h.n_records = nrec;
+    h.seq = seq++;
+    h.base_time_ns = base.time_ns;
+    h.base_addr = base.addr;
+    size_t n = hp_chunk_encode(out_buf, out_cap, &h, raw, len, cctx);
+    return n && write_all(out_buf, n);
+}
+
+// ---- draining --------------------------------------------------------------------------------
+
+static bool is_event(uint8_t tag) {
+    return tag == HPT_REC_MALLOC || tag == HPT_REC_CALLOC || tag == HPT_REC_ALIGNED ||
+           tag == HPT_REC_FREE || tag == HPT_REC_REALLOC;
+}
+
+// Moves r's committed records into its staging buffer. Returns false on internal corruption.
+static bool drain(hp_ring_t *r) {
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    atomic_store_explicit(&r->wake_pending, 0, memory_order_relaxed);
+    if (h == t)
+        return true;
+    if (!r->stage) {
+        r->stage_cap = STAGE_FLUSH_BYTES + r->cap;
+        r->stage = hp_mem_map(r->stage_cap);
+        if (!r->stage)
+            return false;
+    }
+    size_t n = (size_t)(h - t);
+    if (r->stage_len + n > r->stage_cap)
+        return false; // the caller flushes at STAGE_FLUSH_BYTES, so this cannot happen
+    if (!r->stage_len) {
+        r->stage_base = r->wstate;
+        r->stage_nrec = 0;
+    }
+    uint8_t *dst = r->stage + r->stage_len;
+    uint32_t off = (uint32_t)t & (r->cap - 1), first = r->cap - off;
+    if (n <= first) {
+        memcpy(dst, r->data + off, n);
+    } else {
+        memcpy(dst, r->data + off, first);
+        memcpy(dst + first, r->data, n - first);
+    }
+    atomic_store_explicit(&r->tail, h, memory_order_release);
+    // Walk the records to learn the delta state at the end (the next chunk's base) and count them.
+    const uint8_t *p = dst, *end = dst + n;
+    hpt_rec_t rec;
+    while (p < end) {
+        if (!(p = hpt_rec_decode(p, end, &r->wstate, &rec)))
+            return false;
+        r->stage_nrec++;
+        n_events += is_event(rec.tag);
+    }
+    r->stage_len += n;
+    return true;
+}
+
+static bool write_stage(hp_ring_t *r) {
+    if (!r->stage_len)
+        return true;
+    bool ok = write_chunk(HPT_CHUNK_EVENTS, r->tid, r->stage, r->stage_len, r->stage_nrec,
+                          r->stage_base);
+    r->stage_len = 0;
+    r->stage_nrec = 0;
+    return ok;
+}
+
+// Drains every ring; returns the largest staging fill, or SIZE_MAX on corruption.
+static size_t drain_all(void) {
+    hp_ring_t *r = hp_tbuf_list_lock();
+    hp_tbuf_list_unlock(); // only the writer unlinks rings, so the snapshot stays walkable
+    size_t most = 0;
+    for (; r; r = r->next) {
+        if (!drain(r))
+            return SIZE_MAX;
+        if (r->stage_len > most)
+            most = r->stage_len;
+    }
+    return most;
+}
+
+// Writes everything drained so far, then a SYNC whose watermark bounds all later records.
+static void flush(void) {
+    uint64_t w = hp_state_now();
+    if (have_membarrier)
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    else
+        w = w > NO_BARRIER_MARGIN_NS ? w - NO_BARRIER_MARGIN_NS : 0;
+    hp_ring_t *head = hp_tbuf_list_lock();
+    hp_tbuf_list_unlock();
+    bool wrote = false;
+    for (hp_ring_t *r = head; r; r = r->next) {
+        // busy is read before head: a thread that is not busy now has committed all it timed
+        if (atomic_load_explicit(&r->busy, memory_order_acquire)) {
+            uint64_t lt = atomic_load_explicit(&r->last_t, memory_order_relaxed);
+            if (lt < w)
+                w = lt;
+        }
+        if (!drain(r)) {
+            hp_state_disable("internal error: a thread buffer is damaged; profiling stopped");
+            return;
+        }
+    }
+    for (hp_ring_t *r = head; r; r = r->next) {
+        wrote |= r->stage_len != 0;
+        if (!write_stage(r))
+            return;
+    }
+    if (wrote)
+        write_chunk(HPT_CHUNK_SYNC, 0, NULL, 0, 0, (hpt_dstate_t){w, 0});
+}
+
+static bool ring_is_dead(hp_ring_t *r) {
+    if (!atomic_load_explicit(&r->closed, memory_order_acquire) ||
+        atomic_load_explicit(&r->head, memory_order_acquire) !=
+            atomic_load_explicit(&r->tail, memory_order_relaxed) ||
+        r->stage_len)
+        return false;
+    if (syscall(SYS_tgkill, getpid(), r->tid, 0) == 0 || errno != ESRCH)
+        return false;
+    n_lost_reaped += r->n_lost;
+    return true;
+}
+
+static void write_trailer(void) {
+    uint64_t lost = n_lost_reaped;
+    hp_ring_t *r = hp_tbuf_list_lock();
+    for (; r; r = r->next)
+        lost += r->n_lost;
+    hp_tbuf_list_unlock();
+    uint8_t buf[64], *p = buf;
+    *p++ = HPT_REC_TRAILER;
+    p = hpt_put_varint(p, n_events);
+    p = hpt_put_varint(p, lost);
+    p = hpt_put_varint(p, hp_stacktab_count());
+    p = hpt_put_varint(p, hp_stacktab_overflows());
+    write_chunk(HPT_CHUNK_TRAILER, 0, buf, (size_t)(p - buf), 1, (hpt_dstate_t){0, 0});
+}
+
+static void wait_for_wake(uint32_t seen, uint32_t ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    syscall(SYS_futex, &hp_tbuf_wake_word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+}
+
+static void *writer_main(void *arg) {
+    (void)arg;
+    hp_tls_guard = 1;
+    prctl(PR_SET_NAME, "heapprof-writer", 0, 0, 0);
+    uint64_t interval_ns = (uint64_t)hp_config.flush_ms * 1000000u;
+    uint32_t nap_ms = hp_config.flush_ms / 4 ? hp_config.flush_ms / 4 : 1;
+    uint64_t last_flush = hp_state_now();
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&hp_tbuf_wake_word, memory_order_acquire);
+        bool stopping = atomic_load_explicit(&stop_req, memory_order_acquire);
+        uint64_t want = atomic_load_explicit(&flush_req, memory_order_acquire);
+        pthread_mutex_lock(&io_lock);
+        size_t most = drain_all();
+        if (most == SIZE_MAX) {
+            hp_state_disable("internal error: a thread buffer is damaged; profiling stopped");
+        } else if (stopping || want != atomic_load_explicit(&flush_done, memory_order_relaxed) ||
+                   most >= STAGE_FLUSH_BYTES || hp_state_now() - last_flush >= interval_ns) {
+            flush();
+            last_flush = hp_state_now();
+            hp_tbuf_list_lock();
+            hp_tbuf_reap(ring_is_dead);
+            hp_tbuf_list_unlock();
+        }
+        if (stopping)
+            write_trailer();
+        pthread_mutex_unlock(&io_lock);
+        atomic_store_explicit(&flush_done, want, memory_order_release);
+        if (stopping || atomic_load_explicit(&hp_state, memory_order_relaxed) == HP_STATE_DISABLED)
+            break;
+        wait_for_wake(seen, nap_ms);
+    }
+    return NULL;
+}
+
+bool hp_writer_start(int fd, const hpt_file_hdr_t *hdr, const uint8_t *meta, size_t meta_len,
+                     uint32_t meta_records) {
+    trace_fd = fd;
+    seq = 0;
+    n_events = n_lost_reaped = 0;
+    if (!cctx) {
+        cctx = ZSTD_createCCtx();
+        if (cctx)
+            ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, hp_config.zstd_level);
+    }
+    have_membarrier =
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    hpt_file_hdr_t h = *hdr;
+    if (have_membarrier)
+        h.flags |= HPT_FILE_HAS_MEMBARRIER;
+    if (!write_all(&h, sizeof h) ||
+        !write_chunk(HPT_CHUNK_META, 0, meta, meta_len, meta_records, (hpt_dstate_t){0, 0}))
+        goto fail;
+    atomic_store(&stop_req, false);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&thread, NULL, writer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+        hp_diag_line("cannot start the writer thread; the program runs unprofiled", (char *)NULL);
+        goto fail;
+    }
+    atomic_store(&running, true);
+    return true;
+fail:
+    close(trace_fd);
+    trace_fd = -1;
+    return false;
+}
+
+bool hp_writer_running(void) {
+    return atomic_load(&running);
+}
+
+void hp_writer_flush_sync(void) {
+    if (!atomic_load(&running))
+        return;
+    uint64_t want = atomic_fetch_add(&flush_req, 1) + 1;
+    hp_tbuf_wake_writer();
+    for (int i = 0; i < 2000 && atomic_load(&flush_done) < want; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void hp_writer_stop(void) {
+    if (!atomic_exchange(&running, false))
+        return;
+    // Let events already in flight on other threads commit before the last drain.
+    for (int i = 0; i < 100; i++) {
+        bool busy = false;
+        for (hp_ring_t *r = hp_tbuf_list_lock(); r; r = r->next) // the lock keeps reaping away
+            busy |= atomic_load(&r->busy) != 0;
+        hp_tbuf_list_unlock();
+        if (!busy)
+            break;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&stop_req, true);
+    hp_tbuf_wake_writer();
+    pthread_join(thread, NULL);
+    close(trace_fd);
+    trace_fd = -1;
+}
+
+void hp_writer_fork_prepare(void) {
+    pthread_mutex_lock(&io_lock);
+}
+
+void hp_writer_fork_parent(void) {
+    pthread_mutex_unlock(&io_lock);
+}
+
+void hp_writer_fork_child(void) {
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    io_lock = fresh;
+    if (trace_fd >= 0)
+        close(trace_fd); // the parent's file; the child opens its own on its first event
+    trace_fd = -1;
+    atomic_store(&running, false);
+    atomic_store(&flush_req, 0);
+    atomic_store(&flush_done, 0);
+    cctx = NULL; // the parent's context lives in copied memory the child must not share
+}
