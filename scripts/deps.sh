@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what heapprof needs to build, test and benchmark on Debian 12 (run as root).
+# Idempotent: skips apt when every package is already there.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config clang libunwind-dev libzstd-dev zlib1g-dev libjansson-dev
+      libcriterion-dev libdw-dev libelf-dev valgrind heaptrack hyperfine rustc)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# rustc may come from rustup instead of Debian; either is fine
+if command -v rustc >/dev/null 2>&1; then
+  missing=("${missing[@]/rustc}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | grep . || true))
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "heapprof: missing packages (${missing[*]}); run as root or install them" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+fi

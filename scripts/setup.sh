@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Quick start, part 1: install dependencies, build, install heapprof and libheapprof.so, then
+# profile a sample and write its reports into ./heapprof-demo/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/deps.sh"
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$root/build" -j"$(nproc)"
+cmake --install "$root/build" >/dev/null
+# the loader must find libheapprof.so by its bare name
+ldconfig
+demo="$root/heapprof-demo"
+mkdir -p "$demo"
+rm -f "$demo"/exact_counts.hpt
+heapprof run -o "$demo/exact_counts.hpt" -- "$root/build/samples/exact_counts" >/dev/null
+heapprof stats "$demo/exact_counts.hpt" | tee "$demo/exact_counts.stats.txt"
+heapprof stats --json "$demo/exact_counts.hpt" > "$demo/exact_counts.stats.json"
+echo "heapprof: reports written to $demo"
