@@ -21,7 +21,10 @@ extern char **environ;
 
 // True when this call should be recorded; otherwise the caller passes straight through.
 static inline int should_record(void) {
-    return !hp_tls_guard && hp_state_is_on();
+    if (HP_LIKELY(!hp_tls_guard && hp_state_is_on()))
+        return 1;
+    return !hp_tls_guard && atomic_load_explicit(&hp_state, memory_order_relaxed) == HP_STATE_OFF &&
+           hp_state_start_early();
 }
 
 // Before the real functions are known (dlsym is running), serve from the bootstrap arena.

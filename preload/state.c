@@ -19,11 +19,14 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <time.h>
 #include <unistd.h>
 
 _Atomic int hp_state;
 static uint64_t start_ns;
+static _Atomic bool early_started; // recording set up (maybe before our constructor ran)
+static bool ctor_done;             // the constructor opened the trace (or gave up)
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t mono_ns(void) {
@@ -135,7 +138,9 @@ static bool start_trace(void) {
 }
 
 bool hp_state_ensure_trace(void) {
-    if (hp_writer_running())
+    // Before our constructor runs, events wait in the thread's ring; the constructor opens the
+    // trace and starts the writer.
+    if (!ctor_done || hp_writer_running())
         return true;
     pthread_mutex_lock(&start_lock);
     bool ok = hp_writer_running() || start_trace();
@@ -182,22 +187,50 @@ void hp_state_before_exec(void) {
         hp_writer_flush_sync();
 }
 
-__attribute__((constructor)) static void hp_state_init(void) {
-    int entered = hp_guard_enter();
+// Sets up recording; the first caller wins. Called by the first allocation (libraries
+// initialised before ours allocate too: libstdc++'s emergency exception pool, for one) or by
+// the constructor.
+static void setup_recording(void) {
+    if (atomic_exchange(&early_started, true))
+        return;
     hp_real_resolve();
     hp_config_load();
     start_ns = mono_ns();
     if (!hp_config.enabled || !hp_real.malloc) {
         atomic_store(&hp_state, HP_STATE_DISABLED);
-        goto out;
+        return;
     }
     hp_unwind_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
-    pthread_mutex_lock(&start_lock);
-    bool ok = start_trace();
-    pthread_mutex_unlock(&start_lock);
-    atomic_store(&hp_state, ok ? HP_STATE_ON : HP_STATE_DISABLED);
-out:
+    atomic_store(&hp_state, HP_STATE_ON);
+}
+
+bool hp_state_start_early(void) {
+    // Only once libc has run its early initialisation (it sets __libc_single_threaded; before
+    // that, ld.so itself may be allocating) and while there is one thread, so no other thread
+    // can race the set-up. Otherwise pass through until the constructor.
+    if (atomic_load_explicit(&hp_state, memory_order_relaxed) != HP_STATE_OFF ||
+        !__libc_single_threaded || atomic_load(&early_started))
+        return hp_state_is_on();
+    int entered = hp_guard_enter();
+    setup_recording();
+    if (entered)
+        hp_guard_leave();
+    return hp_state_is_on();
+}
+
+__attribute__((constructor)) static void hp_state_init(void) {
+    int entered = hp_guard_enter();
+    setup_recording();
+    if (hp_state_is_on()) {
+        pthread_mutex_lock(&start_lock);
+        bool ok = start_trace();
+        ctor_done = true;
+        pthread_mutex_unlock(&start_lock);
+        if (!ok)
+            atomic_store(&hp_state, HP_STATE_DISABLED);
+    }
+    ctor_done = true;
     if (entered)
         hp_guard_leave();
 }

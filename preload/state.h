@@ -29,6 +29,10 @@ void hp_state_disable(const char *reason);
 // on its first event). Returns false if profiling cannot go on. Cold; takes a lock.
 bool hp_state_ensure_trace(void);
 
+// Called by an entry point while the state is still OFF: starts recording early if that is safe
+// now. Returns whether recording is on. Cold.
+bool hp_state_start_early(void);
+
 // Flushes everything recorded so far before the image is replaced; waits at most ~2 s.
 void hp_state_before_exec(void);
 

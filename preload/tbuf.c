@@ -6,6 +6,7 @@
 #include "config.h"
 #include "mem.h"
 #include "state.h"
+#include "writer.h"
 
 #include <linux/futex.h>
 #include <pthread.h>
@@ -85,8 +86,11 @@ void hp_tbuf_nudge_slow(hp_ring_t *r) {
 }
 
 bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
-    if (n > r->cap)
+    if (n > r->cap || !hp_writer_running()) {
+        // nobody will drain it (start-up before the trace exists): drop, but count
+        r->n_lost++;
         return false;
+    }
     // The writer drains within microseconds unless it is stuck on the disk; two seconds of
     // waiting means it is, and the app must not hang on us.
     for (int i = 0; i < 20000; i++) {

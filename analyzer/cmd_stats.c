@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: MIT
+// The stats subcommand: option parsing, the read -> replay loop, and its two renderings (text
+// for humans, JSON through jansson for scripts and tests). Prints only to the FILE passed in.
+#include "cmd_stats.h"
+
+#include "filter.h"
+#include "reader.h"
+#include "replay.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <string.h>
+
+const char cmd_stats_usage[] =
+    "usage: heapprof stats TRACE [--json] [--from-module NAME]\n"
+    "\n"
+    "Prints the totals of a trace: allocated blocks and bytes, frees, the peak of live\n"
+    "bytes, what is live at the end, threads, stacks, duration, and any data lost.\n"
+    "\n"
+    "  --json               one JSON object instead of text\n"
+    "  --from-module NAME   count only allocations made directly from the module whose file\n"
+    "                       name is NAME (e.g. libfoo.so.1): its code called malloc\n"
+    "  -h, --help           this help\n";
+
+int cmd_stats_parse(int argc, char **argv, cmd_stats_opts_t *o, errmsg_t *err) {
+    memset(o, 0, sizeof *o);
+    bool only_args = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!only_args && strcmp(a, "--") == 0) {
+            only_args = true;
+        } else if (!only_args && strcmp(a, "--json") == 0) {
+            o->json = true;
+        } else if (!only_args && strcmp(a, "--from-module") == 0) {
+            if (i + 1 >= argc) {
+                errmsg_set(err, "stats: --from-module needs a NAME");
+                return -1;
+            }
+            o->from_module = argv[++i];
+        } else if (!only_args && strncmp(a, "--from-module=", 14) == 0) {
+            o->from_module = a + 14;
+        } else if (!only_args && a[0] == '-' && a[1] != '\0') {
+            errmsg_set(err, "stats: unknown option '%s' (see heapprof stats --help)", a);
+            return -1;
+        } else if (!o->trace) {
+            o->trace = a;
+        } else {
+            errmsg_set(err, "stats: unexpected argument '%s' (one TRACE only)", a);
+            return -1;
+        }
+    }
+    if (!o->trace) {
+        errmsg_set(err, "stats: missing TRACE (see heapprof stats --help)");
+        return -1;
+    }
+    if (o->from_module && !o->from_module[0]) {
+        errmsg_set(err, "stats: --from-module needs a non-empty NAME");
+        return -1;
+    }
+    return 0;
+}
+
+// ---- text ----
+
+// 1234567 -> "1,234,567"
+static const char *grouped(uint64_t v, char buf[32]) {
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%" PRIu64, v);
+    int out = 0;
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && (n - i) % 3 == 0)
+            buf[out++] = ',';
+        buf[out++] = tmp[i];
+    }
+    buf[out] = '\0';
+    return buf;
+}
+
+static const char *human_bytes(uint64_t v, char buf[32]) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double d = (double)v;
+    unsigned u = 0;
+    while (d >= 1024 && u + 1 < sizeof units / sizeof *units) {
+        d /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, 32, "%" PRIu64 " B", v);
+    else
+        snprintf(buf, 32, "%.1f %s", d, units[u]);
+    return buf;
+}
+
+static void write_text(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
+                       const replay_totals_t *t, const filter_t *f) {
+    char a[32], b[32], c[32];
+    const hpt_file_hdr_t *h = reader_header(r);
+    const char *exe = reader_exe(r);
+    fprintf(out, "trace      %s (pid %u%s%s)\n", o->trace, h->pid, exe ? ", " : "", exe ? exe : "");
+    if (f)
+        fprintf(out, "filter     allocations from %s (%zu module%s matched)\n", o->from_module,
+                filter_n_matching_modules(f), filter_n_matching_modules(f) == 1 ? "" : "s");
+    fprintf(out, "allocated  %s blocks, %s (%s bytes)\n", grouped(t->n_blocks, a),
+            human_bytes(t->n_bytes, b), grouped(t->n_bytes, c));
+    fprintf(out, "freed      %s blocks\n", grouped(t->n_frees, a));
+    fprintf(out, "peak       %s (%s bytes) in %s blocks at %.3f s\n", human_bytes(t->peak_bytes, a),
+            grouped(t->peak_bytes, b), grouped(t->peak_blocks, c), (double)t->peak_time_ns / 1e9);
+    fprintf(out, "at end     %s (%s bytes) in %s blocks\n", human_bytes(t->live_bytes, a),
+            grouped(t->live_bytes, b), grouped(t->live_blocks, c));
+    fprintf(out, "threads    %" PRIu64 "\n", t->n_threads);
+    fprintf(out, "stacks     %s\n", grouped(reader_n_stacks(r), a));
+    fprintf(out, "events     %s\n", grouped(t->n_events, a));
+    fprintf(out, "duration   %.3f s\n", (double)t->last_time_ns / 1e9);
+
+    const reader_damage_t *d = reader_damage(r);
+    const reader_trailer_t *tr = reader_trailer(r);
+    if (d->chunks_damaged)
+        fprintf(out, "damaged    %s chunk%s skipped (%s bytes)\n", grouped(d->chunks_damaged, a),
+                d->chunks_damaged == 1 ? "" : "s", grouped(d->bytes_skipped, b));
+    if (d->seq_gaps)
+        fprintf(out, "missing    %s chunk%s by sequence number (events in them are not counted)\n",
+                grouped(d->seq_gaps, a), d->seq_gaps == 1 ? "" : "s");
+    if (d->truncated)
+        fprintf(out, "truncated  the trace ends inside a chunk (%s bytes unread)\n",
+                grouped(d->truncated_bytes, a));
+    if (!d->trailer)
+        fprintf(out, "unfinished no trailer: the process did not exit cleanly; events of its last "
+                     "flush interval may be missing\n");
+    if (tr && tr->n_lost_events)
+        fprintf(out, "shim lost  %s events it could not record\n", grouped(tr->n_lost_events, a));
+    if (tr && tr->n_stack_overflows)
+        fprintf(out, "overflow   %s stacks did not fit the shim's stack table\n",
+                grouped(tr->n_stack_overflows, a));
+    if (d->late_events)
+        fprintf(out, "late       %s events arrived after their merge watermark\n",
+                grouped(d->late_events, a));
+    if (t->n_unknown_frees || t->n_double_allocs)
+        fprintf(out, "anomalies  %s frees of unknown addresses, %s allocations at live addresses\n",
+                grouped(t->n_unknown_frees, a), grouped(t->n_double_allocs, b));
+}
+
+// ---- JSON ----
+
+static json_t *jint(uint64_t v) {
+    return json_integer(v > LLONG_MAX ? LLONG_MAX : (json_int_t)v);
+}
+
+static int write_json(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
+                      const replay_totals_t *t, const filter_t *f, errmsg_t *err) {
+    json_t *j = json_object();
+    const hpt_file_hdr_t *h = reader_header(r);
+    json_object_set_new(j, "pid", jint(h->pid));
+    json_object_set_new(j, "exe", reader_exe(r) ? json_string(reader_exe(r)) : json_null());
+    json_object_set_new(j, "blocks", jint(t->n_blocks));
+    json_object_set_new(j, "bytes", jint(t->n_bytes));
+    json_object_set_new(j, "frees", jint(t->n_frees));
+    json_object_set_new(j, "peak_bytes", jint(t->peak_bytes));
+    json_object_set_new(j, "peak_blocks", jint(t->peak_blocks));
+    json_object_set_new(j, "peak_time_ns", jint(t->peak_time_ns));
+    json_object_set_new(j, "end_bytes", jint(t->live_bytes));
+    json_object_set_new(j, "end_blocks", jint(t->live_blocks));
+    json_object_set_new(j, "threads", jint(t->n_threads));
+    json_object_set_new(j, "events", jint(t->n_events));
+    json_object_set_new(j, "stacks", jint(reader_n_stacks(r)));
+    json_object_set_new(j, "duration_ns", jint(t->last_time_ns));
+    if (f) {
+        json_t *jf = json_object();
+        json_object_set_new(jf, "from_module", json_string(o->from_module));
+        json_object_set_new(jf, "modules_matched", jint(filter_n_matching_modules(f)));
+        json_object_set_new(j, "filter", jf);
+    }
+
+    const reader_damage_t *d = reader_damage(r);
+    json_t *jd = json_object();
+    json_object_set_new(jd, "chunks_ok", jint(d->chunks_ok));
+    json_object_set_new(jd, "chunks_damaged", jint(d->chunks_damaged));
+    json_object_set_new(jd, "bytes_skipped", jint(d->bytes_skipped));
+    json_object_set_new(jd, "chunks_missing", jint(d->seq_gaps));
+    json_object_set_new(jd, "truncated", json_boolean(d->truncated));
+    json_object_set_new(jd, "truncated_bytes", jint(d->truncated_bytes));
+    json_object_set_new(jd, "clean_exit", json_boolean(d->trailer));
+    json_object_set_new(jd, "late_events", jint(d->late_events));
+    json_object_set_new(j, "damage", jd);
+
+    json_t *ja = json_object();
+    json_object_set_new(ja, "unknown_frees", jint(t->n_unknown_frees));
+    json_object_set_new(ja, "double_allocs", jint(t->n_double_allocs));
+    json_object_set_new(j, "anomalies", ja);
+
+    // shim counters come from the trailer; without one they are unknown, not zero
+    const reader_trailer_t *tr = reader_trailer(r);
+    json_t *js = json_object();
+    json_object_set_new(js, "events_recorded", tr ? jint(tr->n_events) : json_null());
+    json_object_set_new(js, "events_lost", tr ? jint(tr->n_lost_events) : json_null());
+    json_object_set_new(js, "stacks", tr ? jint(tr->n_stacks) : json_null());
+    json_object_set_new(js, "stack_overflows", tr ? jint(tr->n_stack_overflows) : json_null());
+    json_object_set_new(j, "shim", js);
+
+    int rc = json_dumpf(j, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(j);
+    if (rc != 0 || fputc('\n', out) == EOF) {
+        errmsg_set(err, "stats: cannot write the JSON output");
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_stats_run(const cmd_stats_opts_t *o, FILE *out, errmsg_t *err) {
+    reader_t *defs = NULL, *r = NULL;
+    filter_t *f = NULL;
+    replay_t *rp = NULL;
+    int rc = -1;
+    if (o->from_module) {
+        // first pass: stacks and modules, which may be defined after their first use
+        if (!(defs = reader_open(o->trace, err)) || reader_load_defs(defs, err) != 0)
+            goto done;
+        f = filter_new_from_module(defs, o->from_module);
+    }
+    if (!(r = reader_open(o->trace, err)))
+        goto done;
+    rp = f ? replay_new(filter_keep, f) : replay_new(NULL, NULL);
+    // in batches, so replay can prefetch its table ahead of the events
+    const reader_event_t *batch;
+    size_t n;
+    int got;
+    while ((got = reader_next_batch(r, &batch, &n, err)) == 1)
+        replay_events(rp, batch, n);
+    if (got < 0)
+        goto done;
+    if (o->json) {
+        if (write_json(out, o, r, replay_totals(rp), f, err) != 0)
+            goto done;
+    } else {
+        write_text(out, o, r, replay_totals(rp), f);
+    }
+    rc = 0;
+done:
+    replay_free(rp);
+    filter_free(f);
+    reader_close(r);
+    reader_close(defs);
+    return rc;
+}

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: MIT
+// Open addressing with linear probing and backward-shift deletion (Knuth 6.4 algorithm R).
+// Keys are heap addresses (multiples of 16) and small ids, so the hash must move entropy from
+// the middle bits to the top: Fibonacci hashing (multiply, keep the high bits) does that.
+// Slots are whole 8-byte words and copied word by word: a runtime-sized memcpy per probe step
+// would be a libc call on the hottest path of the analyzer.
+#include "hmap.h"
+
+#include "xalloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HMAP_MIN_CAP 64u
+
+static inline size_t home(const hmap_t *h, uint64_t key) {
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> h->shift);
+}
+
+// Word copy with the common sizes spelled out: a loop over a runtime count costs a branch per
+// word and is never unrolled. The switch is predicted perfectly (one table, one stride).
+static inline void copy_words(uint64_t *dst, const uint64_t *src, size_t words) {
+    switch (words) {
+    case 4:
+        dst[3] = src[3];
+        /* fall through */
+    case 3:
+        dst[2] = src[2];
+        /* fall through */
+    case 2:
+        dst[1] = src[1];
+        /* fall through */
+    case 1:
+        dst[0] = src[0];
+        return;
+    default:
+        for (size_t w = 0; w < words; w++)
+            dst[w] = src[w];
+    }
+}
+
+static inline void zero_words(uint64_t *dst, size_t words) {
+    switch (words) {
+    case 3:
+        dst[2] = 0;
+        /* fall through */
+    case 2:
+        dst[1] = 0;
+        /* fall through */
+    case 1:
+        dst[0] = 0;
+        /* fall through */
+    case 0:
+        return;
+    default:
+        for (size_t w = 0; w < words; w++)
+            dst[w] = 0;
+    }
+}
+
+static void table_alloc(hmap_t *h, size_t cap) {
+    h->cap = cap;
+    h->slots = xcalloc(cap, h->stride * sizeof(uint64_t));
+    h->grow_at = cap / 10 * 7; // load 0.7: short probe runs, still dense in cache
+    unsigned bits = 0;
+    while (((size_t)1 << bits) < cap)
+        bits++;
+    h->shift = 64 - bits;
+}
+
+void hmap_init(hmap_t *h, size_t value_bytes) {
+    memset(h, 0, sizeof *h);
+    h->value_bytes = value_bytes;
+    h->stride = 1 + (value_bytes + 7) / 8;
+    h->zero_value = xcalloc(1, value_bytes);
+    table_alloc(h, HMAP_MIN_CAP);
+}
+
+void hmap_fini(hmap_t *h) {
+    free(h->slots);
+    free(h->zero_value);
+    memset(h, 0, sizeof *h);
+}
+
+void *hmap_get(const hmap_t *h, uint64_t key) {
+    if (key == 0)
+        return h->has_zero ? h->zero_value : NULL;
+    size_t mask = h->cap - 1;
+    for (size_t i = home(h, key);; i = (i + 1) & mask) {
+        uint64_t *s = h->slots + i * h->stride;
+        if (s[0] == key)
+            return s + 1;
+        if (s[0] == 0)
+            return NULL;
+    }
+}
+
+static void grow(hmap_t *h) {
+    uint64_t *old = h->slots;
+    size_t old_cap = h->cap;
+    table_alloc(h, old_cap * 2);
+    size_t mask = h->cap - 1, stride = h->stride;
+    for (size_t j = 0; j < old_cap; j++) {
+        const uint64_t *s = old + j * stride;
+        if (s[0] == 0)
+            continue;
+        size_t i = home(h, s[0]);
+        while (h->slots[i * stride] != 0)
+            i = (i + 1) & mask;
+        copy_words(h->slots + i * stride, s, stride);
+    }
+    free(old);
+}
+
+void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {
+    if (key == 0) {
+        if (existed)
+            *existed = h->has_zero;
+        if (!h->has_zero) {
+            h->has_zero = true;
+            h->n++;
+            memset(h->zero_value, 0, h->value_bytes);
+        }
+        return h->zero_value;
+    }
+    size_t mask = h->cap - 1, stride = h->stride;
+    size_t i = home(h, key);
+    for (;; i = (i + 1) & mask) {
+        uint64_t *s = h->slots + i * stride;
+        if (s[0] == key) {
+            if (existed)
+                *existed = true;
+            return s + 1;
+        }
+        if (s[0] == 0)
+            break;
+    }
+    if (existed)
+        *existed = false;
+    if (h->n - h->has_zero + 1 > h->grow_at) {
+        grow(h);
+        mask = h->cap - 1;
+        for (i = home(h, key); h->slots[i * stride] != 0; i = (i + 1) & mask)
+            ;
+    }
+    uint64_t *s = h->slots + i * stride;
+    s[0] = key;
+    zero_words(s + 1, stride - 1);
+    h->n++;
+    return s + 1;
+}
+
+bool hmap_take(hmap_t *h, uint64_t key, void *out) {
+    if (key == 0) {
+        if (!h->has_zero)
+            return false;
+        if (out)
+            memcpy(out, h->zero_value, h->value_bytes);
+        h->has_zero = false;
+        h->n--;
+        return true;
+    }
+    size_t mask = h->cap - 1, stride = h->stride;
+    size_t i = home(h, key);
+    uint64_t *s;
+    for (;; i = (i + 1) & mask) {
+        s = h->slots + i * stride;
+        if (s[0] == key)
+            break;
+        if (s[0] == 0)
+            return false;
+    }
+    if (out) {
+        if (h->value_bytes % 8 == 0)
+            copy_words(out, s + 1, stride - 1);
+        else
+            memcpy(out, s + 1, h->value_bytes);
+    }
+    h->n--;
+    // Backward shift: pull later members of the probe run into the hole when their home slot
+    // does not lie cyclically in (hole, j]; stop at the first empty slot.
+    for (size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+        uint64_t *t = h->slots + j * stride;
+        if (t[0] == 0)
+            break;
+        size_t want = home(h, t[0]);
+        if (((j - want) & mask) >= ((j - i) & mask)) {
+            copy_words(h->slots + i * stride, t, stride);
+            i = j;
+        }
+    }
+    h->slots[i * stride] = 0;
+    return true;
+}
+
+void *hmap_next(const hmap_t *h, size_t *it, uint64_t *key) {
+    // *it = 0 is the zero key, then slot i is *it = i + 1
+    if (*it == 0) {
+        *it = 1;
+        if (h->has_zero) {
+            *key = 0;
+            return h->zero_value;
+        }
+    }
+    while (*it - 1 < h->cap) {
+        uint64_t *s = h->slots + (*it - 1) * h->stride;
+        (*it)++;
+        if (s[0] != 0) {
+            *key = s[0];
+            return s + 1;
+        }
+    }
+    return NULL;
+}

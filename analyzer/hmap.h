@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+// hmap_t: open-addressing hash map from a uint64 key to a fixed-size value, stored inline.
+// Linear probing over a power-of-two table, deletion by backward shift (no tombstones), so a
+// table with millions of live blocks stays fast under endless alloc/free churn. Hot path of the
+// analyzer. Not thread-safe; one owner.
+#ifndef HEAPPROF_ANALYZER_HMAP_H
+#define HEAPPROF_ANALYZER_HMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hmap {
+    uint64_t *slots;    // cap slots of `stride` words: key (0 = empty), then the value
+    size_t stride;      // in 8-byte words
+    size_t value_bytes;
+    size_t cap;         // power of two
+    size_t n;           // keys stored, including key 0
+    size_t grow_at;     // n of non-zero keys that triggers doubling
+    unsigned shift;     // 64 - log2(cap)
+    bool has_zero;      // key 0 cannot mark a slot, so it lives beside the table
+    uint8_t *zero_value;
+} hmap_t;
+
+// value_bytes > 0. Allocates a small table (exits on OOM, like every call below that grows).
+void hmap_init(hmap_t *h, size_t value_bytes);
+void hmap_fini(hmap_t *h);
+
+// Pointer to the value of key, or NULL. Valid until the next hmap_put/hmap_take/hmap_del.
+void *hmap_get(const hmap_t *h, uint64_t key);
+
+// Value slot of key, inserted zero-filled if absent (*existed says which; may be NULL).
+// May allocate (grows the table). The pointer is valid until the next modifying call.
+void *hmap_put(hmap_t *h, uint64_t key, bool *existed);
+
+// Removes key; copies its value to out (if non-NULL). Returns false if key was absent.
+bool hmap_take(hmap_t *h, uint64_t key, void *out);
+
+// Hints that key will be looked up soon: callers with a batch of keys issue this a few keys
+// ahead so the cache misses of a big table overlap. No effect on the contents.
+static inline void hmap_prefetch(const hmap_t *h, uint64_t key) {
+    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> h->shift);
+    __builtin_prefetch(h->slots + i * h->stride, 1);
+}
+
+static inline size_t hmap_count(const hmap_t *h) {
+    return h->n;
+}
+
+// Iteration in table order: start with *it = 0; returns the next value and sets *key, or NULL
+// at the end. The map must not be modified during iteration.
+void *hmap_next(const hmap_t *h, size_t *it, uint64_t *key);
+
+#endif

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+// The heapprof command: argv -> subcommand. The only file that prints errors and chooses exit
+// codes: 0 ok, 2 usage or unreadable/invalid trace, 127/126 command not found/not runnable,
+// and for `run` the command's own status.
+#include "cmd_run.h"
+#include "cmd_stats.h"
+#include "errmsg.h"
+#include "format/hpt_format.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HEAPPROF_VERSION
+#define HEAPPROF_VERSION "unknown"
+#endif
+
+#define EXIT_USAGE 2
+
+static const char usage[] =
+    "usage: heapprof COMMAND [ARGS...]\n"
+    "\n"
+    "A heap allocation profiler: records every allocation with its stack, then analyzes it.\n"
+    "\n"
+    "commands:\n"
+    "  run [-o TRACE] -- CMD ARGS...   run CMD under libheapprof.so and write a trace\n"
+    "  stats TRACE [--json]            totals, peak, at end, and what was lost\n"
+    "\n"
+    "  heapprof COMMAND --help         help for one command\n"
+    "  heapprof --version\n";
+
+typedef int (*cmd_fn)(int argc, char **argv);
+
+static int fail(const errmsg_t *err) {
+    fprintf(stderr, "heapprof: %s\n", err->is_set ? err->msg : "unknown error");
+    return EXIT_USAGE;
+}
+
+static int finish_output(void) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "heapprof: cannot write the output\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int do_stats(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_stats_opts_t o;
+    if (cmd_stats_parse(argc, argv, &o, &err) != 0 || cmd_stats_run(&o, stdout, &err) != 0)
+        return fail(&err);
+    return finish_output();
+}
+
+static int do_run(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_run_opts_t o;
+    if (cmd_run_parse(argc, argv, &o, &err) != 0)
+        return fail(&err);
+    cmd_run_result_t res;
+    if (cmd_run_exec(&o, &res, &err) != 0) {
+        fail(&err);
+        cmd_run_result_fini(&res);
+        return res.exec_failed ? res.exit_status : EXIT_USAGE;
+    }
+    if (res.n_traces == 0)
+        fprintf(stderr, "heapprof: no trace was written (expected %s; was %s loaded?)\n",
+                res.expected, res.preload);
+    for (size_t i = 0; i < res.n_traces; i++)
+        fprintf(stderr, "heapprof: trace written to %s\n", res.traces[i]);
+    cmd_run_result_fini(&res);
+    return res.exit_status;
+}
+
+static const struct {
+    const char *name;
+    cmd_fn fn;
+    const char *usage;
+} commands[] = {
+    {"run", do_run, cmd_run_usage},
+    {"stats", do_stats, cmd_stats_usage},
+};
+
+static bool is_help(const char *a) {
+    return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (is_help(cmd) || strcmp(cmd, "help") == 0) {
+        fputs(usage, stdout);
+        return finish_output();
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        printf("heapprof %s (trace format %u)\n", HEAPPROF_VERSION, HPT_VERSION);
+        return finish_output();
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        if (strcmp(cmd, commands[i].name) != 0)
+            continue;
+        // --help anywhere before the command's own arguments ("--" or, for run, CMD)
+        for (int a = 2; a < argc && strcmp(argv[a], "--") != 0; a++) {
+            if (is_help(argv[a])) {
+                fputs(commands[i].usage, stdout);
+                return finish_output();
+            }
+            if (commands[i].fn == do_run && argv[a][0] != '-')
+                break;
+            if (commands[i].fn == do_run && (strcmp(argv[a], "-o") == 0 ||
+                                             strcmp(argv[a], "--output") == 0))
+                a++;
+        }
+        return commands[i].fn(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "heapprof: unknown command '%s' (see heapprof --help)\n", cmd);
+    return EXIT_USAGE;
+}

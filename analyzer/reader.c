@@ -1,0 +1,946 @@
+// SPDX-License-Identifier: MIT
+// Streaming trace reader (docs/trace-format.md): framing, verification, resynchronisation after
+// damage, record decoding through hpt_rec_decode (never a decoder of its own), and the k-way
+// merge of per-thread streams released at SYNC watermarks. Trace bytes are untrusted: every
+// length is checked before use. Never prints, never exits (except xalloc on OOM).
+#include "reader.h"
+
+#include "format/hpt_codec.h"
+#include "hmap.h"
+#include "xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the trace is little-endian and read by memcpy into its structs"
+#endif
+_Static_assert(sizeof(hpt_file_hdr_t) == 48, "file header layout");
+_Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
+
+#define CHUNK_HDR sizeof(hpt_chunk_hdr_t)
+#define IN_BUF_BYTES (4u << 20)
+#define MAX_FILE_HDR_BYTES 65536u
+#define ARENA_BLOCK_BYTES (64u << 10)
+#define NO_OFFSET UINT64_MAX
+#define READY_MAX 8192u // events merged per batch: small enough to stay in cache for replay
+
+// One thread's decoded, not yet released events: a FIFO in per-thread (= time) order.
+typedef struct tqueue {
+    uint32_t tid;
+    bool ended;           // THREAD_END seen: its buffer is freed once drained
+    size_t thread_idx;    // latest entry in r->threads for this tid, or SIZE_MAX
+    reader_event_t *ev;
+    size_t head, tail, cap;
+} tqueue_t;
+
+// A queue in the merge heap with its head's key cached: sifting compares keys in one array
+// instead of chasing two pointers per comparison.
+typedef struct heap_ent {
+    uint64_t time_ns;
+    uint64_t tid;
+    tqueue_t *q;
+} heap_ent_t;
+
+typedef struct arena_block {
+    struct arena_block *next;
+    size_t used, cap;
+    _Alignas(16) uint8_t data[];
+} arena_block_t;
+
+typedef struct stack_ref {
+    const uint64_t *frames;
+    uint32_t n;
+} stack_ref_t;
+
+struct reader {
+    int fd;
+    char *path;
+    hpt_file_hdr_t hdr;
+
+    // input window: buf[pos, len) holds file bytes starting at file offset buf_off + pos
+    uint8_t *buf;
+    size_t cap, pos, len;
+    uint64_t buf_off;
+    bool file_eof;
+
+    ZSTD_DCtx *dctx;
+    uint8_t *raw;
+    size_t raw_cap;
+
+    bool eof;          // no more chunks: release everything
+    bool defs_only;    // reader_load_defs: decode for definitions, keep no events
+    uint64_t watermark; // highest SYNC watermark read: events below it may be released
+    uint64_t next_seq;
+
+    hmap_t tid_map;    // tid -> index into queues
+    tqueue_t **queues;
+    size_t n_queues, queues_cap;
+    heap_ent_t *heap;  // non-empty queues, min-heap by (head time, tid)
+    size_t heap_n, heap_cap;
+    reader_event_t *ready; // merged, released events: ready[ready_pos, ready_n) not yet handed out
+    size_t ready_n, ready_pos;
+
+    hmap_t stacks;     // id -> stack_ref_t
+    arena_block_t *arena;
+
+    reader_module_t *modules;
+    size_t n_modules, modules_cap;
+    reader_thread_t *threads;
+    size_t n_threads, threads_cap;
+
+    const char *exe;
+    const char **argv;
+    size_t argc;
+    bool has_trailer;
+    reader_trailer_t trailer;
+    reader_damage_t damage;
+};
+
+static void *arena_alloc(reader_t *r, size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    arena_block_t *b = r->arena;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > ARENA_BLOCK_BYTES ? n : ARENA_BLOCK_BYTES;
+        b = xmalloc(sizeof *b + cap);
+        b->next = r->arena;
+        b->used = 0;
+        b->cap = cap;
+        r->arena = b;
+    }
+    void *p = b->data + b->used;
+    b->used += n;
+    return p;
+}
+
+static const char *arena_str(reader_t *r, const uint8_t *s, size_t n) {
+    char *p = arena_alloc(r, n + 1);
+    if (n)
+        memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+// ---- input window ----
+
+static uint64_t file_pos(const reader_t *r) {
+    return r->buf_off + r->pos;
+}
+
+// Makes at least `need` bytes available at buf + pos unless the file ends first. Returns the
+// bytes available (fewer than need only at end of file), or -1 on a read error.
+static ptrdiff_t ensure(reader_t *r, size_t need, errmsg_t *err) {
+    size_t have = r->len - r->pos;
+    if (have >= need || r->file_eof)
+        return (ptrdiff_t)have;
+    if (need > r->cap - r->pos) {
+        if (r->pos) {
+            memmove(r->buf, r->buf + r->pos, have);
+            r->buf_off += r->pos;
+            r->len = have;
+            r->pos = 0;
+        }
+        if (need > r->cap) {
+            size_t cap = r->cap;
+            while (cap < need)
+                cap *= 2;
+            r->buf = xrealloc(r->buf, cap);
+            r->cap = cap;
+        }
+    }
+    while (r->len - r->pos < need) {
+        ssize_t k = read(r->fd, r->buf + r->len, r->cap - r->len);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            errmsg_set(err, "%s: read error at offset %llu: %s", r->path,
+                       (unsigned long long)(r->buf_off + r->len), strerror(errno));
+            return -1;
+        }
+        if (k == 0) {
+            r->file_eof = true;
+            break;
+        }
+        r->len += (size_t)k;
+    }
+    return (ptrdiff_t)(r->len - r->pos);
+}
+
+// ---- opening ----
+
+static void reader_free(reader_t *r) {
+    if (r->fd >= 0)
+        close(r->fd);
+    for (size_t i = 0; i < r->n_queues; i++) {
+        free(r->queues[i]->ev);
+        free(r->queues[i]);
+    }
+    free(r->queues);
+    free(r->heap);
+    free(r->ready);
+    hmap_fini(&r->tid_map);
+    hmap_fini(&r->stacks);
+    while (r->arena) {
+        arena_block_t *next = r->arena->next;
+        free(r->arena);
+        r->arena = next;
+    }
+    free(r->modules);
+    free(r->threads);
+    free(r->argv);
+    ZSTD_freeDCtx(r->dctx);
+    free(r->raw);
+    free(r->buf);
+    free(r->path);
+    free(r);
+}
+
+static int read_file_hdr(reader_t *r, errmsg_t *err) {
+    ptrdiff_t n = ensure(r, sizeof r->hdr, err);
+    if (n < 0)
+        return -1;
+    if (n == 0) {
+        errmsg_set(err, "%s: empty file (no trace was written, or the program has not flushed yet)",
+                   r->path);
+        return -1;
+    }
+    size_t cmp = (size_t)n < 8 ? (size_t)n : 8;
+    if (memcmp(r->buf + r->pos, HPT_MAGIC, cmp) != 0) {
+        errmsg_set(err, "%s: not a heapprof trace (bad magic)", r->path);
+        return -1;
+    }
+    if ((size_t)n < sizeof r->hdr) {
+        errmsg_set(err, "%s: truncated file header (%td of %zu bytes)", r->path, n, sizeof r->hdr);
+        return -1;
+    }
+    memcpy(&r->hdr, r->buf + r->pos, sizeof r->hdr);
+    if (r->hdr.version != HPT_VERSION) {
+        errmsg_set(err, "%s: unsupported trace version %u (this heapprof reads version %u)", r->path,
+                   r->hdr.version, HPT_VERSION);
+        return -1;
+    }
+    if (r->hdr.hdr_bytes < sizeof r->hdr || r->hdr.hdr_bytes > MAX_FILE_HDR_BYTES) {
+        errmsg_set(err, "%s: damaged file header (header size %u)", r->path, r->hdr.hdr_bytes);
+        return -1;
+    }
+    if ((n = ensure(r, r->hdr.hdr_bytes, err)) < 0)
+        return -1;
+    if ((size_t)n < r->hdr.hdr_bytes) {
+        errmsg_set(err, "%s: truncated file header", r->path);
+        return -1;
+    }
+    r->pos += r->hdr.hdr_bytes;
+    return 0;
+}
+
+reader_t *reader_open(const char *path, errmsg_t *err) {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        errmsg_set(err, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        errmsg_set(err, "%s: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        errmsg_set(err, "%s: %s", path,
+                   S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+        close(fd);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+
+    reader_t *r = xcalloc(1, sizeof *r);
+    r->fd = fd;
+    r->path = xstrdup(path);
+    r->cap = IN_BUF_BYTES;
+    r->buf = xmalloc(r->cap);
+    r->ready = xmalloc(READY_MAX * sizeof *r->ready);
+    hmap_init(&r->tid_map, sizeof(size_t));
+    hmap_init(&r->stacks, sizeof(stack_ref_t));
+    r->dctx = ZSTD_createDCtx();
+    if (!r->dctx) {
+        errmsg_set(err, "%s: cannot create a zstd context", path);
+        reader_free(r);
+        return NULL;
+    }
+    if (read_file_hdr(r, err) != 0) {
+        reader_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void reader_close(reader_t *r) {
+    if (r)
+        reader_free(r);
+}
+
+// ---- merge ----
+
+// Branch-free on purpose: which thread comes next is a coin toss the predictor loses.
+static inline bool key_less(const heap_ent_t *a, const heap_ent_t *b) {
+    return (a->time_ns < b->time_ns) | ((a->time_ns == b->time_ns) & (a->tid < b->tid));
+}
+
+static void heap_push(reader_t *r, tqueue_t *q) {
+    r->heap = xgrow(r->heap, &r->heap_cap, r->heap_n + 1, sizeof *r->heap);
+    heap_ent_t e = {.time_ns = q->ev[q->head].time_ns, .tid = q->tid, .q = q};
+    size_t i = r->heap_n++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!key_less(&e, &r->heap[parent]))
+            break;
+        r->heap[i] = r->heap[parent];
+        i = parent;
+    }
+    r->heap[i] = e;
+}
+
+// Puts e (the top's queue with its new key, or the former last entry) at the top and sifts it
+// down. Taking e by value, not reading it back from h[0], avoids a store-forwarding stall.
+static inline void heap_replace_top(reader_t *r, heap_ent_t e) {
+    heap_ent_t *h = r->heap;
+    size_t n = r->heap_n, i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && key_less(&h[c + 1], &h[c]))
+            c++;
+        if (!key_less(&h[c], &e))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = e;
+}
+
+static tqueue_t *queue_for(reader_t *r, uint32_t tid) {
+    bool existed;
+    size_t *idx = hmap_put(&r->tid_map, tid, &existed);
+    if (existed)
+        return r->queues[*idx];
+    *idx = r->n_queues;
+    r->queues = xgrow(r->queues, &r->queues_cap, r->n_queues + 1, sizeof *r->queues);
+    tqueue_t *q = xcalloc(1, sizeof *q);
+    q->tid = tid;
+    q->thread_idx = SIZE_MAX;
+    r->queues[r->n_queues++] = q;
+    return q;
+}
+
+static inline reader_event_t *q_push(tqueue_t *q) {
+    if (q->tail == q->cap)
+        q->ev = xgrow(q->ev, &q->cap, q->tail + 1, sizeof *q->ev);
+    return &q->ev[q->tail++];
+}
+
+// ---- definitions ----
+
+static bool def_stack(reader_t *r, const hpt_rec_t *rec) {
+    bool existed;
+    stack_ref_t *s = hmap_put(&r->stacks, rec->stack, &existed);
+    if (existed) {
+        // ids are process-wide and defined once; a repeat cannot change what was handed out
+        return true;
+    }
+    uint64_t *frames = arena_alloc(r, (size_t)rec->n_frames * sizeof *frames + 1);
+    if (hpt_stack_frames(rec, frames) != 0) {
+        hmap_take(&r->stacks, rec->stack, NULL);
+        return false;
+    }
+    s->frames = frames;
+    s->n = rec->n_frames;
+    return true;
+}
+
+static size_t def_module_load(reader_t *r, const hpt_rec_t *rec, uint32_t tid) {
+    r->modules = xgrow(r->modules, &r->modules_cap, r->n_modules + 1, sizeof *r->modules);
+    reader_module_t *m = &r->modules[r->n_modules];
+    m->path = arena_str(r, rec->str, rec->str_len);
+    m->base = rec->addr;
+    m->size = rec->size;
+    uint8_t *id = arena_alloc(r, rec->str2_len + 1);
+    if (rec->str2_len)
+        memcpy(id, rec->str2, rec->str2_len);
+    m->build_id = id;
+    m->build_id_len = rec->str2_len;
+    m->tid = tid;
+    m->load_ns = rec->time_ns;
+    m->unload_ns = UINT64_MAX;
+    return r->n_modules++;
+}
+
+static uint64_t def_module_unload(reader_t *r, const hpt_rec_t *rec) {
+    for (size_t i = r->n_modules; i-- > 0;) {
+        reader_module_t *m = &r->modules[i];
+        if (m->base == rec->addr && m->unload_ns == UINT64_MAX) {
+            m->unload_ns = rec->time_ns;
+            return i;
+        }
+    }
+    return UINT64_MAX;
+}
+
+static void def_thread_start(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uint32_t tid) {
+    r->threads = xgrow(r->threads, &r->threads_cap, r->n_threads + 1, sizeof *r->threads);
+    reader_thread_t *t = &r->threads[r->n_threads];
+    t->tid = tid;
+    t->name = arena_str(r, rec->str, rec->str_len);
+    t->start_ns = rec->time_ns;
+    t->end_ns = UINT64_MAX;
+    q->thread_idx = r->n_threads++;
+    q->ended = false;
+}
+
+static void def_thread_end(reader_t *r, tqueue_t *q, const hpt_rec_t *rec) {
+    if (q->thread_idx != SIZE_MAX)
+        r->threads[q->thread_idx].end_ns = rec->time_ns;
+    q->ended = true;
+}
+
+static bool def_process(reader_t *r, const hpt_rec_t *rec) {
+    if (r->exe)
+        return true; // one per trace: exec starts a new file
+    const char **argv = xcalloc(rec->size + 1, sizeof *argv);
+    const uint8_t *p = rec->str2, *end = rec->str2 + rec->str2_len;
+    for (uint64_t i = 0; i < rec->size; i++) {
+        const uint8_t *s;
+        uint32_t n;
+        if (!(p = hpt_get_bytes(p, end, &s, &n))) {
+            free(argv);
+            return false;
+        }
+        argv[i] = arena_str(r, s, n);
+    }
+    r->exe = arena_str(r, rec->str, rec->str_len);
+    r->argv = argv;
+    r->argc = rec->size;
+    return true;
+}
+
+// ---- chunks ----
+
+static bool hdr_plausible(const hpt_chunk_hdr_t *h) {
+    if (h->magic != HPT_CHUNK_MAGIC || h->type < HPT_CHUNK_META || h->type > HPT_CHUNK_TRAILER)
+        return false;
+    if ((h->flags & ~HPT_CHUNK_ZSTD) || h->raw_bytes > HPT_CHUNK_MAX_RAW)
+        return false;
+    if (h->flags & HPT_CHUNK_ZSTD)
+        return h->stored_bytes > 0 && h->stored_bytes <= ZSTD_compressBound(h->raw_bytes);
+    return h->stored_bytes == h->raw_bytes;
+}
+
+static bool crc_ok(const hpt_chunk_hdr_t *h, const uint8_t *payload) {
+    hpt_chunk_hdr_t z = *h;
+    z.crc32 = 0;
+    uLong crc = crc32(0L, (const Bytef *)&z, sizeof z);
+    crc = crc32(crc, payload, h->stored_bytes);
+    return (uint32_t)crc == h->crc32;
+}
+
+static bool has_magic_at(const uint8_t *p) {
+    uint32_t m;
+    memcpy(&m, p, sizeof m);
+    return m == HPT_CHUNK_MAGIC;
+}
+
+// Decodes a verified chunk's payload. Events go to the thread's queue and are rolled back if a
+// later record fails, so a chunk counts entirely or not at all (definitions already taken from
+// its valid records stay: they are correct and harmless).
+static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p,
+                         const uint8_t *end) {
+    hpt_dstate_t st = {.time_ns = h->base_time_ns, .addr = h->base_addr};
+    tqueue_t *q = queue_for(r, h->tid);
+    if (q->head == q->tail) {
+        q->head = q->tail = 0;
+    } else if (q->head > q->cap / 2) {
+        // only here, before the chunk, may indices move: the rollback below relies on it
+        memmove(q->ev, q->ev + q->head, (q->tail - q->head) * sizeof *q->ev);
+        q->tail -= q->head;
+        q->head = 0;
+    }
+    const bool keep = !r->defs_only;
+    const bool was_empty = q->head == q->tail;
+    const size_t old_tail = q->tail;
+    const uint64_t wm = r->watermark;
+    uint64_t late = 0;
+    const uint32_t tid = h->tid;
+    reader_event_t *e;
+    // hpt_rec_decode fills only the fields of the tag it met; zeroing once per chunk keeps
+    // every field defined without a per-record cost
+    hpt_rec_t rec = {0};
+
+    for (uint32_t i = 0; i < h->n_records; i++) {
+        if (!(p = hpt_rec_decode(p, end, &st, &rec)))
+            goto bad;
+        switch (rec.tag) {
+        case HPT_REC_MALLOC:
+        case HPT_REC_CALLOC:
+        case HPT_REC_ALIGNED:
+            if (!keep)
+                break;
+            e = q_push(q);
+            e->kind = READER_ALLOC;
+            e->sub = rec.tag == HPT_REC_MALLOC   ? READER_MALLOC
+                     : rec.tag == HPT_REC_CALLOC ? READER_CALLOC
+                                                 : READER_ALIGNED;
+            e->flags = 0;
+            e->tid = tid;
+            e->time_ns = rec.time_ns;
+            e->stack = rec.stack;
+            e->addr = rec.addr;
+            e->old_addr = 0;
+            e->size = rec.size;
+            late += rec.time_ns < wm;
+            break;
+        case HPT_REC_FREE:
+            if (!keep)
+                break;
+            e = q_push(q);
+            e->kind = READER_FREE;
+            e->sub = 0;
+            e->flags = 0;
+            e->tid = tid;
+            e->time_ns = rec.time_ns;
+            e->stack = 0;
+            e->addr = rec.addr;
+            e->old_addr = 0;
+            e->size = 0;
+            late += rec.time_ns < wm;
+            break;
+        case HPT_REC_REALLOC:
+            if (!keep)
+                break;
+            // two halves so the merge places the old block's death and the new block's birth
+            // each at its own time (docs/trace-format.md#records)
+            if (rec.old_addr != 0) {
+                e = q_push(q);
+                e->kind = READER_FREE;
+                e->sub = 0;
+                e->flags = READER_FREE_OF_REALLOC;
+                e->tid = tid;
+                e->time_ns = rec.time_ns;
+                e->stack = rec.stack;
+                e->addr = rec.old_addr;
+                e->old_addr = 0;
+                e->size = 0;
+                late += rec.time_ns < wm;
+            }
+            e = q_push(q);
+            e->kind = READER_ALLOC;
+            e->sub = READER_REALLOC;
+            e->flags = 0;
+            e->tid = tid;
+            e->time_ns = rec.time2_ns;
+            e->stack = rec.stack;
+            e->addr = rec.addr;
+            e->old_addr = rec.old_addr;
+            e->size = rec.size;
+            late += rec.time2_ns < wm;
+            break;
+        case HPT_REC_STACK:
+            if (!def_stack(r, &rec))
+                goto bad;
+            break;
+        case HPT_REC_THREAD_START:
+            def_thread_start(r, q, &rec, tid);
+            if (!keep)
+                break;
+            e = q_push(q);
+            memset(e, 0, sizeof *e);
+            e->kind = READER_THREAD_START;
+            e->tid = tid;
+            e->time_ns = rec.time_ns;
+            late += rec.time_ns < wm;
+            break;
+        case HPT_REC_THREAD_END:
+            def_thread_end(r, q, &rec);
+            if (!keep)
+                break;
+            e = q_push(q);
+            memset(e, 0, sizeof *e);
+            e->kind = READER_THREAD_END;
+            e->tid = tid;
+            e->time_ns = rec.time_ns;
+            late += rec.time_ns < wm;
+            break;
+        case HPT_REC_MODULE_LOAD: {
+            size_t idx = def_module_load(r, &rec, tid);
+            if (!keep)
+                break;
+            e = q_push(q);
+            memset(e, 0, sizeof *e);
+            e->kind = READER_MODULE_LOAD;
+            e->tid = tid;
+            e->time_ns = rec.time_ns;
+            e->stack = idx;
+            e->addr = rec.addr;
+            e->size = rec.size;
+            late += rec.time_ns < wm;
+            break;
+        }
+        case HPT_REC_MODULE_UNLOAD: {
+            uint64_t idx = def_module_unload(r, &rec);
+            if (!keep)
+                break;
+            e = q_push(q);
+            memset(e, 0, sizeof *e);
+            e->kind = READER_MODULE_UNLOAD;
+            e->tid = tid;
+            e->time_ns = rec.time_ns;
+            e->stack = idx;
+            e->addr = rec.addr;
+            late += rec.time_ns < wm;
+            break;
+        }
+        case HPT_REC_PROCESS:
+            if (!def_process(r, &rec))
+                goto bad;
+            break;
+        case HPT_REC_TRAILER:
+            r->has_trailer = true;
+            r->trailer.n_events = rec.counters[0];
+            r->trailer.n_lost_events = rec.counters[1];
+            r->trailer.n_stacks = rec.counters[2];
+            r->trailer.n_stack_overflows = rec.counters[3];
+            break;
+        default:
+            goto bad; // hpt_rec_decode knows a tag this reader does not: treat as damage
+        }
+    }
+    if (p != end)
+        goto bad;
+    r->damage.late_events += late;
+    if (was_empty && q->tail > q->head)
+        heap_push(r, q);
+    return true;
+bad:
+    q->tail = old_tail;
+    return false;
+}
+
+// Verified chunk at buf + pos: decompress and decode. False if its contents are damaged.
+static bool process_chunk(reader_t *r, const hpt_chunk_hdr_t *h) {
+    const uint8_t *payload = r->buf + r->pos + CHUNK_HDR;
+    if (h->type == HPT_CHUNK_SYNC) {
+        if (h->base_time_ns > r->watermark)
+            r->watermark = h->base_time_ns;
+        return true;
+    }
+    if (h->n_records > h->raw_bytes)
+        return false; // every record takes at least two bytes
+    const uint8_t *p = payload;
+    if (h->flags & HPT_CHUNK_ZSTD) {
+        if (ZSTD_getFrameContentSize(payload, h->stored_bytes) != h->raw_bytes ||
+            ZSTD_findFrameCompressedSize(payload, h->stored_bytes) != h->stored_bytes)
+            return false;
+        r->raw = xgrow(r->raw, &r->raw_cap, h->raw_bytes + 1, 1);
+        size_t got = ZSTD_decompressDCtx(r->dctx, r->raw, h->raw_bytes, payload, h->stored_bytes);
+        if (ZSTD_isError(got) || got != h->raw_bytes)
+            return false;
+        p = r->raw;
+    }
+    if (!decode_chunk(r, h, p, p + h->raw_bytes))
+        return false;
+    if (h->type == HPT_CHUNK_TRAILER)
+        r->damage.trailer = r->has_trailer;
+    return true;
+}
+
+// The chunk at buf + pos failed. Scans forward byte by byte for the next header whose crc
+// verifies and leaves pos there, counting the bytes passed over as one damaged region. If none
+// verifies, the file ends in damage, or (if a plausible chunk ran past end of file) in
+// truncation. `incomplete`: the failed chunk itself ran past end of file.
+static int resync(reader_t *r, bool incomplete, errmsg_t *err) {
+    const uint64_t start = file_pos(r);
+    uint64_t trunc_at = incomplete ? start : NO_OFFSET;
+    size_t off = 1; // next candidate, relative to pos
+    for (;;) {
+        ptrdiff_t avail = ensure(r, off + CHUNK_HDR, err);
+        if (avail < 0)
+            return -1;
+        size_t c = off;
+        const uint8_t *base = r->buf + r->pos;
+        while (c + 4 <= (size_t)avail && !(base[c] == 'H' && has_magic_at(base + c)))
+            c++;
+        if (c + 4 > (size_t)avail) {
+            // after an incomplete candidate the whole rest of the file is already here
+            if (r->file_eof || trunc_at != NO_OFFSET)
+                break; // no candidate left
+            // keep the last 3 bytes: a magic may straddle the refill
+            r->pos += (size_t)avail - 3;
+            off = 0;
+            continue;
+        }
+        if ((avail = ensure(r, c + CHUNK_HDR, err)) < 0)
+            return -1;
+        base = r->buf + r->pos;
+        if ((size_t)avail < c + CHUNK_HDR) {
+            if (trunc_at == NO_OFFSET)
+                trunc_at = file_pos(r) + c;
+            break;
+        }
+        hpt_chunk_hdr_t h;
+        memcpy(&h, base + c, sizeof h);
+        if (!hdr_plausible(&h)) {
+            off = c + 1;
+            continue;
+        }
+        size_t total = CHUNK_HDR + h.stored_bytes;
+        if ((avail = ensure(r, c + total, err)) < 0)
+            return -1;
+        base = r->buf + r->pos;
+        if ((size_t)avail < c + total) {
+            if (trunc_at == NO_OFFSET)
+                trunc_at = file_pos(r) + c;
+            off = c + 1;
+            continue;
+        }
+        if (crc_ok(&h, base + c + CHUNK_HDR)) {
+            r->pos += c;
+            r->damage.chunks_damaged++;
+            r->damage.bytes_skipped += file_pos(r) - start;
+            return 0;
+        }
+        off = c + 1;
+    }
+    // nothing verifies up to end of file
+    uint64_t end = r->buf_off + r->len;
+    if (trunc_at == NO_OFFSET)
+        trunc_at = end;
+    else {
+        r->damage.truncated = true;
+        r->damage.truncated_bytes = end - trunc_at;
+    }
+    if (trunc_at > start) {
+        r->damage.chunks_damaged++;
+        r->damage.bytes_skipped += trunc_at - start;
+    }
+    r->pos = r->len;
+    r->eof = true;
+    return 0;
+}
+
+// Reads and handles one chunk (or one damaged region). Sets r->eof at end of file.
+static int read_chunk(reader_t *r, errmsg_t *err) {
+    for (;;) {
+        ptrdiff_t avail = ensure(r, CHUNK_HDR, err);
+        if (avail < 0)
+            return -1;
+        if (avail == 0) {
+            r->eof = true;
+            return 0;
+        }
+        const uint8_t *base = r->buf + r->pos;
+        if ((size_t)avail < CHUNK_HDR) {
+            // a partial header that starts like one is what a killed writer leaves behind
+            uint32_t magic = HPT_CHUNK_MAGIC;
+            bool prefix = memcmp(base, &magic, (size_t)avail < 4 ? (size_t)avail : 4) == 0;
+            if (resync(r, prefix, err) != 0)
+                return -1;
+            continue;
+        }
+        hpt_chunk_hdr_t h;
+        memcpy(&h, base, sizeof h);
+        if (!hdr_plausible(&h)) {
+            if (resync(r, false, err) != 0)
+                return -1;
+            continue;
+        }
+        size_t total = CHUNK_HDR + h.stored_bytes;
+        if ((avail = ensure(r, total, err)) < 0)
+            return -1;
+        if ((size_t)avail < total) {
+            if (resync(r, true, err) != 0)
+                return -1;
+            continue;
+        }
+        if (!crc_ok(&h, r->buf + r->pos + CHUNK_HDR)) {
+            if (resync(r, false, err) != 0)
+                return -1;
+            continue;
+        }
+        // framing verified: the chunk's extent is certain even if its contents are not
+        if (!process_chunk(r, &h)) {
+            r->damage.chunks_damaged++;
+            r->damage.bytes_skipped += total;
+            r->pos += total;
+            return 0;
+        }
+        if (h.seq > r->next_seq)
+            r->damage.seq_gaps += h.seq - r->next_seq;
+        if (h.seq + 1 > r->next_seq)
+            r->next_seq = h.seq + 1;
+        r->damage.chunks_ok++;
+        r->pos += total;
+        return 0;
+    }
+}
+
+// Moves releasable events (time below the watermark, or all at end of file) from the thread
+// queues into r->ready in (time, tid, per-thread) order, at most READY_MAX. The top queue emits
+// a run of events in one go while it stays below the runner-up's head, so a thread that is
+// alone or ahead costs no heap work per event.
+static void release(reader_t *r) {
+    reader_event_t *out = r->ready;
+    size_t n = 0;
+    const bool all = r->eof;
+    const heap_ent_t wm = {.time_ns = r->watermark, .tid = 0};
+    while (r->heap_n && n < READY_MAX) {
+        heap_ent_t *top = &r->heap[0];
+        tqueue_t *q = top->q;
+        // bound = min(runner-up's key, (watermark, tid 0)); nothing at or above it leaves q now
+        const heap_ent_t *bound = all ? NULL : &wm;
+        if (r->heap_n > 1) {
+            const heap_ent_t *b = r->heap_n > 2 && key_less(&r->heap[2], &r->heap[1])
+                                      ? &r->heap[2]
+                                      : &r->heap[1];
+            if (!bound || key_less(b, bound))
+                bound = b;
+        }
+        size_t h = q->head, start = h, lim = q->tail;
+        if (lim - h > READY_MAX - n)
+            lim = h + (READY_MAX - n);
+        if (!bound) {
+            while (h < lim)
+                out[n++] = q->ev[h++];
+        } else {
+            // (time, q->tid) < (bound time, bound tid), without a branch on the tie rule
+            const uint64_t bt = bound->time_ns;
+            const bool tie = q->tid < bound->tid;
+            while (h < lim && ((q->ev[h].time_ns < bt) | (tie & (q->ev[h].time_ns == bt))))
+                out[n++] = q->ev[h++];
+        }
+        if (h == start)
+            break; // the top is not below the watermark: nothing more to release
+        q->head = h;
+        if (q->head == q->tail) {
+            q->head = q->tail = 0;
+            if (q->ended) {
+                // its tid may be reused, but this thread will send nothing more
+                free(q->ev);
+                q->ev = NULL;
+                q->cap = 0;
+            }
+            if (--r->heap_n)
+                heap_replace_top(r, r->heap[r->heap_n]);
+        } else if (r->heap_n > 1) {
+            heap_replace_top(r, (heap_ent_t){.time_ns = q->ev[h].time_ns, .tid = q->tid, .q = q});
+        } else {
+            top->time_ns = q->ev[h].time_ns;
+        }
+    }
+    r->ready_n = n;
+    r->ready_pos = 0;
+}
+
+// Makes r->ready non-empty: 1, or 0 at the end of the trace, or -1 on I/O error.
+static int refill(reader_t *r, errmsg_t *err) {
+    for (;;) {
+        release(r);
+        if (r->ready_n)
+            return 1;
+        if (r->eof)
+            return 0;
+        if (read_chunk(r, err) != 0)
+            return -1;
+    }
+}
+
+int reader_next(reader_t *r, reader_event_t *ev, errmsg_t *err) {
+    if (r->ready_pos == r->ready_n) {
+        int rc = refill(r, err);
+        if (rc <= 0)
+            return rc;
+    }
+    *ev = r->ready[r->ready_pos++];
+    return 1;
+}
+
+int reader_next_batch(reader_t *r, const reader_event_t **evs, size_t *n, errmsg_t *err) {
+    *n = 0;
+    if (r->ready_pos == r->ready_n) {
+        int rc = refill(r, err);
+        if (rc <= 0)
+            return rc;
+    }
+    *evs = r->ready + r->ready_pos;
+    *n = r->ready_n - r->ready_pos;
+    r->ready_pos = r->ready_n;
+    return 1;
+}
+
+int reader_load_defs(reader_t *r, errmsg_t *err) {
+    r->defs_only = true;
+    while (!r->eof)
+        if (read_chunk(r, err) != 0)
+            return -1;
+    // drop whatever earlier reader_next calls had buffered: reader_next now reports the end
+    for (size_t i = 0; i < r->n_queues; i++)
+        r->queues[i]->head = r->queues[i]->tail = 0;
+    r->heap_n = 0;
+    r->ready_n = r->ready_pos = 0;
+    return 0;
+}
+
+// ---- accessors ----
+
+const uint64_t *reader_stack(const reader_t *r, uint64_t id, uint32_t *n) {
+    const stack_ref_t *s = hmap_get(&r->stacks, id);
+    if (!s) {
+        *n = 0;
+        return NULL;
+    }
+    *n = s->n;
+    return s->frames;
+}
+
+size_t reader_n_stacks(const reader_t *r) {
+    return hmap_count(&r->stacks);
+}
+
+const reader_module_t *reader_modules(const reader_t *r, size_t *n) {
+    *n = r->n_modules;
+    return r->modules;
+}
+
+const reader_thread_t *reader_threads(const reader_t *r, size_t *n) {
+    *n = r->n_threads;
+    return r->threads;
+}
+
+const hpt_file_hdr_t *reader_header(const reader_t *r) {
+    return &r->hdr;
+}
+
+const reader_damage_t *reader_damage(const reader_t *r) {
+    return &r->damage;
+}
+
+const reader_trailer_t *reader_trailer(const reader_t *r) {
+    return r->has_trailer ? &r->trailer : NULL;
+}
+
+const char *reader_exe(const reader_t *r) {
+    return r->exe;
+}
+
+const char *const *reader_argv(const reader_t *r, size_t *argc) {
+    *argc = r->argc;
+    return r->argv;
+}

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: MIT
+// reader: streams a .hpt trace (docs/trace-format.md): verifies and decompresses chunks, decodes
+// records with hpt_rec_decode, merges the threads' streams into one time-ordered event stream
+// (docs/trace-format.md#merge), and notes every kind of damage instead of giving up.
+// Memory: events between two SYNC chunks, plus stacks, modules and threads. Never the whole trace.
+#ifndef HEAPPROF_ANALYZER_READER_H
+#define HEAPPROF_ANALYZER_READER_H
+
+#include "errmsg.h"
+#include "format/hpt_format.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum reader_kind {
+    READER_ALLOC = 1,
+    READER_FREE,
+    READER_THREAD_START,
+    READER_THREAD_END,
+    READER_MODULE_LOAD,
+    READER_MODULE_UNLOAD,
+} reader_kind_t;
+
+typedef enum reader_alloc_kind { // reader_event_t.sub of READER_ALLOC
+    READER_MALLOC = 1,
+    READER_CALLOC,
+    READER_ALIGNED,
+    READER_REALLOC, // the new-block half of a REALLOC record; old_addr says what it replaced
+} reader_alloc_kind_t;
+
+#define READER_FREE_OF_REALLOC 1u // reader_event_t.flags of READER_FREE: the old-block half of a REALLOC
+
+// One merged event. A REALLOC record becomes two: FREE(old_addr, flag READER_FREE_OF_REALLOC) at
+// the time before the call (left out for realloc(NULL, n)), then ALLOC(sub READER_REALLOC) at the
+// time after it returned.
+typedef struct reader_event {
+    uint8_t kind;       // reader_kind_t
+    uint8_t sub;        // reader_alloc_kind_t for READER_ALLOC, else 0
+    uint16_t flags;     // READER_FREE_OF_REALLOC
+    uint32_t tid;       // 0 for process-wide records (module map at start)
+    uint64_t time_ns;   // since the trace start (hpt_file_hdr_t.start_ns)
+    uint64_t stack;     // ALLOC: stack id; MODULE_*: index into reader_modules() (UINT64_MAX unknown)
+    uint64_t addr;      // ALLOC/FREE: block address; MODULE_*: load base
+    uint64_t old_addr;  // ALLOC of a realloc: the block it replaced (0 for realloc(NULL, n))
+    uint64_t size;      // ALLOC: bytes; MODULE_LOAD: mapped size
+} reader_event_t;
+
+typedef struct reader_damage {
+    uint64_t chunks_ok;      // chunks that verified and decoded
+    uint64_t chunks_damaged; // bad regions and undecodable chunks skipped
+    uint64_t bytes_skipped;  // bytes passed over while resynchronising (not the truncated tail)
+    uint64_t seq_gaps;       // chunks missing by sequence number (includes the damaged ones)
+    uint64_t late_events;    // events that arrived below an already released SYNC watermark
+    uint64_t truncated_bytes;
+    bool truncated;          // the file ends inside a chunk (process killed mid-write)
+    bool trailer;            // a TRAILER chunk was read: the process exited cleanly
+} reader_damage_t;
+
+typedef struct reader_module {
+    const char *path;      // as the loader saw it; NUL-terminated, owned by the reader
+    uint64_t base;
+    uint64_t size;
+    const uint8_t *build_id;
+    uint32_t build_id_len;
+    uint32_t tid;          // thread whose record announced it (0: the module map at start)
+    uint64_t load_ns;
+    uint64_t unload_ns;    // UINT64_MAX while loaded
+} reader_module_t;
+
+typedef struct reader_thread {
+    uint32_t tid;
+    const char *name;      // "" if unnamed
+    uint64_t start_ns;
+    uint64_t end_ns;       // UINT64_MAX if no THREAD_END was seen
+} reader_thread_t;
+
+typedef struct reader_trailer {
+    uint64_t n_events;
+    uint64_t n_lost_events;
+    uint64_t n_stacks;
+    uint64_t n_stack_overflows;
+} reader_trailer_t;
+
+typedef struct reader reader_t;
+
+// Opens and checks the file header. Refuses anything but a regular file (never blocks on a
+// FIFO or device). Returns NULL and fills err with one line naming the path on failure.
+reader_t *reader_open(const char *path, errmsg_t *err);
+void reader_close(reader_t *r);
+
+// Hands out the next event in merged time order: 1 = *ev filled, 0 = end of trace, -1 = I/O
+// error (err filled). Damage is not an error: it is skipped and counted in reader_damage().
+// Hot path.
+int reader_next(reader_t *r, reader_event_t *ev, errmsg_t *err);
+
+// The same for a run of events at once, without copying: *evs points at *n >= 1 events (owned
+// by the reader, valid until the next reader call). Returns 1, 0 at the end (*n = 0), or -1.
+// Mixing it with reader_next is fine. Hot path.
+int reader_next_batch(reader_t *r, const reader_event_t **evs, size_t *n, errmsg_t *err);
+
+// Reads the rest of the file for its definitions only (stacks, modules, threads, process,
+// trailer, damage counts) without buffering events: the first pass of a two-pass analysis.
+// After it, reader_next returns 0. Returns 0, or -1 on I/O error.
+int reader_load_defs(reader_t *r, errmsg_t *err);
+
+// Frames of a stack id, innermost first (frames[0] is the caller of malloc), and their count in
+// *n; NULL if the id was not defined (yet: stacks may be defined after their first use).
+// Owned by the reader, valid until reader_close.
+const uint64_t *reader_stack(const reader_t *r, uint64_t id, uint32_t *n);
+size_t reader_n_stacks(const reader_t *r); // distinct stack ids defined so far
+
+// Modules and threads seen so far, in record order. Valid until the next reader_next.
+const reader_module_t *reader_modules(const reader_t *r, size_t *n);
+const reader_thread_t *reader_threads(const reader_t *r, size_t *n);
+
+const hpt_file_hdr_t *reader_header(const reader_t *r);
+const reader_damage_t *reader_damage(const reader_t *r);
+// NULL until a TRAILER chunk was read.
+const reader_trailer_t *reader_trailer(const reader_t *r);
+// Executable and arguments from the PROCESS record; NULL/0 until it was read.
+const char *reader_exe(const reader_t *r);
+const char *const *reader_argv(const reader_t *r, size_t *argc);
+
+#endif

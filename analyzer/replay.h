@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: MIT
+// replay: feeds merged events through a live-block table (address -> size, birth, stack) and
+// keeps the heap's totals over time: blocks, bytes, frees, the global peak (first moment of the
+// maximum live bytes, DHAT's t-gmax) and what is live at the end (t-end). Anomalies in the
+// event stream are counted, never fatal. Does no I/O.
+#ifndef HEAPPROF_ANALYZER_REPLAY_H
+#define HEAPPROF_ANALYZER_REPLAY_H
+
+#include "reader.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct replay_totals {
+    uint64_t n_blocks;       // allocation events counted, including the new half of reallocs
+    uint64_t n_bytes;        // bytes of those allocations
+    uint64_t n_frees;        // FREE records that released a counted block (not realloc halves)
+    uint64_t n_events;       // allocation + free records as recorded (a REALLOC is one)
+    uint64_t live_bytes;     // now; after the last event: t-end
+    uint64_t live_blocks;
+    uint64_t peak_bytes;     // at the first moment live_bytes reached its maximum
+    uint64_t peak_blocks;
+    uint64_t peak_time_ns;
+    uint64_t n_threads;      // distinct tids with a counted allocation or free of a counted block
+    uint64_t last_time_ns;   // time of the latest event seen
+    uint64_t n_unknown_frees;  // free of an address not live (e.g. inherited across fork)
+    uint64_t n_double_allocs;  // allocation at a live address (the old block is taken as freed)
+} replay_totals_t;
+
+// Decides whether an allocation event counts (see filter.h). Called once per allocation.
+typedef bool (*replay_keep_fn)(void *ctx, const reader_event_t *ev);
+
+typedef struct replay replay_t;
+
+// keep NULL: every allocation counts. With a filter, frees of blocks that did not count are
+// ignored, and n_events counts only counted allocations and their frees.
+replay_t *replay_new(replay_keep_fn keep, void *keep_ctx);
+void replay_free(replay_t *rp);
+
+// Applies one event (any kind; non-heap events only update threads and time). Hot path; may
+// allocate as the live table grows.
+void replay_event(replay_t *rp, const reader_event_t *ev);
+
+// replay_event over ev[0..n), prefetching the live table a few events ahead so a table of
+// millions of blocks costs overlapping cache misses instead of one after another. Hot path.
+void replay_events(replay_t *rp, const reader_event_t *ev, size_t n);
+
+const replay_totals_t *replay_totals(const replay_t *rp);
+
+#endif

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: MIT
+// End-to-end test helpers: run a program under libheapprof.so, run the heapprof command, read
+// samples' .expect files. Paths come from CMake (E2E_LIB, E2E_HEAPPROF, E2E_SAMPLES, E2E_PROGS).
+#ifndef HEAPPROF_TESTS_E2E_SPAWN_H
+#define HEAPPROF_TESTS_E2E_SPAWN_H
+
+#include <jansson.h>
+
+// A fresh empty directory for this test; caller frees the string.
+char *e2e_tmpdir(const char *tag);
+
+// Runs argv (argv[0] a path) with LD_PRELOAD=E2E_LIB, HEAPPROF_OUT=out_template and the extra
+// NULL-terminated "K=V" env entries. Returns the exit status, or 128 + signal. *pid_out gets
+// the child's pid when not NULL.
+int e2e_run_preloaded(char *const argv[], const char *out_template, const char *const *env,
+                      int *pid_out);
+
+// Runs `heapprof args...`; captures stdout and stderr (malloc'd, NUL-terminated) when not NULL.
+// Returns the exit status.
+int e2e_heapprof(const char *const args[], char **out, char **err);
+
+// `heapprof stats --json TRACE [--from-module M]` parsed; asserts success.
+json_t *e2e_stats(const char *trace, const char *from_module);
+
+// Integer value of key in a samples .expect file (key=value lines, # comments); -1 if absent.
+long long e2e_expect(const char *path, const char *key);
+
+// Integer member of a JSON object, asserting it exists.
+long long e2e_int(json_t *obj, const char *key);
+
+#endif

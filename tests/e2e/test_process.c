@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+// Process lifecycle: a forked child writes its own trace without the parent's events, an exec'd
+// image starts a new trace after the old one was flushed, a SIGKILLed app leaves a readable trace.
+#include "spawn.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Lists the .hpt files of dir other than skip into out (at most max); returns the count.
+static int traces_in(const char *dir, char out[][4096], int max) {
+    DIR *d = opendir(dir);
+    cr_assert(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".hpt") && n < max)
+            snprintf(out[n++], 4096, "%s/%s", dir, e->d_name);
+    closedir(d);
+    return n;
+}
+
+Test(process, forked_child_writes_its_own_trace) {
+    char *dir = e2e_tmpdir("fork");
+    char tmpl[4096], parent[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
+    char *argv[] = {E2E_PROGS "/forker", NULL};
+    int pid;
+    cr_assert_eq(e2e_run_preloaded(argv, tmpl, NULL, &pid), 0);
+    snprintf(parent, sizeof parent, "%s/t.%d.hpt", dir, pid);
+    char files[4][4096];
+    cr_assert_eq(traces_in(dir, files, 4), 2, "expected one trace for the parent, one for the child");
+    const char *child = strcmp(files[0], parent) ? files[0] : files[1];
+
+    json_t *p = e2e_stats(parent, "forker");
+    cr_expect_eq(e2e_int(p, "blocks"), 15);
+    cr_expect_eq(e2e_int(p, "bytes"), 1250);
+    cr_expect_eq(e2e_int(p, "end_blocks"), 15);
+    json_decref(p);
+
+    json_t *c = e2e_stats(child, "forker");
+    cr_expect_eq(e2e_int(c, "blocks"), 7, "the child's trace must not repeat the parent's events");
+    cr_expect_eq(e2e_int(c, "bytes"), 7000);
+    cr_expect_eq(e2e_int(json_object_get(c, "anomalies"), "unknown_frees"), 3);
+    json_decref(c);
+    free(dir);
+}
+
+Test(process, exec_flushes_and_the_new_image_starts_a_new_trace) {
+    char *dir = e2e_tmpdir("exec");
+    char tmpl[4096], first[4096], second[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
+    char *argv[] = {E2E_PROGS "/execer", NULL};
+    int pid;
+    cr_assert_eq(e2e_run_preloaded(argv, tmpl, NULL, &pid), 0);
+    snprintf(first, sizeof first, "%s/t.%d.hpt", dir, pid);
+    snprintf(second, sizeof second, "%s/t.%d.1.hpt", dir, pid);
+    json_t *a = e2e_stats(first, "execer");
+    cr_expect_eq(e2e_int(a, "blocks"), 4, "events before exec were not flushed");
+    cr_expect_eq(e2e_int(a, "bytes"), 256);
+    json_decref(a);
+    json_t *b = e2e_stats(second, "execer");
+    cr_expect_eq(e2e_int(b, "blocks"), 6);
+    cr_expect_eq(e2e_int(b, "bytes"), 192);
+    json_decref(b);
+    free(dir);
+}
+
+Test(process, sigkilled_app_leaves_a_readable_trace) {
+    char *dir = e2e_tmpdir("kill");
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    char *argv[] = {E2E_PROGS "/crasher", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 128 + 9);
+    json_t *s = e2e_stats(trace, "crasher");
+    cr_expect_eq(e2e_int(s, "blocks"), 1000, "events older than the flush interval were lost");
+    cr_expect(json_is_false(json_object_get(json_object_get(s, "damage"), "clean_exit")));
+    json_decref(s);
+    free(dir);
+}

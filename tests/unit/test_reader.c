@@ -1,0 +1,598 @@
+// SPDX-License-Identifier: MIT
+// reader: merge order across threads at SYNC watermarks, realloc halves, definitions, damage
+// (bad chunk in the middle, garbage, truncation, seq gaps, late events) and the one-line
+// errors for files that are not traces, directories and FIFOs.
+#include "reader.h"
+#include "trace_builder.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct evs {
+    reader_event_t *v;
+    size_t n, cap;
+} evs_t;
+
+static char path[64];
+
+static void cleanup(void) {
+    if (path[0])
+        unlink(path);
+}
+
+static reader_t *open_built(tb_t *tb) {
+    cr_assert_eq(tb_write_tmp(tb, path), 0);
+    errmsg_t err;
+    errmsg_init(&err);
+    reader_t *r = reader_open(path, &err);
+    cr_assert_not_null(r, "reader_open: %s", err.msg);
+    return r;
+}
+
+static evs_t read_all(reader_t *r) {
+    evs_t e = {0};
+    errmsg_t err;
+    errmsg_init(&err);
+    reader_event_t ev;
+    int rc;
+    while ((rc = reader_next(r, &ev, &err)) == 1) {
+        if (e.n == e.cap) {
+            e.cap = e.cap ? e.cap * 2 : 64;
+            e.v = realloc(e.v, e.cap * sizeof *e.v);
+        }
+        e.v[e.n++] = ev;
+    }
+    cr_assert_eq(rc, 0, "reader_next: %s", err.msg);
+    return e;
+}
+
+static size_t count_kind(const evs_t *e, int kind) {
+    size_t n = 0;
+    for (size_t i = 0; i < e->n; i++)
+        n += e->v[i].kind == kind;
+    return n;
+}
+
+// A chunk of thread tid with n mallocs at the given times, addresses tid<<20 + i*16.
+static size_t thread_chunk(tb_t *tb, uint32_t tid, const uint64_t *times, size_t n, bool zstd) {
+    tb_begin(tb, HPT_CHUNK_EVENTS, tid, times[0], 0);
+    for (size_t i = 0; i < n; i++)
+        tb_rec_malloc(tb, times[i], 1, ((uint64_t)tid << 20) + times[i] * 16, 8);
+    return tb_end(tb, zstd);
+}
+
+Test(reader, merges_threads_in_time_order_at_sync_watermarks, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    thread_chunk(tb, 1, (uint64_t[]){10, 30, 50}, 3, false);
+    thread_chunk(tb, 2, (uint64_t[]){20, 40}, 2, true);
+    tb_sync(tb, 45);
+    thread_chunk(tb, 2, (uint64_t[]){60, 70, 100}, 3, false);
+    thread_chunk(tb, 1, (uint64_t[]){80, 85}, 2, false);
+    thread_chunk(tb, 3, (uint64_t[]){45, 100}, 2, false);
+    tb_sync(tb, 90);
+    thread_chunk(tb, 1, (uint64_t[]){95, 100}, 2, false);
+    reader_t *r = open_built(tb);
+    evs_t e = read_all(r);
+    static const struct {
+        uint64_t t;
+        uint32_t tid;
+    } want[] = {{10, 1}, {20, 2}, {30, 1}, {40, 2}, {45, 3},  {50, 1},  {60, 2},
+                {70, 2}, {80, 1}, {85, 1}, {95, 1}, {100, 1}, {100, 2}, {100, 3}};
+    cr_assert_eq(e.n, sizeof want / sizeof *want);
+    for (size_t i = 0; i < e.n; i++) {
+        cr_assert_eq(e.v[i].time_ns, want[i].t, "event %zu", i);
+        cr_assert_eq(e.v[i].tid, want[i].tid, "event %zu", i);
+        cr_assert_eq(e.v[i].kind, READER_ALLOC);
+        cr_assert_eq(e.v[i].sub, READER_MALLOC);
+        cr_assert_eq(e.v[i].addr, ((uint64_t)want[i].tid << 20) + want[i].t * 16);
+    }
+    const reader_damage_t *d = reader_damage(r);
+    cr_assert_eq(d->chunks_ok, 8);
+    cr_assert_eq(d->chunks_damaged + d->seq_gaps + d->late_events, 0);
+    cr_assert_not(d->truncated);
+    cr_assert_not(d->trailer);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+static uint64_t rng = 0x853c49e6748fea9bull;
+static uint64_t rnd(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+// Many threads, chunks interleaved at random between watermarks: the output is sorted by
+// (time, tid) and each thread's events keep their order.
+Test(reader, random_interleaving_comes_out_sorted, .fini = cleanup) {
+    enum { THREADS = 37, ROUNDS = 40 };
+    tb_t *tb = tb_new();
+    uint64_t clock[THREADS], seqno[THREADS] = {0};
+    for (int i = 0; i < THREADS; i++)
+        clock[i] = rnd() % 50;
+    size_t total = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        uint64_t w = (uint64_t)(round + 1) * 1000;
+        int order[THREADS];
+        for (int i = 0; i < THREADS; i++)
+            order[i] = i;
+        for (int i = THREADS - 1; i > 0; i--) {
+            int j = (int)(rnd() % (uint64_t)(i + 1)), t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        for (int k = 0; k < THREADS; k++) {
+            int i = order[k];
+            if (rnd() % 3 == 0)
+                continue; // idle this round (events wait until later)
+            tb_begin(tb, HPT_CHUNK_EVENTS, 100 + (uint32_t)i, clock[i], 0);
+            int n = (int)(rnd() % 20);
+            for (int m = 0; m < n && clock[i] < w + 5000; m++) {
+                // addr carries the per-thread sequence number to check order
+                tb_rec_malloc(tb, clock[i], 1, seqno[i]++, 1);
+                total++;
+                clock[i] += rnd() % 3 == 0 ? 0 : rnd() % 200; // equal times happen
+            }
+            tb_end(tb, rnd() % 2);
+        }
+        // watermark: below every thread's next timestamp
+        uint64_t wm = UINT64_MAX;
+        for (int i = 0; i < THREADS; i++)
+            wm = clock[i] < wm ? clock[i] : wm;
+        tb_sync(tb, wm);
+    }
+    reader_t *r = open_built(tb);
+    evs_t e = read_all(r);
+    cr_assert_eq(e.n, total);
+    uint64_t next[THREADS] = {0};
+    for (size_t i = 0; i < e.n; i++) {
+        if (i) {
+            bool ordered = e.v[i - 1].time_ns < e.v[i].time_ns ||
+                           (e.v[i - 1].time_ns == e.v[i].time_ns && e.v[i - 1].tid <= e.v[i].tid);
+            cr_assert(ordered, "event %zu out of order", i);
+        }
+        uint32_t t = e.v[i].tid - 100;
+        cr_assert_eq(e.v[i].addr, next[t]++, "thread order of tid %u", e.v[i].tid);
+    }
+    cr_assert_eq(reader_damage(r)->late_events, 0);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(reader, realloc_becomes_free_then_alloc_in_merge_order, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    tb_begin(tb, HPT_CHUNK_EVENTS, 1, 0, 0);
+    tb_rec_malloc(tb, 5, 1, 0xA000, 10);
+    tb_rec_realloc(tb, 10, 50, 2, 0xA000, 0xB000, 40);
+    tb_rec_realloc(tb, 60, 61, 3, 0, 0xC000, 8); // realloc(NULL, 8): no free half
+    tb_end(tb, false);
+    tb_begin(tb, HPT_CHUNK_EVENTS, 2, 30, 0);
+    tb_rec_malloc(tb, 30, 4, 0xD000, 1);
+    tb_end(tb, false);
+    reader_t *r = open_built(tb);
+    evs_t e = read_all(r);
+    cr_assert_eq(e.n, 5);
+    cr_assert_eq(e.v[0].addr, 0xA000);
+    cr_assert_eq(e.v[1].kind, READER_FREE);
+    cr_assert_eq(e.v[1].flags, READER_FREE_OF_REALLOC);
+    cr_assert_eq(e.v[1].addr, 0xA000);
+    cr_assert_eq(e.v[1].time_ns, 10);
+    cr_assert_eq(e.v[2].tid, 2);
+    cr_assert_eq(e.v[2].time_ns, 30);
+    cr_assert_eq(e.v[3].kind, READER_ALLOC);
+    cr_assert_eq(e.v[3].sub, READER_REALLOC);
+    cr_assert_eq(e.v[3].addr, 0xB000);
+    cr_assert_eq(e.v[3].old_addr, 0xA000);
+    cr_assert_eq(e.v[3].size, 40);
+    cr_assert_eq(e.v[3].stack, 2);
+    cr_assert_eq(e.v[3].time_ns, 50);
+    cr_assert_eq(e.v[4].sub, READER_REALLOC);
+    cr_assert_eq(e.v[4].old_addr, 0);
+    cr_assert_eq(e.v[4].time_ns, 61);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(reader, keeps_stacks_modules_threads_process_and_trailer, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    tb_begin(tb, HPT_CHUNK_META, 0, 0, 0);
+    const char *argv[] = {"/bin/app", "--fast", ""};
+    tb_rec_process(tb, "/bin/app", 3, argv);
+    tb_rec_module_load(tb, 0, 0x400000, 0x10000, "/bin/app", (const uint8_t *)"\x01\x02\x03", 3);
+    tb_end(tb, false);
+    tb_begin(tb, HPT_CHUNK_EVENTS, 7, 100, 0);
+    tb_rec_thread_start(tb, 100, "worker-1");
+    tb_rec_malloc(tb, 110, 5, 0x1000, 32); // stack 5 is defined later, by another thread
+    tb_rec_module_load(tb, 120, 0x7f0000, 0x2000, "/lib/libplug.so", NULL, 0);
+    tb_rec_module_unload(tb, 130, 0x7f0000);
+    tb_rec_thread_end(tb, 140);
+    tb_end(tb, true);
+    tb_begin(tb, HPT_CHUNK_EVENTS, 8, 100, 0);
+    uint64_t frames[] = {0x401234, 0x401000, 0x7fffffff0000ull, 0x400010};
+    tb_rec_stack(tb, 5, 4, frames);
+    tb_end(tb, false);
+    tb_begin(tb, HPT_CHUNK_TRAILER, 0, 0, 0);
+    tb_rec_trailer(tb, 1, 2, 3, 4);
+    tb_end(tb, false);
+    reader_t *r = open_built(tb);
+    evs_t e = read_all(r);
+    cr_assert_eq(e.n, 6);
+    cr_assert_eq(e.v[0].kind, READER_MODULE_LOAD);
+    cr_assert_eq(e.v[0].tid, 0);
+    cr_assert_eq(e.v[1].kind, READER_THREAD_START);
+    cr_assert_eq(e.v[2].kind, READER_ALLOC);
+    cr_assert_eq(e.v[3].kind, READER_MODULE_LOAD);
+    cr_assert_eq(e.v[3].stack, 1); // index into reader_modules
+    cr_assert_eq(e.v[4].kind, READER_MODULE_UNLOAD);
+    cr_assert_eq(e.v[4].stack, 1);
+    cr_assert_eq(e.v[5].kind, READER_THREAD_END);
+
+    uint32_t n;
+    const uint64_t *f = reader_stack(r, 5, &n);
+    cr_assert_not_null(f);
+    cr_assert_eq(n, 4);
+    cr_assert_arr_eq(f, frames, sizeof frames);
+    cr_assert_null(reader_stack(r, 6, &n));
+    cr_assert_eq(reader_n_stacks(r), 1);
+
+    size_t nm;
+    const reader_module_t *m = reader_modules(r, &nm);
+    cr_assert_eq(nm, 2);
+    cr_assert_str_eq(m[0].path, "/bin/app");
+    cr_assert_eq(m[0].build_id_len, 3);
+    cr_assert_eq(m[0].build_id[2], 3);
+    cr_assert_eq(m[0].unload_ns, UINT64_MAX);
+    cr_assert_str_eq(m[1].path, "/lib/libplug.so");
+    cr_assert_eq(m[1].load_ns, 120);
+    cr_assert_eq(m[1].unload_ns, 130);
+
+    size_t nt;
+    const reader_thread_t *t = reader_threads(r, &nt);
+    cr_assert_eq(nt, 1);
+    cr_assert_eq(t[0].tid, 7);
+    cr_assert_str_eq(t[0].name, "worker-1");
+    cr_assert_eq(t[0].end_ns, 140);
+
+    cr_assert_str_eq(reader_exe(r), "/bin/app");
+    size_t argc;
+    const char *const *av = reader_argv(r, &argc);
+    cr_assert_eq(argc, 3);
+    cr_assert_str_eq(av[1], "--fast");
+    cr_assert_str_eq(av[2], "");
+
+    const reader_trailer_t *tr = reader_trailer(r);
+    cr_assert_not_null(tr);
+    cr_assert_eq(tr->n_lost_events, 2);
+    cr_assert_eq(tr->n_stack_overflows, 4);
+    cr_assert(reader_damage(r)->trailer);
+    cr_assert_eq(reader_header(r)->pid, 4242);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+// Three single-malloc chunks of thread 1 at times 1, 2, 3; returns the middle one's offset and
+// size in *mid and *mid_len.
+static tb_t *three_chunks(size_t *mid, size_t *mid_len, bool zstd) {
+    tb_t *tb = tb_new();
+    thread_chunk(tb, 1, (uint64_t[]){1}, 1, zstd);
+    *mid = thread_chunk(tb, 1, (uint64_t[]){2}, 1, zstd);
+    size_t third = thread_chunk(tb, 1, (uint64_t[]){3}, 1, zstd);
+    *mid_len = third - *mid;
+    return tb;
+}
+
+static void expect_times(const evs_t *e, const uint64_t *t, size_t n) {
+    cr_assert_eq(e->n, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(e->v[i].time_ns, t[i]);
+}
+
+Test(reader, damaged_chunk_in_the_middle_is_skipped, .fini = cleanup) {
+    size_t mid, mid_len, n;
+    tb_t *tb = three_chunks(&mid, &mid_len, false);
+    tb_data(tb, &n)[mid + sizeof(hpt_chunk_hdr_t) + 2] ^= 0x10; // payload byte
+    reader_t *r = open_built(tb);
+    evs_t e = read_all(r);
+    expect_times(&e, (uint64_t[]){1, 3}, 2);
+    const reader_damage_t *d = reader_damage(r);
+    cr_assert_eq(d->chunks_ok, 2);
+    cr_assert_eq(d->chunks_damaged, 1);
+    cr_assert_eq(d->bytes_skipped, mid_len);
+    cr_assert_eq(d->seq_gaps, 1);
+    cr_assert_not(d->truncated);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(reader, damaged_chunk_header_is_skipped, .fini = cleanup) {
+    size_t mid, mid_len, n;
+    tb_t *tb = three_chunks(&mid, &mid_len, true);
+    uint8_t *b = tb_data(tb, &n);
+    b[mid] = 'X'; // magic
+    b[mid + 12] = 0xff; // stored_bytes now absurd as well
+    reader_t *r = open_built(tb);
+    evs_t e = read_all(r);
+    expect_times(&e, (uint64_t[]){1, 3}, 2);
+    cr_assert_eq(reader_damage(r)->chunks_damaged, 1);
+    cr_assert_eq(reader_damage(r)->bytes_skipped, mid_len);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(reader, garbage_between_chunks_is_skipped_without_seq_gap, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    thread_chunk(tb, 1, (uint64_t[]){1}, 1, false);
+    // garbage that even contains the chunk magic
+    uint8_t junk[300];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (uint8_t)(i * 7);
+    memcpy(junk + 100, "HPCK", 4);
+    tb_raw(tb, junk, sizeof junk);
+    thread_chunk(tb, 1, (uint64_t[]){2}, 1, false);
+    reader_t *r = open_built(tb);
+    evs_t e = read_all(r);
+    expect_times(&e, (uint64_t[]){1, 2}, 2);
+    const reader_damage_t *d = reader_damage(r);
+    cr_assert_eq(d->chunks_damaged, 1);
+    cr_assert_eq(d->bytes_skipped, sizeof junk);
+    cr_assert_eq(d->seq_gaps, 0);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(reader, chunk_whose_records_do_not_decode_is_skipped_whole, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    thread_chunk(tb, 1, (uint64_t[]){1}, 1, false);
+    tb_begin(tb, HPT_CHUNK_EVENTS, 1, 2, 0);
+    tb_rec_malloc(tb, 2, 1, 0x10, 1);
+    tb_rec_malloc(tb, 3, 1, 0x20, 1);
+    tb_set_n_records(tb, 3); // claims one more record than it holds: crc fine, contents not
+    size_t bad = tb_end(tb, false);
+    size_t next = thread_chunk(tb, 1, (uint64_t[]){4}, 1, false);
+    reader_t *r = open_built(tb);
+    evs_t e = read_all(r);
+    expect_times(&e, (uint64_t[]){1, 4}, 2); // no partial chunk: 2 and 3 are gone too
+    cr_assert_eq(reader_damage(r)->chunks_damaged, 1);
+    cr_assert_eq(reader_damage(r)->bytes_skipped, next - bad);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(reader, truncated_final_chunk_is_reported_as_truncation, .fini = cleanup) {
+    size_t mid, mid_len, n;
+    tb_t *tb = three_chunks(&mid, &mid_len, false);
+    uint8_t *b = tb_data(tb, &n);
+    size_t third = mid + mid_len;
+    size_t keep = third + sizeof(hpt_chunk_hdr_t) + 1; // header and one payload byte
+    cr_assert_eq(tb_write_tmp(tb, path), 0);
+    cr_assert_eq(truncate(path, (off_t)keep), 0);
+    (void)b;
+    errmsg_t err;
+    errmsg_init(&err);
+    reader_t *r = reader_open(path, &err);
+    cr_assert_not_null(r);
+    evs_t e = read_all(r);
+    expect_times(&e, (uint64_t[]){1, 2}, 2);
+    const reader_damage_t *d = reader_damage(r);
+    cr_assert(d->truncated);
+    cr_assert_eq(d->truncated_bytes, keep - third);
+    cr_assert_eq(d->chunks_damaged, 0);
+    cr_assert_eq(d->bytes_skipped, 0);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(reader, partial_chunk_header_at_end_is_truncation, .fini = cleanup) {
+    size_t mid, mid_len, n;
+    tb_t *tb = three_chunks(&mid, &mid_len, false);
+    cr_assert_eq(tb_write_tmp(tb, path), 0);
+    tb_data(tb, &n);
+    cr_assert_eq(truncate(path, (off_t)(mid + mid_len + 20)), 0);
+    errmsg_t err;
+    errmsg_init(&err);
+    reader_t *r = reader_open(path, &err);
+    evs_t e = read_all(r);
+    expect_times(&e, (uint64_t[]){1, 2}, 2);
+    cr_assert(reader_damage(r)->truncated);
+    cr_assert_eq(reader_damage(r)->truncated_bytes, 20);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(reader, damage_then_truncation_reports_both, .fini = cleanup) {
+    size_t mid, mid_len, n;
+    tb_t *tb = three_chunks(&mid, &mid_len, false);
+    tb_data(tb, &n)[mid + 40] ^= 1; // middle chunk's header (base_time) no longer matches crc
+    cr_assert_eq(tb_write_tmp(tb, path), 0);
+    cr_assert_eq(truncate(path, (off_t)(n - 3)), 0);
+    errmsg_t err;
+    errmsg_init(&err);
+    reader_t *r = reader_open(path, &err);
+    evs_t e = read_all(r);
+    expect_times(&e, (uint64_t[]){1}, 1);
+    const reader_damage_t *d = reader_damage(r);
+    cr_assert_eq(d->chunks_damaged, 1);
+    cr_assert_eq(d->bytes_skipped, mid_len);
+    cr_assert(d->truncated);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(reader, seq_gap_is_counted, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    thread_chunk(tb, 1, (uint64_t[]){1}, 1, false);
+    tb_skip_seq(tb, 2);
+    thread_chunk(tb, 1, (uint64_t[]){2}, 1, false);
+    thread_chunk(tb, 2, (uint64_t[]){3}, 1, false);
+    tb_skip_seq(tb, 1);
+    thread_chunk(tb, 2, (uint64_t[]){4}, 1, false);
+    reader_t *r = open_built(tb);
+    evs_t e = read_all(r);
+    cr_assert_eq(e.n, 4);
+    cr_assert_eq(reader_damage(r)->seq_gaps, 3);
+    cr_assert_eq(reader_damage(r)->chunks_damaged, 0);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(reader, record_below_released_watermark_is_late_but_kept, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    thread_chunk(tb, 1, (uint64_t[]){10, 20}, 2, false);
+    tb_sync(tb, 100);
+    thread_chunk(tb, 2, (uint64_t[]){50, 150}, 2, false); // 50 < 100: breaks the promise
+    reader_t *r = open_built(tb);
+    evs_t e = read_all(r);
+    cr_assert_eq(e.n, 4);
+    cr_assert_eq(reader_damage(r)->late_events, 1);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(reader, load_defs_reads_definitions_without_events, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    tb_begin(tb, HPT_CHUNK_EVENTS, 1, 0, 0);
+    tb_rec_malloc(tb, 1, 9, 0x10, 1);
+    tb_rec_module_load(tb, 2, 0x1000, 0x1000, "/x/libz.so", NULL, 0);
+    tb_end(tb, true);
+    tb_sync(tb, 5);
+    tb_begin(tb, HPT_CHUNK_EVENTS, 2, 6, 0);
+    uint64_t fr[] = {0x1010};
+    tb_rec_stack(tb, 9, 1, fr);
+    tb_end(tb, false);
+    reader_t *r = open_built(tb);
+    errmsg_t err;
+    errmsg_init(&err);
+    cr_assert_eq(reader_load_defs(r, &err), 0);
+    uint32_t n;
+    cr_assert_not_null(reader_stack(r, 9, &n));
+    size_t nm;
+    reader_modules(r, &nm);
+    cr_assert_eq(nm, 1);
+    reader_event_t ev;
+    cr_assert_eq(reader_next(r, &ev, &err), 0);
+    cr_assert_eq(reader_damage(r)->chunks_ok, 3);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(reader, big_compressed_chunks_round_trip, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    tb_begin(tb, HPT_CHUNK_EVENTS, 1, 0, 0x7f0000000000ull);
+    for (uint64_t i = 0; i < 100000; i++) {
+        tb_rec_malloc(tb, i * 3, i % 50, 0x7f0000000000ull + i * 32, i % 1000);
+        tb_rec_free(tb, i * 3 + 1, 0x7f0000000000ull + i * 32);
+    }
+    tb_end(tb, true);
+    size_t n;
+    uint8_t *b = tb_data(tb, &n);
+    hpt_chunk_hdr_t h;
+    memcpy(&h, b + sizeof(hpt_file_hdr_t), sizeof h);
+    cr_assert_eq(h.flags & HPT_CHUNK_ZSTD, HPT_CHUNK_ZSTD);
+    cr_assert_lt(h.stored_bytes, h.raw_bytes);
+    reader_t *r = open_built(tb);
+    evs_t e = read_all(r);
+    cr_assert_eq(e.n, 200000);
+    cr_assert_eq(count_kind(&e, READER_FREE), 100000);
+    cr_assert_eq(e.v[199999].time_ns, 99999 * 3 + 1);
+    cr_assert_eq(e.v[199998].size, 99999 % 1000);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(reader, header_only_trace_is_valid_and_empty, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    reader_t *r = open_built(tb);
+    evs_t e = read_all(r);
+    cr_assert_eq(e.n, 0);
+    cr_assert_not(reader_damage(r)->trailer);
+    reader_close(r);
+    tb_free(tb);
+}
+
+// ---- files that are not traces ----
+
+static void expect_open_error(const char *p, const char *needle) {
+    errmsg_t err;
+    errmsg_init(&err);
+    reader_t *r = reader_open(p, &err);
+    cr_assert_null(r);
+    cr_assert(err.is_set);
+    cr_assert_not_null(strstr(err.msg, needle), "message '%s' lacks '%s'", err.msg, needle);
+    cr_assert_null(strchr(err.msg, '\n'));
+}
+
+static void write_bytes(const void *b, size_t n) {
+    strcpy(path, "/tmp/hpt-test-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, b, n), (ssize_t)n);
+    close(fd);
+}
+
+Test(reader, rejects_empty_file, .fini = cleanup) {
+    write_bytes("", 0);
+    expect_open_error(path, "empty file");
+}
+
+Test(reader, rejects_bad_magic, .fini = cleanup) {
+    write_bytes("#!/bin/sh\necho hello\n" "................................................", 70);
+    expect_open_error(path, "not a heapprof trace");
+}
+
+Test(reader, rejects_other_version, .fini = cleanup) {
+    hpt_file_hdr_t h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, HPT_MAGIC, 8);
+    h.version = 2;
+    h.hdr_bytes = sizeof h;
+    tb_t *tb = tb_new_hdr(&h);
+    cr_assert_eq(tb_write_tmp(tb, path), 0);
+    expect_open_error(path, "unsupported trace version 2");
+    tb_free(tb);
+}
+
+Test(reader, rejects_truncated_header, .fini = cleanup) {
+    write_bytes("HEAPPROF\x01\x00", 10);
+    expect_open_error(path, "truncated file header");
+}
+
+Test(reader, rejects_missing_file) {
+    expect_open_error("/nonexistent/heapprof.1.hpt", "No such file");
+}
+
+Test(reader, rejects_directory) {
+    expect_open_error("/tmp", "is a directory");
+}
+
+Test(reader, rejects_fifo_without_hanging, .timeout = 10) {
+    char dir[] = "/tmp/hpt-fifo-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "%s/trace.hpt", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    expect_open_error(fifo, "not a regular file");
+    unlink(fifo);
+    rmdir(dir);
+}
+
+Test(reader, rejects_device) {
+    expect_open_error("/dev/null", "not a regular file");
+}
