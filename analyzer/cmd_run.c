@@ -33,7 +33,8 @@ const char cmd_run_usage[] =
     "Exits with CMD's exit status (128 + signal if it was killed).\n"
     "\n"
     "  -o, --output TRACE   trace file to write; %p becomes the process id\n"
-    "                       (default: $HEAPPROF_OUT, else heapprof.%p.hpt in the current directory)\n"
+    "                       (default: $HEAPPROF_OUT, else heapprof.%p.hpt in the current "
+    "directory)\n"
     "  -h, --help           this help\n";
 
 int cmd_run_parse(int argc, char **argv, cmd_run_opts_t *o, errmsg_t *err) {
@@ -245,8 +246,8 @@ static void find_traces(cmd_run_result_t *res, const char *pattern, pid_t pid,
         if (!name_matches(base, de->d_name, NULL))
             continue;
         char path[PATH_MAX + 256];
-        snprintf(path, sizeof path, "%s%s%s", slash ? dir : "", slash && slash != pattern ? "/" : "",
-                 de->d_name);
+        snprintf(path, sizeof path, "%s%s%s", slash ? dir : "",
+                 slash && slash != pattern ? "/" : "", de->d_name);
         struct stat st;
         if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
             continue;

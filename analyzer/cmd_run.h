@@ -14,13 +14,13 @@
 extern const char cmd_run_usage[];
 
 typedef struct cmd_run_opts {
-    const char *out;  // -o: HEAPPROF_OUT pattern (%p = pid); NULL keeps the environment's
-    char **cmd;       // NULL-terminated argv of the command
+    const char *out; // -o: HEAPPROF_OUT pattern (%p = pid); NULL keeps the environment's
+    char **cmd;      // NULL-terminated argv of the command
 } cmd_run_opts_t;
 
 typedef struct cmd_run_result {
-    int exit_status;     // the command's, or 128 + signal if it was killed
-    bool exec_failed;    // the command could not be started (err says why)
+    int exit_status;  // the command's, or 128 + signal if it was killed
+    bool exec_failed; // the command could not be started (err says why)
     pid_t pid;
     char preload[4096];  // the LD_PRELOAD entry used
     char expected[4096]; // where the command's own trace should be (without a ".N" suffix)

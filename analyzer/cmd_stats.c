@@ -142,9 +142,7 @@ static void write_text(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
 
 // ---- JSON ----
 
-static json_t *jint(uint64_t v) {
-    return json_integer(v > LLONG_MAX ? LLONG_MAX : (json_int_t)v);
-}
+static json_t *jint(uint64_t v) { return json_integer(v > LLONG_MAX ? LLONG_MAX : (json_int_t)v); }
 
 static int write_json(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
                       const replay_totals_t *t, const filter_t *f, errmsg_t *err) {

@@ -21,7 +21,7 @@ static inline void errmsg_init(errmsg_t *e) {
 
 // printf-style; err may be NULL (the caller does not care why).
 __attribute__((format(printf, 2, 3))) static inline void errmsg_set(errmsg_t *e, const char *fmt,
-                                                                     ...) {
+                                                                    ...) {
     if (!e || e->is_set)
         return;
     va_list ap;

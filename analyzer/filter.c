@@ -14,9 +14,9 @@ enum verdict { V_UNKNOWN = 0, V_YES, V_NO, V_BY_TIME };
 
 struct filter {
     const reader_t *defs;
-    bool *matches;    // per module: basename equals the name
+    bool *matches; // per module: basename equals the name
     size_t n_matching;
-    hmap_t verdicts;  // stack id -> uint8_t verdict
+    hmap_t verdicts; // stack id -> uint8_t verdict
 };
 
 static const char *basename_of(const char *path) {
@@ -46,9 +46,7 @@ void filter_free(filter_t *f) {
     free(f);
 }
 
-size_t filter_n_matching_modules(const filter_t *f) {
-    return f->n_matching;
-}
+size_t filter_n_matching_modules(const filter_t *f) { return f->n_matching; }
 
 static bool contains(const reader_module_t *m, uint64_t pc) {
     return pc >= m->base && pc - m->base < m->size;

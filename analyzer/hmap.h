@@ -11,14 +11,14 @@
 #include <stdint.h>
 
 typedef struct hmap {
-    uint64_t *slots;    // cap slots of `stride` words: key (0 = empty), then the value
-    size_t stride;      // in 8-byte words
+    uint64_t *slots; // cap slots of `stride` words: key (0 = empty), then the value
+    size_t stride;   // in 8-byte words
     size_t value_bytes;
-    size_t cap;         // power of two
-    size_t n;           // keys stored, including key 0
-    size_t grow_at;     // n of non-zero keys that triggers doubling
-    unsigned shift;     // 64 - log2(cap)
-    bool has_zero;      // key 0 cannot mark a slot, so it lives beside the table
+    size_t cap;     // power of two
+    size_t n;       // keys stored, including key 0
+    size_t grow_at; // n of non-zero keys that triggers doubling
+    unsigned shift; // 64 - log2(cap)
+    bool has_zero;  // key 0 cannot mark a slot, so it lives beside the table
     uint8_t *zero_value;
 } hmap_t;
 
@@ -43,9 +43,7 @@ static inline void hmap_prefetch(const hmap_t *h, uint64_t key) {
     __builtin_prefetch(h->slots + i * h->stride, 1);
 }
 
-static inline size_t hmap_count(const hmap_t *h) {
-    return h->n;
-}
+static inline size_t hmap_count(const hmap_t *h) { return h->n; }
 
 // Iteration in table order: start with *it = 0; returns the next value and sets *key, or NULL
 // at the end. The map must not be modified during iteration.

@@ -83,9 +83,7 @@ static const struct {
     {"stats", do_stats, cmd_stats_usage},
 };
 
-static bool is_help(const char *a) {
-    return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
-}
+static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -112,8 +110,8 @@ int main(int argc, char **argv) {
             }
             if (commands[i].fn == do_run && argv[a][0] != '-')
                 break;
-            if (commands[i].fn == do_run && (strcmp(argv[a], "-o") == 0 ||
-                                             strcmp(argv[a], "--output") == 0))
+            if (commands[i].fn == do_run &&
+                (strcmp(argv[a], "-o") == 0 || strcmp(argv[a], "--output") == 0))
                 a++;
         }
         return commands[i].fn(argc - 1, argv + 1);

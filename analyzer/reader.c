@@ -34,8 +34,8 @@ _Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
 // One thread's decoded, not yet released events: a FIFO in per-thread (= time) order.
 typedef struct tqueue {
     uint32_t tid;
-    bool ended;           // THREAD_END seen: its buffer is freed once drained
-    size_t thread_idx;    // latest entry in r->threads for this tid, or SIZE_MAX
+    bool ended;        // THREAD_END seen: its buffer is freed once drained
+    size_t thread_idx; // latest entry in r->threads for this tid, or SIZE_MAX
     reader_event_t *ev;
     size_t head, tail, cap;
 } tqueue_t;
@@ -74,20 +74,20 @@ struct reader {
     uint8_t *raw;
     size_t raw_cap;
 
-    bool eof;          // no more chunks: release everything
-    bool defs_only;    // reader_load_defs: decode for definitions, keep no events
+    bool eof;           // no more chunks: release everything
+    bool defs_only;     // reader_load_defs: decode for definitions, keep no events
     uint64_t watermark; // highest SYNC watermark read: events below it may be released
     uint64_t next_seq;
 
-    hmap_t tid_map;    // tid -> index into queues
+    hmap_t tid_map; // tid -> index into queues
     tqueue_t **queues;
     size_t n_queues, queues_cap;
-    heap_ent_t *heap;  // non-empty queues, min-heap by (head time, tid)
+    heap_ent_t *heap; // non-empty queues, min-heap by (head time, tid)
     size_t heap_n, heap_cap;
     reader_event_t *ready; // merged, released events: ready[ready_pos, ready_n) not yet handed out
     size_t ready_n, ready_pos;
 
-    hmap_t stacks;     // id -> stack_ref_t
+    hmap_t stacks; // id -> stack_ref_t
     arena_block_t *arena;
 
     reader_module_t *modules;
@@ -129,9 +129,7 @@ static const char *arena_str(reader_t *r, const uint8_t *s, size_t n) {
 
 // ---- input window ----
 
-static uint64_t file_pos(const reader_t *r) {
-    return r->buf_off + r->pos;
-}
+static uint64_t file_pos(const reader_t *r) { return r->buf_off + r->pos; }
 
 // Makes at least `need` bytes available at buf + pos unless the file ends first. Returns the
 // bytes available (fewer than need only at end of file), or -1 on a read error.
@@ -221,8 +219,8 @@ static int read_file_hdr(reader_t *r, errmsg_t *err) {
     }
     memcpy(&r->hdr, r->buf + r->pos, sizeof r->hdr);
     if (r->hdr.version != HPT_VERSION) {
-        errmsg_set(err, "%s: unsupported trace version %u (this heapprof reads version %u)", r->path,
-                   r->hdr.version, HPT_VERSION);
+        errmsg_set(err, "%s: unsupported trace version %u (this heapprof reads version %u)",
+                   r->path, r->hdr.version, HPT_VERSION);
         return -1;
     }
     if (r->hdr.hdr_bytes < sizeof r->hdr || r->hdr.hdr_bytes > MAX_FILE_HDR_BYTES) {
@@ -807,9 +805,8 @@ static void release(reader_t *r) {
         // bound = min(runner-up's key, (watermark, tid 0)); nothing at or above it leaves q now
         const heap_ent_t *bound = all ? NULL : &wm;
         if (r->heap_n > 1) {
-            const heap_ent_t *b = r->heap_n > 2 && key_less(&r->heap[2], &r->heap[1])
-                                      ? &r->heap[2]
-                                      : &r->heap[1];
+            const heap_ent_t *b =
+                r->heap_n > 2 && key_less(&r->heap[2], &r->heap[1]) ? &r->heap[2] : &r->heap[1];
             if (!bound || key_less(b, bound))
                 bound = b;
         }
@@ -910,9 +907,7 @@ const uint64_t *reader_stack(const reader_t *r, uint64_t id, uint32_t *n) {
     return s->frames;
 }
 
-size_t reader_n_stacks(const reader_t *r) {
-    return hmap_count(&r->stacks);
-}
+size_t reader_n_stacks(const reader_t *r) { return hmap_count(&r->stacks); }
 
 const reader_module_t *reader_modules(const reader_t *r, size_t *n) {
     *n = r->n_modules;
@@ -924,21 +919,15 @@ const reader_thread_t *reader_threads(const reader_t *r, size_t *n) {
     return r->threads;
 }
 
-const hpt_file_hdr_t *reader_header(const reader_t *r) {
-    return &r->hdr;
-}
+const hpt_file_hdr_t *reader_header(const reader_t *r) { return &r->hdr; }
 
-const reader_damage_t *reader_damage(const reader_t *r) {
-    return &r->damage;
-}
+const reader_damage_t *reader_damage(const reader_t *r) { return &r->damage; }
 
 const reader_trailer_t *reader_trailer(const reader_t *r) {
     return r->has_trailer ? &r->trailer : NULL;
 }
 
-const char *reader_exe(const reader_t *r) {
-    return r->exe;
-}
+const char *reader_exe(const reader_t *r) { return r->exe; }
 
 const char *const *reader_argv(const reader_t *r, size_t *argc) {
     *argc = r->argc;

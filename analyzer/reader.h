@@ -29,21 +29,22 @@ typedef enum reader_alloc_kind { // reader_event_t.sub of READER_ALLOC
     READER_REALLOC, // the new-block half of a REALLOC record; old_addr says what it replaced
 } reader_alloc_kind_t;
 
-#define READER_FREE_OF_REALLOC 1u // reader_event_t.flags of READER_FREE: the old-block half of a REALLOC
+#define READER_FREE_OF_REALLOC                                                                     \
+    1u // reader_event_t.flags of READER_FREE: the old-block half of a REALLOC
 
 // One merged event. A REALLOC record becomes two: FREE(old_addr, flag READER_FREE_OF_REALLOC) at
 // the time before the call (left out for realloc(NULL, n)), then ALLOC(sub READER_REALLOC) at the
 // time after it returned.
 typedef struct reader_event {
-    uint8_t kind;       // reader_kind_t
-    uint8_t sub;        // reader_alloc_kind_t for READER_ALLOC, else 0
-    uint16_t flags;     // READER_FREE_OF_REALLOC
-    uint32_t tid;       // 0 for process-wide records (module map at start)
-    uint64_t time_ns;   // since the trace start (hpt_file_hdr_t.start_ns)
-    uint64_t stack;     // ALLOC: stack id; MODULE_*: index into reader_modules() (UINT64_MAX unknown)
-    uint64_t addr;      // ALLOC/FREE: block address; MODULE_*: load base
-    uint64_t old_addr;  // ALLOC of a realloc: the block it replaced (0 for realloc(NULL, n))
-    uint64_t size;      // ALLOC: bytes; MODULE_LOAD: mapped size
+    uint8_t kind;     // reader_kind_t
+    uint8_t sub;      // reader_alloc_kind_t for READER_ALLOC, else 0
+    uint16_t flags;   // READER_FREE_OF_REALLOC
+    uint32_t tid;     // 0 for process-wide records (module map at start)
+    uint64_t time_ns; // since the trace start (hpt_file_hdr_t.start_ns)
+    uint64_t stack;   // ALLOC: stack id; MODULE_*: index into reader_modules() (UINT64_MAX unknown)
+    uint64_t addr;    // ALLOC/FREE: block address; MODULE_*: load base
+    uint64_t old_addr; // ALLOC of a realloc: the block it replaced (0 for realloc(NULL, n))
+    uint64_t size;     // ALLOC: bytes; MODULE_LOAD: mapped size
 } reader_event_t;
 
 typedef struct reader_damage {
@@ -53,26 +54,26 @@ typedef struct reader_damage {
     uint64_t seq_gaps;       // chunks missing by sequence number (includes the damaged ones)
     uint64_t late_events;    // events that arrived below an already released SYNC watermark
     uint64_t truncated_bytes;
-    bool truncated;          // the file ends inside a chunk (process killed mid-write)
-    bool trailer;            // a TRAILER chunk was read: the process exited cleanly
+    bool truncated; // the file ends inside a chunk (process killed mid-write)
+    bool trailer;   // a TRAILER chunk was read: the process exited cleanly
 } reader_damage_t;
 
 typedef struct reader_module {
-    const char *path;      // as the loader saw it; NUL-terminated, owned by the reader
+    const char *path; // as the loader saw it; NUL-terminated, owned by the reader
     uint64_t base;
     uint64_t size;
     const uint8_t *build_id;
     uint32_t build_id_len;
-    uint32_t tid;          // thread whose record announced it (0: the module map at start)
+    uint32_t tid; // thread whose record announced it (0: the module map at start)
     uint64_t load_ns;
-    uint64_t unload_ns;    // UINT64_MAX while loaded
+    uint64_t unload_ns; // UINT64_MAX while loaded
 } reader_module_t;
 
 typedef struct reader_thread {
     uint32_t tid;
-    const char *name;      // "" if unnamed
+    const char *name; // "" if unnamed
     uint64_t start_ns;
-    uint64_t end_ns;       // UINT64_MAX if no THREAD_END was seen
+    uint64_t end_ns; // UINT64_MAX if no THREAD_END was seen
 } reader_thread_t;
 
 typedef struct reader_trailer {

@@ -19,8 +19,8 @@ typedef struct live_block {
 } live_block_t;
 
 struct replay {
-    hmap_t live;     // address -> live_block_t
-    hmap_t tids;     // tid -> nothing (set)
+    hmap_t live;                   // address -> live_block_t
+    hmap_t tids;                   // tid -> nothing (set)
     uint32_t seen_tids[SEEN_TIDS]; // recently seen tids, by tid % SEEN_TIDS
     bool filtered;
     replay_keep_fn keep;
@@ -137,6 +137,4 @@ void replay_events(replay_t *rp, const reader_event_t *ev, size_t n) {
         replay_event(rp, &ev[i]);
 }
 
-const replay_totals_t *replay_totals(const replay_t *rp) {
-    return &rp->t;
-}
+const replay_totals_t *replay_totals(const replay_t *rp) { return &rp->t; }

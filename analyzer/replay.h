@@ -13,19 +13,19 @@
 #include <stdint.h>
 
 typedef struct replay_totals {
-    uint64_t n_blocks;       // allocation events counted, including the new half of reallocs
-    uint64_t n_bytes;        // bytes of those allocations
-    uint64_t n_frees;        // FREE records that released a counted block (not realloc halves)
-    uint64_t n_events;       // allocation + free records as recorded (a REALLOC is one)
-    uint64_t live_bytes;     // now; after the last event: t-end
+    uint64_t n_blocks;   // allocation events counted, including the new half of reallocs
+    uint64_t n_bytes;    // bytes of those allocations
+    uint64_t n_frees;    // FREE records that released a counted block (not realloc halves)
+    uint64_t n_events;   // allocation + free records as recorded (a REALLOC is one)
+    uint64_t live_bytes; // now; after the last event: t-end
     uint64_t live_blocks;
-    uint64_t peak_bytes;     // at the first moment live_bytes reached its maximum
+    uint64_t peak_bytes; // at the first moment live_bytes reached its maximum
     uint64_t peak_blocks;
     uint64_t peak_time_ns;
-    uint64_t n_threads;      // distinct tids with a counted allocation or free of a counted block
-    uint64_t last_time_ns;   // time of the latest event seen
-    uint64_t n_unknown_frees;  // free of an address not live (e.g. inherited across fork)
-    uint64_t n_double_allocs;  // allocation at a live address (the old block is taken as freed)
+    uint64_t n_threads;       // distinct tids with a counted allocation or free of a counted block
+    uint64_t last_time_ns;    // time of the latest event seen
+    uint64_t n_unknown_frees; // free of an address not live (e.g. inherited across fork)
+    uint64_t n_double_allocs; // allocation at a live address (the old block is taken as freed)
 } replay_totals_t;
 
 // Decides whether an allocation event counts (see filter.h). Called once per allocation.

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // hp_mktrace: writes a big synthetic trace to measure the analyzer's throughput:
 // T threads of malloc/calloc/realloc/free churn around a steady live set, per-thread chunks of
-// ~64 KiB (zstd), a SYNC after every 1 ms of simulated time. Prints the record count.
+// ~64 KiB (zstd), a SYNC after every 1 ms of simulated time. Prints the totals that
+// `heapprof stats` must report for it.
 // FREE_POLICY "random" frees a uniformly random live block (worst case for the live table);
 // "recent" mostly frees one of the 16 newest blocks, as short-lived allocations do.
 // usage: hp_mktrace OUT.hpt [N_EVENTS [THREADS [LIVE_PER_THREAD [random|recent]]]]
@@ -19,9 +20,10 @@
 typedef struct gen {
     uint32_t tid;
     uint64_t t;
-    uint64_t *live;   // addresses of live blocks
+    uint64_t *live; // addresses of live blocks
+    uint64_t *live_size;
     size_t n_live;
-    uint64_t *spare;  // freed addresses to reuse (what malloc does)
+    uint64_t *spare; // freed addresses to reuse (what malloc does)
     size_t n_spare;
     uint64_t next_addr;
     bool chunk_open;
@@ -52,9 +54,7 @@ static uint64_t pick_stack(tb_t *tb) {
     return id;
 }
 
-static uint64_t pick_size(void) {
-    return 8 + (rnd() % (1u << (4 + rnd() % 8)));
-}
+static uint64_t pick_size(void) { return 8 + (rnd() % (1u << (4 + rnd() % 8))); }
 
 static uint64_t fresh_addr(gen_t *g) {
     if (g->n_spare && rnd() % 8)
@@ -87,7 +87,8 @@ int main(int argc, char **argv) {
     const char *args[] = {"bench", "--synthetic"};
     tb_rec_process(tb, "/usr/bin/bench", 2, args);
     tb_rec_module_load(tb, 0, EXE_BASE, 0x200000, "/usr/bin/bench", (const uint8_t *)"\x12\x34", 2);
-    tb_rec_module_load(tb, 0, 0x7ffff7c00000ull, 0x1c0000, "/lib/x86_64-linux-gnu/libc.so.6", NULL, 0);
+    tb_rec_module_load(tb, 0, 0x7ffff7c00000ull, 0x1c0000, "/lib/x86_64-linux-gnu/libc.so.6", NULL,
+                       0);
     tb_end(tb, true);
 
     gen_t *g = calloc(n_threads, sizeof *g);
@@ -95,10 +96,11 @@ int main(int argc, char **argv) {
         g[i].tid = 1000 + i;
         g[i].t = 1000 + i * 7;
         g[i].live = malloc(sizeof(uint64_t) * (target_live * 2 + 16));
+        g[i].live_size = malloc(sizeof(uint64_t) * (target_live * 2 + 16));
         g[i].spare = malloc(sizeof(uint64_t) * (target_live * 4 + 16));
         g[i].next_addr = 0x7f0000000000ull + ((uint64_t)i << 36);
     }
-    uint64_t done = 0;
+    uint64_t done = 0, blocks = 0, bytes = 0, frees = 0;
     uint64_t window_end = WINDOW_NS;
     while (done < n_events) {
         for (unsigned i = 0; i < n_threads && done < n_events; i++) {
@@ -112,31 +114,44 @@ int main(int argc, char **argv) {
                 bool grow = x->n_live < target_live;
                 if (x->n_live == 0 || (r < 50 && grow) || (r < 40 && !grow)) {
                     uint64_t a = fresh_addr(x);
-                    uint64_t st = pick_stack(tb);
+                    uint64_t st = pick_stack(tb), size = pick_size();
                     if (r % 10 == 0)
-                        tb_rec_calloc(tb, x->t, st, a, pick_size());
+                        tb_rec_calloc(tb, x->t, st, a, size);
                     else
-                        tb_rec_malloc(tb, x->t, st, a, pick_size());
+                        tb_rec_malloc(tb, x->t, st, a, size);
+                    x->live_size[x->n_live] = size;
                     x->live[x->n_live++] = a;
+                    blocks++;
+                    bytes += size;
                 } else if (r < 95) {
                     size_t k = rnd() % x->n_live;
                     if (recent && x->n_live > 16 && rnd() % 10)
                         k = x->n_live - 1 - rnd() % 16;
                     uint64_t a = x->live[k];
                     // keep the newest at the end: move the tail down instead of swapping
-                    if (recent && x->n_live - k <= 16)
-                        memmove(&x->live[k], &x->live[k + 1], (x->n_live - k - 1) * sizeof *x->live),
-                            x->n_live--;
-                    else
-                        x->live[k] = x->live[--x->n_live];
+                    if (recent && x->n_live - k <= 16) {
+                        size_t tail = x->n_live - k - 1;
+                        memmove(&x->live[k], &x->live[k + 1], tail * sizeof *x->live);
+                        memmove(&x->live_size[k], &x->live_size[k + 1], tail * sizeof *x->live);
+                        x->n_live--;
+                    } else {
+                        x->n_live--;
+                        x->live[k] = x->live[x->n_live];
+                        x->live_size[k] = x->live_size[x->n_live];
+                    }
                     tb_rec_free(tb, x->t, a);
+                    frees++;
                     if (x->n_spare < target_live * 4)
                         x->spare[x->n_spare++] = a;
                 } else {
                     size_t k = rnd() % x->n_live;
                     uint64_t old = x->live[k];
                     uint64_t a = rnd() % 2 ? old : fresh_addr(x);
-                    tb_rec_realloc(tb, x->t, x->t + 20, pick_stack(tb), old, a, pick_size() * 2);
+                    uint64_t st = pick_stack(tb), size = pick_size() * 2;
+                    tb_rec_realloc(tb, x->t, x->t + 20, st, old, a, size);
+                    x->live_size[k] = size;
+                    blocks++;
+                    bytes += size;
                     x->t += 20;
                     if (a != old && x->n_spare < target_live * 4)
                         x->spare[x->n_spare++] = old;
@@ -167,8 +182,20 @@ int main(int argc, char **argv) {
     tb_end(tb, false);
     if (tb_flush(tb, f) != 0 || fclose(f) != 0)
         return 1;
-    printf("%llu\n", (unsigned long long)done);
+    uint64_t end_blocks = 0, end_bytes = 0;
     for (unsigned i = 0; i < n_threads; i++) {
+        end_blocks += g[i].n_live;
+        for (size_t k = 0; k < g[i].n_live; k++)
+            end_bytes += g[i].live_size[k];
+    }
+    // what `heapprof stats --json` must report
+    printf("events=%llu blocks=%llu bytes=%llu frees=%llu end_blocks=%llu end_bytes=%llu "
+           "threads=%u\n",
+           (unsigned long long)done, (unsigned long long)blocks, (unsigned long long)bytes,
+           (unsigned long long)frees, (unsigned long long)end_blocks, (unsigned long long)end_bytes,
+           n_threads);
+    for (unsigned i = 0; i < n_threads; i++) {
+        free(g[i].live_size);
         free(g[i].live);
         free(g[i].spare);
     }

@@ -91,9 +91,14 @@ Test(cmd_run, finds_the_module_beside_the_executable) {
     rmdir(root);
 }
 
+// Runs cmd with traces going to /tmp/hpt-run-none.%p.hpt; removes whatever trace was written
+// (a libheapprof.so may be installed where the loader finds it, or may not).
 static int run(char **cmd, cmd_run_result_t *res, errmsg_t *err) {
     cmd_run_opts_t o = {.out = "/tmp/hpt-run-none.%p.hpt", .cmd = cmd};
-    return cmd_run_exec(&o, res, err);
+    int rc = cmd_run_exec(&o, res, err);
+    for (size_t i = 0; i < res->n_traces; i++)
+        unlink(res->traces[i]);
+    return rc;
 }
 
 Test(cmd_run, passes_on_the_exit_status) {
@@ -103,7 +108,6 @@ Test(cmd_run, passes_on_the_exit_status) {
     char *a[] = {"sh", "-c", "exit 7", NULL};
     cr_assert_eq(run(a, &res, &err), 0, "%s", err.msg);
     cr_assert_eq(res.exit_status, 7);
-    cr_assert_eq(res.n_traces, 0);
     cr_assert_gt(res.pid, 0);
     char want[64];
     snprintf(want, sizeof want, "/tmp/hpt-run-none.%d.hpt", (int)res.pid);

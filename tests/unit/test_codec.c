@@ -9,8 +9,23 @@
 #include <string.h>
 
 static const uint64_t edge_u64[] = {
-    0, 1, 63, 64, 127, 128, 255, 256, 16383, 16384, 2097151, 2097152, 0xffffffffull,
-    0x100000000ull, 0x7fffffffffffffffull, 0x8000000000000000ull, 0xfffffffffffffffeull,
+    0,
+    1,
+    63,
+    64,
+    127,
+    128,
+    255,
+    256,
+    16383,
+    16384,
+    2097151,
+    2097152,
+    0xffffffffull,
+    0x100000000ull,
+    0x7fffffffffffffffull,
+    0x8000000000000000ull,
+    0xfffffffffffffffeull,
     UINT64_MAX,
 };
 
@@ -43,8 +58,19 @@ Test(codec, varint_rejects_overlong_and_empty_input) {
 }
 
 Test(codec, zigzag_round_trips_edge_values) {
-    static const int64_t vals[] = {0, 1, -1, 2, -2, 63, -64, INT32_MAX, INT32_MIN,
-                                   INT64_MAX, INT64_MIN, INT64_MAX - 1, INT64_MIN + 1};
+    static const int64_t vals[] = {0,
+                                   1,
+                                   -1,
+                                   2,
+                                   -2,
+                                   63,
+                                   -64,
+                                   INT32_MAX,
+                                   INT32_MIN,
+                                   INT64_MAX,
+                                   INT64_MIN,
+                                   INT64_MAX - 1,
+                                   INT64_MIN + 1};
     for (size_t i = 0; i < sizeof vals / sizeof *vals; i++)
         cr_assert_eq(hpt_unzigzag(hpt_zigzag(vals[i])), vals[i]);
     cr_assert_eq(hpt_zigzag(0), 0);

@@ -16,8 +16,13 @@ static void cleanup(void) {
 }
 
 static reader_event_t alloc_at(uint64_t t, uint64_t stack) {
-    return (reader_event_t){.kind = READER_ALLOC, .sub = READER_MALLOC, .tid = 1, .time_ns = t,
-                            .stack = stack, .addr = 0x10, .size = 1};
+    return (reader_event_t){.kind = READER_ALLOC,
+                            .sub = READER_MALLOC,
+                            .tid = 1,
+                            .time_ns = t,
+                            .stack = stack,
+                            .addr = 0x10,
+                            .size = 1};
 }
 
 Test(filter, keeps_allocations_whose_caller_is_in_the_module, .fini = cleanup) {

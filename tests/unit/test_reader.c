@@ -317,7 +317,7 @@ Test(reader, damaged_chunk_header_is_skipped, .fini = cleanup) {
     size_t mid, mid_len, n;
     tb_t *tb = three_chunks(&mid, &mid_len, true);
     uint8_t *b = tb_data(tb, &n);
-    b[mid] = 'X'; // magic
+    b[mid] = 'X';       // magic
     b[mid + 12] = 0xff; // stored_bytes now absurd as well
     reader_t *r = open_built(tb);
     evs_t e = read_all(r);
@@ -553,7 +553,9 @@ Test(reader, rejects_empty_file, .fini = cleanup) {
 }
 
 Test(reader, rejects_bad_magic, .fini = cleanup) {
-    write_bytes("#!/bin/sh\necho hello\n" "................................................", 70);
+    write_bytes("#!/bin/sh\necho hello\n"
+                "................................................",
+                70);
     expect_open_error(path, "not a heapprof trace");
 }
 
@@ -578,9 +580,7 @@ Test(reader, rejects_missing_file) {
     expect_open_error("/nonexistent/heapprof.1.hpt", "No such file");
 }
 
-Test(reader, rejects_directory) {
-    expect_open_error("/tmp", "is a directory");
-}
+Test(reader, rejects_directory) { expect_open_error("/tmp", "is a directory"); }
 
 Test(reader, rejects_fifo_without_hanging, .timeout = 10) {
     char dir[] = "/tmp/hpt-fifo-XXXXXX";
@@ -593,6 +593,4 @@ Test(reader, rejects_fifo_without_hanging, .timeout = 10) {
     rmdir(dir);
 }
 
-Test(reader, rejects_device) {
-    expect_open_error("/dev/null", "not a regular file");
-}
+Test(reader, rejects_device) { expect_open_error("/dev/null", "not a regular file"); }

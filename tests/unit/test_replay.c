@@ -6,8 +6,13 @@
 #include <criterion/criterion.h>
 
 static reader_event_t alloc_ev(uint64_t t, uint64_t addr, uint64_t size) {
-    return (reader_event_t){.kind = READER_ALLOC, .sub = READER_MALLOC, .tid = 1, .time_ns = t,
-                            .stack = 1, .addr = addr, .size = size};
+    return (reader_event_t){.kind = READER_ALLOC,
+                            .sub = READER_MALLOC,
+                            .tid = 1,
+                            .time_ns = t,
+                            .stack = 1,
+                            .addr = addr,
+                            .size = size};
 }
 
 static reader_event_t free_ev(uint64_t t, uint64_t addr) {
@@ -22,9 +27,9 @@ static void feed(replay_t *rp, const reader_event_t *ev, size_t n) {
 Test(replay, peak_is_the_first_moment_of_the_maximum) {
     replay_t *rp = replay_new(NULL, NULL);
     reader_event_t ev[] = {
-        alloc_ev(1, 0xA0, 100), alloc_ev(2, 0xB0, 50), // live 150: peak
+        alloc_ev(1, 0xA0, 100), alloc_ev(2, 0xB0, 50),  // live 150: peak
         free_ev(3, 0xA0),       alloc_ev(4, 0xC0, 100), // live 150 again: not a new peak
-        alloc_ev(5, 0xD0, 1),   free_ev(6, 0xD0),      // 151: new peak at t=5
+        alloc_ev(5, 0xD0, 1),   free_ev(6, 0xD0),       // 151: new peak at t=5
         free_ev(7, 0xB0),
     };
     feed(rp, ev, 4);
@@ -52,11 +57,25 @@ Test(replay, realloc_halves_move_the_block_and_count_one_event) {
     replay_t *rp = replay_new(NULL, NULL);
     reader_event_t ev[] = {
         alloc_ev(1, 0xA0, 100),
-        {.kind = READER_FREE, .flags = READER_FREE_OF_REALLOC, .tid = 1, .time_ns = 2, .addr = 0xA0},
-        {.kind = READER_ALLOC, .sub = READER_REALLOC, .tid = 1, .time_ns = 3, .addr = 0xB0,
-         .old_addr = 0xA0, .size = 300},
-        {.kind = READER_ALLOC, .sub = READER_REALLOC, .tid = 1, .time_ns = 4, .addr = 0xC0,
-         .old_addr = 0, .size = 8}, // realloc(NULL, 8)
+        {.kind = READER_FREE,
+         .flags = READER_FREE_OF_REALLOC,
+         .tid = 1,
+         .time_ns = 2,
+         .addr = 0xA0},
+        {.kind = READER_ALLOC,
+         .sub = READER_REALLOC,
+         .tid = 1,
+         .time_ns = 3,
+         .addr = 0xB0,
+         .old_addr = 0xA0,
+         .size = 300},
+        {.kind = READER_ALLOC,
+         .sub = READER_REALLOC,
+         .tid = 1,
+         .time_ns = 4,
+         .addr = 0xC0,
+         .old_addr = 0,
+         .size = 8}, // realloc(NULL, 8)
     };
     feed(rp, ev, 4);
     const replay_totals_t *t = replay_totals(rp);

@@ -113,17 +113,11 @@ size_t tb_sync(tb_t *tb, uint64_t w) {
     return tb_end(tb, false);
 }
 
-void tb_set_n_records(tb_t *tb, uint32_t n) {
-    tb->hdr.n_records = n;
-}
+void tb_set_n_records(tb_t *tb, uint32_t n) { tb->hdr.n_records = n; }
 
-void tb_skip_seq(tb_t *tb, uint64_t n) {
-    tb->seq += n;
-}
+void tb_skip_seq(tb_t *tb, uint64_t n) { tb->seq += n; }
 
-void tb_raw(tb_t *tb, const void *p, size_t n) {
-    file_put(tb, p, n);
-}
+void tb_raw(tb_t *tb, const void *p, size_t n) { file_put(tb, p, n); }
 
 // ---- record encoding (docs/trace-format.md#records) ----
 
@@ -277,9 +271,7 @@ uint8_t *tb_data(tb_t *tb, size_t *n) {
     return tb->file;
 }
 
-size_t tb_chunk_bytes(const tb_t *tb) {
-    return tb->raw_len;
-}
+size_t tb_chunk_bytes(const tb_t *tb) { return tb->raw_len; }
 
 int tb_flush(tb_t *tb, FILE *f) {
     if (tb->file_len && fwrite(tb->file, 1, tb->file_len, f) != tb->file_len)
