@@ -36,6 +36,8 @@ static inline const uint8_t *hpt_get_varint(const uint8_t *p, const uint8_t *end
         if (p >= end)
             return NULL;
         uint8_t b = *p++;
+        if (shift == 63 && b > 1)
+            return NULL; // more than 64 bits: damage, not a value
         v |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80)) {
             *out = v;
