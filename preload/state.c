@@ -130,7 +130,7 @@ static bool start_trace(void) {
     h.start_unix_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
     h.pid = (uint32_t)getpid();
     h.ppid = (uint32_t)getppid();
-    bool ok = hp_writer_start(fd, &h, m.buf, m.len, m.nrec);
+    bool ok = hp_writer_start(fd, path, &h, m.buf, m.len, m.nrec);
     hp_mem_unmap(m.buf, m.cap);
     if (ok && !hp_config.quiet)
         hp_diag_line("writing trace to ", path, (char *)NULL);

@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +32,9 @@
 #define NO_BARRIER_MARGIN_NS (20u * 1000 * 1000)
 
 static int trace_fd = -1;
+static char trace_path[HP_PATH_MAX]; // absolute, to reopen the file if the program closes our fd
+static dev_t trace_dev;
+static ino_t trace_ino;
 static pthread_t thread;
 static _Atomic bool running;
 static _Atomic bool stop_req;
@@ -125,6 +129,34 @@ int hp_writer_create_file(const char *tmpl, char *path, size_t cap) {
 }
 
 // ---- output ----------------------------------------------------------------------------------
+
+static bool fd_is_ours(int fd) {
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == trace_dev && st.st_ino == trace_ino;
+}
+
+// Programs close "all" descriptors (daemons) or dup2 over them. Before each write round, check
+// that trace_fd is still our file; if not, reopen it by path and leave the number to its new
+// owner (never close or write to a descriptor the program now uses).
+static bool ensure_fd(void) {
+    if (fd_is_ours(trace_fd))
+        return true;
+    int fd = open(trace_path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && fd_is_ours(fd)) {
+        int high = fcntl(fd, F_DUPFD_CLOEXEC, 500);
+        if (high >= 0) {
+            close(fd);
+            fd = high;
+        }
+        trace_fd = fd;
+        return true;
+    }
+    if (fd >= 0)
+        close(fd);
+    trace_fd = -1;
+    hp_state_disable("the trace file was closed and cannot be reopened; profiling stopped");
+    return false;
+}
 
 static bool write_all(const void *buf, size_t n) {
     const char *p = buf;
@@ -248,6 +280,8 @@ static size_t drain_all(void) {
 
 // Writes everything drained so far, then a SYNC whose watermark bounds all later records.
 static void flush(void) {
+    if (!ensure_fd())
+        return;
     uint64_t w = hp_state_now();
     if (have_membarrier)
         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
@@ -343,9 +377,21 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-bool hp_writer_start(int fd, const hpt_file_hdr_t *hdr, const uint8_t *meta, size_t meta_len,
-                     uint32_t meta_records) {
+bool hp_writer_start(int fd, const char *path, const hpt_file_hdr_t *hdr, const uint8_t *meta,
+                     size_t meta_len, uint32_t meta_records) {
     trace_fd = fd;
+    struct stat st;
+    trace_path[0] = 0;
+    if (path[0] != '/' && getcwd(trace_path, sizeof trace_path - 2))
+        strcat(trace_path, "/");
+    if (strlen(trace_path) + strlen(path) >= sizeof trace_path || fstat(fd, &st)) {
+        close(fd);
+        trace_fd = -1;
+        return false;
+    }
+    strcat(trace_path, path);
+    trace_dev = st.st_dev;
+    trace_ino = st.st_ino;
     seq = 0;
     n_events = n_lost_reaped = 0;
     if (!cctx) {
@@ -411,7 +457,8 @@ void hp_writer_stop(void) {
     atomic_store(&stop_req, true);
     hp_tbuf_wake_writer();
     pthread_join(thread, NULL);
-    close(trace_fd);
+    if (fd_is_ours(trace_fd))
+        close(trace_fd);
     trace_fd = -1;
 }
 
@@ -426,7 +473,7 @@ void hp_writer_fork_parent(void) {
 void hp_writer_fork_child(void) {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     io_lock = fresh;
-    if (trace_fd >= 0)
+    if (fd_is_ours(trace_fd))
         close(trace_fd); // the parent's file; the child opens its own on its first event
     trace_fd = -1;
     atomic_store(&running, false);

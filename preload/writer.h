@@ -16,9 +16,10 @@
 int hp_writer_create_file(const char *tmpl, char *path, size_t path_cap);
 
 // Writes the file header and the META chunk synchronously, then starts the writer thread.
-// Takes ownership of fd. Returns false (fd closed) if any step fails.
-bool hp_writer_start(int fd, const hpt_file_hdr_t *hdr, const uint8_t *meta, size_t meta_len,
-                     uint32_t meta_records);
+// Takes ownership of fd, created at path (kept to reopen the file if the program closes the fd).
+// Returns false (fd closed) if any step fails.
+bool hp_writer_start(int fd, const char *path, const hpt_file_hdr_t *hdr, const uint8_t *meta,
+                     size_t meta_len, uint32_t meta_records);
 
 bool hp_writer_running(void);
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 // Lists the .hpt files of dir other than skip into out (at most max); returns the count.
 static int traces_in(const char *dir, char out[][4096], int max) {
@@ -77,6 +78,25 @@ Test(process, sigkilled_app_leaves_a_readable_trace) {
     json_t *s = e2e_stats(trace, "crasher");
     cr_expect_eq(e2e_int(s, "blocks"), 1000, "events older than the flush interval were lost");
     cr_expect(json_is_false(json_object_get(json_object_get(s, "damage"), "clean_exit")));
+    json_decref(s);
+    free(dir);
+}
+
+Test(process, closing_all_descriptors_never_redirects_the_trace_into_the_programs_files) {
+    char *dir = e2e_tmpdir("fds");
+    char trace[4096], own[4096];
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    snprintf(own, sizeof own, "%s/own-file", dir);
+    FILE *f = fopen(own, "w");
+    fclose(f);
+    char *argv[] = {E2E_PROGS "/fdcloser", own, NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
+    struct stat st;
+    cr_assert_eq(stat(own, &st), 0);
+    cr_expect_eq(st.st_size, 0, "trace bytes were written into the program's own file");
+    json_t *s = e2e_stats(trace, "fdcloser");
+    cr_expect_eq(e2e_int(s, "blocks"), 200, "events after the descriptors were closed were lost");
+    cr_expect(json_is_true(json_object_get(json_object_get(s, "damage"), "clean_exit")));
     json_decref(s);
     free(dir);
 }
