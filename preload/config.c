@@ -66,6 +66,15 @@ void hp_config_load(void) {
     parse_u32("HEAPPROF_ZSTD_LEVEL", 1, 19, &level);
     parse_bool("HEAPPROF_QUIET", &hp_config.quiet);
     parse_bool("HEAPPROF_ENABLE", &hp_config.enabled);
+    const char *unw = getenv("HEAPPROF_UNWIND");
+    hp_config.unwinder = HP_UNWIND_CFI;
+    if (unw && !strcmp(unw, "libunwind"))
+        hp_config.unwinder = HP_UNWIND_LIBUNWIND;
+    else if (unw && !strcmp(unw, "check"))
+        hp_config.unwinder = HP_UNWIND_CHECK;
+    else if (unw && strcmp(unw, "cfi"))
+        hp_diag_line("ignoring HEAPPROF_UNWIND=", unw, ": expected cfi, libunwind or check; using cfi",
+                     (char *)NULL);
     // round the buffer down to a power of two so ring offsets wrap with a mask
     uint32_t ring = 1u << 16;
     while ((uint64_t)ring * 2 <= (uint64_t)buffer_kb * 1024)

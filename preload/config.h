@@ -8,6 +8,12 @@
 
 #define HP_PATH_MAX 4096
 
+enum hp_unwinder {
+    HP_UNWIND_CFI = 0,       // our CFI walker, libunwind for frames it does not handle
+    HP_UNWIND_LIBUNWIND = 1, // libunwind only
+    HP_UNWIND_CHECK = 2,     // both on every event; report differences at exit (testing)
+};
+
 typedef struct hp_config {
     char out[HP_PATH_MAX];  // HEAPPROF_OUT, %p not yet expanded
     uint32_t flush_ms;      // HEAPPROF_FLUSH_MS: longest time an event waits before it is written
@@ -16,6 +22,7 @@ typedef struct hp_config {
     int zstd_level;         // HEAPPROF_ZSTD_LEVEL
     bool quiet;             // HEAPPROF_QUIET=1: no "writing trace to" line
     bool enabled;           // HEAPPROF_ENABLE=0 turns recording off (the shim passes through)
+    int unwinder;           // HEAPPROF_UNWIND: cfi (default), libunwind, check
 } hp_config_t;
 
 extern hp_config_t hp_config;

@@ -242,6 +242,7 @@ __attribute__((destructor)) static void hp_state_fini(void) {
     atomic_compare_exchange_strong(&hp_state, &expected, HP_STATE_FINISHED);
     if (expected == HP_STATE_ON || expected == HP_STATE_DISABLED)
         hp_writer_stop();
+    hp_unwind_report();
     if (entered)
         hp_guard_leave();
 }

@@ -13,4 +13,11 @@ uint32_t hp_unwind(uint64_t *out, uint32_t max);
 // Records the address range of the shim's own code so hp_unwind can drop those frames.
 void hp_unwind_init(void);
 
+// With HEAPPROF_UNWIND=check, says on stderr how many stacks differed from libunwind's.
+void hp_unwind_report(void);
+
+// The libunwind backend (reference and fallback), same contract as hp_unwind.
+uint32_t hp_unwind_libunwind(uint64_t *out, uint32_t max);
+void hp_unwind_libunwind_init(uintptr_t self_lo, uintptr_t self_hi);
+
 #endif

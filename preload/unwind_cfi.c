@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: MIT
+// Stack capture with our own DWARF CFI walker. Each return address maps to one small rule (where
+// the caller's CFA, return address and rbp are) computed once with elfutils' CFI reader and kept
+// in a lock-free table; a walk is then a hash probe and two loads per frame, without libunwind's
+// per-call cursor set-up. Frames whose rule does not fit the simple form (signal frames, CFA
+// expressions, stack realignment) hand the whole capture to libunwind. See docs/design.md.
+// Hot path: no locks, no allocation; the rule computation (cold) takes a lock and may allocate
+// through the recursion guard.
+#include "unwind.h"
+
+#include "compiler.h"
+#include "config.h"
+#include "diag.h"
+#include "format/hpt_format.h"
+#include "mem.h"
+
+#include <dlfcn.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <libelf.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+// Rule flags; a plain step to the caller has none of the first four.
+enum rule_flag {
+    RULE_STOP = 1,        // outermost frame (return address undefined) or no CFI: the walk ends
+    RULE_UNSUPPORTED = 2, // needs a full unwinder
+    RULE_CFA_BP = 4,      // CFA = rbp + cfa_off (else rsp + cfa_off)
+    RULE_BP_LOST = 8,     // rbp is undefined in the caller
+    RULE_BP_SAVED = 16,   // caller's rbp at CFA + bp_off (else unchanged)
+};
+
+// One frame's rule, packed into 8 bytes so a table slot is 16 and a lookup touches one line.
+typedef struct rule {
+    int32_t cfa_off;
+    int16_t bp_off;
+    int8_t ra_off; // return address at CFA + ra_off
+    uint8_t flags; // enum rule_flag
+} rule_t;
+_Static_assert(sizeof(rule_t) == 8, "rule_t packs into one word");
+
+typedef struct slot {
+    _Atomic uint64_t pc; // 0 = empty; published after the rule
+    rule_t rule;
+} slot_t;
+
+// Per-thread direct-mapped cache in front of the shared table: stays in L1.
+#define TLS_RULES 256
+typedef struct tls_slot {
+    uint64_t pc;
+    rule_t rule;
+} tls_slot_t;
+static HP_TLS tls_slot_t hp_tls_rules[TLS_RULES];
+
+typedef struct table {
+    uint64_t mask, used;
+    slot_t slots[];
+} table_t;
+
+static _Atomic(table_t *) rules;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t self_lo, self_hi;
+
+static inline uint64_t pc_hash(uint64_t pc) {
+    return (pc * 0x9e3779b97f4a7c15ull) >> 20;
+}
+
+// ---- rule computation (cold, under lock) --------------------------------------------------------
+
+#define MAX_MODULES 1024
+typedef struct module {
+    const void *map_start; // identifies the mapping (dl_find_object)
+    uintptr_t bias;
+    Dwarf_CFI *cfi; // NULL: no usable CFI
+} module_t;
+
+static module_t *modules;
+static size_t n_modules;
+
+static Dwarf_CFI *open_cfi(const struct dl_find_object *fo) {
+    static bool elf_ready;
+    if (!elf_ready) {
+        elf_version(EV_CURRENT);
+        elf_ready = true;
+    }
+    const struct link_map *lm = fo->dlfo_link_map;
+    const char *path = lm->l_name;
+    Elf *elf = NULL;
+    if (!path || !*path)
+        path = "/proc/self/exe";
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+        // the mapping stays valid after close
+        close(fd);
+    } else if ((uintptr_t)fo->dlfo_map_start <= getauxval(AT_SYSINFO_EHDR) &&
+               getauxval(AT_SYSINFO_EHDR) < (uintptr_t)fo->dlfo_map_end) {
+        // the vDSO has no file: read its image from memory
+        elf = elf_memory((char *)getauxval(AT_SYSINFO_EHDR),
+                         (size_t)((char *)fo->dlfo_map_end - (char *)getauxval(AT_SYSINFO_EHDR)));
+    }
+    return elf ? dwarf_getcfi_elf(elf) : NULL;
+}
+
+static module_t *module_for(uint64_t pc) {
+    struct dl_find_object fo;
+    if (_dl_find_object((void *)(uintptr_t)pc, &fo) != 0)
+        return NULL;
+    for (size_t i = 0; i < n_modules; i++)
+        if (modules[i].map_start == fo.dlfo_map_start)
+            return &modules[i];
+    if (!modules && !(modules = hp_mem_map(MAX_MODULES * sizeof *modules)))
+        return NULL;
+    if (n_modules == MAX_MODULES)
+        return NULL;
+    module_t *m = &modules[n_modules++];
+    m->map_start = fo.dlfo_map_start;
+    m->bias = fo.dlfo_link_map->l_addr;
+    m->cfi = open_cfi(&fo);
+    return m;
+}
+
+// Offset of a register saved "at CFA + n": elfutils spells it call_frame_cfa [plus_uconst n].
+static bool cfa_offset(const Dwarf_Op *ops, size_t nops, int64_t *off) {
+    if (nops == 1 && ops[0].atom == DW_OP_call_frame_cfa) {
+        *off = 0;
+        return true;
+    }
+    if (nops == 2 && ops[0].atom == DW_OP_call_frame_cfa && ops[1].atom == DW_OP_plus_uconst) {
+        *off = (int64_t)ops[1].number;
+        return true;
+    }
+    return false;
+}
+
+static rule_t compute_rule(uint64_t pc) {
+    rule_t r = {0};
+    r.flags = RULE_STOP;
+    module_t *m = module_for(pc);
+    if (!m || !m->cfi)
+        return r;
+    Dwarf_Frame *frame;
+    // pc is a return address: the call instruction, whose unwind state we need, ends before it
+    if (dwarf_cfi_addrframe(m->cfi, pc - 1 - m->bias, &frame) != 0)
+        return r;
+    Dwarf_Addr start, end;
+    bool signal_frame = false;
+    int ra_reg = dwarf_frame_info(frame, &start, &end, &signal_frame);
+    Dwarf_Op *ops, mem[3];
+    size_t nops;
+    int64_t ra_off, bp_off;
+    r.flags = RULE_UNSUPPORTED;
+    if (ra_reg != 16 || signal_frame || dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops != 1)
+        goto out;
+    uint8_t flags = 0;
+    int64_t cfa_off;
+    if (ops[0].atom == DW_OP_bregx && (ops[0].number == 6 || ops[0].number == 7)) {
+        flags |= ops[0].number == 6 ? RULE_CFA_BP : 0;
+        cfa_off = (int64_t)ops[0].number2;
+    } else if (ops[0].atom == DW_OP_breg6 || ops[0].atom == DW_OP_breg7) {
+        flags |= ops[0].atom == DW_OP_breg6 ? RULE_CFA_BP : 0;
+        cfa_off = (int64_t)ops[0].number;
+    } else {
+        goto out;
+    }
+    if (cfa_off < INT32_MIN || cfa_off > INT32_MAX)
+        goto out;
+    r.cfa_off = (int32_t)cfa_off;
+    int rc = dwarf_frame_register(frame, 16, mem, &ops, &nops);
+    if (rc == 0 && !cfa_offset(ops, nops, &ra_off)) {
+        r.flags = RULE_STOP; // return address "same value" or undefined: the outermost frame
+        goto out;
+    }
+    if (rc != 0 || ra_off < INT8_MIN || ra_off > INT8_MAX) {
+        r.flags = rc == 1 && nops == 0 ? RULE_STOP : RULE_UNSUPPORTED;
+        goto out;
+    }
+    r.ra_off = (int8_t)ra_off;
+    rc = dwarf_frame_register(frame, 6, mem, &ops, &nops);
+    if (rc == 0 && nops == 0) {
+        // same value: the caller's rbp is ours
+    } else if (rc == 0 && cfa_offset(ops, nops, &bp_off) && bp_off >= INT16_MIN && bp_off <= INT16_MAX) {
+        flags |= RULE_BP_SAVED;
+        r.bp_off = (int16_t)bp_off;
+    } else if (rc == 1 && nops == 0) {
+        flags |= RULE_BP_LOST;
+    } else {
+        goto out;
+    }
+    r.flags = flags;
+out:
+    free(frame);
+    return r;
+}
+
+static table_t *table_with_room(void) {
+    table_t *t = atomic_load_explicit(&rules, memory_order_relaxed);
+    if (t && (t->used + 1) * 2 <= t->mask + 1)
+        return t;
+    uint64_t n = t ? (t->mask + 1) * 2 : 1024;
+    table_t *nt = hp_mem_map(sizeof *nt + n * sizeof(slot_t));
+    if (!nt)
+        return NULL;
+    nt->mask = n - 1;
+    for (uint64_t i = 0; t && i <= t->mask; i++) {
+        uint64_t pc = atomic_load_explicit(&t->slots[i].pc, memory_order_relaxed);
+        if (!pc)
+            continue;
+        uint64_t j = pc_hash(pc) & nt->mask;
+        while (atomic_load_explicit(&nt->slots[j].pc, memory_order_relaxed))
+            j = (j + 1) & nt->mask;
+        nt->slots[j].rule = t->slots[i].rule;
+        atomic_store_explicit(&nt->slots[j].pc, pc, memory_order_relaxed);
+        nt->used++;
+    }
+    atomic_store_explicit(&rules, nt, memory_order_release); // old tables stay mapped for readers
+    return nt;
+}
+
+HP_NOINLINE HP_COLD static rule_t rule_slow(uint64_t pc) {
+    pthread_mutex_lock(&lock);
+    rule_t r = compute_rule(pc);
+    table_t *t = table_with_room();
+    if (t) {
+        uint64_t j = pc_hash(pc) & t->mask;
+        uint64_t k;
+        while ((k = atomic_load_explicit(&t->slots[j].pc, memory_order_relaxed)) && k != pc)
+            j = (j + 1) & t->mask;
+        if (!k) {
+            t->slots[j].rule = r;
+            atomic_store_explicit(&t->slots[j].pc, pc, memory_order_release);
+            t->used++;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static inline rule_t rule_shared(uint64_t pc) {
+    const table_t *t = atomic_load_explicit(&rules, memory_order_acquire);
+    if (HP_LIKELY(t != NULL))
+        for (uint64_t j = pc_hash(pc) & t->mask;; j = (j + 1) & t->mask) {
+            uint64_t k = atomic_load_explicit(&t->slots[j].pc, memory_order_acquire);
+            if (k == pc)
+                return t->slots[j].rule;
+            if (!k)
+                break;
+        }
+    return rule_slow(pc);
+}
+
+static inline rule_t rule_for(uint64_t pc) {
+    tls_slot_t *c = &hp_tls_rules[(pc ^ (pc >> 8)) & (TLS_RULES - 1)];
+    if (HP_LIKELY(c->pc == pc))
+        return c->rule;
+    rule_t r = rule_shared(pc);
+    c->pc = pc;
+    c->rule = r;
+    return r;
+}
+
+// ---- the walk -----------------------------------------------------------------------------------
+
+#define MAX_FRAME_BYTES (64u << 20) // one frame bigger than this means the walk went wrong
+
+// Walks from this function's caller. Returns the frames kept, or UINT32_MAX when a frame needs
+// the full unwinder.
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) static uint32_t walk(uint64_t *out,
+                                                                                  uint32_t max) {
+    const uint64_t *fp = __builtin_frame_address(0);
+    uint64_t pc = fp[1], sp = (uint64_t)(uintptr_t)fp + 16, bp = fp[0];
+    bool bp_ok = true;
+    uint32_t n = 0;
+    for (unsigned depth = 0; depth < HPT_MAX_FRAMES + 32 && n < max; depth++) {
+        if (pc - self_lo >= self_hi - self_lo)
+            out[n++] = pc;
+        rule_t r = rule_for(pc);
+        uint64_t cfa;
+        if (HP_LIKELY(!(r.flags & (RULE_STOP | RULE_UNSUPPORTED | RULE_CFA_BP | RULE_BP_LOST)))) {
+            cfa = sp + (uint64_t)(int64_t)r.cfa_off;
+        } else {
+            if (r.flags & RULE_STOP)
+                break;
+            if ((r.flags & RULE_UNSUPPORTED) || ((r.flags & RULE_CFA_BP) && !bp_ok))
+                return UINT32_MAX;
+            cfa = ((r.flags & RULE_CFA_BP) ? bp : sp) + (uint64_t)(int64_t)r.cfa_off;
+            if (r.flags & RULE_BP_LOST)
+                bp_ok = false;
+        }
+        if (cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7)) // also catches cfa <= sp
+            break;
+        pc = *(const uint64_t *)(uintptr_t)(cfa + (uint64_t)(int64_t)r.ra_off);
+        if (r.flags & RULE_BP_SAVED) {
+            bp = *(const uint64_t *)(uintptr_t)(cfa + (uint64_t)(int64_t)r.bp_off);
+            bp_ok = true;
+        }
+        sp = cfa;
+        if (pc == 0)
+            break;
+    }
+    return n;
+}
+
+// ---- backend selection --------------------------------------------------------------------------
+
+static _Atomic uint64_t n_checked, n_differ;
+
+uint32_t hp_unwind(uint64_t *out, uint32_t max) {
+    if (hp_config.unwinder == HP_UNWIND_LIBUNWIND)
+        return hp_unwind_libunwind(out, max);
+    uint32_t n = walk(out, max);
+    if (HP_UNLIKELY(n == UINT32_MAX))
+        return hp_unwind_libunwind(out, max);
+    if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK)) {
+        uint64_t ref[HPT_MAX_FRAMES];
+        uint32_t m = hp_unwind_libunwind(ref, max);
+        atomic_fetch_add_explicit(&n_checked, 1, memory_order_relaxed);
+        if (m != n || memcmp(ref, out, n * sizeof *out))
+            atomic_fetch_add_explicit(&n_differ, 1, memory_order_relaxed);
+    }
+    return n;
+}
+
+void hp_unwind_report(void) {
+    if (hp_config.unwinder != HP_UNWIND_CHECK)
+        return;
+    char a[21], b[21];
+    hp_diag_line("unwinder check: ", hp_diag_u64(a, n_checked), " stacks, ",
+                 hp_diag_u64(b, n_differ), " differ from libunwind", (char *)NULL);
+}
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    uintptr_t probe = (uintptr_t)data, lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        if (info->dlpi_addr + ph->p_vaddr < lo)
+            lo = info->dlpi_addr + ph->p_vaddr;
+        if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi)
+            hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+    }
+    if (probe < lo || probe >= hi)
+        return 0;
+    self_lo = lo;
+    self_hi = hi;
+    return 1;
+}
+
+void hp_unwind_init(void) {
+    dl_iterate_phdr(find_self, (void *)(uintptr_t)&hp_unwind);
+    hp_unwind_libunwind_init(self_lo, self_hi);
+}
