@@ -266,45 +266,137 @@ static inline rule_t rule_for(uint64_t pc) {
 }
 
 // ---- the walk -----------------------------------------------------------------------------------
+//
+// Consecutive events of a thread usually share their outer frames. Each walk is logged: the state
+// at every frame (sp, pc, rbp) and the stack memory each step read. When a new walk reaches a
+// frame with the same sp and pc as a logged one (and the same rbp, if the rest of that walk
+// depended on it), the rest of the old walk is valid if every memory word it read still holds
+// the value it read then: the walk is a pure function of that state and those words. Checking
+// them is one independent load per frame instead of a dependent rule lookup and load.
 
 #define MAX_FRAME_BYTES (64u << 20) // one frame bigger than this means the walk went wrong
+#define STEPS_MAX (HPT_MAX_FRAMES + 32)
 
-// Walks from this function's caller. Returns the frames kept, or UINT32_MAX when a frame needs
-// the full unwinder.
-__attribute__((noinline, optimize("no-omit-frame-pointer"))) static uint32_t walk(uint64_t *out,
-                                                                                  uint32_t max) {
+typedef struct step {
+    uint64_t sp, pc, bp;
+    uint64_t ra_addr, ra_val; // the step to the caller read ra_val at ra_addr (0: last frame)
+    uint64_t bp_addr, bp_val; // and bp_val at bp_addr (0: rbp not read)
+} step_t;
+
+enum step_flag {
+    STEP_BP_OK = 1,     // rbp holds a known value here
+    STEP_NEEDS_BP = 2,  // the walk from here on depends on this frame's rbp
+};
+
+typedef struct walk_log {
+    uint32_t n;        // frames visited
+    bool complete;     // ended at the outermost frame (not cut short), so it can be reused
+    uint8_t flags[STEPS_MAX];
+    step_t s[STEPS_MAX];
+} walk_log_t;
+
+static HP_TLS walk_log_t hp_tls_walks[2];
+static HP_TLS uint8_t hp_tls_walk_cur;
+
+// The first frame from which every word the logged walk read, from there to its end, still holds
+// the value it read then. Scans from the outermost frame down to j and stops at the first change.
+static inline uint32_t valid_from(const walk_log_t *w, uint32_t j) {
+    for (uint32_t k = w->n; k-- > j;) {
+        const step_t *st = &w->s[k];
+        if ((st->ra_addr && *(const uint64_t *)(uintptr_t)st->ra_addr != st->ra_val) ||
+            (st->bp_addr && *(const uint64_t *)(uintptr_t)st->bp_addr != st->bp_val))
+            return k + 1;
+    }
+    return j;
+}
+
+// Walks from this function's caller into the log; returns false when a frame needs the full
+// unwinder.
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) static bool walk(walk_log_t *cur,
+                                                                              const walk_log_t *prev) {
     const uint64_t *fp = __builtin_frame_address(0);
     uint64_t pc = fp[1], sp = (uint64_t)(uintptr_t)fp + 16, bp = fp[0];
     bool bp_ok = true;
-    uint32_t n = 0;
-    for (unsigned depth = 0; depth < HPT_MAX_FRAMES + 32 && n < max; depth++) {
-        if (pc - self_lo >= self_hi - self_lo)
-            out[n++] = pc;
+    uint32_t i = 0, j = 0;
+    uint32_t valid = UINT32_MAX; // frames of prev from here on are unchanged (computed on demand)
+    uint32_t reused = UINT32_MAX; // where the reused frames start in cur
+    cur->complete = true;
+    for (;;) {
+        if (i == STEPS_MAX) {
+            cur->complete = false;
+            break;
+        }
+        // reuse the logged walk from the first frame both walks share
+        while (j < prev->n && prev->s[j].sp < sp)
+            j++;
+        if (j < prev->n && prev->s[j].sp == sp && prev->s[j].pc == pc && prev->complete &&
+            (!(prev->flags[j] & STEP_NEEDS_BP) ||
+             (prev->s[j].bp == bp && (prev->flags[j] & STEP_BP_OK) == (bp_ok ? STEP_BP_OK : 0))) &&
+            j >= (valid == UINT32_MAX ? (valid = valid_from(prev, j)) : valid)) {
+            uint32_t tail = prev->n - j;
+            if (i + tail > STEPS_MAX)
+                tail = STEPS_MAX - i, cur->complete = false;
+            memcpy(&cur->s[i], &prev->s[j], tail * sizeof(step_t));
+            memcpy(&cur->flags[i], &prev->flags[j], tail);
+            reused = i;
+            i += tail;
+            break;
+        }
+        step_t *st = &cur->s[i];
+        st->sp = sp;
+        st->pc = pc;
+        st->bp = bp;
+        st->ra_addr = st->bp_addr = 0;
+        uint8_t fl = bp_ok ? STEP_BP_OK : 0;
+        i++;
         rule_t r = rule_for(pc);
         uint64_t cfa;
         if (HP_LIKELY(!(r.flags & (RULE_STOP | RULE_UNSUPPORTED | RULE_CFA_BP | RULE_BP_LOST)))) {
             cfa = sp + (uint64_t)(int64_t)r.cfa_off;
         } else {
-            if (r.flags & RULE_STOP)
+            if (r.flags & RULE_STOP) {
+                cur->flags[i - 1] = fl;
                 break;
+            }
             if ((r.flags & RULE_UNSUPPORTED) || ((r.flags & RULE_CFA_BP) && !bp_ok))
-                return UINT32_MAX;
+                return false;
             cfa = ((r.flags & RULE_CFA_BP) ? bp : sp) + (uint64_t)(int64_t)r.cfa_off;
+            if (r.flags & RULE_CFA_BP)
+                fl |= STEP_NEEDS_BP;
             if (r.flags & RULE_BP_LOST)
                 bp_ok = false;
         }
+        cur->flags[i - 1] = fl;
         if (cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7)) // also catches cfa <= sp
             break;
-        pc = *(const uint64_t *)(uintptr_t)(cfa + (uint64_t)(int64_t)r.ra_off);
+        st->ra_addr = cfa + (uint64_t)(int64_t)r.ra_off;
+        st->ra_val = pc = *(const uint64_t *)(uintptr_t)st->ra_addr;
         if (r.flags & RULE_BP_SAVED) {
-            bp = *(const uint64_t *)(uintptr_t)(cfa + (uint64_t)(int64_t)r.bp_off);
+            st->bp_addr = cfa + (uint64_t)(int64_t)r.bp_off;
+            st->bp_val = bp = *(const uint64_t *)(uintptr_t)st->bp_addr;
             bp_ok = true;
         }
         sp = cfa;
         if (pc == 0)
             break;
     }
-    return n;
+    cur->n = i;
+    // Which frames' rbp the rest of the walk depends on: a frame that takes its CFA from rbp,
+    // or passes rbp on unchanged to one that does. Reused frames keep their flags.
+    uint32_t fresh = reused == UINT32_MAX ? i : reused;
+    bool needs = fresh < i && (cur->flags[fresh] & STEP_NEEDS_BP);
+    for (uint32_t k = fresh; k-- > 0;) {
+        if (cur->flags[k] & STEP_NEEDS_BP) {
+            needs = true;
+        } else {
+            if (cur->s[k].bp_addr)
+                needs = false; // the caller's rbp comes from memory, checked on reuse
+            if (needs)
+                cur->flags[k] |= STEP_NEEDS_BP;
+        }
+        needs = (cur->flags[k] & STEP_NEEDS_BP) != 0;
+    }
+    return true;
 }
 
 // ---- backend selection --------------------------------------------------------------------------
@@ -314,9 +406,16 @@ static _Atomic uint64_t n_checked, n_differ;
 uint32_t hp_unwind(uint64_t *out, uint32_t max) {
     if (hp_config.unwinder == HP_UNWIND_LIBUNWIND)
         return hp_unwind_libunwind(out, max);
-    uint32_t n = walk(out, max);
-    if (HP_UNLIKELY(n == UINT32_MAX))
+    walk_log_t *cur = &hp_tls_walks[hp_tls_walk_cur ^ 1];
+    if (HP_UNLIKELY(!walk(cur, &hp_tls_walks[hp_tls_walk_cur]))) {
+        hp_tls_walks[hp_tls_walk_cur].complete = false; // the log no longer describes the stack
         return hp_unwind_libunwind(out, max);
+    }
+    hp_tls_walk_cur ^= 1;
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < cur->n && n < max; k++)
+        if (cur->s[k].pc - self_lo >= self_hi - self_lo)
+            out[n++] = cur->s[k].pc;
     if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK)) {
         uint64_t ref[HPT_MAX_FRAMES];
         uint32_t m = hp_unwind_libunwind(ref, max);

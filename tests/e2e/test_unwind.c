@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+// The shim's own CFI walker (with reuse of the previous walk's outer frames) must give exactly
+// the stacks libunwind gives, event by event, on C (frame pointers), C++ and Rust (release, no
+// frame pointers) and with threads. HEAPPROF_UNWIND=check runs both and counts differences.
+#include "spawn.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void check(const char *prog) {
+    if (access(prog, X_OK))
+        cr_skip_test("%s was not built", prog);
+    char *dir = e2e_tmpdir("unwind");
+    char cmd[16384], log[4096];
+    snprintf(log, sizeof log, "%s/stderr", dir);
+    snprintf(cmd, sizeof cmd,
+             "env HEAPPROF_UNWIND=check HEAPPROF_QUIET=1 HEAPPROF_OUT=%s/t.hpt LD_PRELOAD=%s %s "
+             ">/dev/null 2>%s",
+             dir, E2E_LIB, prog, log);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s failed", cmd);
+    FILE *f = fopen(log, "r");
+    cr_assert(f);
+    char line[512];
+    unsigned long stacks = 0, differ = ~0ul;
+    while (fgets(line, sizeof line, f))
+        sscanf(line, "heapprof: unwinder check: %lu stacks, %lu differ", &stacks, &differ);
+    fclose(f);
+    cr_expect_gt(stacks, 1000, "%s: no check report (or too few stacks) on stderr", prog);
+    cr_expect_eq(differ, 0, "%s: %lu of %lu stacks differ from libunwind's", prog, differ, stacks);
+    free(dir);
+}
+
+Test(unwind, c_sample_matches_libunwind) {
+    check(E2E_SAMPLES "/exact_counts");
+}
+Test(unwind, cpp_sample_matches_libunwind) {
+    check(E2E_SAMPLES "/vector_map");
+}
+Test(unwind, rust_samples_without_frame_pointers_match_libunwind) {
+    check(E2E_SAMPLES "/vec_growth");
+    check(E2E_SAMPLES "/hashmap_words");
+}
+Test(unwind, sixteen_threads_match_libunwind, .timeout = 300) {
+    check(E2E_PROGS "/threads16");
+}
