@@ -23,6 +23,7 @@
 HP_TLS int hp_tls_guard;
 static HP_TLS hp_ring_t *hp_tls_ring;
 static HP_TLS hpt_dstate_t hp_tls_enc; // delta state of the last record this thread appended
+static HP_TLS uint32_t hp_tls_last_stack; // id of this thread's previous stack (0: none)
 
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
@@ -98,11 +99,18 @@ HP_NOINLINE HP_COLD static uint32_t new_stack_slow(hp_ring_t *r, uint64_t t, con
 
 static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t) {
     uint64_t frames[HPT_MAX_FRAMES];
-    uint32_t n = hp_unwind(frames, hp_config.max_frames);
-    if (HP_UNLIKELY(n == 0))
-        return HPT_STACK_UNKNOWN;
-    uint32_t id = hp_stacktab_find(frames, n);
-    return HP_LIKELY(id != HPT_STACK_UNKNOWN) ? id : new_stack_slow(r, t, frames, n);
+    bool same;
+    uint32_t n = hp_unwind(frames, hp_config.max_frames, &same);
+    if (same && hp_tls_last_stack != HPT_STACK_UNKNOWN)
+        return hp_tls_last_stack;
+    uint32_t id = HPT_STACK_UNKNOWN;
+    if (HP_LIKELY(n != 0 && !same)) {
+        id = hp_stacktab_find(frames, n);
+        if (HP_UNLIKELY(id == HPT_STACK_UNKNOWN))
+            id = new_stack_slow(r, t, frames, n);
+    }
+    hp_tls_last_stack = id;
+    return id;
 }
 
 static inline uint8_t *put_time(uint8_t *p, uint64_t t) {
@@ -206,5 +214,6 @@ void hp_record_thread_exit(void *arg) {
 
 void hp_record_fork_child(void) {
     hp_tls_ring = NULL;
+    hp_tls_last_stack = HPT_STACK_UNKNOWN; // ids restart in the child's trace
     hp_tls_enc = (hpt_dstate_t){0, 0};
 }

@@ -3,12 +3,15 @@
 #ifndef HEAPPROF_PRELOAD_UNWIND_H
 #define HEAPPROF_PRELOAD_UNWIND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 // Fills out[0..max) with return addresses, innermost first, starting at the caller of the
 // interposed allocation function (the shim's own frames are dropped). Returns the count, 0 if
-// unwinding failed. Hot path; may call the real allocator through the recursion guard.
-uint32_t hp_unwind(uint64_t *out, uint32_t max);
+// unwinding failed. Sets *same_as_last when the stack is exactly this thread's previous one; out
+// is then left unfilled (the caller reuses what it made of the previous stack). Hot path; may
+// call the real allocator through the recursion guard.
+uint32_t hp_unwind(uint64_t *out, uint32_t max, bool *same_as_last);
 
 // Records the address range of the shim's own code so hp_unwind can drop those frames.
 void hp_unwind_init(void);

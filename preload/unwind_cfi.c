@@ -290,6 +290,8 @@ enum step_flag {
 
 typedef struct walk_log {
     uint32_t n;        // frames visited
+    uint32_t own;      // leading frames inside the shim (not reported)
+    bool same;         // reported frames are exactly the previous walk's
     bool complete;     // ended at the outermost frame (not cut short), so it can be reused
     uint8_t flags[STEPS_MAX];
     step_t s[STEPS_MAX];
@@ -320,7 +322,9 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) static bool walk(wa
     uint32_t i = 0, j = 0;
     uint32_t valid = UINT32_MAX; // frames of prev from here on are unchanged (computed on demand)
     uint32_t reused = UINT32_MAX; // where the reused frames start in cur
+    uint32_t own = 0;
     cur->complete = true;
+    cur->same = false;
     for (;;) {
         if (i == STEPS_MAX) {
             cur->complete = false;
@@ -338,11 +342,17 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) static bool walk(wa
                 tail = STEPS_MAX - i, cur->complete = false;
             memcpy(&cur->s[i], &prev->s[j], tail * sizeof(step_t));
             memcpy(&cur->flags[i], &prev->flags[j], tail);
+            // joined right below the shim's frames in both walks: the same stack is reported
+            cur->same = own == i && prev->own == j && cur->complete;
+            if (own == i && prev->own > j)
+                own = i + (prev->own - j); // the shim's frames continue into the reused part
             reused = i;
             i += tail;
             break;
         }
         step_t *st = &cur->s[i];
+        if (own == i && pc - self_lo < self_hi - self_lo)
+            own++;
         st->sp = sp;
         st->pc = pc;
         st->bp = bp;
@@ -381,6 +391,7 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) static bool walk(wa
             break;
     }
     cur->n = i;
+    cur->own = own;
     // Which frames' rbp the rest of the walk depends on: a frame that takes its CFA from rbp,
     // or passes rbp on unchanged to one that does. Reused frames keep their flags.
     uint32_t fresh = reused == UINT32_MAX ? i : reused;
@@ -403,7 +414,8 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) static bool walk(wa
 
 static _Atomic uint64_t n_checked, n_differ;
 
-uint32_t hp_unwind(uint64_t *out, uint32_t max) {
+uint32_t hp_unwind(uint64_t *out, uint32_t max, bool *same_as_last) {
+    *same_as_last = false;
     if (hp_config.unwinder == HP_UNWIND_LIBUNWIND)
         return hp_unwind_libunwind(out, max);
     walk_log_t *cur = &hp_tls_walks[hp_tls_walk_cur ^ 1];
@@ -412,10 +424,13 @@ uint32_t hp_unwind(uint64_t *out, uint32_t max) {
         return hp_unwind_libunwind(out, max);
     }
     hp_tls_walk_cur ^= 1;
-    uint32_t n = 0;
-    for (uint32_t k = 0; k < cur->n && n < max; k++)
-        if (cur->s[k].pc - self_lo >= self_hi - self_lo)
-            out[n++] = cur->s[k].pc;
+    uint32_t n = cur->n - cur->own < max ? cur->n - cur->own : max;
+    if (cur->same && hp_config.unwinder != HP_UNWIND_CHECK) {
+        *same_as_last = true;
+        return n;
+    }
+    for (uint32_t k = 0; k < n; k++)
+        out[k] = cur->s[cur->own + k].pc;
     if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK)) {
         uint64_t ref[HPT_MAX_FRAMES];
         uint32_t m = hp_unwind_libunwind(ref, max);
