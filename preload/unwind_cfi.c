@@ -342,8 +342,8 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) static bool walk(wa
                 tail = STEPS_MAX - i, cur->complete = false;
             memcpy(&cur->s[i], &prev->s[j], tail * sizeof(step_t));
             memcpy(&cur->flags[i], &prev->flags[j], tail);
-            // joined right below the shim's frames in both walks: the same stack is reported
-            cur->same = own == i && prev->own == j && cur->complete;
+            // joined where both walks were still inside the shim: the same stack is reported
+            cur->same = own == i && j <= prev->own && cur->complete;
             if (own == i && prev->own > j)
                 own = i + (prev->own - j); // the shim's frames continue into the reused part
             reused = i;
@@ -412,7 +412,26 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) static bool walk(wa
 
 // ---- backend selection --------------------------------------------------------------------------
 
-static _Atomic uint64_t n_checked, n_differ;
+static _Atomic uint64_t n_checked, n_differ, n_same;
+static HP_TLS uint64_t hp_tls_check_last[HPT_MAX_FRAMES]; // check mode: the last stack reported
+static HP_TLS uint32_t hp_tls_check_last_n;
+
+// HEAPPROF_UNWIND=check: compares with libunwind, and a "same as last" verdict with the last stack.
+HP_NOINLINE HP_COLD static void check_against_libunwind(const uint64_t *out, uint32_t n,
+                                                        uint32_t max, bool same) {
+    uint64_t ref[HPT_MAX_FRAMES];
+    uint32_t m = hp_unwind_libunwind(ref, max);
+    bool differ = m != n || memcmp(ref, out, n * sizeof *out);
+    if (same)
+        differ |= m != hp_tls_check_last_n || memcmp(ref, hp_tls_check_last, m * sizeof *ref);
+    memcpy(hp_tls_check_last, ref, m * sizeof *ref);
+    hp_tls_check_last_n = m;
+    atomic_fetch_add_explicit(&n_checked, 1, memory_order_relaxed);
+    if (same)
+        atomic_fetch_add_explicit(&n_same, 1, memory_order_relaxed);
+    if (differ)
+        atomic_fetch_add_explicit(&n_differ, 1, memory_order_relaxed);
+}
 
 uint32_t hp_unwind(uint64_t *out, uint32_t max, bool *same_as_last) {
     *same_as_last = false;
@@ -425,28 +444,23 @@ uint32_t hp_unwind(uint64_t *out, uint32_t max, bool *same_as_last) {
     }
     hp_tls_walk_cur ^= 1;
     uint32_t n = cur->n - cur->own < max ? cur->n - cur->own : max;
-    if (cur->same && hp_config.unwinder != HP_UNWIND_CHECK) {
-        *same_as_last = true;
+    *same_as_last = cur->same;
+    if (HP_LIKELY(cur->same && hp_config.unwinder != HP_UNWIND_CHECK))
         return n;
-    }
     for (uint32_t k = 0; k < n; k++)
         out[k] = cur->s[cur->own + k].pc;
-    if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK)) {
-        uint64_t ref[HPT_MAX_FRAMES];
-        uint32_t m = hp_unwind_libunwind(ref, max);
-        atomic_fetch_add_explicit(&n_checked, 1, memory_order_relaxed);
-        if (m != n || memcmp(ref, out, n * sizeof *out))
-            atomic_fetch_add_explicit(&n_differ, 1, memory_order_relaxed);
-    }
+    if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK))
+        check_against_libunwind(out, n, max, cur->same);
     return n;
 }
 
 void hp_unwind_report(void) {
     if (hp_config.unwinder != HP_UNWIND_CHECK)
         return;
-    char a[21], b[21];
+    char a[21], b[21], c[21];
     hp_diag_line("unwinder check: ", hp_diag_u64(a, n_checked), " stacks, ",
-                 hp_diag_u64(b, n_differ), " differ from libunwind", (char *)NULL);
+                 hp_diag_u64(b, n_differ), " differ from libunwind (", hp_diag_u64(c, n_same),
+                 " found unchanged)", (char *)NULL);
 }
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *data) {
