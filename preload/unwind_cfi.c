@@ -312,10 +312,12 @@ static inline uint32_t valid_from(const walk_log_t *w, uint32_t j) {
     return j;
 }
 
-// Walks from this function's caller into the log; returns false when a frame needs the full
+// Walks from this function's caller into cur, reusing prev's outer frames where it can. Returns
+// the log that now describes the stack (cur, or prev updated in place when the walks joined at
+// the same depth, which saves copying the shared frames), or NULL when a frame needs the full
 // unwinder.
-__attribute__((noinline, optimize("no-omit-frame-pointer"))) static bool walk(walk_log_t *cur,
-                                                                              const walk_log_t *prev) {
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) static walk_log_t *
+walk(walk_log_t *cur, walk_log_t *prev) {
     const uint64_t *fp = __builtin_frame_address(0);
     uint64_t pc = fp[1], sp = (uint64_t)(uintptr_t)fp + 16, bp = fp[0];
     bool bp_ok = true;
@@ -337,17 +339,28 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) static bool walk(wa
             (!(prev->flags[j] & STEP_NEEDS_BP) ||
              (prev->s[j].bp == bp && (prev->flags[j] & STEP_BP_OK) == (bp_ok ? STEP_BP_OK : 0))) &&
             j >= (valid == UINT32_MAX ? (valid = valid_from(prev, j)) : valid)) {
-            uint32_t tail = prev->n - j;
-            if (i + tail > STEPS_MAX)
-                tail = STEPS_MAX - i, cur->complete = false;
-            memcpy(&cur->s[i], &prev->s[j], tail * sizeof(step_t));
-            memcpy(&cur->flags[i], &prev->flags[j], tail);
             // joined where both walks were still inside the shim: the same stack is reported
-            cur->same = own == i && j <= prev->own && cur->complete;
+            bool same = own == i && j <= prev->own;
             if (own == i && prev->own > j)
                 own = i + (prev->own - j); // the shim's frames continue into the reused part
-            reused = i;
-            i += tail;
+            if (i == j) {
+                // same depth: move the few fresh frames into prev instead of the shared ones here
+                memcpy(prev->s, cur->s, i * sizeof(step_t));
+                memcpy(prev->flags, cur->flags, i);
+                i = prev->n;
+                cur = prev;
+            } else {
+                uint32_t tail = prev->n - j;
+                if (i + tail > STEPS_MAX)
+                    tail = STEPS_MAX - i, cur->complete = false;
+                memcpy(&cur->s[i], &prev->s[j], tail * sizeof(step_t));
+                memcpy(&cur->flags[i], &prev->flags[j], tail);
+                reused = i;
+                i += tail;
+            }
+            cur->same = same && cur->complete;
+            if (cur == prev)
+                reused = j;
             break;
         }
         step_t *st = &cur->s[i];
@@ -369,7 +382,7 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) static bool walk(wa
                 break;
             }
             if ((r.flags & RULE_UNSUPPORTED) || ((r.flags & RULE_CFA_BP) && !bp_ok))
-                return false;
+                return NULL;
             cfa = ((r.flags & RULE_CFA_BP) ? bp : sp) + (uint64_t)(int64_t)r.cfa_off;
             if (r.flags & RULE_CFA_BP)
                 fl |= STEP_NEEDS_BP;
@@ -407,7 +420,7 @@ __attribute__((noinline, optimize("no-omit-frame-pointer"))) static bool walk(wa
         }
         needs = (cur->flags[k] & STEP_NEEDS_BP) != 0;
     }
-    return true;
+    return cur;
 }
 
 // ---- backend selection --------------------------------------------------------------------------
@@ -437,12 +450,14 @@ uint32_t hp_unwind(uint64_t *out, uint32_t max, bool *same_as_last) {
     *same_as_last = false;
     if (hp_config.unwinder == HP_UNWIND_LIBUNWIND)
         return hp_unwind_libunwind(out, max);
-    walk_log_t *cur = &hp_tls_walks[hp_tls_walk_cur ^ 1];
-    if (HP_UNLIKELY(!walk(cur, &hp_tls_walks[hp_tls_walk_cur]))) {
-        hp_tls_walks[hp_tls_walk_cur].complete = false; // the log no longer describes the stack
+    walk_log_t *prev = &hp_tls_walks[hp_tls_walk_cur];
+    walk_log_t *cur = walk(&hp_tls_walks[hp_tls_walk_cur ^ 1], prev);
+    if (HP_UNLIKELY(!cur)) {
+        prev->complete = false; // the log no longer describes the stack
         return hp_unwind_libunwind(out, max);
     }
-    hp_tls_walk_cur ^= 1;
+    if (cur != prev)
+        hp_tls_walk_cur ^= 1;
     uint32_t n = cur->n - cur->own < max ? cur->n - cur->own : max;
     *same_as_last = cur->same;
     if (HP_LIKELY(cur->same && hp_config.unwinder != HP_UNWIND_CHECK))
