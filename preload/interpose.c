@@ -153,11 +153,13 @@ HP_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     if (!should_record())
         return hp_real.posix_memalign(out, align, n);
     hp_tls_guard = 1;
-    int e = errno;
     int rc = hp_real.posix_memalign(out, align, n);
-    if (rc == 0)
+    if (rc == 0) {
+        // keep errno as the real call left it: glibc's sets ENOMEM as a side effect on failure
+        int e = errno;
         hp_record_alloc(HPT_REC_ALIGNED, *out, n, align);
-    errno = e; // posix_memalign reports through its return value and leaves errno alone
+        errno = e;
+    }
     hp_tls_guard = 0;
     return rc;
 }

@@ -183,8 +183,10 @@ static void fork_child(void) {
 }
 
 void hp_state_before_exec(void) {
+    // The trace of this image ends here, cleanly; if exec fails, recording simply goes on and
+    // the trailer written at exit supersedes this one.
     if (hp_state_is_on())
-        hp_writer_flush_sync();
+        hp_writer_flush_sync(true);
 }
 
 // Sets up recording; the first caller wins. Called by the first allocation (libraries

@@ -39,6 +39,7 @@ static pthread_t thread;
 static _Atomic bool running;
 static _Atomic bool stop_req;
 static _Atomic uint64_t flush_req, flush_done;
+static _Atomic bool trailer_req; // exec: end this image's trace with a trailer
 static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER; // held for a whole write round
 static uint64_t seq;
 static ZSTD_CCtx *cctx;
@@ -366,7 +367,7 @@ static void *writer_main(void *arg) {
             hp_tbuf_reap(ring_is_dead);
             hp_tbuf_list_unlock();
         }
-        if (stopping)
+        if (stopping || atomic_exchange(&trailer_req, false))
             write_trailer();
         pthread_mutex_unlock(&io_lock);
         atomic_store_explicit(&flush_done, want, memory_order_release);
@@ -429,9 +430,11 @@ bool hp_writer_running(void) {
     return atomic_load(&running);
 }
 
-void hp_writer_flush_sync(void) {
+void hp_writer_flush_sync(bool with_trailer) {
     if (!atomic_load(&running))
         return;
+    if (with_trailer)
+        atomic_store(&trailer_req, true);
     uint64_t want = atomic_fetch_add(&flush_req, 1) + 1;
     hp_tbuf_wake_writer();
     for (int i = 0; i < 2000 && atomic_load(&flush_done) < want; i++) {

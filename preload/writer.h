@@ -23,8 +23,9 @@ bool hp_writer_start(int fd, const char *path, const hpt_file_hdr_t *hdr, const 
 
 bool hp_writer_running(void);
 
-// Asks the writer to write everything recorded so far and waits for it (at most ~2 s).
-void hp_writer_flush_sync(void);
+// Asks the writer to write everything recorded so far (then a TRAILER if with_trailer: the image
+// is about to be replaced) and waits for it (at most ~2 s).
+void hp_writer_flush_sync(bool with_trailer);
 
 // Final flush, TRAILER, close. Waits for the writer thread to finish. Call once recording is off.
 void hp_writer_stop(void);
