@@ -69,17 +69,28 @@ Test(process, exec_flushes_and_the_new_image_starts_a_new_trace) {
     free(dir);
 }
 
-Test(process, sigkilled_app_leaves_a_readable_trace) {
-    char *dir = e2e_tmpdir("kill");
+static void crash_leaves_trace(const char *how, int status) {
+    char *dir = e2e_tmpdir("crash");
     char trace[4096];
     snprintf(trace, sizeof trace, "%s/t.hpt", dir);
-    char *argv[] = {E2E_PROGS "/crasher", NULL};
-    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 128 + 9);
+    char *argv[] = {E2E_PROGS "/crasher", (char *)how, NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), status);
     json_t *s = e2e_stats(trace, "crasher");
-    cr_expect_eq(e2e_int(s, "blocks"), 1000, "events older than the flush interval were lost");
+    cr_expect_eq(e2e_int(s, "blocks"), 1000, "%s: events older than the flush interval were lost",
+                 how);
     cr_expect(json_is_false(json_object_get(json_object_get(s, "damage"), "clean_exit")));
     json_decref(s);
     free(dir);
+}
+
+Test(process, sigkilled_app_leaves_a_readable_trace) {
+    crash_leaves_trace("kill", 128 + 9);
+}
+Test(process, aborting_app_leaves_a_readable_trace) {
+    crash_leaves_trace("abort", 128 + 6);
+}
+Test(process, segfaulting_app_leaves_a_readable_trace) {
+    crash_leaves_trace("segv", 128 + 11);
 }
 
 Test(process, closing_all_descriptors_never_redirects_the_trace_into_the_programs_files) {
