@@ -144,8 +144,8 @@ static void write_text(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
 
 static json_t *jint(uint64_t v) { return json_integer(v > LLONG_MAX ? LLONG_MAX : (json_int_t)v); }
 
-static int write_json(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
-                      const replay_totals_t *t, const filter_t *f, errmsg_t *err) {
+json_t *cmd_stats_json(const reader_t *r, const replay_totals_t *t, const char *from_module,
+                       const filter_t *f) {
     json_t *j = json_object();
     const hpt_file_hdr_t *h = reader_header(r);
     json_object_set_new(j, "pid", jint(h->pid));
@@ -164,7 +164,7 @@ static int write_json(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
     json_object_set_new(j, "duration_ns", jint(t->last_time_ns));
     if (f) {
         json_t *jf = json_object();
-        json_object_set_new(jf, "from_module", json_string(o->from_module));
+        json_object_set_new(jf, "from_module", json_string(from_module));
         json_object_set_new(jf, "modules_matched", jint(filter_n_matching_modules(f)));
         json_object_set_new(j, "filter", jf);
     }
@@ -195,6 +195,12 @@ static int write_json(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
     json_object_set_new(js, "stack_overflows", tr ? jint(tr->n_stack_overflows) : json_null());
     json_object_set_new(j, "shim", js);
 
+    return j;
+}
+
+static int write_json(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
+                      const replay_totals_t *t, const filter_t *f, errmsg_t *err) {
+    json_t *j = cmd_stats_json(r, t, o->from_module, f);
     int rc = json_dumpf(j, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(j);
     if (rc != 0 || fputc('\n', out) == EOF) {

@@ -6,7 +6,11 @@
 #define HEAPPROF_ANALYZER_CMD_STATS_H
 
 #include "errmsg.h"
+#include "filter.h"
+#include "reader.h"
+#include "replay.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -25,5 +29,11 @@ int cmd_stats_parse(int argc, char **argv, cmd_stats_opts_t *o, errmsg_t *err);
 // with err filled when the trace cannot be opened or read (damage inside it is reported, not
 // an error).
 int cmd_stats_run(const cmd_stats_opts_t *o, FILE *out, errmsg_t *err);
+
+// The JSON object `stats --json` prints, for a trace read to its end (r) and replayed (t);
+// from_module and f are NULL without a filter. New reference; `heapprof report --json` embeds
+// it as "totals".
+json_t *cmd_stats_json(const reader_t *r, const replay_totals_t *t, const char *from_module,
+                       const filter_t *f);
 
 #endif

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Open addressing with linear probing and backward-shift deletion (Knuth 6.4 algorithm R).
 // Keys are heap addresses (multiples of 16) and small ids, so the hash must move entropy from
-// the middle bits to the top: Fibonacci hashing (multiply, keep the high bits) does that.
+// the middle bits to the top: multiply, keep the high bits (hmap_hash in the header, which also
+// keeps forged keys from piling up in one slot).
 // Slots are whole 8-byte words and copied word by word: a runtime-sized memcpy per probe step
 // would be a libc call on the hottest path of the analyzer.
 #include "hmap.h"
@@ -14,7 +15,7 @@
 #define HMAP_MIN_CAP 64u
 
 static inline size_t home(const hmap_t *h, uint64_t key) {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> h->shift);
+    return (size_t)(hmap_hash(key) >> h->shift);
 }
 
 // Word copy with the common sizes spelled out: a loop over a runtime count costs a branch per

@@ -36,10 +36,20 @@ void *hmap_put(hmap_t *h, uint64_t key, bool *existed);
 // Removes key; copies its value to out (if non-NULL). Returns false if key was absent.
 bool hmap_take(hmap_t *h, uint64_t key, void *out);
 
+// The slot hash, whose high bits pick the home slot. Keys come from untrusted traces: with a
+// single multiply, addresses that step by the multiplier's inverse (one repeated record, which
+// zstd shrinks to nothing) all share one slot and a table fill takes hours; the xor-shift
+// between two multiplies breaks up arithmetic progressions.
+static inline uint64_t hmap_hash(uint64_t key) {
+    key *= 0x9E3779B97F4A7C15ull;
+    key ^= key >> 32;
+    return key * 0xD6E8FEB86659FD93ull;
+}
+
 // Hints that key will be looked up soon: callers with a batch of keys issue this a few keys
 // ahead so the cache misses of a big table overlap. No effect on the contents.
 static inline void hmap_prefetch(const hmap_t *h, uint64_t key) {
-    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> h->shift);
+    size_t i = (size_t)(hmap_hash(key) >> h->shift);
     __builtin_prefetch(h->slots + i * h->stride, 1);
 }
 

@@ -2,6 +2,8 @@
 // The heapprof command: argv -> subcommand. The only file that prints errors and chooses exit
 // codes: 0 ok, 2 usage or unreadable/invalid trace, 127/126 command not found/not runnable,
 // and for `run` the command's own status.
+#include "cmd_dhat.h"
+#include "cmd_report.h"
 #include "cmd_run.h"
 #include "cmd_stats.h"
 #include "errmsg.h"
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef HEAPPROF_VERSION
 #define HEAPPROF_VERSION "unknown"
@@ -25,6 +28,8 @@ static const char usage[] =
     "commands:\n"
     "  run [-o TRACE] -- CMD ARGS...   run CMD under libheapprof.so and write a trace\n"
     "  stats TRACE [--json]            totals, peak, at end, and what was lost\n"
+    "  report TRACE [--json]           top allocation sites by function and source line\n"
+    "  dhat TRACE [-o FILE]            DHAT JSON for Valgrind's DHAT viewer\n"
     "\n"
     "  heapprof COMMAND --help         help for one command\n"
     "  heapprof --version\n";
@@ -49,6 +54,29 @@ static int do_stats(int argc, char **argv) {
     errmsg_init(&err);
     cmd_stats_opts_t o;
     if (cmd_stats_parse(argc, argv, &o, &err) != 0 || cmd_stats_run(&o, stdout, &err) != 0)
+        return fail(&err);
+    return finish_output();
+}
+
+// The progress line goes to stderr only when a person watches it.
+static FILE *progress_stream(void) { return isatty(STDERR_FILENO) ? stderr : NULL; }
+
+static int do_report(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_report_opts_t o;
+    if (cmd_report_parse(argc, argv, &o, &err) != 0 ||
+        cmd_report_run(&o, stdout, progress_stream(), &err) != 0)
+        return fail(&err);
+    return finish_output();
+}
+
+static int do_dhat(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_dhat_opts_t o;
+    if (cmd_dhat_parse(argc, argv, &o, &err) != 0 ||
+        cmd_dhat_run(&o, stdout, progress_stream(), &err) != 0)
         return fail(&err);
     return finish_output();
 }
@@ -81,6 +109,8 @@ static const struct {
 } commands[] = {
     {"run", do_run, cmd_run_usage},
     {"stats", do_stats, cmd_stats_usage},
+    {"report", do_report, cmd_report_usage},
+    {"dhat", do_dhat, cmd_dhat_usage},
 };
 
 static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }

@@ -30,6 +30,10 @@ _Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
 #define ARENA_BLOCK_BYTES (64u << 10)
 #define NO_OFFSET UINT64_MAX
 #define READY_MAX 8192u // events merged per batch: small enough to stay in cache for replay
+// Events held back for the merge past which the oldest are released anyway: a flood between two
+// SYNCs (or a forged trace: 64 KiB of zstd inflates to 100 million events) must not take all
+// memory. Four times what 16 threads at full speed leave between two SYNCs.
+#define BUFFERED_MAX (1u << 23)
 
 // One thread's decoded, not yet released events: a FIFO in per-thread (= time) order.
 typedef struct tqueue {
@@ -84,6 +88,8 @@ struct reader {
     size_t n_queues, queues_cap;
     heap_ent_t *heap; // non-empty queues, min-heap by (head time, tid)
     size_t heap_n, heap_cap;
+    size_t n_buffered;     // events in all queues
+    size_t n_reserved;     // room for events in all queues (their capacities)
     reader_event_t *ready; // merged, released events: ready[ready_pos, ready_n) not yet handed out
     size_t ready_n, ready_pos;
 
@@ -92,6 +98,11 @@ struct reader {
 
     reader_module_t *modules;
     size_t n_modules, modules_cap;
+    // base -> the latest loaded module at that base not yet unloaded; under it, the previous
+    // one (module_below[i]), so an unload is one lookup even in a forged trace
+    hmap_t module_top;
+    size_t *module_below;
+    size_t module_below_cap;
     reader_thread_t *threads;
     size_t n_threads, threads_cap;
 
@@ -184,6 +195,8 @@ static void reader_free(reader_t *r) {
     free(r->ready);
     hmap_fini(&r->tid_map);
     hmap_fini(&r->stacks);
+    hmap_fini(&r->module_top);
+    free(r->module_below);
     while (r->arena) {
         arena_block_t *next = r->arena->next;
         free(r->arena);
@@ -269,6 +282,7 @@ reader_t *reader_open(const char *path, errmsg_t *err) {
     r->ready = xmalloc(READY_MAX * sizeof *r->ready);
     hmap_init(&r->tid_map, sizeof(size_t));
     hmap_init(&r->stacks, sizeof(stack_ref_t));
+    hmap_init(&r->module_top, sizeof(size_t));
     r->dctx = ZSTD_createDCtx();
     if (!r->dctx) {
         errmsg_set(err, "%s: cannot create a zstd context", path);
@@ -368,6 +382,12 @@ static bool def_stack(reader_t *r, const hpt_rec_t *rec) {
 
 static size_t def_module_load(reader_t *r, const hpt_rec_t *rec, uint32_t tid) {
     r->modules = xgrow(r->modules, &r->modules_cap, r->n_modules + 1, sizeof *r->modules);
+    r->module_below =
+        xgrow(r->module_below, &r->module_below_cap, r->n_modules + 1, sizeof *r->module_below);
+    bool existed;
+    size_t *top = hmap_put(&r->module_top, rec->addr, &existed);
+    r->module_below[r->n_modules] = existed ? *top : SIZE_MAX;
+    *top = r->n_modules;
     reader_module_t *m = &r->modules[r->n_modules];
     m->path = arena_str(r, rec->str, rec->str_len);
     m->base = rec->addr;
@@ -383,15 +403,15 @@ static size_t def_module_load(reader_t *r, const hpt_rec_t *rec, uint32_t tid) {
     return r->n_modules++;
 }
 
+// The latest module loaded at the base and still loaded is the one unloaded.
 static uint64_t def_module_unload(reader_t *r, const hpt_rec_t *rec) {
-    for (size_t i = r->n_modules; i-- > 0;) {
-        reader_module_t *m = &r->modules[i];
-        if (m->base == rec->addr && m->unload_ns == UINT64_MAX) {
-            m->unload_ns = rec->time_ns;
-            return i;
-        }
-    }
-    return UINT64_MAX;
+    size_t *top = hmap_get(&r->module_top, rec->addr);
+    if (!top || *top == SIZE_MAX)
+        return UINT64_MAX;
+    size_t i = *top;
+    r->modules[i].unload_ns = rec->time_ns;
+    *top = r->module_below[i];
+    return i;
 }
 
 static void def_thread_start(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uint32_t tid) {
@@ -474,7 +494,7 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
     }
     const bool keep = !r->defs_only;
     const bool was_empty = q->head == q->tail;
-    const size_t old_tail = q->tail;
+    const size_t old_tail = q->tail, old_cap = q->cap;
     const uint64_t wm = r->watermark;
     uint64_t late = 0;
     const uint32_t tid = h->tid;
@@ -624,11 +644,14 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
     if (p != end)
         goto bad;
     r->damage.late_events += late;
+    r->n_buffered += q->tail - old_tail;
+    r->n_reserved += q->cap - old_cap;
     if (was_empty && q->tail > q->head)
         heap_push(r, q);
     return true;
 bad:
     q->tail = old_tail;
+    r->n_reserved += q->cap - old_cap;
     return false;
 }
 
@@ -798,12 +821,15 @@ static void release(reader_t *r) {
     reader_event_t *out = r->ready;
     size_t n = 0;
     const bool all = r->eof;
+    // too much held back: the oldest go out in merge order regardless of the watermark, which
+    // then moves past them so an older event still to come is counted late
+    const bool forced = !all && r->n_buffered > BUFFERED_MAX;
     const heap_ent_t wm = {.time_ns = r->watermark, .tid = 0};
     while (r->heap_n && n < READY_MAX) {
         heap_ent_t *top = &r->heap[0];
         tqueue_t *q = top->q;
         // bound = min(runner-up's key, (watermark, tid 0)); nothing at or above it leaves q now
-        const heap_ent_t *bound = all ? NULL : &wm;
+        const heap_ent_t *bound = all || forced ? NULL : &wm;
         if (r->heap_n > 1) {
             const heap_ent_t *b =
                 r->heap_n > 2 && key_less(&r->heap[2], &r->heap[1]) ? &r->heap[2] : &r->heap[1];
@@ -828,8 +854,10 @@ static void release(reader_t *r) {
         q->head = h;
         if (q->head == q->tail) {
             q->head = q->tail = 0;
-            if (q->ended) {
-                // its tid may be reused, but this thread will send nothing more
+            if (q->ended || r->n_reserved > BUFFERED_MAX) {
+                // its tid may be reused, but this thread will send nothing more; or a flood
+                // grew the buffers, and one kept per thread would add up
+                r->n_reserved -= q->cap;
                 free(q->ev);
                 q->ev = NULL;
                 q->cap = 0;
@@ -844,6 +872,9 @@ static void release(reader_t *r) {
     }
     r->ready_n = n;
     r->ready_pos = 0;
+    r->n_buffered -= n;
+    if (forced && n && out[n - 1].time_ns > r->watermark)
+        r->watermark = out[n - 1].time_ns;
 }
 
 // Makes r->ready non-empty: 1, or 0 at the end of the trace, or -1 on I/O error.
@@ -891,6 +922,7 @@ int reader_load_defs(reader_t *r, errmsg_t *err) {
     for (size_t i = 0; i < r->n_queues; i++)
         r->queues[i]->head = r->queues[i]->tail = 0;
     r->heap_n = 0;
+    r->n_buffered = 0;
     r->ready_n = r->ready_pos = 0;
     return 0;
 }
@@ -933,3 +965,5 @@ const char *const *reader_argv(const reader_t *r, size_t *argc) {
     *argc = r->argc;
     return r->argv;
 }
+
+uint64_t reader_offset(const reader_t *r) { return file_pos(r); }

@@ -122,5 +122,7 @@ const reader_trailer_t *reader_trailer(const reader_t *r);
 // Executable and arguments from the PROCESS record; NULL/0 until it was read.
 const char *reader_exe(const reader_t *r);
 const char *const *reader_argv(const reader_t *r, size_t *argc);
+// File offset read up to: progress through the trace, for progress lines.
+uint64_t reader_offset(const reader_t *r);
 
 #endif

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // replay: feeds merged events through a live-block table (address -> size, birth, stack) and
-// keeps the heap's totals over time: blocks, bytes, frees, the global peak (first moment of the
-// maximum live bytes, DHAT's t-gmax) and what is live at the end (t-end). Anomalies in the
-// event stream are counted, never fatal. Does no I/O.
+// keeps the heap's totals over time: blocks, bytes, frees, the global peak (t-gmax) and what is
+// live at the end (t-end); optionally the same per allocation site (DHAT's per-program-point
+// figures, docs/dhat-format.md). Anomalies in the event stream are counted, never fatal.
+// Does no I/O. Memory: the live blocks, plus one record per distinct stack and per thread.
 #ifndef HEAPPROF_ANALYZER_REPLAY_H
 #define HEAPPROF_ANALYZER_REPLAY_H
 
@@ -37,6 +38,35 @@ typedef struct replay replay_t;
 // ignored, and n_events counts only counted allocations and their frees.
 replay_t *replay_new(replay_keep_fn keep, void *keep_ctx);
 void replay_free(replay_t *rp);
+
+// Modes for replay_set_mode (docs/dhat-format.md#figures):
+// REPLAY_SITES: keep per-site figures, a site being a stack id. A block made by realloc stays
+// with the site of the block it replaced (DHAT's convention), so a growing buffer is one site.
+// REPLAY_DHAT: DHAT's counting: a 0-byte block counts as 1 byte, and the global peak is the
+// *last* moment live bytes reached their maximum (a tie moves it), not the first. Implies
+// REPLAY_SITES.
+#define REPLAY_SITES 1u
+#define REPLAY_DHAT 2u
+
+// Sets the mode; call before the first event. The default (0) is what `heapprof stats` shows.
+void replay_set_mode(replay_t *rp, unsigned mode);
+
+// DHAT's figures of one site, in bytes, blocks and nanoseconds.
+typedef struct replay_site {
+    uint64_t stack;                 // stack id
+    uint64_t blocks, bytes;         // tbk, tb: allocated here (a realloc counts its new size)
+    uint64_t lifetime_ns;           // tl: sum of block lifetimes; live blocks count to t-end
+    uint64_t max_bytes, max_blocks; // mb, mbk: this site's own maximum of live bytes
+    uint64_t peak_bytes, peak_blocks; // gb, gbk: live at the global peak (t-gmax)
+    uint64_t end_bytes, end_blocks;   // eb, ebk: live after the last event (t-end)
+    uint64_t temp_blocks, temp_bytes; // short-lived: freed by the thread that made it before
+                                      // that thread allocated anything else
+} replay_site_t;
+
+// Sites seen so far (REPLAY_SITES), in order of their first allocation, and the figures of site
+// i as of now (t-end = the latest event so far). 0 sites without REPLAY_SITES.
+size_t replay_n_sites(const replay_t *rp);
+void replay_site(const replay_t *rp, size_t i, replay_site_t *out);
 
 // Applies one event (any kind; non-heap events only update threads and time). Hot path; may
 // allocate as the live table grows.

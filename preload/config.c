@@ -54,7 +54,7 @@ void hp_config_load(void) {
     const char *out = getenv("HEAPPROF_OUT");
     if (out) {
         size_t n = strlen(out);
-        if (n == 0 || n >= sizeof hp_config.out - 32) // room for "%p" expansion and a ".N" suffix
+        if (n == 0 || n > 4000) // leaves room for the "%p" expansion and a ".N" suffix
             hp_diag_line("ignoring HEAPPROF_OUT: empty or longer than 4000 bytes; using ",
                          default_out, (char *)NULL);
         else

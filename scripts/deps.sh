@@ -3,7 +3,8 @@
 # Idempotent: skips apt when every package is already there.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libunwind-dev libzstd-dev zlib1g-dev libjansson-dev
-      libcriterion-dev libdw-dev libelf-dev valgrind heaptrack hyperfine rustc)
+      libcriterion-dev libdw-dev libelf-dev libiberty-dev valgrind heaptrack hyperfine rustc
+      chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -11,6 +12,11 @@ done
 # rustc may come from rustup instead of Debian; either is fine
 if command -v rustc >/dev/null 2>&1; then
   missing=("${missing[@]/rustc}")
+fi
+# the DHAT viewer check (shared/tools/dhat-view-check) runs on Node.js and installs its one npm
+# package on first use; machines come with Node.js and npm, Debian's packages are the fallback
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
 fi
 missing=($(printf '%s\n' "${missing[@]}" | grep . || true))
 if [ ${#missing[@]} -gt 0 ]; then

@@ -15,4 +15,8 @@ rm -f "$demo"/exact_counts.hpt
 heapprof run -o "$demo/exact_counts.hpt" -- "$root/build/samples/exact_counts" >/dev/null
 heapprof stats "$demo/exact_counts.hpt" | tee "$demo/exact_counts.stats.txt"
 heapprof stats --json "$demo/exact_counts.hpt" > "$demo/exact_counts.stats.json"
+heapprof report "$demo/exact_counts.hpt" > "$demo/exact_counts.report.txt"
+heapprof report --json "$demo/exact_counts.hpt" > "$demo/exact_counts.report.json"
+# for Valgrind's DHAT viewer: open /usr/libexec/valgrind/dh_view.html and load this file
+heapprof dhat "$demo/exact_counts.hpt" -o "$demo/exact_counts.dhat.json"
 echo "heapprof: reports written to $demo"

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,6 +106,69 @@ int e2e_heapprof(const char *const args[], char **out, char **err) {
     close(fe);
     unlink(path_out);
     unlink(path_err);
+    return st;
+}
+
+int e2e_run(char *const argv[], const e2e_run_opts_t *o, char **out, char **err, int *pid_out) {
+    size_t n = 0, extra = 0;
+    while (environ[n])
+        n++;
+    while (o->env && o->env[extra])
+        extra++;
+    char **envp = calloc(n + extra + 4, sizeof *envp);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "LD_PRELOAD=", 11) && strncmp(environ[i], "HEAPPROF_", 9))
+            envp[k++] = environ[i];
+    char preload[4096], *hp_out = NULL;
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", E2E_LIB);
+    if (!o->no_preload)
+        envp[k++] = preload;
+    if (o->out_template) {
+        size_t l = strlen(o->out_template) + sizeof "HEAPPROF_OUT=";
+        hp_out = malloc(l);
+        snprintf(hp_out, l, "HEAPPROF_OUT=%s", o->out_template);
+        envp[k++] = hp_out;
+    }
+    for (size_t i = 0; i < extra; i++)
+        envp[k++] = (char *)o->env[i];
+    envp[k] = NULL;
+
+    char path_out[] = E2E_WORKDIR "/run-out-XXXXXX", path_err[] = E2E_WORKDIR "/run-err-XXXXXX";
+    int fo = mkstemp(path_out), fe = mkstemp(path_err);
+    cr_assert(fo >= 0 && fe >= 0, "mkstemp: %s", strerror(errno));
+    unlink(path_out);
+    unlink(path_err);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        // only async-signal-safe calls from here on; a pending alarm survives execve
+        if ((o->cwd && chdir(o->cwd) != 0) || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
+            _exit(126);
+        close(fo);
+        close(fe);
+        struct rlimit as = {o->max_as_bytes, o->max_as_bytes};
+        if (o->max_as_bytes && setrlimit(RLIMIT_AS, &as) != 0)
+            _exit(126);
+        if (o->timeout_s)
+            alarm(o->timeout_s);
+        execve(argv[0], argv, envp);
+        _exit(127);
+    }
+    free(envp);
+    free(hp_out);
+    if (pid_out)
+        *pid_out = pid;
+    int st = wait_status(pid);
+    lseek(fo, 0, SEEK_SET);
+    lseek(fe, 0, SEEK_SET);
+    if (out)
+        *out = slurp_fd(fo);
+    if (err)
+        *err = slurp_fd(fe);
+    close(fo);
+    close(fe);
     return st;
 }
 

@@ -5,6 +5,7 @@
 #define HEAPPROF_TESTS_E2E_SPAWN_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 // A fresh empty directory for this test; caller frees the string.
 char *e2e_tmpdir(const char *tag);
@@ -18,6 +19,20 @@ int e2e_run_preloaded(char *const argv[], const char *out_template, const char *
 // Runs `heapprof args...`; captures stdout and stderr (malloc'd, NUL-terminated) when not NULL.
 // Returns the exit status.
 int e2e_heapprof(const char *const args[], char **out, char **err);
+
+typedef struct e2e_run_opts {
+    const char *out_template; // HEAPPROF_OUT; NULL leaves it unset (the shim's default name)
+    const char *const *env;   // extra NULL-terminated "K=V" entries, or NULL
+    const char *cwd;          // the child's working directory; NULL: ours
+    bool no_preload;          // run without the shim (reference runs, the heapprof command)
+    unsigned timeout_s;       // the child gets SIGALRM (status 128 + 14) after this; 0: never
+    unsigned long long max_as_bytes; // RLIMIT_AS of the child (malloc fails beyond); 0: ours
+} e2e_run_opts_t;
+
+// Runs argv (argv[0] a path) as e2e_run_preloaded does, with the options above; captures stdout
+// and stderr (malloc'd, NUL-terminated) when out/err are not NULL. Returns the exit status, or
+// 128 + signal. *pid_out gets the child's pid when not NULL.
+int e2e_run(char *const argv[], const e2e_run_opts_t *o, char **out, char **err, int *pid_out);
 
 // `heapprof stats --json TRACE [--from-module M]` parsed; asserts success.
 json_t *e2e_stats(const char *trace, const char *from_module);

@@ -94,3 +94,58 @@ Test(cli, bad_settings_fall_back_to_defaults) {
     json_decref(s);
     free(dir);
 }
+
+// Runs execer (stage 2 only: 6 blocks) in a fresh directory with the given HEAPPROF_OUT (NULL:
+// unset) and returns the path of the single trace it left there under the default name.
+static char *default_named_trace(const char *tag, const char *out_template, char **err) {
+    char *dir = e2e_tmpdir(tag);
+    char *argv[] = {E2E_PROGS "/execer", "stage2", NULL};
+    e2e_run_opts_t o = {.out_template = out_template, .cwd = dir, .timeout_s = 120};
+    int pid;
+    cr_assert_eq(e2e_run(argv, &o, NULL, err, &pid), 0, "stderr: %s", *err);
+    char *path = malloc(4096);
+    snprintf(path, 4096, "%s/heapprof.%d.hpt", dir, pid);
+    free(dir);
+    return path;
+}
+
+Test(cli, default_trace_name_is_created_private) {
+    char *err;
+    char *trace = default_named_trace("default", NULL, &err);
+    struct stat st;
+    cr_assert_eq(lstat(trace, &st), 0, "no trace under the default name %s; stderr: %s", trace,
+                 err);
+    cr_expect(S_ISREG(st.st_mode));
+    cr_expect_eq(st.st_mode & 07777, 0600, "mode %o", (unsigned)(st.st_mode & 07777));
+    json_t *s = e2e_stats(trace, "execer");
+    cr_expect_eq(e2e_int(s, "blocks"), 6);
+    json_decref(s);
+    free(trace);
+    free(err);
+}
+
+Test(cli, too_long_or_empty_output_path_is_rejected_and_the_default_used) {
+    size_t n = 5000;
+    char *long_out = malloc(n + 1);
+    memset(long_out, 'x', n);
+    long_out[n] = 0;
+    const char *bad[] = {long_out, ""};
+    for (size_t i = 0; i < 2; i++) {
+        char *err;
+        char *trace = default_named_trace("longout", bad[i], &err);
+        cr_expect(strstr(err, "HEAPPROF_OUT"), "no message about HEAPPROF_OUT: %s", err);
+        const char *line = strstr(err, "HEAPPROF_OUT");
+        cr_expect(line && !strstr(line + 1, "HEAPPROF_OUT"), "more than one message: %s", err);
+        cr_expect(!strstr(err, long_out), "the whole value was echoed back");
+        struct stat st;
+        cr_assert_eq(lstat(trace, &st), 0, "the default name %s was not used; stderr: %s", trace,
+                     err);
+        cr_expect_eq(st.st_mode & 07777, 0600);
+        json_t *s = e2e_stats(trace, "execer");
+        cr_expect_eq(e2e_int(s, "blocks"), 6);
+        json_decref(s);
+        free(trace);
+        free(err);
+    }
+    free(long_out);
+}

@@ -4,6 +4,7 @@
 #include "replay.h"
 
 #include <criterion/criterion.h>
+#include <string.h>
 
 static reader_event_t alloc_ev(uint64_t t, uint64_t addr, uint64_t size) {
     return (reader_event_t){.kind = READER_ALLOC,
@@ -172,4 +173,187 @@ Test(replay, thread_with_only_filtered_allocations_is_not_counted) {
     replay_event(rp, &f);
     cr_assert_eq(replay_totals(rp)->n_threads, 3);
     replay_free(rp);
+}
+
+// ---- per-site figures (REPLAY_SITES) ----
+
+static reader_event_t at(uint64_t t, uint32_t tid, uint64_t stack, uint64_t addr, uint64_t size) {
+    return (reader_event_t){.kind = READER_ALLOC,
+                            .sub = READER_MALLOC,
+                            .tid = tid,
+                            .time_ns = t,
+                            .stack = stack,
+                            .addr = addr,
+                            .size = size};
+}
+
+static reader_event_t fr(uint64_t t, uint32_t tid, uint64_t addr) {
+    return (reader_event_t){.kind = READER_FREE, .tid = tid, .time_ns = t, .addr = addr};
+}
+
+static replay_site_t site_of_stack(replay_t *rp, uint64_t stack) {
+    replay_site_t s = {0};
+    for (size_t i = 0; i < replay_n_sites(rp); i++) {
+        replay_site(rp, i, &s);
+        if (s.stack == stack)
+            return s;
+    }
+    cr_assert_fail("no site for stack %llu", (unsigned long long)stack);
+    return s;
+}
+
+Test(replay, sites_totals_and_end_state_per_site) {
+    replay_t *rp = replay_new(NULL, NULL);
+    replay_set_mode(rp, REPLAY_SITES);
+    reader_event_t ev[] = {
+        at(10, 1, 7, 0xA0, 100), at(20, 1, 7, 0xB0, 50), at(30, 1, 9, 0xC0, 8),
+        fr(40, 1, 0xA0),         fr(50, 1, 0xC0),
+    };
+    feed(rp, ev, 5);
+    cr_assert_eq(replay_n_sites(rp), 2);
+    replay_site_t a = site_of_stack(rp, 7), b = site_of_stack(rp, 9);
+    cr_expect_eq(a.blocks, 2);
+    cr_expect_eq(a.bytes, 150);
+    cr_expect_eq(a.end_bytes, 50);
+    cr_expect_eq(a.end_blocks, 1);
+    cr_expect_eq(a.max_bytes, 150);
+    cr_expect_eq(a.max_blocks, 2);
+    cr_expect_eq(a.lifetime_ns, (40 - 10) + (50 - 20)); // the live one counts to t-end = 50
+    cr_expect_eq(b.bytes, 8);
+    cr_expect_eq(b.end_blocks, 0);
+    cr_expect_eq(b.temp_blocks, 1); // freed before its thread allocated again
+    cr_expect_eq(a.temp_blocks, 0);
+    // the peak: 158 bytes at t=30, all three blocks
+    cr_expect_eq(a.peak_bytes, 150);
+    cr_expect_eq(b.peak_bytes, 8);
+    cr_expect_eq(replay_totals(rp)->peak_bytes, 158);
+    replay_free(rp);
+}
+
+Test(replay, sites_realloc_stays_with_the_original_site) {
+    replay_t *rp = replay_new(NULL, NULL);
+    replay_set_mode(rp, REPLAY_SITES);
+    reader_event_t ev[] = {
+        at(10, 1, 3, 0xA0, 16),
+        {.kind = READER_FREE, .flags = READER_FREE_OF_REALLOC, .tid = 1, .time_ns = 20,
+         .addr = 0xA0},
+        {.kind = READER_ALLOC, .sub = READER_REALLOC, .tid = 1, .time_ns = 21, .stack = 4,
+         .addr = 0xB0, .old_addr = 0xA0, .size = 32},
+        {.kind = READER_ALLOC, .sub = READER_REALLOC, .tid = 1, .time_ns = 30, .stack = 4,
+         .addr = 0xC0, .old_addr = 0, .size = 8}, // realloc(NULL, 8): a site of its own
+    };
+    feed(rp, ev, 4);
+    cr_assert_eq(replay_n_sites(rp), 2);
+    replay_site_t a = site_of_stack(rp, 3), b = site_of_stack(rp, 4);
+    cr_expect_eq(a.blocks, 2);
+    cr_expect_eq(a.bytes, 48);
+    cr_expect_eq(a.end_bytes, 32);
+    cr_expect_eq(a.end_blocks, 1);
+    cr_expect_eq(b.blocks, 1);
+    cr_expect_eq(b.bytes, 8);
+    replay_free(rp);
+}
+
+Test(replay, sites_dhat_counts_zero_bytes_as_one_and_takes_the_last_peak) {
+    for (int dhat = 0; dhat < 2; dhat++) {
+        replay_t *rp = replay_new(NULL, NULL);
+        replay_set_mode(rp, REPLAY_SITES | (dhat ? REPLAY_DHAT : 0));
+        reader_event_t ev[] = {
+            at(10, 1, 1, 0xA0, 100), // peak 100, site 1
+            fr(20, 1, 0xA0),
+            at(30, 1, 2, 0xB0, 100), // 100 again: DHAT's peak moves here, ours stays
+            at(40, 1, 3, 0xC0, 0),   // malloc(0): DHAT's peak is now 101 with it
+            fr(50, 1, 0xC0),
+        };
+        feed(rp, ev, 5);
+        replay_site_t s1 = site_of_stack(rp, 1), s2 = site_of_stack(rp, 2),
+                      s3 = site_of_stack(rp, 3);
+        const replay_totals_t *t = replay_totals(rp);
+        if (dhat) {
+            cr_expect_eq(s3.bytes, 1);
+            cr_expect_eq(t->peak_bytes, 101);
+            cr_expect_eq(t->peak_time_ns, 40);
+            cr_expect_eq(s1.peak_bytes, 0);
+            cr_expect_eq(s2.peak_bytes, 100);
+            cr_expect_eq(s3.peak_bytes, 1);
+        } else {
+            cr_expect_eq(s3.bytes, 0);
+            cr_expect_eq(t->peak_bytes, 100);
+            cr_expect_eq(t->peak_time_ns, 10);
+            cr_expect_eq(s1.peak_bytes, 100);
+            cr_expect_eq(s2.peak_bytes, 0);
+            cr_expect_eq(s3.peak_blocks, 0);
+        }
+        replay_free(rp);
+    }
+}
+
+Test(replay, sites_temporary_needs_the_same_thread_and_no_allocation_between) {
+    replay_t *rp = replay_new(NULL, NULL);
+    replay_set_mode(rp, REPLAY_SITES);
+    reader_event_t ev[] = {
+        at(1, 1, 1, 0xA0, 10), fr(2, 1, 0xA0),                          // temporary
+        at(3, 1, 2, 0xB0, 10), at(4, 1, 3, 0xC0, 10), fr(5, 1, 0xB0),   // not: C came between
+        at(6, 1, 4, 0xD0, 10), fr(7, 2, 0xD0),                          // not: another thread
+        at(8, 2, 5, 0xE0, 10), at(9, 1, 6, 0xF0, 10), fr(10, 2, 0xE0), // yes: thread 1 is other
+    };
+    feed(rp, ev, sizeof ev / sizeof *ev);
+    cr_expect_eq(site_of_stack(rp, 1).temp_blocks, 1);
+    cr_expect_eq(site_of_stack(rp, 2).temp_blocks, 0);
+    cr_expect_eq(site_of_stack(rp, 4).temp_blocks, 0);
+    cr_expect_eq(site_of_stack(rp, 5).temp_blocks, 1);
+    cr_expect_eq(site_of_stack(rp, 5).temp_bytes, 10);
+    replay_free(rp);
+}
+
+// The copy-on-write peak snapshot against a brute-force one (copy every site at every new
+// peak), over random churn on a few sites and threads, in both peak conventions.
+Test(replay, sites_peak_snapshot_matches_brute_force) {
+    enum { SITES = 5, SLOTS = 64, STEPS = 20000 };
+    for (int dhat = 0; dhat < 2; dhat++) {
+        replay_t *rp = replay_new(NULL, NULL);
+        replay_set_mode(rp, REPLAY_SITES | (dhat ? REPLAY_DHAT : 0));
+        uint64_t size[SLOTS] = {0}, site[SLOTS] = {0};
+        uint64_t live_b[SITES + 1] = {0}, live_k[SITES + 1] = {0};
+        uint64_t snap_b[SITES + 1] = {0}, snap_k[SITES + 1] = {0};
+        uint64_t live = 0, peak = 0;
+        uint64_t rng = 12345 + (uint64_t)dhat;
+        for (uint64_t t = 1; t <= STEPS; t++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned slot = (unsigned)(rng >> 33) % SLOTS;
+            uint64_t addr = 0x1000 + slot * 16;
+            reader_event_t ev;
+            if (size[slot]) {
+                ev = fr(t, 1 + (unsigned)(rng >> 50) % 3, addr);
+                live -= size[slot];
+                live_b[site[slot]] -= size[slot];
+                live_k[site[slot]]--;
+                size[slot] = 0;
+            } else {
+                uint64_t sz = 1 + (rng >> 40) % 64, st = 1 + (rng >> 20) % SITES;
+                ev = at(t, 1 + (unsigned)(rng >> 50) % 3, st, addr, sz);
+                size[slot] = sz;
+                site[slot] = st;
+                live += sz;
+                live_b[st] += sz;
+                live_k[st]++;
+                if (live > peak || (dhat && live == peak)) {
+                    peak = live;
+                    memcpy(snap_b, live_b, sizeof snap_b);
+                    memcpy(snap_k, live_k, sizeof snap_k);
+                }
+            }
+            replay_event(rp, &ev);
+        }
+        cr_assert_eq(replay_totals(rp)->peak_bytes, peak);
+        for (uint64_t st = 1; st <= SITES; st++) {
+            replay_site_t s = site_of_stack(rp, st);
+            cr_expect_eq(s.peak_bytes, snap_b[st], "site %llu (dhat %d)", (unsigned long long)st,
+                         dhat);
+            cr_expect_eq(s.peak_blocks, snap_k[st]);
+            cr_expect_eq(s.end_bytes, live_b[st]);
+            cr_expect_eq(s.end_blocks, live_k[st]);
+        }
+        replay_free(rp);
+    }
 }

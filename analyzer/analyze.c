@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+// The shared read -> replay -> symbolize pipeline and its progress line. The line is redrawn at
+// most 4 times a second with a carriage return and erased at the end, so it never mixes with
+// the report when stdout and stderr are the same terminal.
+#include "analyze.h"
+
+#include "out.h"
+#include "xalloc.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+
+typedef struct progress {
+    FILE *f;
+    uint64_t start_ns, last_ns;
+    bool shown;
+} progress_t;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void progress_init(progress_t *p, FILE *f) {
+    p->f = f;
+    p->start_ns = p->last_ns = now_ns();
+    p->shown = false;
+}
+
+// Draws "heapprof: WHAT PCT% of TOTAL (SECONDS)" once the run is past a second, at most 4
+// times a second.
+static void progress_tick(progress_t *p, const char *what, uint64_t done, uint64_t total,
+                          const char *total_text) {
+    if (!p->f)
+        return;
+    uint64_t t = now_ns();
+    if (t - p->start_ns < 1000000000ull || t - p->last_ns < 250000000ull)
+        return;
+    p->last_ns = t;
+    p->shown = true;
+    double pct = total ? 100.0 * (double)done / (double)total : 0;
+    if (pct > 100)
+        pct = 100;
+    fprintf(p->f, "\rheapprof: %s %5.1f%% of %s (%.1f s)\033[K", what, pct, total_text,
+            (double)(t - p->start_ns) / 1e9);
+    fflush(p->f);
+}
+
+static void progress_done(progress_t *p) {
+    if (p->f && p->shown) {
+        fputs("\r\033[K", p->f);
+        fflush(p->f);
+    }
+    p->shown = false;
+}
+
+analyze_t *analyze_open(const char *path, unsigned mode, FILE *progress, errmsg_t *err) {
+    reader_t *r = reader_open(path, err);
+    if (!r)
+        return NULL;
+    analyze_t *a = xcalloc(1, sizeof *a);
+    a->path = path;
+    a->r = r;
+    a->progress = progress;
+    a->rp = replay_new(NULL, NULL);
+    replay_set_mode(a->rp, mode | REPLAY_SITES);
+
+    struct stat st;
+    uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    char size_text[32];
+    out_bytes(size, size_text);
+    progress_t p;
+    progress_init(&p, progress);
+    const reader_event_t *batch;
+    size_t n;
+    int got;
+    uint64_t n_batches = 0;
+    while ((got = reader_next_batch(r, &batch, &n, err)) == 1) {
+        replay_events(a->rp, batch, n);
+        if ((++n_batches & 63) == 0)
+            progress_tick(&p, "reading", reader_offset(r), size, size_text);
+    }
+    progress_done(&p);
+    if (got < 0) {
+        analyze_close(a);
+        return NULL;
+    }
+    a->sym = symbolize_new(r);
+    a->sites = sites_new(r, a->rp, a->sym);
+    return a;
+}
+
+void analyze_resolve(analyze_t *a, const size_t *order, size_t n) {
+    progress_t p;
+    progress_init(&p, a->progress);
+    char total[48], num[32];
+    snprintf(total, sizeof total, "%s sites", out_grouped(n, num));
+    for (size_t i = 0; i < n; i++) {
+        sites_get(a->sites, order ? order[i] : i);
+        if ((i & 63) == 0)
+            progress_tick(&p, "symbolizing", i, n, total);
+    }
+    progress_done(&p);
+}
+
+void analyze_close(analyze_t *a) {
+    if (!a)
+        return;
+    sites_free(a->sites);
+    symbolize_free(a->sym);
+    replay_free(a->rp);
+    reader_close(a->r);
+    free(a);
+}

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+// analyze: the pipeline that `heapprof report` and `heapprof dhat` share: one streaming pass of
+// the trace through replay with per-site figures, then a symbolizer over the trace's modules and
+// the site table on top. Draws a progress line on the FILE it is given, if any, once the work
+// has taken more than a second.
+#ifndef HEAPPROF_ANALYZER_ANALYZE_H
+#define HEAPPROF_ANALYZER_ANALYZE_H
+
+#include "errmsg.h"
+#include "reader.h"
+#include "replay.h"
+#include "sites.h"
+#include "symbolize.h"
+
+#include <stdio.h>
+
+typedef struct analyze {
+    const char *path;
+    reader_t *r;
+    replay_t *rp;
+    symbolize_t *sym;
+    sites_t *sites;
+    FILE *progress; // NULL: no progress line
+} analyze_t;
+
+// Reads the trace at path (replay mode: REPLAY_SITES, plus REPLAY_DHAT for DHAT's counting).
+// progress: a terminal to draw on, or NULL. Returns NULL with err filled when the trace cannot
+// be opened or read; damage inside it is not an error (reader_damage says what was lost).
+analyze_t *analyze_open(const char *path, unsigned mode, FILE *progress, errmsg_t *err);
+void analyze_close(analyze_t *a);
+
+// Resolves (symbolizes) sites [0, n) in the given order, with progress if the work is long;
+// a later sites_get of them costs nothing. order NULL: sites 0..n-1.
+void analyze_resolve(analyze_t *a, const size_t *order, size_t n);
+
+#endif

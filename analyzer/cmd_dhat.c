@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+// The dhat subcommand: options, then analyze (with DHAT's counting) -> out_dhat. With -o the
+// JSON goes to FILE.tmp first and is renamed over FILE once complete, so a failed run never
+// leaves a truncated file that the viewer would half-load.
+#include "cmd_dhat.h"
+
+#include "analyze.h"
+#include "out.h"
+#include "xalloc.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char cmd_dhat_usage[] =
+    "usage: heapprof dhat TRACE [-o FILE]\n"
+    "\n"
+    "Writes the trace's allocation sites in the JSON format of Valgrind's DHAT, for its viewer\n"
+    "(dh_view.html, installed with valgrind, e.g. /usr/libexec/valgrind/dh_view.html).\n"
+    "Counts as DHAT does: a realloc is a new block of the new size at the site of the block\n"
+    "it grew from, malloc(0) is 1 byte. Times are microseconds since the program started.\n"
+    "\n"
+    "  -o, --output FILE   write to FILE instead of standard output\n"
+    "  -h, --help          this help\n";
+
+int cmd_dhat_parse(int argc, char **argv, cmd_dhat_opts_t *o, errmsg_t *err) {
+    memset(o, 0, sizeof *o);
+    bool only_args = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!only_args && strcmp(a, "--") == 0) {
+            only_args = true;
+        } else if (!only_args && (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0)) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                errmsg_set(err, "dhat: %s needs a FILE", a);
+                return -1;
+            }
+            o->out = argv[++i];
+        } else if (!only_args && strncmp(a, "--output=", 9) == 0 && a[9]) {
+            o->out = a + 9;
+        } else if (!only_args && a[0] == '-' && a[1] != '\0') {
+            errmsg_set(err, "dhat: unknown option '%s' (see heapprof dhat --help)", a);
+            return -1;
+        } else if (!o->trace) {
+            o->trace = a;
+        } else {
+            errmsg_set(err, "dhat: unexpected argument '%s' (one TRACE only)", a);
+            return -1;
+        }
+    }
+    if (!o->trace) {
+        errmsg_set(err, "dhat: missing TRACE (see heapprof dhat --help)");
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_dhat_run(const cmd_dhat_opts_t *o, FILE *out, FILE *progress, errmsg_t *err) {
+    analyze_t *a = analyze_open(o->trace, REPLAY_DHAT, progress, err);
+    if (!a)
+        return -1;
+    int rc;
+    if (!o->out || strcmp(o->out, "-") == 0) {
+        rc = out_dhat_write(a, out, err);
+    } else {
+        size_t n = strlen(o->out) + 5;
+        char *tmp = xmalloc(n);
+        snprintf(tmp, n, "%s.tmp", o->out);
+        FILE *f = fopen(tmp, "w");
+        if (!f) {
+            errmsg_set(err, "dhat: cannot write %s: %s", tmp, strerror(errno));
+            rc = -1;
+        } else {
+            rc = out_dhat_write(a, f, err);
+            if (fclose(f) != 0 && rc == 0) {
+                errmsg_set(err, "dhat: cannot write %s: %s", tmp, strerror(errno));
+                rc = -1;
+            }
+            if (rc == 0 && rename(tmp, o->out) != 0) {
+                errmsg_set(err, "dhat: cannot rename %s to %s: %s", tmp, o->out,
+                           strerror(errno));
+                rc = -1;
+            }
+            if (rc != 0)
+                remove(tmp);
+        }
+        free(tmp);
+    }
+    analyze_close(a);
+    return rc;
+}

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: MIT
+// The report subcommand: options, then analyze (stats' counting) -> out_report.
+#include "cmd_report.h"
+
+#include "analyze.h"
+#include "out.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_TOP 10
+#define MAX_TOP 100000
+
+const char cmd_report_usage[] =
+    "usage: heapprof report TRACE [--json] [--top N]\n"
+    "\n"
+    "Where the program allocates, by function and source line: totals, then the top\n"
+    "allocation sites by bytes allocated, by blocks, by bytes live at the heap's peak, by\n"
+    "bytes still live at exit (leaks), and by temporary blocks (freed before the thread\n"
+    "that made them allocated anything else). A site is one distinct call stack, named by\n"
+    "its first frame in the program's own code; a realloc stays with the site of the\n"
+    "block it grew from.\n"
+    "\n"
+    "  --json       one JSON object with every site and its full stack (docs/report-json.md)\n"
+    "  --top N      sites per ranking (default 10)\n"
+    "  -h, --help   this help\n";
+
+static int parse_top(const char *s, size_t *out, errmsg_t *err) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v == 0 || v > MAX_TOP) {
+        errmsg_set(err, "report: --top needs a number from 1 to %d, not '%s'", MAX_TOP, s);
+        return -1;
+    }
+    *out = (size_t)v;
+    return 0;
+}
+
+int cmd_report_parse(int argc, char **argv, cmd_report_opts_t *o, errmsg_t *err) {
+    memset(o, 0, sizeof *o);
+    o->top = DEFAULT_TOP;
+    bool only_args = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!only_args && strcmp(a, "--") == 0) {
+            only_args = true;
+        } else if (!only_args && strcmp(a, "--json") == 0) {
+            o->json = true;
+        } else if (!only_args && (strcmp(a, "--top") == 0 || strcmp(a, "-n") == 0)) {
+            if (i + 1 >= argc) {
+                errmsg_set(err, "report: %s needs a number", a);
+                return -1;
+            }
+            if (parse_top(argv[++i], &o->top, err) != 0)
+                return -1;
+        } else if (!only_args && strncmp(a, "--top=", 6) == 0) {
+            if (parse_top(a + 6, &o->top, err) != 0)
+                return -1;
+        } else if (!only_args && a[0] == '-' && a[1] != '\0') {
+            errmsg_set(err, "report: unknown option '%s' (see heapprof report --help)", a);
+            return -1;
+        } else if (!o->trace) {
+            o->trace = a;
+        } else {
+            errmsg_set(err, "report: unexpected argument '%s' (one TRACE only)", a);
+            return -1;
+        }
+    }
+    if (!o->trace) {
+        errmsg_set(err, "report: missing TRACE (see heapprof report --help)");
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_report_run(const cmd_report_opts_t *o, FILE *out, FILE *progress, errmsg_t *err) {
+    analyze_t *a = analyze_open(o->trace, 0, progress, err);
+    if (!a)
+        return -1;
+    out_report_opts_t ro = {.top = o->top, .json = o->json};
+    int rc = out_report_write(a, &ro, out, err);
+    analyze_close(a);
+    return rc;
+}

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+// Formatting shared by the output writers: thousands separators, binary byte units, durations,
+// percentages, and JSON values that jansson always accepts.
+#include "out.h"
+
+#include "xalloc.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *out_grouped(uint64_t v, char buf[32]) {
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%" PRIu64, v);
+    int o = 0;
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && (n - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = tmp[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+const char *out_bytes(uint64_t v, char buf[32]) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double d = (double)v;
+    unsigned u = 0;
+    while (d >= 1024 && u + 1 < sizeof units / sizeof *units) {
+        d /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, 32, "%" PRIu64 " B", v);
+    else
+        snprintf(buf, 32, "%.1f %s", d, units[u]);
+    return buf;
+}
+
+const char *out_duration(double ns, char buf[32]) {
+    if (ns < 1e3)
+        snprintf(buf, 32, "%.0f ns", ns);
+    else if (ns < 1e6)
+        snprintf(buf, 32, "%.1f \xc2\xb5s", ns / 1e3);
+    else if (ns < 1e9)
+        snprintf(buf, 32, "%.1f ms", ns / 1e6);
+    else
+        snprintf(buf, 32, "%.2f s", ns / 1e9);
+    return buf;
+}
+
+const char *out_percent(uint64_t part, uint64_t whole, char buf[16]) {
+    if (whole == 0)
+        snprintf(buf, 16, "-");
+    else
+        snprintf(buf, 16, "%.1f%%", 100.0 * (double)part / (double)whole);
+    return buf;
+}
+
+// Length of the valid UTF-8 sequence at s (1-4), or 0 if the bytes there are not one.
+static size_t utf8_len(const unsigned char *s) {
+    if (s[0] < 0x80)
+        return 1;
+    size_t n;
+    uint32_t cp;
+    if ((s[0] & 0xE0) == 0xC0) {
+        n = 2;
+        cp = s[0] & 0x1F;
+    } else if ((s[0] & 0xF0) == 0xE0) {
+        n = 3;
+        cp = s[0] & 0x0F;
+    } else if ((s[0] & 0xF8) == 0xF0) {
+        n = 4;
+        cp = s[0] & 0x07;
+    } else {
+        return 0;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    // overlong forms, surrogates and values past U+10FFFF are invalid too
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+json_t *out_json_str(const char *s) {
+    if (!s)
+        return json_null();
+    json_t *j = json_string(s);
+    if (j)
+        return j;
+    size_t n = strlen(s);
+    char *clean = xmalloc(n + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_len((const unsigned char *)s + i);
+        if (k == 0) {
+            clean[o++] = '?';
+            i++;
+        } else {
+            memcpy(clean + o, s + i, k);
+            o += k;
+            i += k;
+        }
+    }
+    clean[o] = '\0';
+    j = json_string(clean);
+    free(clean);
+    return j ? j : json_string("?");
+}
+
+json_t *out_json_int(uint64_t v) { return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v); }

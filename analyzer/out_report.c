@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: MIT
+// The report: totals, then the top sites by bytes allocated, by blocks, by bytes live at the
+// global peak, by bytes still live at exit, and by temporary blocks; as text for a terminal or
+// as one JSON object (docs/report-json.md). Only the sites that are shown are symbolized in
+// text mode; the JSON lists every site with its full stack.
+#include "out.h"
+
+#include "cmd_stats.h"
+#include "xalloc.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum ranking {
+    RANK_BYTES,
+    RANK_BLOCKS,
+    RANK_PEAK,
+    RANK_END,
+    RANK_TEMP,
+    N_RANKINGS,
+} ranking_t;
+
+static const struct {
+    const char *json_key;
+    const char *title;
+} rankings[N_RANKINGS] = {
+    [RANK_BYTES] = {"bytes", "bytes allocated"},
+    [RANK_BLOCKS] = {"blocks", "blocks allocated"},
+    [RANK_PEAK] = {"peak_bytes", "bytes live at the peak"},
+    [RANK_END] = {"end_bytes", "bytes still live at exit"},
+    [RANK_TEMP] = {"temporary_blocks", "temporary blocks"},
+};
+
+typedef struct summary {
+    uint64_t bytes, blocks, peak_bytes, peak_blocks, end_bytes, end_blocks;
+    uint64_t temp_blocks, temp_bytes;
+} summary_t;
+
+static uint64_t metric(const replay_site_t *g, ranking_t k) {
+    switch (k) {
+    case RANK_BYTES:
+        return g->bytes;
+    case RANK_BLOCKS:
+        return g->blocks;
+    case RANK_PEAK:
+        return g->peak_bytes;
+    case RANK_END:
+        return g->end_bytes;
+    case RANK_TEMP:
+        return g->temp_blocks;
+    default:
+        return 0;
+    }
+}
+
+typedef struct sort_ctx {
+    sites_t *sites;
+    ranking_t k;
+} sort_ctx_t;
+
+static sort_ctx_t sort_by; // qsort has no context argument in C11
+
+static int cmp_sites(const void *a, const void *b) {
+    const replay_site_t *x = sites_figures(sort_by.sites, *(const size_t *)a);
+    const replay_site_t *y = sites_figures(sort_by.sites, *(const size_t *)b);
+    uint64_t mx = metric(x, sort_by.k), my = metric(y, sort_by.k);
+    if (mx != my)
+        return mx > my ? -1 : 1;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+// Site indexes best first by figure k, in *n; only those where it is non-zero unless all.
+static size_t *ranked_sites(sites_t *s, ranking_t k, bool all, size_t *n) {
+    size_t total = sites_count(s), kept = 0;
+    size_t *v = xcalloc(total ? total : 1, sizeof *v);
+    for (size_t i = 0; i < total; i++)
+        if (all || metric(sites_figures(s, i), k) > 0)
+            v[kept++] = i;
+    sort_by = (sort_ctx_t){s, k};
+    qsort(v, kept, sizeof *v, cmp_sites);
+    *n = kept;
+    return v;
+}
+
+static size_t *ranked(sites_t *s, ranking_t k, size_t *n) { return ranked_sites(s, k, false, n); }
+
+static summary_t summarize(sites_t *s) {
+    summary_t m = {0};
+    for (size_t i = 0; i < sites_count(s); i++) {
+        const replay_site_t *g = sites_figures(s, i);
+        m.bytes += g->bytes;
+        m.blocks += g->blocks;
+        m.peak_bytes += g->peak_bytes;
+        m.peak_blocks += g->peak_blocks;
+        m.end_bytes += g->end_bytes;
+        m.end_blocks += g->end_blocks;
+        m.temp_blocks += g->temp_blocks;
+        m.temp_bytes += g->temp_bytes;
+    }
+    return m;
+}
+
+static const char *status_name(symbolize_module_status_t st) {
+    switch (st) {
+    case SYMBOLIZE_MODULE_OK:
+        return "ok";
+    case SYMBOLIZE_MODULE_NO_DEBUG:
+        return "no_debug_info";
+    case SYMBOLIZE_MODULE_MISSING:
+        return "missing";
+    case SYMBOLIZE_MODULE_CHANGED:
+        return "changed";
+    default:
+        return "unused";
+    }
+}
+
+// ---- text ----
+
+#define FN_CAP 4096
+
+static const char *plural(uint64_t n) { return n == 1 ? "" : "s"; }
+
+static void print_frame_line(FILE *f, const char *lead, const symbolize_frame_t *fr) {
+    char fn[FN_CAP], loc[FN_CAP];
+    const char *name = sites_frame_function(fr, fn, sizeof fn);
+    sites_frame_location(fr, loc, sizeof loc);
+    if (strcmp(name, loc) == 0)
+        fprintf(f, "%s%s\n", lead, name);
+    else
+        fprintf(f, "%s%s  %s\n", lead, name, loc);
+}
+
+// The site's naming frame; the library function it called, if any (what distinguishes two
+// sites on one line); then up to two callers in the user's code.
+static void print_site(FILE *f, const site_t *s) {
+    if (s->n_frames == 0) {
+        fprintf(f, "       [unknown stack: unwinding failed or the stack is not in the trace]\n");
+        return;
+    }
+    print_frame_line(f, "       ", s->frames[s->name_frame]);
+    if (s->name_frame > 0) {
+        char fn[FN_CAP];
+        fprintf(f, "         calls %s\n",
+                sites_frame_function(s->frames[s->name_frame - 1], fn, sizeof fn));
+    }
+    size_t shown = 0;
+    for (size_t i = s->name_frame + 1; i < s->n_frames && shown < 2; i++) {
+        if (s->kinds[i] != SITES_FRAME_USER || !s->frames[i]->file)
+            continue;
+        print_frame_line(f, "         from ", s->frames[i]);
+        shown++;
+    }
+}
+
+static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m, size_t top) {
+    size_t n = 0;
+    size_t *v = ranked(a->sites, k, &n);
+    char b1[32], b2[32], b3[32], p1[16];
+    fprintf(f, "\nTop sites by %s", rankings[k].title);
+    switch (k) {
+    case RANK_BYTES:
+        fprintf(f, " (all: %s in %s blocks)\n", out_bytes(m->bytes, b1),
+                out_grouped(m->blocks, b2));
+        break;
+    case RANK_BLOCKS:
+        fprintf(f, " (all: %s blocks)\n", out_grouped(m->blocks, b1));
+        break;
+    case RANK_PEAK:
+        fprintf(f, " (all: %s in %s blocks)\n", out_bytes(m->peak_bytes, b1),
+                out_grouped(m->peak_blocks, b2));
+        break;
+    case RANK_END:
+        fprintf(f, " (all: %s in %s blocks)\n", out_bytes(m->end_bytes, b1),
+                out_grouped(m->end_blocks, b2));
+        break;
+    default:
+        fprintf(f, " (all: %s of %s blocks were freed before their thread's next allocation)\n",
+                out_grouped(m->temp_blocks, b1), out_grouped(m->blocks, b2));
+        break;
+    }
+    if (n == 0)
+        fprintf(f, "  (none)\n");
+    for (size_t r = 0; r < n && r < top; r++) {
+        const site_t *s = sites_get(a->sites, v[r]);
+        const replay_site_t *g = &s->fig;
+        uint64_t avg = g->blocks ? g->bytes / g->blocks : 0;
+        switch (k) {
+        case RANK_BYTES:
+            fprintf(f, "  %2zu. %10s %6s  in %s block%s, avg %s\n", r + 1,
+                    out_bytes(g->bytes, b1), out_percent(g->bytes, m->bytes, p1),
+                    out_grouped(g->blocks, b2), plural(g->blocks), out_bytes(avg, b3));
+            break;
+        case RANK_BLOCKS:
+            fprintf(f, "  %2zu. %10s %6s  block%s, %s, avg %s\n", r + 1, out_grouped(g->blocks, b1),
+                    out_percent(g->blocks, m->blocks, p1), plural(g->blocks), out_bytes(g->bytes, b2),
+                    out_bytes(avg, b3));
+            break;
+        case RANK_PEAK:
+            fprintf(f, "  %2zu. %10s %6s  in %s block%s at the peak\n", r + 1,
+                    out_bytes(g->peak_bytes, b1), out_percent(g->peak_bytes, m->peak_bytes, p1),
+                    out_grouped(g->peak_blocks, b2), plural(g->peak_blocks));
+            break;
+        case RANK_END:
+            fprintf(f, "  %2zu. %10s %6s  in %s block%s never freed\n", r + 1,
+                    out_bytes(g->end_bytes, b1), out_percent(g->end_bytes, m->end_bytes, p1),
+                    out_grouped(g->end_blocks, b2), plural(g->end_blocks));
+            break;
+        default:
+            fprintf(f, "  %2zu. %10s %6s  of its %s block%s were temporary (%s)\n", r + 1,
+                    out_grouped(g->temp_blocks, b1), out_percent(g->temp_blocks, g->blocks, p1),
+                    out_grouped(g->blocks, b2), plural(g->blocks), out_bytes(g->temp_bytes, b3));
+            break;
+        }
+        print_site(f, s);
+    }
+    if (n > top)
+        fprintf(f, "  ... %zu more site%s\n", n - top, n - top == 1 ? "" : "s");
+    free(v);
+}
+
+static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
+    const reader_t *r = a->r;
+    const replay_totals_t *t = replay_totals(a->rp);
+    summary_t m = summarize(a->sites);
+    char b1[32], b2[32], b3[32], b4[32], p1[16];
+    const char *exe = reader_exe(r);
+    fprintf(f, "heapprof report of %s\n", a->path);
+    fprintf(f, "program    %s (pid %u)\n", exe ? exe : "(unknown)", reader_header(r)->pid);
+    fprintf(f, "duration   %s, %" PRIu64 " thread%s, %s events\n",
+            out_duration((double)t->last_time_ns, b1), t->n_threads,
+            t->n_threads == 1 ? "" : "s", out_grouped(t->n_events, b2));
+    fprintf(f, "allocated  %s (%s bytes) in %s blocks, from %s sites\n", out_bytes(t->n_bytes, b1),
+            out_grouped(t->n_bytes, b2), out_grouped(t->n_blocks, b3),
+            out_grouped(sites_count(a->sites), b4));
+    fprintf(f, "freed      %s blocks\n", out_grouped(t->n_frees, b1));
+    fprintf(f, "peak       %s (%s bytes) in %s blocks at %s\n", out_bytes(t->peak_bytes, b1),
+            out_grouped(t->peak_bytes, b2), out_grouped(t->peak_blocks, b3),
+            out_duration((double)t->peak_time_ns, b4));
+    fprintf(f, "at exit    %s (%s bytes) in %s block%s still live\n",
+            out_bytes(t->live_bytes, b1), out_grouped(t->live_bytes, b2),
+            out_grouped(t->live_blocks, b3), plural(t->live_blocks));
+    fprintf(f, "temporary  %s blocks (%s of all) freed before their thread's next allocation\n",
+            out_grouped(m.temp_blocks, b1), out_percent(m.temp_blocks, m.blocks, p1));
+
+    const reader_damage_t *d = reader_damage(r);
+    if (d->chunks_damaged || d->seq_gaps || d->truncated)
+        fprintf(f, "damage     %s damaged chunk%s skipped, %s missing%s: figures cover what "
+                   "could be read\n",
+                out_grouped(d->chunks_damaged, b1), d->chunks_damaged == 1 ? "" : "s",
+                out_grouped(d->seq_gaps, b2), d->truncated ? ", the file is truncated" : "");
+    if (!d->trailer)
+        fprintf(f, "unfinished no trailer: the program did not exit cleanly; \"at exit\" is the "
+                   "state at its last recorded event\n");
+    if (t->n_unknown_frees || t->n_double_allocs)
+        fprintf(f, "anomalies  %s frees of unknown addresses, %s allocations at live addresses\n",
+                out_grouped(t->n_unknown_frees, b1), out_grouped(t->n_double_allocs, b2));
+
+    // resolve what the rankings will show, with progress, before printing them
+    for (int k = 0; k < N_RANKINGS; k++) {
+        size_t n = 0;
+        size_t *v = ranked(a->sites, (ranking_t)k, &n);
+        analyze_resolve(a, v, n < o->top ? n : o->top);
+        free(v);
+    }
+    size_t n_mods;
+    const symbolize_module_t *mods = symbolize_modules(a->sym, &n_mods);
+    for (size_t i = 0; i < n_mods; i++) {
+        if (mods[i].status == SYMBOLIZE_MODULE_MISSING && mods[i].n_addresses)
+            fprintf(f, "symbols    %s: file not found or unreadable; its frames show as "
+                       "module+offset\n",
+                    mods[i].path);
+        else if (mods[i].status == SYMBOLIZE_MODULE_CHANGED && mods[i].n_addresses)
+            fprintf(f, "symbols    %s: rebuilt since the trace was recorded (build id differs); "
+                       "its frames show as module+offset\n",
+                    mods[i].path);
+    }
+    for (int k = 0; k < N_RANKINGS; k++)
+        print_ranking(f, a, (ranking_t)k, &m, o->top);
+}
+
+// ---- JSON ----
+
+static json_t *frame_json(const symbolize_frame_t *fr, uint8_t kind) {
+    static const char *const kinds[] = {"user", "library", "allocator"};
+    char fn[FN_CAP], loc[FN_CAP], addr[24];
+    json_t *j = json_object();
+    snprintf(addr, sizeof addr, "0x%" PRIx64, fr->pc);
+    json_object_set_new(j, "address", json_string(addr));
+    json_object_set_new(j, "function", out_json_str(sites_frame_function(fr, fn, sizeof fn)));
+    json_object_set_new(j, "location", out_json_str(sites_frame_location(fr, loc, sizeof loc)));
+    json_object_set_new(j, "file", out_json_str(fr->file));
+    json_object_set_new(j, "line", fr->line ? json_integer(fr->line) : json_null());
+    json_object_set_new(j, "module", out_json_str(fr->module));
+    json_object_set_new(j, "module_offset", fr->module ? out_json_int(fr->module_offset)
+                                                       : json_null());
+    json_object_set_new(j, "inlined", json_boolean(fr->inlined));
+    json_object_set_new(j, "kind", json_string(kinds[kind < 3 ? kind : 0]));
+    return j;
+}
+
+static json_t *site_json(const site_t *s) {
+    const replay_site_t *g = &s->fig;
+    json_t *j = json_object();
+    char fn[FN_CAP], loc[FN_CAP];
+    const symbolize_frame_t *nf = s->n_frames ? s->frames[s->name_frame] : NULL;
+    json_object_set_new(j, "function",
+                        nf ? out_json_str(sites_frame_function(nf, fn, sizeof fn))
+                           : json_string("[unknown stack]"));
+    json_object_set_new(j, "location",
+                        nf ? out_json_str(sites_frame_location(nf, loc, sizeof loc)) : json_null());
+    json_object_set_new(j, "file", out_json_str(nf ? nf->file : NULL));
+    json_object_set_new(j, "line", nf && nf->line ? json_integer(nf->line) : json_null());
+    json_object_set_new(j, "stack_id", out_json_int(g->stack));
+    json_t *st = json_array();
+    for (size_t i = 0; i < s->n_frames; i++)
+        json_array_append_new(st, frame_json(s->frames[i], s->kinds[i]));
+    json_object_set_new(j, "stack", st);
+    json_object_set_new(j, "name_frame", s->n_frames ? json_integer((json_int_t)s->name_frame)
+                                                     : json_null());
+    json_object_set_new(j, "blocks", out_json_int(g->blocks));
+    json_object_set_new(j, "bytes", out_json_int(g->bytes));
+    json_object_set_new(j, "avg_size", out_json_int(g->blocks ? g->bytes / g->blocks : 0));
+    json_object_set_new(j, "avg_lifetime_ns",
+                        out_json_int(g->blocks ? g->lifetime_ns / g->blocks : 0));
+    json_object_set_new(j, "lifetime_ns", out_json_int(g->lifetime_ns));
+    json_object_set_new(j, "max_live_bytes", out_json_int(g->max_bytes));
+    json_object_set_new(j, "max_live_blocks", out_json_int(g->max_blocks));
+    json_object_set_new(j, "peak_bytes", out_json_int(g->peak_bytes));
+    json_object_set_new(j, "peak_blocks", out_json_int(g->peak_blocks));
+    json_object_set_new(j, "end_bytes", out_json_int(g->end_bytes));
+    json_object_set_new(j, "end_blocks", out_json_int(g->end_blocks));
+    json_object_set_new(j, "temporary_blocks", out_json_int(g->temp_blocks));
+    json_object_set_new(j, "temporary_bytes", out_json_int(g->temp_bytes));
+    return j;
+}
+
+static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_t *err) {
+    const replay_totals_t *t = replay_totals(a->rp);
+    summary_t m = summarize(a->sites);
+    json_t *root = json_object();
+    json_object_set_new(root, "trace", out_json_str(a->path));
+    json_t *totals = cmd_stats_json(a->r, t, NULL, NULL);
+    json_object_set_new(totals, "sites", out_json_int(sites_count(a->sites)));
+    json_object_set_new(totals, "temporary_blocks", out_json_int(m.temp_blocks));
+    json_object_set_new(totals, "temporary_bytes", out_json_int(m.temp_bytes));
+    json_object_set_new(root, "totals", totals);
+
+    // every site, by bytes allocated; "top" lists indexes into this array
+    size_t n = 0;
+    size_t *by_bytes = ranked_sites(a->sites, RANK_BYTES, true, &n);
+    size_t *pos = xcalloc(sites_count(a->sites) + 1, sizeof *pos);
+    analyze_resolve(a, by_bytes, n);
+    json_t *sites = json_array();
+    for (size_t i = 0; i < n; i++) {
+        pos[by_bytes[i]] = i;
+        json_array_append_new(sites, site_json(sites_get(a->sites, by_bytes[i])));
+    }
+    json_t *top = json_object();
+    for (int k = 0; k < N_RANKINGS; k++) {
+        size_t nk = 0;
+        size_t *v = ranked(a->sites, (ranking_t)k, &nk);
+        json_t *arr = json_array();
+        for (size_t i = 0; i < nk && i < o->top; i++)
+            json_array_append_new(arr, json_integer((json_int_t)pos[v[i]]));
+        json_object_set_new(top, rankings[k].json_key, arr);
+        free(v);
+    }
+    free(by_bytes);
+    free(pos);
+
+    json_t *sym = json_object();
+    json_object_set_new(sym, "addresses", out_json_int(symbolize_n_addresses(a->sym)));
+    json_t *mods = json_array();
+    size_t n_mods;
+    const symbolize_module_t *mv = symbolize_modules(a->sym, &n_mods);
+    for (size_t i = 0; i < n_mods; i++) {
+        json_t *jm = json_object();
+        json_object_set_new(jm, "path", out_json_str(mv[i].path));
+        json_object_set_new(jm, "status", json_string(status_name(mv[i].status)));
+        json_object_set_new(jm, "addresses", out_json_int(mv[i].n_addresses));
+        json_array_append_new(mods, jm);
+    }
+    json_object_set_new(sym, "modules", mods);
+    json_object_set_new(root, "top", top);
+    json_object_set_new(root, "symbols", sym);
+    json_object_set_new(root, "sites", sites);
+
+    int rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (rc != 0 || fputc('\n', f) == EOF) {
+        errmsg_set(err, "report: cannot write the JSON output");
+        return -1;
+    }
+    return 0;
+}
+
+int out_report_write(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_t *err) {
+    if (o->json)
+        return write_json(a, o, f, err);
+    write_text(a, o, f);
+    if (fflush(f) != 0 || ferror(f)) {
+        errmsg_set(err, "report: cannot write the output");
+        return -1;
+    }
+    return 0;
+}

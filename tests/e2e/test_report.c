@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: MIT
+// `heapprof report` and `heapprof dhat` on real traces: the report's totals are stats' totals
+// and its sites add up to them; sites are named by the sample's own functions and lines; a
+// stripped binary, a binary rebuilt after the run, a damaged trace and bad input each give a
+// useful report or one error line with exit status 2, never a crash.
+#include "spawn.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char *trace_of(const char *prog, const char *dir) {
+    char *trace = malloc(4200);
+    snprintf(trace, 4200, "%s/t.hpt", dir);
+    char *argv[] = {(char *)prog, NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
+    return trace;
+}
+
+static char *sample(const char *name) {
+    char *p = malloc(4096);
+    snprintf(p, 4096, "%s/%s", E2E_SAMPLES, name);
+    return p;
+}
+
+static json_t *report_json(const char *trace) {
+    const char *args[] = {"report", "--json", trace, NULL};
+    char *out = NULL, *err = NULL;
+    int st = e2e_heapprof(args, &out, &err);
+    cr_assert_eq(st, 0, "heapprof report --json failed (%d): %s", st, err);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    cr_assert(j, "report --json is not JSON (%s)", je.text);
+    free(out);
+    free(err);
+    return j;
+}
+
+static char *report_text(const char *trace, int *status, char **err) {
+    const char *args[] = {"report", trace, NULL};
+    char *out = NULL;
+    *status = e2e_heapprof(args, &out, err);
+    return out;
+}
+
+// one line on stderr, starting "heapprof: "
+static void assert_one_error_line(const char *err) {
+    cr_assert(strncmp(err, "heapprof: ", 10) == 0, "stderr: %s", err);
+    const char *nl = strchr(err, '\n');
+    cr_assert(nl && nl[1] == '\0', "more than one line on stderr: %s", err);
+}
+
+static long long sum_sites(json_t *r, const char *key) {
+    long long sum = 0;
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(r, "sites"), i, s) sum += e2e_int(s, key);
+    return sum;
+}
+
+Test(report, totals_are_stats_totals_and_sites_add_up, .timeout = 120) {
+    char *prog = sample("exact_counts"), *dir = e2e_tmpdir("report_totals");
+    char *trace = trace_of(prog, dir);
+    json_t *r = report_json(trace), *s = e2e_stats(trace, NULL);
+    json_t *t = json_object_get(r, "totals");
+    static const char *const keys[] = {"blocks", "bytes", "frees", "peak_bytes", "peak_blocks",
+                                       "end_bytes", "end_blocks", "threads", "events"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        cr_expect_eq(e2e_int(t, keys[i]), e2e_int(s, keys[i]), "totals.%s", keys[i]);
+    cr_expect_eq(sum_sites(r, "bytes"), e2e_int(t, "bytes"));
+    cr_expect_eq(sum_sites(r, "blocks"), e2e_int(t, "blocks"));
+    cr_expect_eq(sum_sites(r, "peak_bytes"), e2e_int(t, "peak_bytes"));
+    cr_expect_eq(sum_sites(r, "peak_blocks"), e2e_int(t, "peak_blocks"));
+    cr_expect_eq(sum_sites(r, "end_bytes"), e2e_int(t, "end_bytes"));
+    cr_expect_eq(sum_sites(r, "end_blocks"), e2e_int(t, "end_blocks"));
+    cr_expect_eq(json_array_size(json_object_get(r, "sites")), (size_t)e2e_int(t, "sites"));
+    // the worker loop: 4 x 1000 malloc/free pairs, each freed before the next allocation
+    size_t i;
+    json_t *site;
+    bool found = false;
+    json_array_foreach(json_object_get(r, "sites"), i, site) {
+        if (strcmp(json_string_value(json_object_get(site, "function")), "worker") == 0 &&
+            e2e_int(site, "blocks") == 4000) {
+            found = true;
+            cr_expect_eq(e2e_int(site, "bytes"), 368000);
+            cr_expect_eq(e2e_int(site, "temporary_blocks"), 4000);
+            cr_expect_eq(e2e_int(site, "end_blocks"), 0);
+            cr_expect(strstr(json_string_value(json_object_get(site, "location")),
+                             "exact_counts.c:"));
+        }
+    }
+    cr_expect(found, "no site 'worker' with 4000 blocks");
+    json_decref(r);
+    json_decref(s);
+    free(trace);
+    free(dir);
+    free(prog);
+}
+
+Test(report, text_names_functions_and_lines, .timeout = 120) {
+    char *prog = sample("exact_counts"), *dir = e2e_tmpdir("report_text");
+    char *trace = trace_of(prog, dir);
+    int st;
+    char *err = NULL, *out = report_text(trace, &st, &err);
+    cr_assert_eq(st, 0, "%s", err);
+    cr_expect(strstr(out, "Top sites by bytes allocated"));
+    cr_expect(strstr(out, "Top sites by bytes still live at exit"));
+    cr_expect(strstr(out, "Top sites by temporary blocks"));
+    cr_expect(strstr(out, "phase_peak  samples/c/exact_counts.c:"), "%s", out);
+    cr_expect(strstr(out, "worker  samples/c/exact_counts.c:"));
+    cr_expect(strstr(out, "474,555") || strstr(out, "KiB"), "%s", out);
+    cr_expect_eq(strcmp(err, ""), 0, "stderr not empty (no terminal): %s", err);
+    free(out);
+    free(err);
+    free(trace);
+    free(dir);
+    free(prog);
+}
+
+Test(report, stripped_binary_gives_module_offsets, .timeout = 120) {
+    char *dir = e2e_tmpdir("report_stripped");
+    char prog[4200], cmd[16384];
+    snprintf(prog, sizeof prog, "%s/exact_counts_stripped", dir);
+    snprintf(cmd, sizeof cmd, "strip -o %s %s/exact_counts", prog, E2E_SAMPLES);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    char *trace = trace_of(prog, dir);
+    int st;
+    char *err = NULL, *out = report_text(trace, &st, &err);
+    cr_assert_eq(st, 0, "%s", err);
+    cr_expect(strstr(out, "exact_counts_stripped+0x"), "%s", out);
+    free(out);
+    free(err);
+    json_t *r = report_json(trace);
+    cr_expect_eq(sum_sites(r, "blocks"), e2e_int(json_object_get(r, "totals"), "blocks"));
+    json_decref(r);
+    const char *args[] = {"dhat", trace, NULL};
+    char *dj = NULL;
+    cr_assert_eq(e2e_heapprof(args, &dj, NULL), 0);
+    json_error_t je;
+    json_t *d = json_loads(dj, 0, &je);
+    cr_assert(d, "dhat output is not JSON: %s", je.text);
+    cr_expect_gt(json_array_size(json_object_get(d, "pps")), 10);
+    json_decref(d);
+    free(dj);
+    free(trace);
+    free(dir);
+}
+
+Test(report, rebuilt_binary_is_not_misnamed, .timeout = 120) {
+    char *dir = e2e_tmpdir("report_rebuilt");
+    char prog[4200], cmd[16384];
+    snprintf(prog, sizeof prog, "%s/prog", dir);
+    snprintf(cmd, sizeof cmd, "cp %s/exact_counts %s", E2E_SAMPLES, prog);
+    cr_assert_eq(system(cmd), 0);
+    char *trace = trace_of(prog, dir);
+    // another program under the same name: its symbols must not name the trace's addresses
+    snprintf(cmd, sizeof cmd, "cp %s/vector_map %s", E2E_SAMPLES, prog);
+    cr_assert_eq(system(cmd), 0);
+    int st;
+    char *err = NULL, *out = report_text(trace, &st, &err);
+    cr_assert_eq(st, 0, "%s", err);
+    cr_expect(strstr(out, "rebuilt since the trace was recorded"), "%s", out);
+    cr_expect(strstr(out, "prog+0x"), "%s", out);
+    cr_expect_null(strstr(out, "exact_counts.c"), "%s", out);
+    free(out);
+    free(err);
+    free(trace);
+    free(dir);
+}
+
+Test(report, damaged_trace_is_reported_not_fatal, .timeout = 120) {
+    char *prog = sample("vec_growth");
+    if (access(prog, X_OK))
+        cr_skip_test("vec_growth was not built (no rustc?)");
+    char *dir = e2e_tmpdir("report_damaged");
+    char *trace = trace_of(prog, dir);
+    // overwrite 4 KiB in the middle of the file, then cut its tail
+    FILE *f = fopen(trace, "r+");
+    cr_assert(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    cr_assert_gt(size, 64 * 1024);
+    fseek(f, size / 2, SEEK_SET);
+    for (int i = 0; i < 4096; i++)
+        fputc(0x5a, f);
+    fclose(f);
+    cr_assert_eq(truncate(trace, size - 1000), 0);
+    int st;
+    char *err = NULL, *out = report_text(trace, &st, &err);
+    cr_assert_eq(st, 0, "%s", err);
+    cr_expect(strstr(out, "damage"), "%s", out);
+    cr_expect(strstr(out, "Top sites by bytes allocated"));
+    free(out);
+    free(err);
+    const char *args[] = {"dhat", trace, NULL};
+    char *dj = NULL;
+    cr_assert_eq(e2e_heapprof(args, &dj, NULL), 0);
+    json_t *d = json_loads(dj, 0, NULL);
+    cr_expect(d, "dhat output of a damaged trace is not JSON");
+    json_decref(d);
+    free(dj);
+    free(trace);
+    free(dir);
+    free(prog);
+}
+
+Test(report, bad_input_is_one_line_and_status_2, .timeout = 60) {
+    char *dir = e2e_tmpdir("report_bad");
+    char junk[4200], empty[4200];
+    snprintf(junk, sizeof junk, "%s/junk.hpt", dir);
+    snprintf(empty, sizeof empty, "%s/empty.hpt", dir);
+    FILE *f = fopen(junk, "w");
+    fputs("this is not a heapprof trace at all, just some text\n", f);
+    fclose(f);
+    f = fopen(empty, "w");
+    fclose(f);
+    const char *const cases[][6] = {
+        {"report", junk, NULL},
+        {"report", empty, NULL},
+        {"report", "/nonexistent/trace.hpt", NULL},
+        {"report", NULL},
+        {"report", "--top", "0", junk, NULL},
+        {"report", "--bogus", junk, NULL},
+        {"dhat", junk, NULL},
+        {"dhat", empty, "-o", "/nonexistent/dir/out.json", NULL},
+        {"dhat", NULL},
+        {"dhat", junk, "-o", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *out = NULL, *err = NULL;
+        int st = e2e_heapprof(cases[i], &out, &err);
+        cr_expect_eq(st, 2, "case %zu (%s %s): status %d", i, cases[i][0],
+                     cases[i][1] ? cases[i][1] : "", st);
+        assert_one_error_line(err);
+        cr_expect_eq(strcmp(out, ""), 0, "case %zu printed on stdout: %s", i, out);
+        free(out);
+        free(err);
+    }
+    struct stat sb;
+    cr_expect_neq(stat("/nonexistent/dir/out.json.tmp", &sb), 0);
+    free(dir);
+}
+
+Test(report, help_for_the_new_commands, .timeout = 60) {
+    static const char *const cmds[] = {"report", "dhat"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *args[] = {cmds[i], "--help", NULL};
+        char *out = NULL;
+        cr_expect_eq(e2e_heapprof(args, &out, NULL), 0);
+        char want[64];
+        snprintf(want, sizeof want, "usage: heapprof %s", cmds[i]);
+        cr_expect(strncmp(out, want, strlen(want)) == 0, "%s", out);
+        free(out);
+    }
+    const char *args[] = {"--help", NULL};
+    char *out = NULL;
+    cr_expect_eq(e2e_heapprof(args, &out, NULL), 0);
+    cr_expect(strstr(out, "report TRACE") && strstr(out, "dhat TRACE"), "%s", out);
+    free(out);
+}
