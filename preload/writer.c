@@ -221,14 +221,17 @@ static bool drain(hp_ring_t *r) {
     if (h == t)
         return true;
     if (!r->stage) {
-        r->stage_cap = STAGE_FLUSH_BYTES + r->cap;
+        // Before a round every stage holds < STAGE_FLUSH_BYTES (else the last round flushed);
+        // a round drains each ring at most twice (drain_all, then flush after the barrier), and
+        // a ring holds at most cap bytes each time.
+        r->stage_cap = STAGE_FLUSH_BYTES + 2 * (size_t)r->cap;
         r->stage = hp_mem_map(r->stage_cap);
         if (!r->stage)
             return false;
     }
     size_t n = (size_t)(h - t);
     if (r->stage_len + n > r->stage_cap)
-        return false; // the caller flushes at STAGE_FLUSH_BYTES, so this cannot happen
+        return false; // cannot happen: see stage_cap
     if (!r->stage_len) {
         r->stage_base = r->wstate;
         r->stage_nrec = 0;

@@ -33,3 +33,22 @@ Test(threads, sixteen_threads_lose_no_event, .timeout = 300) {
     json_decref(s);
     free(dir);
 }
+
+// Eight threads allocating as fast as they can with deep stacks fill their rings while the
+// writer is between draining and flushing; the writer's staging must have room for both.
+Test(threads, eight_threads_at_full_speed_keep_every_event, .timeout = 300) {
+    for (int run = 0; run < 3; run++) {
+        char *dir = e2e_tmpdir("fullspeed");
+        char trace[4096];
+        snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+        char *argv[] = {E2E_PROGS "/c_threads", "8", "4000000", NULL};
+        cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
+        json_t *s = e2e_stats(trace, "c_threads");
+        // 4,000,000 pairs plus each thread's table of live slots
+        cr_expect_eq(e2e_int(s, "blocks"), 4000000 + 8, "run %d lost events", run);
+        cr_expect(json_is_true(json_object_get(json_object_get(s, "damage"), "clean_exit")),
+                  "run %d: the shim stopped profiling", run);
+        json_decref(s);
+        free(dir);
+    }
+}
