@@ -48,3 +48,7 @@ Test(unwind, rust_samples_without_frame_pointers_match_libunwind) {
 Test(unwind, sixteen_threads_match_libunwind, .timeout = 300) {
     check(E2E_PROGS "/threads16");
 }
+
+Test(unwind, recursion_longjmp_exceptions_and_threads_match_libunwind, .timeout = 300) {
+    check(E2E_PROGS "/unwind_torture");
+}
