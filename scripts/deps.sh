@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libunwind-dev libzstd-dev zlib1g-dev libjansson-dev
       libcriterion-dev libdw-dev libelf-dev libiberty-dev valgrind heaptrack hyperfine rustc
-      chromium)
+      libxml2-utils
+      sqlite3 python3 git chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
