@@ -9,7 +9,7 @@ jobs=$(nproc)
 cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DHEAPPROF_SANITIZE=address,undefined \
       -DHEAPPROF_BUILD_SAMPLES=OFF >/dev/null
 cmake --build "$root/build-asan" -j"$jobs" >/dev/null
-(cd "$root/build-asan" && ctest -L unit -j"$jobs" --output-on-failure)
+(cd "$root/build-asan" && ctest -L "unit|e2e" -j"$jobs" --output-on-failure)
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$root/build" -j"$jobs" >/dev/null
 cd "$root/build" && ctest -j"$jobs" --output-on-failure
