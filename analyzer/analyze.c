@@ -4,10 +4,12 @@
 // the report when stdout and stderr are the same terminal.
 #include "analyze.h"
 
+#include "hmap.h"
 #include "out.h"
 #include "xalloc.h"
 
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -58,6 +60,24 @@ static void progress_done(progress_t *p) {
 }
 
 analyze_t *analyze_open(const char *path, unsigned mode, FILE *progress, errmsg_t *err) {
+    analyze_opts_t o = {.mode = mode};
+    return analyze_open_opts(path, &o, progress, err);
+}
+
+size_t analyze_site_of(analyze_t *a, uint64_t stack) {
+    if (!a->site_index) {
+        a->site_index = xmalloc(sizeof *a->site_index);
+        hmap_init(a->site_index, sizeof(uint64_t));
+        for (size_t i = 0; i < sites_count(a->sites); i++)
+            *(uint64_t *)hmap_put(a->site_index, sites_figures(a->sites, i)->stack, NULL) = i + 1;
+    }
+    const uint64_t *i = hmap_get(a->site_index, stack);
+    return i ? (size_t)(*i - 1) : SIZE_MAX;
+}
+
+analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *progress,
+                             errmsg_t *err) {
+    unsigned mode = o->mode;
     reader_t *r = reader_open(path, err);
     if (!r)
         return NULL;
@@ -67,6 +87,8 @@ analyze_t *analyze_open(const char *path, unsigned mode, FILE *progress, errmsg_
     a->progress = progress;
     a->rp = replay_new(NULL, NULL);
     replay_set_mode(a->rp, mode | REPLAY_SITES);
+    if (o->growth)
+        a->growth = growth_new(o->short_ns);
 
     struct stat st;
     uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -80,6 +102,8 @@ analyze_t *analyze_open(const char *path, unsigned mode, FILE *progress, errmsg_
     uint64_t n_batches = 0;
     while ((got = reader_next_batch(r, &batch, &n, err)) == 1) {
         replay_events(a->rp, batch, n);
+        if (a->growth)
+            growth_events(a->growth, batch, n);
         if ((++n_batches & 63) == 0)
             progress_tick(&p, "reading", reader_offset(r), size, size_text);
     }
@@ -90,6 +114,8 @@ analyze_t *analyze_open(const char *path, unsigned mode, FILE *progress, errmsg_
     }
     a->sym = symbolize_new(r);
     a->sites = sites_new(r, a->rp, a->sym);
+    if (a->growth)
+        growth_finish(a->growth);
     return a;
 }
 
@@ -109,6 +135,11 @@ void analyze_resolve(analyze_t *a, const size_t *order, size_t n) {
 void analyze_close(analyze_t *a) {
     if (!a)
         return;
+    growth_free(a->growth);
+    if (a->site_index) {
+        hmap_fini(a->site_index);
+        free(a->site_index);
+    }
     sites_free(a->sites);
     symbolize_free(a->sym);
     replay_free(a->rp);

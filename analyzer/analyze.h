@@ -7,11 +7,14 @@
 #define HEAPPROF_ANALYZER_ANALYZE_H
 
 #include "errmsg.h"
+#include "growth.h"
 #include "reader.h"
 #include "replay.h"
 #include "sites.h"
 #include "symbolize.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef struct analyze {
@@ -21,6 +24,8 @@ typedef struct analyze {
     symbolize_t *sym;
     sites_t *sites;
     FILE *progress; // NULL: no progress line
+    growth_t *growth; // growth chains and short-lived blocks; NULL unless asked for
+    struct hmap *site_index; // stack id -> site index + 1, built by analyze_site_of
 } analyze_t;
 
 // Reads the trace at path (replay mode: REPLAY_SITES, plus REPLAY_DHAT for DHAT's counting).
@@ -28,6 +33,19 @@ typedef struct analyze {
 // be opened or read; damage inside it is not an error (reader_damage says what was lost).
 analyze_t *analyze_open(const char *path, unsigned mode, FILE *progress, errmsg_t *err);
 void analyze_close(analyze_t *a);
+
+typedef struct analyze_opts {
+    unsigned mode;     // replay mode, as for analyze_open
+    bool growth;       // also detect growth chains and short-lived blocks (growth.h)
+    uint64_t short_ns; // with growth: the short-lived threshold
+} analyze_opts_t;
+
+// analyze_open with options; with growth, a->growth is finished (growth_finish) on return.
+analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *progress,
+                             errmsg_t *err);
+
+// The site index of a stack id (SIZE_MAX if it allocated nothing). Builds an index on first use.
+size_t analyze_site_of(analyze_t *a, uint64_t stack);
 
 // Resolves (symbolizes) sites [0, n) in the given order, with progress if the work is long;
 // a later sites_get of them costs nothing. order NULL: sites 0..n-1.

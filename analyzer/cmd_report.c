@@ -3,6 +3,7 @@
 #include "cmd_report.h"
 
 #include "analyze.h"
+#include "growth.h"
 #include "out.h"
 
 #include <errno.h>
@@ -11,9 +12,10 @@
 
 #define DEFAULT_TOP 10
 #define MAX_TOP 100000
+#define MAX_SHORT_MS 86400000ull // a day
 
 const char cmd_report_usage[] =
-    "usage: heapprof report TRACE [--json] [--top N]\n"
+    "usage: heapprof report TRACE [--json] [--top N] [--short-ms N]\n"
     "\n"
     "Where the program allocates, by function and source line: totals, then the top\n"
     "allocation sites by bytes allocated, by blocks, by bytes live at the heap's peak, by\n"
@@ -22,8 +24,15 @@ const char cmd_report_usage[] =
     "its first frame in the program's own code; a realloc stays with the site of the\n"
     "block it grew from.\n"
     "\n"
+    "Growth hotspots: sites whose blocks keep being replaced by larger ones (realloc, or\n"
+    "allocate-copy-free as std::vector and Rust's HashMap grow), by bytes copied, with the\n"
+    "capacity to reserve up front (docs/growth.md). Short-lived: blocks freed within 1 ms\n"
+    "or before their thread's next allocation (the temporary ones), by site.\n"
+    "\n"
     "  --json       one JSON object with every site and its full stack (docs/report-json.md)\n"
     "  --top N      sites per ranking (default 10)\n"
+    "  --short-ms N blocks freed within N milliseconds are short-lived (default 1; 0: only\n"
+    "               the temporary ones)\n"
     "  -h, --help   this help\n";
 
 static int parse_top(const char *s, size_t *out, errmsg_t *err) {
@@ -38,9 +47,23 @@ static int parse_top(const char *s, size_t *out, errmsg_t *err) {
     return 0;
 }
 
+static int parse_short_ms(const char *s, uint64_t *ns, errmsg_t *err) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v > MAX_SHORT_MS) {
+        errmsg_set(err, "report: --short-ms needs a number from 0 to %llu, not '%s'",
+                   MAX_SHORT_MS, s);
+        return -1;
+    }
+    *ns = (uint64_t)v * 1000000ull;
+    return 0;
+}
+
 int cmd_report_parse(int argc, char **argv, cmd_report_opts_t *o, errmsg_t *err) {
     memset(o, 0, sizeof *o);
     o->top = DEFAULT_TOP;
+    o->short_ns = GROWTH_DEFAULT_SHORT_NS;
     bool only_args = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -54,6 +77,16 @@ int cmd_report_parse(int argc, char **argv, cmd_report_opts_t *o, errmsg_t *err)
                 return -1;
             }
             if (parse_top(argv[++i], &o->top, err) != 0)
+                return -1;
+        } else if (!only_args && strcmp(a, "--short-ms") == 0) {
+            if (i + 1 >= argc) {
+                errmsg_set(err, "report: %s needs a number", a);
+                return -1;
+            }
+            if (parse_short_ms(argv[++i], &o->short_ns, err) != 0)
+                return -1;
+        } else if (!only_args && strncmp(a, "--short-ms=", 11) == 0) {
+            if (parse_short_ms(a + 11, &o->short_ns, err) != 0)
                 return -1;
         } else if (!only_args && strncmp(a, "--top=", 6) == 0) {
             if (parse_top(a + 6, &o->top, err) != 0)
@@ -76,7 +109,8 @@ int cmd_report_parse(int argc, char **argv, cmd_report_opts_t *o, errmsg_t *err)
 }
 
 int cmd_report_run(const cmd_report_opts_t *o, FILE *out, FILE *progress, errmsg_t *err) {
-    analyze_t *a = analyze_open(o->trace, 0, progress, err);
+    analyze_opts_t ao = {.mode = 0, .growth = true, .short_ns = o->short_ns};
+    analyze_t *a = analyze_open_opts(o->trace, &ao, progress, err);
     if (!a)
         return -1;
     out_report_opts_t ro = {.top = o->top, .json = o->json};

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// `heapprof report TRACE [--json] [--top N]`: where the program allocates, by function and
-// source line: totals, then the top sites by bytes, blocks, bytes at the peak, bytes leaked at
-// exit and temporary blocks. Writes only to the FILE it is given; errors go back to main.c.
+// `heapprof report TRACE [--json] [--top N] [--short-ms N]`: where the program allocates, by
+// function and source line: totals, then the top sites by bytes, blocks, bytes at the peak,
+// bytes leaked at exit, growth hotspots and short-lived (and temporary) blocks. Writes only to the FILE it is given; errors go back to main.c.
 #ifndef HEAPPROF_ANALYZER_CMD_REPORT_H
 #define HEAPPROF_ANALYZER_CMD_REPORT_H
 
@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 extern const char cmd_report_usage[];
@@ -17,6 +18,7 @@ typedef struct cmd_report_opts {
     const char *trace;
     bool json;
     size_t top;
+    uint64_t short_ns; // --short-ms: blocks freed within this are short-lived
 } cmd_report_opts_t;
 
 // argv[0] is "report". Returns 0, or -1 with err filled.

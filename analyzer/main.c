@@ -3,6 +3,7 @@
 // codes: 0 ok, 2 usage or unreadable/invalid trace, 127/126 command not found/not runnable,
 // and for `run` the command's own status.
 #include "cmd_dhat.h"
+#include "cmd_flame.h"
 #include "cmd_report.h"
 #include "cmd_run.h"
 #include "cmd_stats.h"
@@ -30,6 +31,8 @@ static const char usage[] =
     "  stats TRACE [--json]            totals, peak, at end, and what was lost\n"
     "  report TRACE [--json]           top allocation sites by function and source line\n"
     "  dhat TRACE [-o FILE]            DHAT JSON for Valgrind's DHAT viewer\n"
+    "  flame TRACE [--metric M]        allocation flamegraph (SVG, or --folded stacks)\n"
+    "  diff BEFORE AFTER [--metric M]  sites that changed most; -o FILE: differential SVG\n"
     "\n"
     "  heapprof COMMAND --help         help for one command\n"
     "  heapprof --version\n";
@@ -81,6 +84,16 @@ static int do_dhat(int argc, char **argv) {
     return finish_output();
 }
 
+static int do_flame(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_flame_opts_t o;
+    if (cmd_flame_parse(argc, argv, &o, &err) != 0 ||
+        cmd_flame_run(&o, stdout, progress_stream(), &err) != 0)
+        return fail(&err);
+    return finish_output();
+}
+
 static int do_run(int argc, char **argv) {
     errmsg_t err;
     errmsg_init(&err);
@@ -111,6 +124,8 @@ static const struct {
     {"stats", do_stats, cmd_stats_usage},
     {"report", do_report, cmd_report_usage},
     {"dhat", do_dhat, cmd_dhat_usage},
+    {"flame", do_flame, cmd_flame_usage},
+    {"diff", do_flame, cmd_diff_usage},
 };
 
 static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 // The report: totals, then the top sites by bytes allocated, by blocks, by bytes live at the
-// global peak, by bytes still live at exit, and by temporary blocks; as text for a terminal or
-// as one JSON object (docs/report-json.md). Only the sites that are shown are symbolized in
+// global peak, by bytes still live at exit, growth hotspots (growth.h) and short-lived blocks
+// (which extend the temporary ones); as text for a terminal or as one JSON object
+// (docs/report-json.md). Only the sites that are shown are symbolized in
 // text mode; the JSON lists every site with its full stack.
 #include "out.h"
 
 #include "cmd_stats.h"
+#include "growth.h"
 #include "xalloc.h"
 
 #include <inttypes.h>
@@ -222,6 +224,112 @@ static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m
     free(v);
 }
 
+// ---- growth and short-lived (a->growth) ----
+
+typedef struct short_row {
+    size_t site;
+    growth_short_t sh;
+} short_row_t;
+
+static int cmp_short(const void *a, const void *b) {
+    const short_row_t *x = a, *y = b;
+    if (x->sh.blocks != y->sh.blocks)
+        return x->sh.blocks > y->sh.blocks ? -1 : 1;
+    if (x->sh.bytes != y->sh.bytes)
+        return x->sh.bytes > y->sh.bytes ? -1 : 1;
+    return x->site < y->site ? -1 : x->site > y->site;
+}
+
+// Sites with short-lived blocks, most first, in *n.
+static short_row_t *short_rows(analyze_t *a, size_t *n) {
+    size_t total = sites_count(a->sites), kept = 0;
+    short_row_t *v = xcalloc(total ? total : 1, sizeof *v);
+    for (size_t i = 0; i < total; i++) {
+        growth_short_t sh = growth_short_of(a->growth, sites_figures(a->sites, i)->stack);
+        if (sh.blocks)
+            v[kept++] = (short_row_t){i, sh};
+    }
+    qsort(v, kept, sizeof *v, cmp_short);
+    *n = kept;
+    return v;
+}
+
+static growth_short_t short_total(analyze_t *a) {
+    growth_short_t t = {0, 0};
+    for (size_t i = 0; i < sites_count(a->sites); i++) {
+        growth_short_t sh = growth_short_of(a->growth, sites_figures(a->sites, i)->stack);
+        t.blocks += sh.blocks;
+        t.bytes += sh.bytes;
+    }
+    return t;
+}
+
+// "within 1.0 ms or " (nothing with --short-ms 0), to go before "before their thread's ..."
+static const char *short_rule(analyze_t *a, char buf[64]) {
+    char d[32];
+    buf[0] = '\0';
+    if (growth_short_ns(a->growth))
+        snprintf(buf, 64, "within %s or ", out_duration((double)growth_short_ns(a->growth), d));
+    return buf;
+}
+
+static void print_site(FILE *f, const site_t *s);
+
+static void print_growth(FILE *f, analyze_t *a, size_t top) {
+    growth_t *g = a->growth;
+    size_t n = growth_n_sites(g);
+    uint64_t steps = 0, copied = 0, chains = 0;
+    for (size_t i = 0; i < n; i++) {
+        steps += growth_site(g, i)->n_steps;
+        copied += growth_site(g, i)->bytes_copied;
+        chains += growth_site(g, i)->n_chains;
+    }
+    char b1[32], b2[32], b3[32], b4[32], b5[32], adv[1024];
+    fprintf(f, "\nGrowth hotspots (all: %s copied in %s growth steps of %s chains)\n",
+            out_bytes(copied, b1), out_grouped(steps, b2), out_grouped(chains, b3));
+    if (n == 0)
+        fprintf(f, "  (none)\n");
+    for (size_t r = 0; r < n && r < top; r++) {
+        const growth_site_t *gs = growth_site(g, r);
+        size_t si = analyze_site_of(a, gs->stack);
+        const site_t *s = si == SIZE_MAX ? NULL : sites_get(a->sites, si);
+        fprintf(f, "  %2zu. %10s copied  %s step%s in %s chain%s, final size max %s, median %s\n",
+                r + 1, out_bytes(gs->bytes_copied, b1), out_grouped(gs->n_steps, b2),
+                plural(gs->n_steps), out_grouped(gs->n_chains, b3), plural(gs->n_chains),
+                out_bytes(gs->final_max, b4), out_bytes(gs->final_median, b5));
+        fprintf(f, "       %s\n", growth_advice(gs, s, adv, sizeof adv));
+        if (s)
+            print_site(f, s);
+    }
+    if (n > top)
+        fprintf(f, "  ... %zu more site%s\n", n - top, n - top == 1 ? "" : "s");
+}
+
+static void print_short(FILE *f, analyze_t *a, const summary_t *m, size_t top) {
+    size_t n = 0;
+    short_row_t *v = short_rows(a, &n);
+    growth_short_t t = short_total(a);
+    char b1[32], b2[32], b3[32], p1[16], rule[64];
+    fprintf(f, "\nTop sites by short-lived blocks (all: %s of %s blocks were freed %sbefore "
+               "their thread's next allocation; %s of them temporary)\n",
+            out_grouped(t.blocks, b1), out_grouped(m->blocks, b2), short_rule(a, rule),
+            out_grouped(m->temp_blocks, b3));
+    if (n == 0)
+        fprintf(f, "  (none)\n");
+    for (size_t r = 0; r < n && r < top; r++) {
+        const site_t *s = sites_get(a->sites, v[r].site);
+        const replay_site_t *g = &s->fig;
+        fprintf(f, "  %2zu. %10s %6s  of its %s block%s were short-lived (%s), %s temporary\n",
+                r + 1, out_grouped(v[r].sh.blocks, b1), out_percent(v[r].sh.blocks, g->blocks, p1),
+                out_grouped(g->blocks, b2), plural(g->blocks), out_bytes(v[r].sh.bytes, b3),
+                out_grouped(g->temp_blocks, rule));
+        print_site(f, s);
+    }
+    if (n > top)
+        fprintf(f, "  ... %zu more site%s\n", n - top, n - top == 1 ? "" : "s");
+    free(v);
+}
+
 static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     const reader_t *r = a->r;
     const replay_totals_t *t = replay_totals(a->rp);
@@ -245,6 +353,14 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
             out_grouped(t->live_blocks, b3), plural(t->live_blocks));
     fprintf(f, "temporary  %s blocks (%s of all) freed before their thread's next allocation\n",
             out_grouped(m.temp_blocks, b1), out_percent(m.temp_blocks, m.blocks, p1));
+    if (a->growth) {
+        growth_short_t st = short_total(a);
+        char rule[64];
+        fprintf(f, "short-lived %s blocks (%s of all) freed %sbefore their thread's next "
+                   "allocation\n",
+                out_grouped(st.blocks, b1), out_percent(st.blocks, m.blocks, p1),
+                short_rule(a, rule));
+    }
 
     const reader_damage_t *d = reader_damage(r);
     if (d->chunks_damaged || d->seq_gaps || d->truncated)
@@ -278,8 +394,14 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
                        "its frames show as module+offset\n",
                     mods[i].path);
     }
+    // with growth, the short-lived ranking extends (and stands in for) the temporary one
     for (int k = 0; k < N_RANKINGS; k++)
-        print_ranking(f, a, (ranking_t)k, &m, o->top);
+        if (!(a->growth && k == RANK_TEMP))
+            print_ranking(f, a, (ranking_t)k, &m, o->top);
+    if (a->growth) {
+        print_growth(f, a, o->top);
+        print_short(f, a, &m, o->top);
+    }
 }
 
 // ---- JSON ----
@@ -302,7 +424,7 @@ static json_t *frame_json(const symbolize_frame_t *fr, uint8_t kind) {
     return j;
 }
 
-static json_t *site_json(const site_t *s) {
+static json_t *site_json(analyze_t *a, const site_t *s) {
     const replay_site_t *g = &s->fig;
     json_t *j = json_object();
     char fn[FN_CAP], loc[FN_CAP];
@@ -335,7 +457,73 @@ static json_t *site_json(const site_t *s) {
     json_object_set_new(j, "end_blocks", out_json_int(g->end_blocks));
     json_object_set_new(j, "temporary_blocks", out_json_int(g->temp_blocks));
     json_object_set_new(j, "temporary_bytes", out_json_int(g->temp_bytes));
+    if (a->growth) {
+        growth_short_t sh = growth_short_of(a->growth, g->stack);
+        json_object_set_new(j, "short_lived_blocks", out_json_int(sh.blocks));
+        json_object_set_new(j, "short_lived_bytes", out_json_int(sh.bytes));
+    }
     return j;
+}
+
+// "function" and "location" of a naming frame nf (NULL: unknown stack), as in site_json
+static void name_json(json_t *j, const symbolize_frame_t *nf) {
+    char fn[FN_CAP], loc[FN_CAP];
+    json_object_set_new(j, "function",
+                        nf ? out_json_str(sites_frame_function(nf, fn, sizeof fn))
+                           : json_string("[unknown stack]"));
+    json_object_set_new(j, "location",
+                        nf ? out_json_str(sites_frame_location(nf, loc, sizeof loc)) : json_null());
+}
+
+// growth[] and short_lived[] (docs/report-json.md); pos maps a site index to its place in sites[]
+static void growth_json(analyze_t *a, json_t *root, const size_t *pos) {
+    growth_t *g = a->growth;
+    json_t *arr = json_array();
+    char buf[1024];
+    for (size_t i = 0; i < growth_n_sites(g); i++) {
+        const growth_site_t *gs = growth_site(g, i);
+        size_t si = analyze_site_of(a, gs->stack);
+        const site_t *s = si == SIZE_MAX ? NULL : sites_get(a->sites, si);
+        const symbolize_frame_t *nf = s && s->n_frames ? s->frames[s->name_frame] : NULL;
+        json_t *j = json_object();
+        json_object_set_new(j, "site",
+                            si == SIZE_MAX ? json_null() : json_integer((json_int_t)pos[si]));
+        name_json(j, nf);
+        json_object_set_new(j, "stack_id", out_json_int(gs->stack));
+        json_object_set_new(j, "chains", out_json_int(gs->n_chains));
+        json_object_set_new(j, "steps", out_json_int(gs->n_steps));
+        json_object_set_new(j, "realloc_steps", out_json_int(gs->n_realloc_steps));
+        json_object_set_new(j, "copy_steps", out_json_int(gs->n_steps - gs->n_realloc_steps));
+        json_object_set_new(j, "moves", out_json_int(gs->n_moves));
+        json_object_set_new(j, "bytes_copied", out_json_int(gs->bytes_copied));
+        json_t *fs = json_object();
+        json_object_set_new(fs, "max", out_json_int(gs->final_max));
+        json_object_set_new(fs, "median", out_json_int(gs->final_median));
+        json_object_set_new(j, "final_size", fs);
+        json_object_set_new(j, "first_size_min", out_json_int(gs->first_min));
+        json_object_set_new(j, "api", json_string(growth_api(gs, s)));
+        json_object_set_new(j, "advice", out_json_str(growth_advice(gs, s, buf, sizeof buf)));
+        json_array_append_new(arr, j);
+    }
+    json_object_set_new(root, "growth", arr);
+
+    size_t n = 0;
+    short_row_t *v = short_rows(a, &n);
+    json_t *sl = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const site_t *s = sites_get(a->sites, v[i].site);
+        const symbolize_frame_t *nf = s->n_frames ? s->frames[s->name_frame] : NULL;
+        json_t *j = json_object();
+        json_object_set_new(j, "site", json_integer((json_int_t)pos[v[i].site]));
+        name_json(j, nf);
+        json_object_set_new(j, "blocks", out_json_int(v[i].sh.blocks));
+        json_object_set_new(j, "bytes", out_json_int(v[i].sh.bytes));
+        json_object_set_new(j, "site_blocks", out_json_int(s->fig.blocks));
+        json_object_set_new(j, "temporary_blocks", out_json_int(s->fig.temp_blocks));
+        json_array_append_new(sl, j);
+    }
+    free(v);
+    json_object_set_new(root, "short_lived", sl);
 }
 
 static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_t *err) {
@@ -347,6 +535,12 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
     json_object_set_new(totals, "sites", out_json_int(sites_count(a->sites)));
     json_object_set_new(totals, "temporary_blocks", out_json_int(m.temp_blocks));
     json_object_set_new(totals, "temporary_bytes", out_json_int(m.temp_bytes));
+    if (a->growth) {
+        growth_short_t st = short_total(a);
+        json_object_set_new(totals, "short_lived_blocks", out_json_int(st.blocks));
+        json_object_set_new(totals, "short_lived_bytes", out_json_int(st.bytes));
+        json_object_set_new(totals, "short_lived_ns", out_json_int(growth_short_ns(a->growth)));
+    }
     json_object_set_new(root, "totals", totals);
 
     // every site, by bytes allocated; "top" lists indexes into this array
@@ -357,7 +551,7 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
     json_t *sites = json_array();
     for (size_t i = 0; i < n; i++) {
         pos[by_bytes[i]] = i;
-        json_array_append_new(sites, site_json(sites_get(a->sites, by_bytes[i])));
+        json_array_append_new(sites, site_json(a, sites_get(a->sites, by_bytes[i])));
     }
     json_t *top = json_object();
     for (int k = 0; k < N_RANKINGS; k++) {
@@ -369,8 +563,16 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
         json_object_set_new(top, rankings[k].json_key, arr);
         free(v);
     }
+    if (a->growth) {
+        size_t ns = 0;
+        short_row_t *sv = short_rows(a, &ns);
+        json_t *arr = json_array();
+        for (size_t i = 0; i < ns && i < o->top; i++)
+            json_array_append_new(arr, json_integer((json_int_t)pos[sv[i].site]));
+        json_object_set_new(top, "short_lived_blocks", arr);
+        free(sv);
+    }
     free(by_bytes);
-    free(pos);
 
     json_t *sym = json_object();
     json_object_set_new(sym, "addresses", out_json_int(symbolize_n_addresses(a->sym)));
@@ -388,6 +590,9 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
     json_object_set_new(root, "top", top);
     json_object_set_new(root, "symbols", sym);
     json_object_set_new(root, "sites", sites);
+    if (a->growth)
+        growth_json(a, root, pos);
+    free(pos);
 
     int rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);

@@ -19,4 +19,7 @@ heapprof report "$demo/exact_counts.hpt" > "$demo/exact_counts.report.txt"
 heapprof report --json "$demo/exact_counts.hpt" > "$demo/exact_counts.report.json"
 # for Valgrind's DHAT viewer: open /usr/libexec/valgrind/dh_view.html and load this file
 heapprof dhat "$demo/exact_counts.hpt" -o "$demo/exact_counts.dhat.json"
+# an allocation flamegraph (open the SVG in a browser) and its folded stacks
+heapprof flame "$demo/exact_counts.hpt" --metric bytes -o "$demo/exact_counts.bytes.svg"
+heapprof flame "$demo/exact_counts.hpt" --metric bytes --folded -o "$demo/exact_counts.bytes.folded"
 echo "heapprof: reports written to $demo"

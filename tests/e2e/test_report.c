@@ -108,7 +108,7 @@ Test(report, text_names_functions_and_lines, .timeout = 120) {
     cr_assert_eq(st, 0, "%s", err);
     cr_expect(strstr(out, "Top sites by bytes allocated"));
     cr_expect(strstr(out, "Top sites by bytes still live at exit"));
-    cr_expect(strstr(out, "Top sites by temporary blocks"));
+    cr_expect(strstr(out, "Top sites by short-lived blocks")); // temporary ones included
     cr_expect(strstr(out, "phase_peak  samples/c/exact_counts.c:"), "%s", out);
     cr_expect(strstr(out, "worker  samples/c/exact_counts.c:"));
     cr_expect(strstr(out, "474,555") || strstr(out, "KiB"), "%s", out);
