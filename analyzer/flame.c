@@ -6,6 +6,7 @@
 #include "flame.h"
 
 #include "growth.h"
+#include "out.h"
 #include "sites.h"
 #include "xalloc.h"
 
@@ -56,41 +57,12 @@ uint64_t flame_site_value(const analyze_t *a, size_t i, flame_metric_t m) {
     }
 }
 
-// Length of the valid UTF-8 sequence at s (1-4), or 0 if the bytes there are not one.
-static size_t utf8_len(const unsigned char *s) {
-    if (s[0] < 0x80)
-        return 1;
-    size_t n;
-    uint32_t cp;
-    if ((s[0] & 0xE0) == 0xC0) {
-        n = 2;
-        cp = s[0] & 0x1F;
-    } else if ((s[0] & 0xF0) == 0xE0) {
-        n = 3;
-        cp = s[0] & 0x0F;
-    } else if ((s[0] & 0xF8) == 0xF0) {
-        n = 4;
-        cp = s[0] & 0x07;
-    } else {
-        return 0;
-    }
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF)
-        return 0;
-    return n;
-}
-
 // flame_frame_text's work; fold: also replace ';'
 static char *safe_text(const char *name, char *buf, size_t cap, bool fold) {
     size_t o = 0;
     const unsigned char *s = (const unsigned char *)(name ? name : "");
     while (*s && o + 1 < cap) {
-        size_t k = utf8_len(s);
+        size_t k = out_utf8_len(s);
         if (k == 0) {
             buf[o++] = '?';
             s++;

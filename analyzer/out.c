@@ -58,8 +58,7 @@ const char *out_percent(uint64_t part, uint64_t whole, char buf[16]) {
     return buf;
 }
 
-// Length of the valid UTF-8 sequence at s (1-4), or 0 if the bytes there are not one.
-static size_t utf8_len(const unsigned char *s) {
+size_t out_utf8_len(const unsigned char *s) {
     if (s[0] < 0x80)
         return 1;
     size_t n;
@@ -81,9 +80,10 @@ static size_t utf8_len(const unsigned char *s) {
             return 0;
         cp = (cp << 6) | (s[i] & 0x3F);
     }
-    // overlong forms, surrogates and values past U+10FFFF are invalid too
+    // overlong forms, surrogates and values past U+10FFFF are invalid too; so are U+FFFE and
+    // U+FFFF, which XML (the SVG flamegraphs) does not allow
     if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF)
         return 0;
     return n;
 }
@@ -98,7 +98,7 @@ json_t *out_json_str(const char *s) {
     char *clean = xmalloc(n + 1);
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_len((const unsigned char *)s + i);
+        size_t k = out_utf8_len((const unsigned char *)s + i);
         if (k == 0) {
             clean[o++] = '?';
             i++;

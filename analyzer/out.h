@@ -35,6 +35,10 @@ const char *out_percent(uint64_t part, uint64_t whole, char buf[16]);
 // A JSON string of s, with bytes that are not valid UTF-8 replaced by '?' (jansson refuses
 // invalid UTF-8). NULL s gives JSON null. New reference.
 json_t *out_json_str(const char *s);
+
+// Length of the valid UTF-8 sequence at s (1-4), or 0 if the bytes there are not one (overlong
+// forms, surrogates and the noncharacters U+FFFE/U+FFFF count as invalid). s is NUL-terminated.
+size_t out_utf8_len(const unsigned char *s);
 // A JSON integer, saturated at the largest one JSON libraries read exactly (INT64_MAX).
 json_t *out_json_int(uint64_t v);
 
