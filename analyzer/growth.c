@@ -18,9 +18,11 @@
 // GROWTH_WINDOW heap events before the free of the old one ...
 #define GROWTH_WINDOW 4u
 // ... and the free comes at most this long after the new block's allocation, plus
-// GROWTH_COPY_NS_PER_BYTE for each byte of the old block (a copy at >= 100 MB/s).
-#define GROWTH_SLACK_NS 1000000ull
-#define GROWTH_COPY_NS_PER_BYTE 10ull
+// GROWTH_COPY_NS_PER_BYTE for each byte of the old block (a copy at >= 10 MB/s). Generous on
+// purpose: the event window above is the real test, and a profiled thread may be descheduled
+// for several milliseconds between the copy and the free (seen on a loaded 2-core CI machine).
+#define GROWTH_SLACK_NS 50000000ull
+#define GROWTH_COPY_NS_PER_BYTE 100ull
 #define HB_MAX_STEPS 40 // longest chain checked against hashbrown's layout (4 << 40 buckets)
 
 #define BLOCK_HAS_PRED (1ull << 63) // in gblock_t.seq: a link already leads to this block
