@@ -283,7 +283,8 @@ Test(flame, svg_script_hovers_zooms_searches_and_resets, .timeout = 300) {
     fclose(h);
     snprintf(cmd, sizeof cmd,
              "timeout 240 %s --headless=new --no-sandbox --disable-gpu --no-first-run "
-             "--user-data-dir=%s/chromium --allow-file-access-from-files "
+             "--disable-background-networking --disable-component-update --disable-sync "
+             "--disable-quic --user-data-dir=%s/chromium --allow-file-access-from-files "
              "--virtual-time-budget=5000 --dump-dom file://%s 2>/dev/null",
              chromium, dir, html);
     FILE *p = popen(cmd, "r");
