@@ -3,6 +3,8 @@
 // for humans, JSON through jansson for scripts and tests). Prints only to the FILE passed in.
 #include "cmd_stats.h"
 
+#include "out.h"
+
 #include "filter.h"
 #include "reader.h"
 #include "replay.h"
@@ -64,34 +66,6 @@ int cmd_stats_parse(int argc, char **argv, cmd_stats_opts_t *o, errmsg_t *err) {
 // ---- text ----
 
 // 1234567 -> "1,234,567"
-static const char *grouped(uint64_t v, char buf[32]) {
-    char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%" PRIu64, v);
-    int out = 0;
-    for (int i = 0; i < n; i++) {
-        if (i > 0 && (n - i) % 3 == 0)
-            buf[out++] = ',';
-        buf[out++] = tmp[i];
-    }
-    buf[out] = '\0';
-    return buf;
-}
-
-static const char *human_bytes(uint64_t v, char buf[32]) {
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    double d = (double)v;
-    unsigned u = 0;
-    while (d >= 1024 && u + 1 < sizeof units / sizeof *units) {
-        d /= 1024;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, 32, "%" PRIu64 " B", v);
-    else
-        snprintf(buf, 32, "%.1f %s", d, units[u]);
-    return buf;
-}
-
 static void write_text(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
                        const replay_totals_t *t, const filter_t *f) {
     char a[32], b[32], c[32];
@@ -101,98 +75,97 @@ static void write_text(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
     if (f)
         fprintf(out, "filter     allocations from %s (%zu module%s matched)\n", o->from_module,
                 filter_n_matching_modules(f), filter_n_matching_modules(f) == 1 ? "" : "s");
-    fprintf(out, "allocated  %s blocks, %s (%s bytes)\n", grouped(t->n_blocks, a),
-            human_bytes(t->n_bytes, b), grouped(t->n_bytes, c));
-    fprintf(out, "freed      %s blocks\n", grouped(t->n_frees, a));
-    fprintf(out, "peak       %s (%s bytes) in %s blocks at %.3f s\n", human_bytes(t->peak_bytes, a),
-            grouped(t->peak_bytes, b), grouped(t->peak_blocks, c), (double)t->peak_time_ns / 1e9);
-    fprintf(out, "at end     %s (%s bytes) in %s blocks\n", human_bytes(t->live_bytes, a),
-            grouped(t->live_bytes, b), grouped(t->live_blocks, c));
+    fprintf(out, "allocated  %s blocks, %s (%s bytes)\n", out_grouped(t->n_blocks, a),
+            out_bytes(t->n_bytes, b), out_grouped(t->n_bytes, c));
+    fprintf(out, "freed      %s blocks\n", out_grouped(t->n_frees, a));
+    fprintf(out, "peak       %s (%s bytes) in %s blocks at %.3f s\n", out_bytes(t->peak_bytes, a),
+            out_grouped(t->peak_bytes, b), out_grouped(t->peak_blocks, c), (double)t->peak_time_ns / 1e9);
+    fprintf(out, "at end     %s (%s bytes) in %s blocks\n", out_bytes(t->live_bytes, a),
+            out_grouped(t->live_bytes, b), out_grouped(t->live_blocks, c));
     fprintf(out, "threads    %" PRIu64 "\n", t->n_threads);
-    fprintf(out, "stacks     %s\n", grouped(reader_n_stacks(r), a));
-    fprintf(out, "events     %s\n", grouped(t->n_events, a));
+    fprintf(out, "stacks     %s\n", out_grouped(reader_n_stacks(r), a));
+    fprintf(out, "events     %s\n", out_grouped(t->n_events, a));
     fprintf(out, "duration   %.3f s\n", (double)t->last_time_ns / 1e9);
 
     const reader_damage_t *d = reader_damage(r);
     const reader_trailer_t *tr = reader_trailer(r);
     if (d->chunks_damaged)
-        fprintf(out, "damaged    %s chunk%s skipped (%s bytes)\n", grouped(d->chunks_damaged, a),
-                d->chunks_damaged == 1 ? "" : "s", grouped(d->bytes_skipped, b));
+        fprintf(out, "damaged    %s chunk%s skipped (%s bytes)\n", out_grouped(d->chunks_damaged, a),
+                d->chunks_damaged == 1 ? "" : "s", out_grouped(d->bytes_skipped, b));
     if (d->seq_gaps)
         fprintf(out, "missing    %s chunk%s by sequence number (events in them are not counted)\n",
-                grouped(d->seq_gaps, a), d->seq_gaps == 1 ? "" : "s");
+                out_grouped(d->seq_gaps, a), d->seq_gaps == 1 ? "" : "s");
     if (d->truncated)
         fprintf(out, "truncated  the trace ends inside a chunk (%s bytes unread)\n",
-                grouped(d->truncated_bytes, a));
+                out_grouped(d->truncated_bytes, a));
     if (!d->trailer)
         fprintf(out, "unfinished no trailer: the process did not exit cleanly; events of its last "
                      "flush interval may be missing\n");
     if (tr && tr->n_lost_events)
-        fprintf(out, "shim lost  %s events it could not record\n", grouped(tr->n_lost_events, a));
+        fprintf(out, "shim lost  %s events it could not record\n", out_grouped(tr->n_lost_events, a));
     if (tr && tr->n_stack_overflows)
         fprintf(out, "overflow   %s stacks did not fit the shim's stack table\n",
-                grouped(tr->n_stack_overflows, a));
+                out_grouped(tr->n_stack_overflows, a));
     if (d->late_events)
         fprintf(out, "late       %s events arrived after their merge watermark\n",
-                grouped(d->late_events, a));
+                out_grouped(d->late_events, a));
     if (t->n_unknown_frees || t->n_double_allocs)
         fprintf(out, "anomalies  %s frees of unknown addresses, %s allocations at live addresses\n",
-                grouped(t->n_unknown_frees, a), grouped(t->n_double_allocs, b));
+                out_grouped(t->n_unknown_frees, a), out_grouped(t->n_double_allocs, b));
 }
 
 // ---- JSON ----
 
-static json_t *jint(uint64_t v) { return json_integer(v > LLONG_MAX ? LLONG_MAX : (json_int_t)v); }
 
 json_t *cmd_stats_json(const reader_t *r, const replay_totals_t *t, const char *from_module,
                        const filter_t *f) {
     json_t *j = json_object();
     const hpt_file_hdr_t *h = reader_header(r);
-    json_object_set_new(j, "pid", jint(h->pid));
+    json_object_set_new(j, "pid", out_json_int(h->pid));
     json_object_set_new(j, "exe", reader_exe(r) ? json_string(reader_exe(r)) : json_null());
-    json_object_set_new(j, "blocks", jint(t->n_blocks));
-    json_object_set_new(j, "bytes", jint(t->n_bytes));
-    json_object_set_new(j, "frees", jint(t->n_frees));
-    json_object_set_new(j, "peak_bytes", jint(t->peak_bytes));
-    json_object_set_new(j, "peak_blocks", jint(t->peak_blocks));
-    json_object_set_new(j, "peak_time_ns", jint(t->peak_time_ns));
-    json_object_set_new(j, "end_bytes", jint(t->live_bytes));
-    json_object_set_new(j, "end_blocks", jint(t->live_blocks));
-    json_object_set_new(j, "threads", jint(t->n_threads));
-    json_object_set_new(j, "events", jint(t->n_events));
-    json_object_set_new(j, "stacks", jint(reader_n_stacks(r)));
-    json_object_set_new(j, "duration_ns", jint(t->last_time_ns));
+    json_object_set_new(j, "blocks", out_json_int(t->n_blocks));
+    json_object_set_new(j, "bytes", out_json_int(t->n_bytes));
+    json_object_set_new(j, "frees", out_json_int(t->n_frees));
+    json_object_set_new(j, "peak_bytes", out_json_int(t->peak_bytes));
+    json_object_set_new(j, "peak_blocks", out_json_int(t->peak_blocks));
+    json_object_set_new(j, "peak_time_ns", out_json_int(t->peak_time_ns));
+    json_object_set_new(j, "end_bytes", out_json_int(t->live_bytes));
+    json_object_set_new(j, "end_blocks", out_json_int(t->live_blocks));
+    json_object_set_new(j, "threads", out_json_int(t->n_threads));
+    json_object_set_new(j, "events", out_json_int(t->n_events));
+    json_object_set_new(j, "stacks", out_json_int(reader_n_stacks(r)));
+    json_object_set_new(j, "duration_ns", out_json_int(t->last_time_ns));
     if (f) {
         json_t *jf = json_object();
         json_object_set_new(jf, "from_module", json_string(from_module));
-        json_object_set_new(jf, "modules_matched", jint(filter_n_matching_modules(f)));
+        json_object_set_new(jf, "modules_matched", out_json_int(filter_n_matching_modules(f)));
         json_object_set_new(j, "filter", jf);
     }
 
     const reader_damage_t *d = reader_damage(r);
     json_t *jd = json_object();
-    json_object_set_new(jd, "chunks_ok", jint(d->chunks_ok));
-    json_object_set_new(jd, "chunks_damaged", jint(d->chunks_damaged));
-    json_object_set_new(jd, "bytes_skipped", jint(d->bytes_skipped));
-    json_object_set_new(jd, "chunks_missing", jint(d->seq_gaps));
+    json_object_set_new(jd, "chunks_ok", out_json_int(d->chunks_ok));
+    json_object_set_new(jd, "chunks_damaged", out_json_int(d->chunks_damaged));
+    json_object_set_new(jd, "bytes_skipped", out_json_int(d->bytes_skipped));
+    json_object_set_new(jd, "chunks_missing", out_json_int(d->seq_gaps));
     json_object_set_new(jd, "truncated", json_boolean(d->truncated));
-    json_object_set_new(jd, "truncated_bytes", jint(d->truncated_bytes));
+    json_object_set_new(jd, "truncated_bytes", out_json_int(d->truncated_bytes));
     json_object_set_new(jd, "clean_exit", json_boolean(d->trailer));
-    json_object_set_new(jd, "late_events", jint(d->late_events));
+    json_object_set_new(jd, "late_events", out_json_int(d->late_events));
     json_object_set_new(j, "damage", jd);
 
     json_t *ja = json_object();
-    json_object_set_new(ja, "unknown_frees", jint(t->n_unknown_frees));
-    json_object_set_new(ja, "double_allocs", jint(t->n_double_allocs));
+    json_object_set_new(ja, "unknown_frees", out_json_int(t->n_unknown_frees));
+    json_object_set_new(ja, "double_allocs", out_json_int(t->n_double_allocs));
     json_object_set_new(j, "anomalies", ja);
 
     // shim counters come from the trailer; without one they are unknown, not zero
     const reader_trailer_t *tr = reader_trailer(r);
     json_t *js = json_object();
-    json_object_set_new(js, "events_recorded", tr ? jint(tr->n_events) : json_null());
-    json_object_set_new(js, "events_lost", tr ? jint(tr->n_lost_events) : json_null());
-    json_object_set_new(js, "stacks", tr ? jint(tr->n_stacks) : json_null());
-    json_object_set_new(js, "stack_overflows", tr ? jint(tr->n_stack_overflows) : json_null());
+    json_object_set_new(js, "events_recorded", tr ? out_json_int(tr->n_events) : json_null());
+    json_object_set_new(js, "events_lost", tr ? out_json_int(tr->n_lost_events) : json_null());
+    json_object_set_new(js, "stacks", tr ? out_json_int(tr->n_stacks) : json_null());
+    json_object_set_new(js, "stack_overflows", tr ? out_json_int(tr->n_stack_overflows) : json_null());
     json_object_set_new(j, "shim", js);
 
     return j;

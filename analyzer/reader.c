@@ -361,6 +361,16 @@ static inline reader_event_t *q_push(tqueue_t *q) {
     return &q->ev[q->tail++];
 }
 
+// A thread or module event (rare, so zeroed whole; allocation events fill their fields only).
+static reader_event_t *q_push_meta(tqueue_t *q, uint8_t kind, uint32_t tid, uint64_t time_ns) {
+    reader_event_t *e = q_push(q);
+    memset(e, 0, sizeof *e);
+    e->kind = kind;
+    e->tid = tid;
+    e->time_ns = time_ns;
+    return e;
+}
+
 // ---- definitions ----
 
 static bool def_stack(reader_t *r, const hpt_rec_t *rec) {
@@ -579,33 +589,21 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
             def_thread_start(r, q, &rec, tid);
             if (!keep)
                 break;
-            e = q_push(q);
-            memset(e, 0, sizeof *e);
-            e->kind = READER_THREAD_START;
-            e->tid = tid;
-            e->time_ns = rec.time_ns;
+            q_push_meta(q, READER_THREAD_START, tid, rec.time_ns);
             late += rec.time_ns < wm;
             break;
         case HPT_REC_THREAD_END:
             def_thread_end(r, q, &rec);
             if (!keep)
                 break;
-            e = q_push(q);
-            memset(e, 0, sizeof *e);
-            e->kind = READER_THREAD_END;
-            e->tid = tid;
-            e->time_ns = rec.time_ns;
+            q_push_meta(q, READER_THREAD_END, tid, rec.time_ns);
             late += rec.time_ns < wm;
             break;
         case HPT_REC_MODULE_LOAD: {
             size_t idx = def_module_load(r, &rec, tid);
             if (!keep)
                 break;
-            e = q_push(q);
-            memset(e, 0, sizeof *e);
-            e->kind = READER_MODULE_LOAD;
-            e->tid = tid;
-            e->time_ns = rec.time_ns;
+            e = q_push_meta(q, READER_MODULE_LOAD, tid, rec.time_ns);
             e->stack = idx;
             e->addr = rec.addr;
             e->size = rec.size;
@@ -616,11 +614,7 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
             uint64_t idx = def_module_unload(r, &rec);
             if (!keep)
                 break;
-            e = q_push(q);
-            memset(e, 0, sizeof *e);
-            e->kind = READER_MODULE_UNLOAD;
-            e->tid = tid;
-            e->time_ns = rec.time_ns;
+            e = q_push_meta(q, READER_MODULE_UNLOAD, tid, rec.time_ns);
             e->stack = idx;
             e->addr = rec.addr;
             late += rec.time_ns < wm;

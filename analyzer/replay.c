@@ -225,23 +225,33 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
     }
 }
 
-static void on_free_sites(replay_t *rp, const reader_event_t *ev) {
+// The part of a free both modes share: takes the block out of the live table and the totals.
+// Returns false when there is nothing more to do (unknown or uncounted block).
+static inline bool free_block(replay_t *rp, const reader_event_t *ev, live_block_t *b) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    live_block_t b;
-    if (!hmap_take(&rp->live, ev->addr, &b)) {
+    if (!hmap_take(&rp->live, ev->addr, b)) {
         t->n_unknown_frees++;
         if (!rp->filtered) {
             note_thread(rp, ev->tid);
             t->n_events += !realloc_half;
         }
-        return;
+        return false;
     }
-    if (!(b.stack & BLOCK_COUNTED))
-        return;
+    if (!(b->stack & BLOCK_COUNTED))
+        return false;
     note_thread(rp, ev->tid);
-    t->live_bytes -= b.size;
+    t->live_bytes -= b->size;
     t->live_blocks--;
+    return true;
+}
+
+static void on_free_sites(replay_t *rp, const reader_event_t *ev) {
+    replay_totals_t *t = &rp->t;
+    bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
+    live_block_t b;
+    if (!free_block(rp, ev, &b))
+        return;
     uint32_t idx = (uint32_t)(b.stack & ~BLOCK_COUNTED);
     site_release(rp, idx, &b, ev->time_ns);
     thread_state_t *ts = thread_state(rp, ev->tid);
@@ -321,19 +331,8 @@ static void on_free(replay_t *rp, const reader_event_t *ev) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
     live_block_t b;
-    if (!hmap_take(&rp->live, ev->addr, &b)) {
-        t->n_unknown_frees++;
-        if (!rp->filtered) {
-            note_thread(rp, ev->tid);
-            t->n_events += !realloc_half;
-        }
+    if (!free_block(rp, ev, &b))
         return;
-    }
-    if (!(b.stack & BLOCK_COUNTED))
-        return;
-    note_thread(rp, ev->tid);
-    t->live_bytes -= b.size;
-    t->live_blocks--;
     if (!realloc_half) {
         t->n_frees++;
         t->n_events++;
