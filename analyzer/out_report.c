@@ -20,6 +20,7 @@ typedef enum ranking {
     RANK_PEAK,
     RANK_END,
     RANK_TEMP,
+    RANK_UNTOUCHED,
     N_RANKINGS,
 } ranking_t;
 
@@ -32,11 +33,13 @@ static const struct {
     [RANK_PEAK] = {"peak_bytes", "bytes live at the peak"},
     [RANK_END] = {"end_bytes", "bytes still live at exit"},
     [RANK_TEMP] = {"temporary_blocks", "temporary blocks"},
+    [RANK_UNTOUCHED] = {"untouched_bytes", "bytes reserved but never touched"},
 };
 
 typedef struct summary {
     uint64_t bytes, blocks, peak_bytes, peak_blocks, end_bytes, end_blocks;
     uint64_t temp_blocks, temp_bytes;
+    uint64_t touch_blocks, touch_bytes, touched_bytes, touch_resident_blocks;
 } summary_t;
 
 static uint64_t metric(const replay_site_t *g, ranking_t k) {
@@ -51,6 +54,8 @@ static uint64_t metric(const replay_site_t *g, ranking_t k) {
         return g->end_bytes;
     case RANK_TEMP:
         return g->temp_blocks;
+    case RANK_UNTOUCHED:
+        return g->touch_bytes - g->touched_bytes;
     default:
         return 0;
     }
@@ -101,6 +106,10 @@ static summary_t summarize(sites_t *s) {
         m.end_blocks += g->end_blocks;
         m.temp_blocks += g->temp_blocks;
         m.temp_bytes += g->temp_bytes;
+        m.touch_blocks += g->touch_blocks;
+        m.touch_bytes += g->touch_bytes;
+        m.touched_bytes += g->touched_bytes;
+        m.touch_resident_blocks += g->touch_resident_blocks;
     }
     return m;
 }
@@ -158,12 +167,30 @@ static void print_site(FILE *f, const site_t *s) {
     }
 }
 
+// Which measure a site's bytes-touched figure comes from (docs/trace-format.md#touch).
+static const char *touch_method(uint64_t blocks, uint64_t resident) {
+    return resident == 0 ? "pattern" : resident == blocks ? "resident pages" : "pattern and resident pages";
+}
+
 static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m, size_t top) {
     size_t n = 0;
     size_t *v = ranked(a->sites, k, &n);
-    char b1[32], b2[32], b3[32], p1[16];
-    fprintf(f, "\nTop sites by %s", rankings[k].title);
+    char b1[32], b2[32], b3[32], b4[32], b5[32], p1[16];
+    if (k == RANK_UNTOUCHED) {
+        fprintf(f, "\nReserved but untouched");
+        if (!(reader_header(a->r)->flags & HPT_FILE_TOUCH))
+            fprintf(f, " (not measured: the trace was recorded with HEAPPROF_TOUCH=0)\n");
+        else
+            fprintf(f, " (all: %s of %s in %s freed blocks never touched; blocks live at exit "
+                       "are not measured)\n",
+                    out_bytes(m->touch_bytes - m->touched_bytes, b1), out_bytes(m->touch_bytes, b2),
+                    out_grouped(m->touch_blocks, b3));
+    } else {
+        fprintf(f, "\nTop sites by %s", rankings[k].title);
+    }
     switch (k) {
+    case RANK_UNTOUCHED:
+        break;
     case RANK_BYTES:
         fprintf(f, " (all: %s in %s blocks)\n", out_bytes(m->bytes, b1),
                 out_grouped(m->blocks, b2));
@@ -210,6 +237,15 @@ static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m
             fprintf(f, "  %2zu. %10s %6s  in %s block%s never freed\n", r + 1,
                     out_bytes(g->end_bytes, b1), out_percent(g->end_bytes, m->end_bytes, p1),
                     out_grouped(g->end_blocks, b2), plural(g->end_blocks));
+            break;
+        case RANK_UNTOUCHED:
+            fprintf(f, "  %2zu. %10s %6s  untouched of %s in %s block%s (by %s); avg %s touched of %s\n",
+                    r + 1, out_bytes(g->touch_bytes - g->touched_bytes, b1),
+                    out_percent(g->touch_bytes - g->touched_bytes, g->touch_bytes, p1),
+                    out_bytes(g->touch_bytes, b2), out_grouped(g->touch_blocks, b3),
+                    plural(g->touch_blocks), touch_method(g->touch_blocks, g->touch_resident_blocks),
+                    out_bytes(g->touched_bytes / g->touch_blocks, b4),
+                    out_bytes(g->touch_bytes / g->touch_blocks, b5));
             break;
         default:
             fprintf(f, "  %2zu. %10s %6s  of its %s block%s were temporary (%s)\n", r + 1,
@@ -353,6 +389,10 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
             out_grouped(t->live_blocks, b3), plural(t->live_blocks));
     fprintf(f, "temporary  %s blocks (%s of all) freed before their thread's next allocation\n",
             out_grouped(m.temp_blocks, b1), out_percent(m.temp_blocks, m.blocks, p1));
+    if (reader_header(r)->flags & HPT_FILE_TOUCH)
+        fprintf(f, "touched    %s of the %s in %s freed blocks (%s)\n", out_bytes(m.touched_bytes, b1),
+                out_bytes(m.touch_bytes, b2), out_grouped(m.touch_blocks, b3),
+                out_percent(m.touched_bytes, m.touch_bytes, p1));
     if (a->growth) {
         growth_short_t st = short_total(a);
         char rule[64];
@@ -396,12 +436,13 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     }
     // with growth, the short-lived ranking extends (and stands in for) the temporary one
     for (int k = 0; k < N_RANKINGS; k++)
-        if (!(a->growth && k == RANK_TEMP))
+        if (!(a->growth && k == RANK_TEMP) && k != RANK_UNTOUCHED)
             print_ranking(f, a, (ranking_t)k, &m, o->top);
-    if (a->growth) {
+    if (a->growth)
         print_growth(f, a, o->top);
+    print_ranking(f, a, RANK_UNTOUCHED, &m, o->top);
+    if (a->growth)
         print_short(f, a, &m, o->top);
-    }
 }
 
 // ---- JSON ----
@@ -457,6 +498,12 @@ static json_t *site_json(analyze_t *a, const site_t *s) {
     json_object_set_new(j, "end_blocks", out_json_int(g->end_blocks));
     json_object_set_new(j, "temporary_blocks", out_json_int(g->temp_blocks));
     json_object_set_new(j, "temporary_bytes", out_json_int(g->temp_bytes));
+    json_object_set_new(j, "touched_bytes", out_json_int(g->touched_bytes));
+    json_object_set_new(j, "touch_measured_blocks", out_json_int(g->touch_blocks));
+    json_object_set_new(j, "touch_measured_bytes", out_json_int(g->touch_bytes));
+    json_object_set_new(j, "touch_method", g->touch_blocks ? json_string(touch_method(
+                                                                 g->touch_blocks, g->touch_resident_blocks))
+                                                           : json_null());
     if (a->growth) {
         growth_short_t sh = growth_short_of(a->growth, g->stack);
         json_object_set_new(j, "short_lived_blocks", out_json_int(sh.blocks));
@@ -535,6 +582,16 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
     json_object_set_new(totals, "sites", out_json_int(sites_count(a->sites)));
     json_object_set_new(totals, "temporary_blocks", out_json_int(m.temp_blocks));
     json_object_set_new(totals, "temporary_bytes", out_json_int(m.temp_bytes));
+    json_t *touch = json_object();
+    const hpt_file_hdr_t *fh = reader_header(a->r);
+    json_object_set_new(touch, "measured", json_boolean(fh->flags & HPT_FILE_TOUCH));
+    json_object_set_new(touch, "fill_max",
+                        fh->flags & HPT_FILE_TOUCH ? out_json_int(fh->touch_fill_max) : json_null());
+    json_object_set_new(touch, "blocks", out_json_int(m.touch_blocks));
+    json_object_set_new(touch, "bytes", out_json_int(m.touch_bytes));
+    json_object_set_new(touch, "touched_bytes", out_json_int(m.touched_bytes));
+    json_object_set_new(touch, "resident_blocks", out_json_int(m.touch_resident_blocks));
+    json_object_set_new(totals, "touch", touch);
     if (a->growth) {
         growth_short_t st = short_total(a);
         json_object_set_new(totals, "short_lived_blocks", out_json_int(st.blocks));

@@ -541,14 +541,14 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
                 break;
             e = q_push(q);
             e->kind = READER_FREE;
-            e->sub = 0;
+            e->touch = rec.touch;
             e->flags = 0;
             e->tid = tid;
             e->time_ns = rec.time_ns;
             e->stack = 0;
             e->addr = rec.addr;
-            e->old_addr = 0;
-            e->size = 0;
+            e->touched_nz = rec.touch ? rec.touched_nz : 0;
+            e->touched = rec.touch ? rec.touched : 0;
             late += rec.time_ns < wm;
             break;
         case HPT_REC_REALLOC:
@@ -559,14 +559,14 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
             if (rec.old_addr != 0) {
                 e = q_push(q);
                 e->kind = READER_FREE;
-                e->sub = 0;
+                e->touch = rec.touch;
                 e->flags = READER_FREE_OF_REALLOC;
                 e->tid = tid;
                 e->time_ns = rec.time_ns;
                 e->stack = rec.stack;
                 e->addr = rec.old_addr;
-                e->old_addr = 0;
-                e->size = 0;
+                e->touched_nz = rec.touch ? rec.touched_nz : 0;
+                e->touched = rec.touch ? rec.touched : 0;
                 late += rec.time_ns < wm;
             }
             e = q_push(q);

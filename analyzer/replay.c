@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #define BLOCK_COUNTED (1ull << 63) // in live_block.stack: the block passed the filter
+#define BLOCK_ZEROED (1ull << 62)  // with REPLAY_SITES: a calloc block (its touch is touched_nz)
 #define SEEN_TIDS 64u
 #define THREAD_SLOTS 64u  // direct-mapped per-thread state; the rest spills to a hash map
 #define STACK_SLOTS 1024u // direct-mapped stack id -> site index cache
@@ -34,6 +35,7 @@ typedef struct site_acc {
     uint64_t lifetime_ns;  // of the blocks freed so far
     uint64_t birth_sum_ns; // sum of the birth times of live blocks (mod 2^64)
     uint64_t temp_blocks, temp_bytes;
+    uint64_t touch_blocks, touch_bytes, touched_bytes, touch_resident_blocks;
 } site_acc_t;
 
 typedef struct thread_state {
@@ -162,6 +164,17 @@ static void site_release(replay_t *rp, uint32_t idx, const live_block_t *b, uint
         s->lifetime_ns += now - b->time_ns;
 }
 
+// Adds a freed block's bytes-touched measure to its site (docs/trace-format.md#touch).
+static void site_touched(site_acc_t *s, const reader_event_t *ev, const live_block_t *b) {
+    bool resident = ev->touch == 1 + HPT_TOUCH_RESIDENT;
+    uint64_t touched = (b->stack & BLOCK_ZEROED) && !resident ? ev->touched_nz : ev->touched;
+    s->touch_blocks++;
+    s->touch_bytes += b->size;
+    // the measure covers the allocator's usable size, which may exceed what was asked for
+    s->touched_bytes += touched < b->size ? touched : b->size;
+    s->touch_resident_blocks += resident;
+}
+
 static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
     replay_totals_t *t = &rp->t;
     bool counted = !rp->keep || rp->keep(rp->keep_ctx, ev);
@@ -196,7 +209,7 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
     ts->last_time_ns = ev->time_ns;
     b->size = size;
     b->time_ns = ev->time_ns;
-    b->stack = idx | BLOCK_COUNTED;
+    b->stack = idx | BLOCK_COUNTED | (ev->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
 
     site_acc_t *s = &rp->sites[idx];
     site_touch(rp, s);
@@ -254,6 +267,8 @@ static void on_free_sites(replay_t *rp, const reader_event_t *ev) {
         return;
     uint32_t idx = (uint32_t)(b.stack & ~BLOCK_COUNTED);
     site_release(rp, idx, &b, ev->time_ns);
+    if (ev->touch)
+        site_touched(&rp->sites[idx], ev, &b);
     thread_state_t *ts = thread_state(rp, ev->tid);
     if (realloc_half) {
         ts->has_pending = true;
@@ -291,6 +306,10 @@ void replay_site(const replay_t *rp, size_t i, replay_site_t *out) {
         .end_blocks = s->live_blocks,
         .temp_blocks = s->temp_blocks,
         .temp_bytes = s->temp_bytes,
+        .touch_blocks = s->touch_blocks,
+        .touch_bytes = s->touch_bytes,
+        .touched_bytes = s->touched_bytes,
+        .touch_resident_blocks = s->touch_resident_blocks,
     };
 }
 

@@ -61,6 +61,11 @@ typedef struct replay_site {
     uint64_t end_bytes, end_blocks;   // eb, ebk: live after the last event (t-end)
     uint64_t temp_blocks, temp_bytes; // short-lived: freed by the thread that made it before
                                       // that thread allocated anything else
+    // Bytes touched (docs/trace-format.md#touch), over the blocks freed with a measure:
+    uint64_t touch_blocks;          // how many blocks were measured
+    uint64_t touch_bytes;           // their sizes
+    uint64_t touched_bytes;         // bytes of them the program touched (<= touch_bytes)
+    uint64_t touch_resident_blocks; // of touch_blocks, measured by resident pages (upper bound)
 } replay_site_t;
 
 // Sites seen so far (REPLAY_SITES), in order of their first allocation, and the figures of site

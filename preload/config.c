@@ -50,6 +50,10 @@ void hp_config_load(void) {
     uint32_t level = 1;
     hp_config.quiet = false;
     hp_config.enabled = true;
+    hp_config.touch = true;
+    // glibc's default mmap threshold: larger blocks are fresh mappings, where resident pages
+    // measure exactly what was touched
+    hp_config.touch_fill_max = 128 * 1024;
 
     const char *out = getenv("HEAPPROF_OUT");
     if (out) {
@@ -66,6 +70,8 @@ void hp_config_load(void) {
     parse_u32("HEAPPROF_ZSTD_LEVEL", 1, 19, &level);
     parse_bool("HEAPPROF_QUIET", &hp_config.quiet);
     parse_bool("HEAPPROF_ENABLE", &hp_config.enabled);
+    parse_bool("HEAPPROF_TOUCH", &hp_config.touch);
+    parse_u32("HEAPPROF_TOUCH_FILL_MAX", 0, 1u << 30, &hp_config.touch_fill_max);
     const char *unw = getenv("HEAPPROF_UNWIND");
     hp_config.unwinder = HP_UNWIND_CFI;
     if (unw && !strcmp(unw, "libunwind"))

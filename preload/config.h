@@ -23,6 +23,8 @@ typedef struct hp_config {
     bool quiet;             // HEAPPROF_QUIET=1: no "writing trace to" line
     bool enabled;           // HEAPPROF_ENABLE=0 turns recording off (the shim passes through)
     int unwinder;           // HEAPPROF_UNWIND: cfi (default), libunwind, check
+    bool touch;             // HEAPPROF_TOUCH=0: do not measure bytes touched (touch.h)
+    uint32_t touch_fill_max; // HEAPPROF_TOUCH_FILL_MAX: largest block (usable bytes) to fill
 } hp_config_t;
 
 extern hp_config_t hp_config;

@@ -16,6 +16,7 @@
 #include "stacktab.h"
 #include "state.h"
 #include "tbuf.h"
+#include "touch.h"
 #include "unwind.h"
 
 #include <pthread.h>
@@ -129,6 +130,8 @@ void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align) {
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return;
+    if (hp_config.touch && tag != HPT_REC_CALLOC)
+        hp_touch_fill((void *)ptr, 0);
     uint64_t t = busy_now(r);
     uint32_t stack = capture_stack(r, t);
     uint8_t buf[64], *p = buf;
@@ -143,42 +146,65 @@ void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align) {
     idle(r);
 }
 
+static inline void measure(const void *ptr, hp_touch_t *t) {
+    t->method = -1;
+    if (hp_config.touch)
+        hp_touch_measure(ptr, t);
+}
+
+static inline uint8_t *put_touch(uint8_t *p, const hp_touch_t *t) {
+    return hpt_put_touch(p, t->method, t->touched, t->touched_nz);
+}
+
 void hp_record_free(const void *ptr) {
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return;
+    hp_touch_t touch;
+    measure(ptr, &touch);
     uint64_t t = busy_now(r);
-    uint8_t buf[32], *p = buf;
+    uint8_t buf[48], *p = buf;
     *p++ = HPT_REC_FREE;
     p = put_time(p, t);
     p = put_addr(p, (uint64_t)(uintptr_t)ptr);
+    p = put_touch(p, &touch);
     hp_tbuf_append(r, buf, (size_t)(p - buf));
     idle(r);
 }
 
-uint64_t hp_record_realloc_begin(void) {
+uint64_t hp_record_realloc_begin(const void *old, hp_realloc_touch_t *rt) {
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return 0;
+    rt->touch.method = -1;
+    rt->old_usable = 0;
+    if (old && hp_config.touch) {
+        rt->old_usable = hp_touch_usable(old);
+        hp_touch_measure(old, &rt->touch);
+    }
     return busy_now(r);
 }
 
-void hp_record_realloc_end(uint64_t t0, const void *old, const void *ptr, size_t size) {
+void hp_record_realloc_end(uint64_t t0, const hp_realloc_touch_t *rt, const void *old,
+                           const void *ptr, size_t size) {
     hp_ring_t *r = hp_tls_ring;
     if (HP_UNLIKELY(!r))
         return;
-    uint8_t buf[64], *p = buf;
+    uint8_t buf[80], *p = buf;
     if (!ptr) {
         // realloc(p, 0) freed p (glibc); a failed realloc left it alone and records nothing
         if (old && size == 0) {
             *p++ = HPT_REC_FREE;
             p = put_time(p, t0);
             p = put_addr(p, (uint64_t)(uintptr_t)old);
+            p = put_touch(p, &rt->touch);
             hp_tbuf_append(r, buf, (size_t)(p - buf));
         }
         idle(r);
         return;
     }
+    if (hp_config.touch) // realloc kept min(old usable, size) bytes; the rest is new to the program
+        hp_touch_fill((void *)ptr, old ? (rt->old_usable < size ? rt->old_usable : size) : 0);
     uint64_t t1 = hp_state_now();
     uint32_t stack = capture_stack(r, t0);
     *p++ = HPT_REC_REALLOC;
@@ -189,6 +215,8 @@ void hp_record_realloc_end(uint64_t t0, const void *old, const void *ptr, size_t
     p = put_addr(p, (uint64_t)(uintptr_t)old);
     p = put_addr(p, (uint64_t)(uintptr_t)ptr);
     p = hpt_put_varint(p, size);
+    if (old)
+        p = put_touch(p, &rt->touch);
     hp_tbuf_append(r, buf, (size_t)(p - buf));
     idle(r);
 }

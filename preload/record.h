@@ -4,6 +4,8 @@
 #ifndef HEAPPROF_PRELOAD_RECORD_H
 #define HEAPPROF_PRELOAD_RECORD_H
 
+#include "touch.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -13,10 +15,17 @@ void hp_record_alloc(uint8_t tag, const void *p, size_t size, size_t align);
 // Records a free of p (non-NULL). Must be called before the real free runs.
 void hp_record_free(const void *p);
 
-// realloc brackets the real call: begin before it (returns the "before" time and marks the
-// thread busy), end after it with the outcome.
-uint64_t hp_record_realloc_begin(void);
-void hp_record_realloc_end(uint64_t t_before, const void *old, const void *p, size_t size);
+// What realloc's begin measured of the old block, for its end.
+typedef struct hp_realloc_touch {
+    hp_touch_t touch;
+    size_t old_usable;
+} hp_realloc_touch_t;
+
+// realloc brackets the real call: begin before it (measures the old block, returns the
+// "before" time and marks the thread busy), end after it with the outcome.
+uint64_t hp_record_realloc_begin(const void *old, hp_realloc_touch_t *rt);
+void hp_record_realloc_end(uint64_t t_before, const hp_realloc_touch_t *rt, const void *old,
+                           const void *p, size_t size);
 
 // Thread exit hook (pthread key destructor): writes THREAD_END, marks the ring closed.
 void hp_record_thread_exit(void *ring);

@@ -130,6 +130,10 @@ static bool start_trace(void) {
     h.start_unix_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
     h.pid = (uint32_t)getpid();
     h.ppid = (uint32_t)getppid();
+    if (hp_config.touch) {
+        h.flags |= HPT_FILE_TOUCH;
+        h.touch_fill_max = hp_config.touch_fill_max;
+    }
     bool ok = hp_writer_start(fd, path, &h, m.buf, m.len, m.nrec);
     hp_mem_unmap(m.buf, m.cap);
     if (ok && !hp_config.quiet)

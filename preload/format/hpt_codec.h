@@ -71,7 +71,21 @@ typedef struct hpt_rec {
     const uint8_t *str2;   // MODULE_LOAD build id (raw bytes), PROCESS args (argc in size)
     uint32_t str2_len;
     uint64_t counters[4];  // TRAILER
+    uint8_t touch;         // FREE, REALLOC: 0 not measured, else 1 + HPT_TOUCH_FILL/RESIDENT
+    uint64_t touched;      // with touch: bytes touched (FILL: differing from the pattern)
+    uint64_t touched_nz;   // with touch: FILL: bytes that are not zero; RESIDENT: = touched
 } hpt_rec_t;
+
+// Encodes a block's touch measure (see hpt_format.h): method HPT_TOUCH_*, or -1 for none.
+// Room for 2 * HPT_VARINT_MAX bytes.
+static inline uint8_t *hpt_put_touch(uint8_t *p, int method, uint64_t touched, uint64_t touched_nz) {
+    if (method < 0)
+        return hpt_put_varint(p, 0);
+    p = hpt_put_varint(p, ((touched << 1) | (uint64_t)method) + 1);
+    if (method == HPT_TOUCH_FILL)
+        p = hpt_put_varint(p, hpt_zigzag((int64_t)(touched_nz - touched)));
+    return p;
+}
 
 static inline const uint8_t *hpt_get_bytes(const uint8_t *p, const uint8_t *end, const uint8_t **s,
                                            uint32_t *len) {
@@ -103,6 +117,24 @@ static inline const uint8_t *hpt_get_addr(const uint8_t *p, const uint8_t *end, 
     return p;
 }
 
+static inline const uint8_t *hpt_get_touch(const uint8_t *p, const uint8_t *end, hpt_rec_t *r) {
+    uint64_t v, z;
+    if (!(p = hpt_get_varint(p, end, &v)))
+        return NULL;
+    r->touch = 0;
+    if (v == 0)
+        return p;
+    v--;
+    r->touch = (uint8_t)(1 + (v & 1));
+    r->touched = r->touched_nz = v >> 1;
+    if ((v & 1) == HPT_TOUCH_FILL) {
+        if (!(p = hpt_get_varint(p, end, &z)))
+            return NULL;
+        r->touched_nz += (uint64_t)hpt_unzigzag(z);
+    }
+    return p;
+}
+
 // Decodes the record at p, advancing st. Returns the byte after the record, or NULL if the
 // bytes are not a well-formed record (unknown tag, overrun, absurd count).
 static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end, hpt_dstate_t *st,
@@ -123,18 +155,19 @@ static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end
             return NULL;
         return p;
     case HPT_REC_FREE:
-        if (!(p = hpt_get_dt(p, end, st, &r->time_ns)))
+        if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_addr(p, end, st, &r->addr)))
             return NULL;
-        return hpt_get_addr(p, end, st, &r->addr);
+        return hpt_get_touch(p, end, r);
     case HPT_REC_REALLOC:
         if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_varint(p, end, &n)))
             return NULL;
         r->time2_ns = r->time_ns + n;
         st->time_ns = r->time2_ns;
         if (!(p = hpt_get_varint(p, end, &r->stack)) || !(p = hpt_get_addr(p, end, st, &r->old_addr)) ||
-            !(p = hpt_get_addr(p, end, st, &r->addr)))
+            !(p = hpt_get_addr(p, end, st, &r->addr)) || !(p = hpt_get_varint(p, end, &r->size)))
             return NULL;
-        return hpt_get_varint(p, end, &r->size);
+        r->touch = 0;
+        return r->old_addr ? hpt_get_touch(p, end, r) : p;
     case HPT_REC_STACK:
         if (!(p = hpt_get_varint(p, end, &r->stack)) || !(p = hpt_get_varint(p, end, &n)) ||
             n > HPT_MAX_FRAMES)

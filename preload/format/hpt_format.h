@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define HPT_MAGIC "HEAPPROF" // 8 bytes, no terminator in the file
-#define HPT_VERSION 1u
+#define HPT_VERSION 2u
 
 // File = file header, then chunks back to back until EOF. All integers little-endian.
 typedef struct hpt_file_hdr {
@@ -20,10 +20,12 @@ typedef struct hpt_file_hdr {
     uint32_t pid;
     uint32_t ppid;
     uint32_t flags;      // HPT_FILE_*
-    uint32_t reserved;
+    uint32_t touch_fill_max; // with HPT_FILE_TOUCH: blocks up to this many usable bytes are
+                             // pattern-filled (HPT_TOUCH_FILL), larger ones measured by resident pages
 } hpt_file_hdr_t;
 
 #define HPT_FILE_HAS_MEMBARRIER 1u // sync watermarks are exact (see docs/trace-format.md#merge)
+#define HPT_FILE_TOUCH 2u          // frees carry bytes-touched measures (docs/trace-format.md#touch)
 
 #define HPT_CHUNK_MAGIC 0x4b435048u // "HPCK" read as little-endian u32
 
@@ -62,10 +64,11 @@ enum hpt_rec_tag {
     HPT_REC_MALLOC = 1,   // dt stack addr size
     HPT_REC_CALLOC = 2,   // dt stack addr size           (size = n * m)
     HPT_REC_ALIGNED = 3,  // dt stack addr size align     (memalign, posix_memalign, aligned_alloc, valloc, pvalloc)
-    HPT_REC_FREE = 4,     // dt addr
-    HPT_REC_REALLOC = 5,  // dt dt2 stack old_addr new_addr size
+    HPT_REC_FREE = 4,     // dt addr touch
+    HPT_REC_REALLOC = 5,  // dt dt2 stack old_addr new_addr size [touch]
                           //   dt = time before the real call (old block freed), dt2 = time after it
                           //   returned minus that (new block allocated); old_addr 0 = realloc(NULL, n)
+                          //   and then no touch field (there is no old block)
     HPT_REC_STACK = 6,    // id n_frames frame... (first frame absolute, then zigzag deltas; innermost first)
     HPT_REC_THREAD_START = 7, // dt name_len name    (name may be empty)
     HPT_REC_THREAD_END = 8,   // dt
@@ -74,6 +77,16 @@ enum hpt_rec_tag {
     HPT_REC_PROCESS = 11,     // exe_len exe argc (arg_len arg)...   META only
     HPT_REC_TRAILER = 12,     // n_events n_lost_events n_stacks n_stack_overflow  TRAILER only
 };
+
+// "touch": how many bytes of the block being freed the program touched (docs/trace-format.md#touch).
+// A varint v: 0 = not measured. Otherwise (v - 1) & 1 is the method and (v - 1) >> 1 the count:
+//   HPT_TOUCH_FILL: the block was filled with HPT_TOUCH_PATTERN when allocated; the count is the
+//     bytes that differ from it, and one more varint follows: zigzag(bytes that are not zero -
+//     count), which is the figure for a calloc block (zero-filled, never pattern-filled);
+//   HPT_TOUCH_RESIDENT: the count is the block's bytes on resident pages (mincore), an upper bound.
+#define HPT_TOUCH_FILL 0u
+#define HPT_TOUCH_RESIDENT 1u
+#define HPT_TOUCH_PATTERN 0xa5u
 
 #define HPT_STACK_UNKNOWN 0u     // stack id when unwinding failed
 #define HPT_MAX_FRAMES 128u      // frames kept per stack, innermost first

@@ -419,14 +419,14 @@ Test(damaged, impossible_chunk_lengths_cost_one_chunk, .timeout = 300) {
 }
 
 // Writes a trace of n_chunks EVENTS chunks, each ~1.6 KB of zstd that inflates to 16 MiB of
-// FREE records (5.6 million events), of one thread or each of its own. Returns the records
+// FREE records (4.2 million events), of one thread or each of its own. Returns the records
 // per chunk.
 static uint32_t write_bomb(const char *path, int n_chunks, bool one_thread) {
-    size_t n = HPT_CHUNK_MAX_RAW / 3, raw_len = n * 3;
+    size_t n = HPT_CHUNK_MAX_RAW / 4, raw_len = n * 4;
     uint8_t *raw = malloc(raw_len);
     for (size_t i = 0; i < n; i++) {
-        raw[3 * i] = HPT_REC_FREE; // dt 0, address delta 0
-        raw[3 * i + 1] = raw[3 * i + 2] = 0;
+        raw[4 * i] = HPT_REC_FREE; // dt 0, address delta 0, touch not measured
+        raw[4 * i + 1] = raw[4 * i + 2] = raw[4 * i + 3] = 0;
     }
     size_t cap = hp_chunk_bound(raw_len);
     uint8_t *chunk = malloc(cap);
@@ -453,8 +453,8 @@ static uint32_t write_bomb(const char *path, int n_chunks, bool one_thread) {
     return (uint32_t)n;
 }
 
-// 16 KB that decompress to 160 MiB: 56 million events with no SYNC to release them. The
-// reader must not hold them all (2.7 GiB of events) nor keep each drained thread's buffer.
+// 16 KB that decompress to 160 MiB: 42 million events with no SYNC to release them. The
+// reader must not hold them all (2.0 GiB of events) nor keep each drained thread's buffer.
 Test(damaged, a_decompression_bomb_is_read_in_bounded_memory, .timeout = 600) {
     char *dir = e2e_tmpdir("bomb");
     char path[4096];

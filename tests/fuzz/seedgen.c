@@ -109,7 +109,7 @@ static void synth_full(const char *dir) {
     tb_rec_aligned(tb, 22, 1, 0x6000, 4096, 4096);
     tb_rec_realloc(tb, 30, 31, 1, 0x5000, 0x7000, 400);
     tb_rec_realloc(tb, 32, 33, 2, 0, 0x8000, 16);
-    tb_rec_free(tb, 40, 0x5100);
+    tb_rec_free_touch(tb, 40, 0x5100, HPT_TOUCH_FILL, 64, 12); // calloc block: 12 bytes set
     tb_end(tb, false);
 
     tb_begin(tb, HPT_CHUNK_EVENTS, 101, 15, 0x9000);
@@ -117,7 +117,7 @@ static void synth_full(const char *dir) {
     tb_rec_module_load(tb, 16, 0x7f1000000000, 0x1000, "/tmp/libplug.so", build_id, 4);
     tb_rec_stack(tb, 3, 2, (const uint64_t[]){0x7f1000000100, 0x401000});
     tb_rec_malloc(tb, 25, 3, 0x9000, 32);
-    tb_rec_free(tb, 26, 0x6000); // allocated by the other thread
+    tb_rec_free_touch(tb, 26, 0x6000, HPT_TOUCH_RESIDENT, 4096, 4096); // made by the other thread
     tb_rec_module_unload(tb, 35, 0x7f1000000000);
     tb_rec_thread_end(tb, 50);
     tb_end(tb, false);

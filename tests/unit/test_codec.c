@@ -89,8 +89,10 @@ static size_t sample_records(uint8_t *out, size_t *starts, size_t *n) {
     REC(HPT_REC_MALLOC), V(5), V(3), V(hpt_zigzag(4096)), V(100);
     REC(HPT_REC_CALLOC), V(1), V(3), V(hpt_zigzag(-64)), V(24);
     REC(HPT_REC_ALIGNED), V(1), V(4), V(hpt_zigzag(8192)), V(64), V(64);
-    REC(HPT_REC_FREE), V(2), V(hpt_zigzag(-8192));
-    REC(HPT_REC_REALLOC), V(1), V(7), V(9), V(hpt_zigzag(16)), V(hpt_zigzag(1 << 20)), V(300);
+    REC(HPT_REC_FREE), V(2), V(hpt_zigzag(-8192)), V(((10 << 1) | HPT_TOUCH_FILL) + 1),
+        V(hpt_zigzag(7 - 10));
+    REC(HPT_REC_REALLOC), V(1), V(7), V(9), V(hpt_zigzag(16)), V(hpt_zigzag(1 << 20)), V(300),
+        V(((4096 << 1) | HPT_TOUCH_RESIDENT) + 1);
     REC(HPT_REC_STACK), V(9), V(3), V(0x401000), V(hpt_zigzag(0x20)), V(hpt_zigzag(-0x100));
     REC(HPT_REC_THREAD_START), V(1), V(4), memcpy(p, "work", 4), p += 4;
     REC(HPT_REC_THREAD_END), V(1);
@@ -125,9 +127,17 @@ Test(codec, decodes_every_record_kind) {
             cr_assert_eq(r.addr, 0x11000);
             cr_assert_eq(r.size, 100);
             break;
+        case HPT_REC_FREE:
+            cr_assert_eq(r.touch, 1 + HPT_TOUCH_FILL);
+            cr_assert_eq(r.touched, 10);
+            cr_assert_eq(r.touched_nz, 7);
+            break;
         case HPT_REC_REALLOC:
             cr_assert_eq(r.time2_ns, r.time_ns + 7);
             cr_assert_eq(r.stack, 9);
+            cr_assert_eq(r.touch, 1 + HPT_TOUCH_RESIDENT);
+            cr_assert_eq(r.touched, 4096);
+            cr_assert_eq(r.touched_nz, 4096);
             break;
         case HPT_REC_STACK: {
             uint64_t fr[3];

@@ -357,3 +357,38 @@ Test(replay, sites_peak_snapshot_matches_brute_force) {
         replay_free(rp);
     }
 }
+
+static reader_event_t free_touch_ev(uint64_t t, uint64_t addr, unsigned method, uint64_t touched,
+                                    uint64_t touched_nz) {
+    reader_event_t e = free_ev(t, addr);
+    e.touch = (uint8_t)(1 + method);
+    e.touched = touched;
+    e.touched_nz = touched_nz;
+    return e;
+}
+
+Test(replay, sites_touch_uses_the_not_zero_count_for_calloc_and_caps_at_the_size) {
+    replay_t *rp = replay_new(NULL, NULL);
+    replay_set_mode(rp, REPLAY_SITES);
+    reader_event_t c = alloc_ev(3, 0xB0, 64);
+    c.sub = READER_CALLOC;
+    reader_event_t ev[] = {
+        alloc_ev(1, 0xA0, 100),
+        free_touch_ev(2, 0xA0, HPT_TOUCH_FILL, 40, 90), // malloc: 40 bytes differ from the pattern
+        c,
+        free_touch_ev(4, 0xB0, HPT_TOUCH_FILL, 64, 8), // calloc: 8 bytes not zero
+        alloc_ev(5, 0xC0, 1000),
+        free_touch_ev(6, 0xC0, HPT_TOUCH_RESIDENT, 4096, 4096), // a page: capped at 1000
+        alloc_ev(7, 0xD0, 10),
+        free_ev(8, 0xD0), // not measured
+    };
+    feed(rp, ev, sizeof ev / sizeof ev[0]);
+    cr_assert_eq(replay_n_sites(rp), 1);
+    replay_site_t s;
+    replay_site(rp, 0, &s);
+    cr_assert_eq(s.touch_blocks, 3);
+    cr_assert_eq(s.touch_bytes, 100 + 64 + 1000);
+    cr_assert_eq(s.touched_bytes, 40 + 8 + 1000);
+    cr_assert_eq(s.touch_resident_blocks, 1);
+    replay_free(rp);
+}

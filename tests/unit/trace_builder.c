@@ -181,9 +181,18 @@ void tb_rec_aligned(tb_t *tb, uint64_t t, uint64_t stack, uint64_t addr, uint64_
 }
 
 void tb_rec_free(tb_t *tb, uint64_t t, uint64_t addr) {
+    tb_rec_free_touch(tb, t, addr, -1, 0, 0);
+}
+
+void tb_rec_free_touch(tb_t *tb, uint64_t t, uint64_t addr, int method, uint64_t touched,
+                       uint64_t touched_nz) {
     put_u8(tb, HPT_REC_FREE);
     put_dt(tb, t);
     put_addr(tb, addr);
+    uint8_t buf[2 * HPT_VARINT_MAX];
+    uint8_t *e = hpt_put_touch(buf, method, touched, touched_nz);
+    for (uint8_t *q = buf; q < e; q++)
+        put_u8(tb, *q);
     tb->hdr.n_records++;
 }
 
@@ -196,6 +205,8 @@ void tb_rec_realloc(tb_t *tb, uint64_t t, uint64_t t2, uint64_t stack, uint64_t 
     put_addr(tb, old_addr);
     put_addr(tb, new_addr);
     put_var(tb, size);
+    if (old_addr)
+        put_var(tb, 0); // bytes touched of the old block: not measured
     tb->hdr.n_records++;
 }
 

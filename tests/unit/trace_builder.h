@@ -40,6 +40,9 @@ void tb_rec_calloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t addr, uint64_t
 void tb_rec_aligned(tb_t *tb, uint64_t t, uint64_t stack, uint64_t addr, uint64_t size,
                     uint64_t align);
 void tb_rec_free(tb_t *tb, uint64_t t, uint64_t addr);
+// A FREE with a bytes-touched measure: method HPT_TOUCH_FILL or _RESIDENT (-1: none).
+void tb_rec_free_touch(tb_t *tb, uint64_t t, uint64_t addr, int method, uint64_t touched,
+                       uint64_t touched_nz);
 void tb_rec_realloc(tb_t *tb, uint64_t t, uint64_t t2, uint64_t stack, uint64_t old_addr,
                     uint64_t new_addr, uint64_t size);
 void tb_rec_stack(tb_t *tb, uint64_t id, uint32_t n, const uint64_t *frames);
