@@ -92,6 +92,12 @@ static void add_site(writer_t *w, const site_t *s, char *text, size_t text_cap) 
     add_fig(pp, "gbk", g->peak_blocks);
     add_fig(pp, "eb", g->end_bytes);
     add_fig(pp, "ebk", g->end_blocks);
+    // Not DHAT's rb/wb, which count every access: a heapprof extension the viewer ignores
+    // (docs/dhat-format.md#bytes-touched).
+    if (g->touch_blocks) {
+        add_fig(pp, "heapprof_touched_bytes", g->touched_bytes);
+        add_fig(pp, "heapprof_touch_measured_bytes", g->touch_bytes);
+    }
     if (!json_object_get(pp, "fs"))
         json_object_set_new(pp, "fs", fs);
     free(key);

@@ -39,7 +39,7 @@ static const struct {
 typedef struct summary {
     uint64_t bytes, blocks, peak_bytes, peak_blocks, end_bytes, end_blocks;
     uint64_t temp_blocks, temp_bytes;
-    uint64_t touch_blocks, touch_bytes, touched_bytes, touch_resident_blocks;
+    uint64_t touch_blocks, touch_bytes, touched_bytes, touch_resident_blocks, touch_sampled_blocks;
 } summary_t;
 
 static uint64_t metric(const replay_site_t *g, ranking_t k) {
@@ -110,6 +110,7 @@ static summary_t summarize(sites_t *s) {
         m.touch_bytes += g->touch_bytes;
         m.touched_bytes += g->touched_bytes;
         m.touch_resident_blocks += g->touch_resident_blocks;
+        m.touch_sampled_blocks += g->touch_sampled_blocks;
     }
     return m;
 }
@@ -167,15 +168,21 @@ static void print_site(FILE *f, const site_t *s) {
     }
 }
 
-// Which measure a site's bytes-touched figure comes from (docs/trace-format.md#touch).
-static const char *touch_method(uint64_t blocks, uint64_t resident) {
-    return resident == 0 ? "pattern" : resident == blocks ? "resident pages" : "pattern and resident pages";
+// Which measures a site's bytes-touched figure comes from (docs/trace-format.md#touch), into buf.
+static const char *touch_method(const replay_site_t *g, char buf[64]) {
+    uint64_t exact = g->touch_blocks - g->touch_resident_blocks - g->touch_sampled_blocks;
+    snprintf(buf, 64, "%s%s%s%s%s", exact ? "pattern" : "",
+             exact && g->touch_sampled_blocks ? " + " : "",
+             g->touch_sampled_blocks ? "sampled pattern" : "",
+             (exact || g->touch_sampled_blocks) && g->touch_resident_blocks ? " + " : "",
+             g->touch_resident_blocks ? "resident pages" : "");
+    return buf;
 }
 
 static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m, size_t top) {
     size_t n = 0;
     size_t *v = ranked(a->sites, k, &n);
-    char b1[32], b2[32], b3[32], b4[32], b5[32], p1[16];
+    char b1[32], b2[32], b3[32], b4[32], b5[32], p1[16], meth[64];
     if (k == RANK_UNTOUCHED) {
         fprintf(f, "\nReserved but untouched");
         if (!(reader_header(a->r)->flags & HPT_FILE_TOUCH))
@@ -243,7 +250,7 @@ static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m
                     r + 1, out_bytes(g->touch_bytes - g->touched_bytes, b1),
                     out_percent(g->touch_bytes - g->touched_bytes, g->touch_bytes, p1),
                     out_bytes(g->touch_bytes, b2), out_grouped(g->touch_blocks, b3),
-                    plural(g->touch_blocks), touch_method(g->touch_blocks, g->touch_resident_blocks),
+                    plural(g->touch_blocks), touch_method(g, meth),
                     out_bytes(g->touched_bytes / g->touch_blocks, b4),
                     out_bytes(g->touch_bytes / g->touch_blocks, b5));
             break;
@@ -501,9 +508,9 @@ static json_t *site_json(analyze_t *a, const site_t *s) {
     json_object_set_new(j, "touched_bytes", out_json_int(g->touched_bytes));
     json_object_set_new(j, "touch_measured_blocks", out_json_int(g->touch_blocks));
     json_object_set_new(j, "touch_measured_bytes", out_json_int(g->touch_bytes));
-    json_object_set_new(j, "touch_method", g->touch_blocks ? json_string(touch_method(
-                                                                 g->touch_blocks, g->touch_resident_blocks))
-                                                           : json_null());
+    char meth[64];
+    json_object_set_new(j, "touch_method",
+                        g->touch_blocks ? json_string(touch_method(g, meth)) : json_null());
     if (a->growth) {
         growth_short_t sh = growth_short_of(a->growth, g->stack);
         json_object_set_new(j, "short_lived_blocks", out_json_int(sh.blocks));
@@ -591,6 +598,7 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
     json_object_set_new(touch, "bytes", out_json_int(m.touch_bytes));
     json_object_set_new(touch, "touched_bytes", out_json_int(m.touched_bytes));
     json_object_set_new(touch, "resident_blocks", out_json_int(m.touch_resident_blocks));
+    json_object_set_new(touch, "sampled_blocks", out_json_int(m.touch_sampled_blocks));
     json_object_set_new(totals, "touch", touch);
     if (a->growth) {
         growth_short_t st = short_total(a);

@@ -35,7 +35,7 @@ typedef struct site_acc {
     uint64_t lifetime_ns;  // of the blocks freed so far
     uint64_t birth_sum_ns; // sum of the birth times of live blocks (mod 2^64)
     uint64_t temp_blocks, temp_bytes;
-    uint64_t touch_blocks, touch_bytes, touched_bytes, touch_resident_blocks;
+    uint64_t touch_blocks, touch_bytes, touched_bytes, touch_resident_blocks, touch_sampled_blocks;
 } site_acc_t;
 
 typedef struct thread_state {
@@ -173,6 +173,7 @@ static void site_touched(site_acc_t *s, const reader_event_t *ev, const live_blo
     // the measure covers the allocator's usable size, which may exceed what was asked for
     s->touched_bytes += touched < b->size ? touched : b->size;
     s->touch_resident_blocks += resident;
+    s->touch_sampled_blocks += ev->touch == 1 + HPT_TOUCH_FILL_SAMPLED;
 }
 
 static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
@@ -310,6 +311,7 @@ void replay_site(const replay_t *rp, size_t i, replay_site_t *out) {
         .touch_bytes = s->touch_bytes,
         .touched_bytes = s->touched_bytes,
         .touch_resident_blocks = s->touch_resident_blocks,
+        .touch_sampled_blocks = s->touch_sampled_blocks,
     };
 }
 

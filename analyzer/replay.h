@@ -66,6 +66,7 @@ typedef struct replay_site {
     uint64_t touch_bytes;           // their sizes
     uint64_t touched_bytes;         // bytes of them the program touched (<= touch_bytes)
     uint64_t touch_resident_blocks; // of touch_blocks, measured by resident pages (upper bound)
+    uint64_t touch_sampled_blocks;  // of touch_blocks, measured on sampled lines (an estimate)
 } replay_site_t;
 
 // Sites seen so far (REPLAY_SITES), in order of their first allocation, and the figures of site

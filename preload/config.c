@@ -54,6 +54,7 @@ void hp_config_load(void) {
     // glibc's default mmap threshold: larger blocks are fresh mappings, where resident pages
     // measure exactly what was touched
     hp_config.touch_fill_max = 128 * 1024;
+    hp_config.touch_sample_bytes = 512;
 
     const char *out = getenv("HEAPPROF_OUT");
     if (out) {
@@ -72,6 +73,7 @@ void hp_config_load(void) {
     parse_bool("HEAPPROF_ENABLE", &hp_config.enabled);
     parse_bool("HEAPPROF_TOUCH", &hp_config.touch);
     parse_u32("HEAPPROF_TOUCH_FILL_MAX", 0, 1u << 30, &hp_config.touch_fill_max);
+    parse_u32("HEAPPROF_TOUCH_SAMPLE_BYTES", 64, 1u << 30, &hp_config.touch_sample_bytes);
     const char *unw = getenv("HEAPPROF_UNWIND");
     hp_config.unwinder = HP_UNWIND_CFI;
     if (unw && !strcmp(unw, "libunwind"))

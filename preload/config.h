@@ -25,6 +25,7 @@ typedef struct hp_config {
     int unwinder;           // HEAPPROF_UNWIND: cfi (default), libunwind, check
     bool touch;             // HEAPPROF_TOUCH=0: do not measure bytes touched (touch.h)
     uint32_t touch_fill_max; // HEAPPROF_TOUCH_FILL_MAX: largest block (usable bytes) to fill
+    uint32_t touch_sample_bytes; // HEAPPROF_TOUCH_SAMPLE_BYTES: most bytes measured per block
 } hp_config_t;
 
 extern hp_config_t hp_config;

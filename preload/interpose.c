@@ -108,12 +108,12 @@ HP_EXPORT void *realloc(void *old, size_t n) {
         return hp_real.realloc(old, n);
     hp_tls_guard = 1;
     int e = errno;
-    hp_realloc_touch_t rt;
-    uint64_t t0 = hp_record_realloc_begin(old, &rt);
+    size_t old_usable;
+    uint64_t t0 = hp_record_realloc_begin(old, &old_usable);
     errno = e;
     void *p = hp_real.realloc(old, n);
     e = errno;
-    hp_record_realloc_end(t0, &rt, old, p, n);
+    hp_record_realloc_end(t0, old_usable, old, p, n);
     errno = e;
     hp_tls_guard = 0;
     return p;
@@ -132,13 +132,14 @@ HP_EXPORT void *reallocarray(void *old, size_t n, size_t m) {
         return hp_real.reallocarray(old, n, m);
     hp_tls_guard = 1;
     int e = errno;
-    hp_realloc_touch_t rt;
-    uint64_t t0 = hp_record_realloc_begin(old, &rt);
+    size_t old_usable;
+    uint64_t t0 = hp_record_realloc_begin(old, &old_usable);
     errno = e;
     void *p = hp_real.reallocarray(old, n, m);
     e = errno;
     // on overflow the real call fails and records nothing, so n * m is exact here
-    hp_record_realloc_end(t0, &rt, old, p, p || !__builtin_mul_overflow(n, m, &total) ? n * m : 1);
+    hp_record_realloc_end(t0, old_usable, old, p,
+                          p || !__builtin_mul_overflow(n, m, &total) ? n * m : 1);
     errno = e;
     hp_tls_guard = 0;
     return p;

@@ -131,7 +131,7 @@ void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align) {
     if (HP_UNLIKELY(!r))
         return;
     if (hp_config.touch && tag != HPT_REC_CALLOC)
-        hp_touch_fill((void *)ptr, 0);
+        hp_touch_fill((void *)ptr, hp_touch_usable(ptr), 0);
     uint64_t t = busy_now(r);
     uint32_t stack = capture_stack(r, t);
     uint8_t buf[64], *p = buf;
@@ -172,21 +172,20 @@ void hp_record_free(const void *ptr) {
     idle(r);
 }
 
-uint64_t hp_record_realloc_begin(const void *old, hp_realloc_touch_t *rt) {
+uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable) {
+    *old_usable = 0;
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return 0;
-    rt->touch.method = -1;
-    rt->old_usable = 0;
-    if (old && hp_config.touch) {
-        rt->old_usable = hp_touch_usable(old);
-        hp_touch_measure(old, &rt->touch);
-    }
+    // The old block is not measured: its bytes live on in the new one, which is measured when
+    // it is freed. Measuring every step would make a realloc-by-one loop quadratic.
+    if (old && hp_config.touch)
+        *old_usable = hp_touch_usable(old);
     return busy_now(r);
 }
 
-void hp_record_realloc_end(uint64_t t0, const hp_realloc_touch_t *rt, const void *old,
-                           const void *ptr, size_t size) {
+void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, const void *ptr,
+                           size_t size) {
     hp_ring_t *r = hp_tls_ring;
     if (HP_UNLIKELY(!r))
         return;
@@ -197,14 +196,14 @@ void hp_record_realloc_end(uint64_t t0, const hp_realloc_touch_t *rt, const void
             *p++ = HPT_REC_FREE;
             p = put_time(p, t0);
             p = put_addr(p, (uint64_t)(uintptr_t)old);
-            p = put_touch(p, &rt->touch);
+            p = hpt_put_touch(p, -1, 0, 0);
             hp_tbuf_append(r, buf, (size_t)(p - buf));
         }
         idle(r);
         return;
     }
     if (hp_config.touch) // realloc kept min(old usable, size) bytes; the rest is new to the program
-        hp_touch_fill((void *)ptr, old ? (rt->old_usable < size ? rt->old_usable : size) : 0);
+        hp_touch_fill((void *)ptr, hp_touch_usable(ptr), old_usable < size ? old_usable : size);
     uint64_t t1 = hp_state_now();
     uint32_t stack = capture_stack(r, t0);
     *p++ = HPT_REC_REALLOC;
@@ -215,8 +214,6 @@ void hp_record_realloc_end(uint64_t t0, const hp_realloc_touch_t *rt, const void
     p = put_addr(p, (uint64_t)(uintptr_t)old);
     p = put_addr(p, (uint64_t)(uintptr_t)ptr);
     p = hpt_put_varint(p, size);
-    if (old)
-        p = put_touch(p, &rt->touch);
     hp_tbuf_append(r, buf, (size_t)(p - buf));
     idle(r);
 }

@@ -4,8 +4,6 @@
 #ifndef HEAPPROF_PRELOAD_RECORD_H
 #define HEAPPROF_PRELOAD_RECORD_H
 
-#include "touch.h"
-
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,17 +13,11 @@ void hp_record_alloc(uint8_t tag, const void *p, size_t size, size_t align);
 // Records a free of p (non-NULL). Must be called before the real free runs.
 void hp_record_free(const void *p);
 
-// What realloc's begin measured of the old block, for its end.
-typedef struct hp_realloc_touch {
-    hp_touch_t touch;
-    size_t old_usable;
-} hp_realloc_touch_t;
-
-// realloc brackets the real call: begin before it (measures the old block, returns the
-// "before" time and marks the thread busy), end after it with the outcome.
-uint64_t hp_record_realloc_begin(const void *old, hp_realloc_touch_t *rt);
-void hp_record_realloc_end(uint64_t t_before, const hp_realloc_touch_t *rt, const void *old,
-                           const void *p, size_t size);
+// realloc brackets the real call: begin before it (returns the "before" time, marks the thread
+// busy and gives the old block's usable size), end after it with the outcome.
+uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable);
+void hp_record_realloc_end(uint64_t t_before, size_t old_usable, const void *old, const void *p,
+                           size_t size);
 
 // Thread exit hook (pthread key destructor): writes THREAD_END, marks the ring closed.
 void hp_record_thread_exit(void *ring);

@@ -5,36 +5,85 @@
 #include "config.h"
 #include "real.h"
 
+#include <emmintrin.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #define PAGE 4096u
-#define ONES 0x0101010101010101ull
+#define LINE 64u
+#define CHUNK (255u * 16u) // the most bytes count_equal's 8-bit lane counters can take
 
-// Number of non-zero bytes in the 8 bytes of x.
-static inline uint64_t nonzero_bytes(uint64_t x) {
-    const uint64_t low7 = 0x7f7f7f7f7f7f7f7full;
-    uint64_t hi = (((x & low7) + low7) | x) & ~low7; // top bit of each non-zero byte
-    return ((hi >> 7) * ONES) >> 56;
+// Line stride of a block: 1 (every byte) up to the sample size, then the power of two that
+// keeps the lines measured within it. A block that grows by realloc gets a stride that is a
+// multiple of its old one, so every line it measures was measured (filled) before the copy.
+static inline size_t stride_lines(size_t usable) {
+    if (HP_LIKELY(usable <= hp_config.touch_sample_bytes))
+        return 1;
+    size_t lines = usable / LINE, budget = hp_config.touch_sample_bytes / LINE;
+    unsigned shift = 0;
+    while ((lines >> shift) > budget)
+        shift++;
+    return (size_t)1 << shift;
 }
 
-// Bytes of [p, p + n) that differ from the pattern and that are not zero, in one pass.
-static void count_filled(const uint8_t *p, size_t n, hp_touch_t *out) {
-    const uint64_t pat = HPT_TOUCH_PATTERN * ONES;
-    uint64_t diff = 0, nz = 0;
+// 16 x 0xff from offset 16, so that tail_mask + 16 - k keeps the last k lanes of a vector.
+static const uint8_t tail_mask[32] = {
+    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+static inline uint64_t hsum(__m128i counters) {
+    __m128i s = _mm_sad_epu8(counters, _mm_setzero_si128());
+    return (uint64_t)_mm_cvtsi128_si64(s) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s));
+}
+
+// Bytes equal to the pattern and bytes equal to zero in [p, p + n), n <= CHUNK. SSE2: per
+// 16 bytes one load, two compares, two subtractions (a compare gives -1 for equal lanes).
+static void count_equal(const uint8_t *p, size_t n, uint64_t *eq_pat, uint64_t *eq_zero) {
+    const __m128i pat = _mm_set1_epi8((char)HPT_TOUCH_PATTERN), zero = _mm_setzero_si128();
+    __m128i a = zero, z = zero;
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        diff += nonzero_bytes(w ^ pat);
-        nz += nonzero_bytes(w);
+    for (; i + 16 <= n; i += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
+        a = _mm_sub_epi8(a, _mm_cmpeq_epi8(v, pat));
+        z = _mm_sub_epi8(z, _mm_cmpeq_epi8(v, zero));
     }
-    for (; i < n; i++) {
-        diff += p[i] != HPT_TOUCH_PATTERN;
-        nz += p[i] != 0;
+    size_t rest = n - i;
+    if (rest && n >= 16) {
+        // the last 16 bytes again, with the lanes already counted masked off
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + n - 16));
+        __m128i keep = _mm_loadu_si128((const __m128i *)(tail_mask + rest));
+        a = _mm_sub_epi8(a, _mm_and_si128(_mm_cmpeq_epi8(v, pat), keep));
+        z = _mm_sub_epi8(z, _mm_and_si128(_mm_cmpeq_epi8(v, zero), keep));
+        rest = 0;
     }
-    out->touched = diff;
-    out->touched_nz = nz;
+    uint64_t ea = hsum(a), ez = hsum(z);
+    for (; rest; rest--, i++) {
+        ea += p[i] == HPT_TOUCH_PATTERN;
+        ez += p[i] == 0;
+    }
+    *eq_pat += ea;
+    *eq_zero += ez;
+}
+
+static void count_filled(const uint8_t *p, size_t usable, hp_touch_t *out) {
+    size_t k = stride_lines(usable);
+    uint64_t eq = 0, ez = 0, measured = 0;
+    if (k == 1) {
+        for (size_t off = 0; off < usable; off += CHUNK) {
+            size_t n = usable - off < CHUNK ? usable - off : CHUNK;
+            count_equal(p + off, n, &eq, &ez);
+        }
+        measured = usable;
+    } else {
+        for (size_t off = 0; off < usable; off += k * LINE) {
+            size_t n = usable - off < LINE ? usable - off : LINE;
+            count_equal(p + off, n, &eq, &ez);
+            measured += n;
+        }
+    }
+    out->method = k == 1 ? HPT_TOUCH_FILL : HPT_TOUCH_FILL_SAMPLED;
+    out->touched = (measured - eq) * k;
+    out->touched_nz = (measured - ez) * k;
 }
 
 // Bytes of [p, p + n) on resident pages. mincore fails only for unmapped ranges, which a live
@@ -58,6 +107,7 @@ static int count_resident(const uint8_t *p, size_t n, hp_touch_t *out) {
             bytes += b - a;
         }
     }
+    out->method = HPT_TOUCH_RESIDENT;
     out->touched = out->touched_nz = bytes;
     return 0;
 }
@@ -66,11 +116,21 @@ size_t hp_touch_usable(const void *p) {
     return hp_real.malloc_usable_size((void *)p);
 }
 
-void hp_touch_fill(void *p, size_t keep) {
-    size_t n = hp_touch_usable(p);
-    if (n > hp_config.touch_fill_max || keep >= n)
+void hp_touch_fill(void *p, size_t usable, size_t keep) {
+    if (usable > hp_config.touch_fill_max || keep >= usable)
         return;
-    memset((uint8_t *)p + keep, HPT_TOUCH_PATTERN, n - keep);
+    uint8_t *b = p;
+    size_t k = stride_lines(usable);
+    if (k == 1) {
+        memset(b + keep, HPT_TOUCH_PATTERN, usable - keep);
+        return;
+    }
+    // the measured lines past keep; a line keep cuts through is filled from keep on
+    for (size_t off = keep / (k * LINE) * (k * LINE); off < usable; off += k * LINE) {
+        size_t from = off > keep ? off : keep, to = off + LINE < usable ? off + LINE : usable;
+        if (from < to)
+            memset(b + from, HPT_TOUCH_PATTERN, to - from);
+    }
 }
 
 void hp_touch_measure(const void *p, hp_touch_t *out) {
@@ -78,10 +138,8 @@ void hp_touch_measure(const void *p, hp_touch_t *out) {
     size_t n = hp_touch_usable(p);
     if (HP_UNLIKELY(n > ((size_t)1 << 46)))
         return; // not a block the allocator knows: leave it to the real free to complain
-    if (n <= hp_config.touch_fill_max) {
+    if (n <= hp_config.touch_fill_max)
         count_filled(p, n, out);
-        out->method = HPT_TOUCH_FILL;
-    } else if (count_resident(p, n, out) == 0) {
-        out->method = HPT_TOUCH_RESIDENT;
-    }
+    else
+        count_resident(p, n, out);
 }

@@ -71,9 +71,9 @@ typedef struct hpt_rec {
     const uint8_t *str2;   // MODULE_LOAD build id (raw bytes), PROCESS args (argc in size)
     uint32_t str2_len;
     uint64_t counters[4];  // TRAILER
-    uint8_t touch;         // FREE, REALLOC: 0 not measured, else 1 + HPT_TOUCH_FILL/RESIDENT
-    uint64_t touched;      // with touch: bytes touched (FILL: differing from the pattern)
-    uint64_t touched_nz;   // with touch: FILL: bytes that are not zero; RESIDENT: = touched
+    uint8_t touch;         // FREE: 0 not measured, else 1 + HPT_TOUCH_*
+    uint64_t touched;      // with touch: bytes touched (FILL*: differing from the pattern)
+    uint64_t touched_nz;   // with touch: FILL*: bytes that are not zero; RESIDENT: = touched
 } hpt_rec_t;
 
 // Encodes a block's touch measure (see hpt_format.h): method HPT_TOUCH_*, or -1 for none.
@@ -81,8 +81,8 @@ typedef struct hpt_rec {
 static inline uint8_t *hpt_put_touch(uint8_t *p, int method, uint64_t touched, uint64_t touched_nz) {
     if (method < 0)
         return hpt_put_varint(p, 0);
-    p = hpt_put_varint(p, ((touched << 1) | (uint64_t)method) + 1);
-    if (method == HPT_TOUCH_FILL)
+    p = hpt_put_varint(p, ((touched << 2) | (uint64_t)method) + 1);
+    if (method != HPT_TOUCH_RESIDENT)
         p = hpt_put_varint(p, hpt_zigzag((int64_t)(touched_nz - touched)));
     return p;
 }
@@ -125,9 +125,11 @@ static inline const uint8_t *hpt_get_touch(const uint8_t *p, const uint8_t *end,
     if (v == 0)
         return p;
     v--;
-    r->touch = (uint8_t)(1 + (v & 1));
-    r->touched = r->touched_nz = v >> 1;
-    if ((v & 1) == HPT_TOUCH_FILL) {
+    if ((v & 3) > HPT_TOUCH_FILL_SAMPLED)
+        return NULL;
+    r->touch = (uint8_t)(1 + (v & 3));
+    r->touched = r->touched_nz = v >> 2;
+    if ((v & 3) != HPT_TOUCH_RESIDENT) {
         if (!(p = hpt_get_varint(p, end, &z)))
             return NULL;
         r->touched_nz += (uint64_t)hpt_unzigzag(z);
@@ -167,7 +169,7 @@ static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end
             !(p = hpt_get_addr(p, end, st, &r->addr)) || !(p = hpt_get_varint(p, end, &r->size)))
             return NULL;
         r->touch = 0;
-        return r->old_addr ? hpt_get_touch(p, end, r) : p;
+        return p;
     case HPT_REC_STACK:
         if (!(p = hpt_get_varint(p, end, &r->stack)) || !(p = hpt_get_varint(p, end, &n)) ||
             n > HPT_MAX_FRAMES)

@@ -65,10 +65,9 @@ enum hpt_rec_tag {
     HPT_REC_CALLOC = 2,   // dt stack addr size           (size = n * m)
     HPT_REC_ALIGNED = 3,  // dt stack addr size align     (memalign, posix_memalign, aligned_alloc, valloc, pvalloc)
     HPT_REC_FREE = 4,     // dt addr touch
-    HPT_REC_REALLOC = 5,  // dt dt2 stack old_addr new_addr size [touch]
+    HPT_REC_REALLOC = 5,  // dt dt2 stack old_addr new_addr size
                           //   dt = time before the real call (old block freed), dt2 = time after it
                           //   returned minus that (new block allocated); old_addr 0 = realloc(NULL, n)
-                          //   and then no touch field (there is no old block)
     HPT_REC_STACK = 6,    // id n_frames frame... (first frame absolute, then zigzag deltas; innermost first)
     HPT_REC_THREAD_START = 7, // dt name_len name    (name may be empty)
     HPT_REC_THREAD_END = 8,   // dt
@@ -79,13 +78,16 @@ enum hpt_rec_tag {
 };
 
 // "touch": how many bytes of the block being freed the program touched (docs/trace-format.md#touch).
-// A varint v: 0 = not measured. Otherwise (v - 1) & 1 is the method and (v - 1) >> 1 the count:
+// A varint v: 0 = not measured. Otherwise (v - 1) & 3 is the method and (v - 1) >> 2 the count:
 //   HPT_TOUCH_FILL: the block was filled with HPT_TOUCH_PATTERN when allocated; the count is the
 //     bytes that differ from it, and one more varint follows: zigzag(bytes that are not zero -
 //     count), which is the figure for a calloc block (zero-filled, never pattern-filled);
+//   HPT_TOUCH_FILL_SAMPLED: the same on every k-th 64-byte line only (k a power of two chosen by
+//     the block's usable size), both counts already multiplied by k: an estimate;
 //   HPT_TOUCH_RESIDENT: the count is the block's bytes on resident pages (mincore), an upper bound.
 #define HPT_TOUCH_FILL 0u
 #define HPT_TOUCH_RESIDENT 1u
+#define HPT_TOUCH_FILL_SAMPLED 2u
 #define HPT_TOUCH_PATTERN 0xa5u
 
 #define HPT_STACK_UNKNOWN 0u     // stack id when unwinding failed

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Bytes touched (docs/trace-format.md#touch) on programs built to touch known amounts: the
-// pattern measure exact to the byte, calloc blocks judged by their non-zero bytes, a realloc
-// chain, a huge reservation measured by resident pages, HEAPPROF_TOUCH=0, and the Rust
-// over-reservation of samples/rust/vec_growth.rs.
+// pattern measure exact to the byte when every line is measured, calloc blocks judged by their
+// non-zero bytes, a realloc chain, a huge reservation measured by resident pages, the default
+// line sampling's estimates, HEAPPROF_TOUCH=0, and the Rust over-reservation of
+// samples/rust/vec_growth.rs.
 #include "spawn.h"
 
 #include <criterion/criterion.h>
@@ -60,9 +61,12 @@ static char *prog_path(const char *dir, const char *name) {
     return p;
 }
 
+// every line of blocks up to 1 MiB measured: the pattern figures are exact
+static const char *const exact_env[] = {"HEAPPROF_TOUCH_SAMPLE_BYTES=1048576", NULL};
+
 Test(touch, exact_figures_by_pattern_and_resident_pages, .timeout = 120) {
     char *prog = prog_path(E2E_PROGS, "touch");
-    char *trace = trace_of(prog, "touch", NULL);
+    char *trace = trace_of(prog, "touch", exact_env);
     json_t *r = report_json(trace);
     json_t *s = site_of(r, "part_written");
     cr_expect_eq(e2e_int(s, "touch_measured_blocks"), 100);
@@ -83,11 +87,12 @@ Test(touch, exact_figures_by_pattern_and_resident_pages, .timeout = 120) {
     long long big = e2e_int(s, "touched_bytes");
     cr_expect(big >= 64 * 1024 && big <= 72 * 1024, "4 MiB block with 64 KiB written: %lld", big);
 
-    // the realloc'd block stays with its first site (DHAT's convention): both halves measured
+    // realloc does not measure the block it replaces (its bytes live on in the new one); the
+    // new block stays with the first one's site (DHAT's convention)
     s = site_of(r, "grown");
-    cr_expect_eq(e2e_int(s, "touch_measured_blocks"), 2);
-    cr_expect_eq(e2e_int(s, "touch_measured_bytes"), 1100);
-    cr_expect_eq(e2e_int(s, "touched_bytes"), 250);
+    cr_expect_eq(e2e_int(s, "touch_measured_blocks"), 1);
+    cr_expect_eq(e2e_int(s, "touch_measured_bytes"), 1000);
+    cr_expect_eq(e2e_int(s, "touched_bytes"), 150);
 
     s = site_of(r, "aligned_full");
     cr_expect_eq(e2e_int(s, "touched_bytes"), 1000);
@@ -112,6 +117,29 @@ Test(touch, exact_figures_by_pattern_and_resident_pages, .timeout = 120) {
               "big_reserve is not first:\n%s", sec);
     cr_expect(strstr(out, "\ntouched    "), "no touched summary line");
     free(out);
+    json_decref(r);
+    free(trace);
+    free(prog);
+}
+
+// By default blocks above 512 usable bytes are measured on every k-th 64-byte line: estimates.
+Test(touch, sampled_lines_estimate, .timeout = 120) {
+    char *prog = prog_path(E2E_PROGS, "touch");
+    char *trace = trace_of(prog, "touch_sampled", NULL);
+    json_t *r = report_json(trace);
+    // 1000-byte blocks (1008 usable): every other line, 512 bytes measured of each; the first
+    // 100 bytes written touch line 0 only, so the estimate is 2 x 64 per block
+    json_t *s = site_of(r, "part_written");
+    cr_expect_str_eq(method(s), "sampled pattern");
+    cr_expect_eq(e2e_int(s, "touched_bytes"), 100 * 128);
+    // 256-byte blocks are measured whole, as before
+    s = site_of(r, "zeroed_by_hand");
+    cr_expect_str_eq(method(s), "pattern");
+    cr_expect_eq(e2e_int(s, "touched_bytes"), 5120);
+    s = site_of(r, "aligned_full");
+    cr_expect_eq(e2e_int(s, "touched_bytes"), 1000, "a fully written block stays fully touched");
+    s = site_of(r, "big_reserve");
+    cr_expect_str_eq(method(s), "resident pages");
     json_decref(r);
     free(trace);
     free(prog);

@@ -205,8 +205,6 @@ void tb_rec_realloc(tb_t *tb, uint64_t t, uint64_t t2, uint64_t stack, uint64_t 
     put_addr(tb, old_addr);
     put_addr(tb, new_addr);
     put_var(tb, size);
-    if (old_addr)
-        put_var(tb, 0); // bytes touched of the old block: not measured
     tb->hdr.n_records++;
 }
 
