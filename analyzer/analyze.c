@@ -89,6 +89,8 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     replay_set_mode(a->rp, mode | REPLAY_SITES);
     if (o->growth)
         a->growth = growth_new(o->short_ns);
+    if (o->timeline)
+        a->timeline = timeline_new();
 
     struct stat st;
     uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -101,7 +103,10 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     int got;
     uint64_t n_batches = 0;
     while ((got = reader_next_batch(r, &batch, &n, err)) == 1) {
-        replay_events(a->rp, batch, n);
+        if (a->timeline)
+            timeline_events(a->timeline, a->rp, batch, n);
+        else
+            replay_events(a->rp, batch, n);
         if (a->growth)
             growth_events(a->growth, batch, n);
         if ((++n_batches & 63) == 0)
@@ -113,6 +118,7 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
         return NULL;
     }
     a->sym = symbolize_new(r);
+    a->cpu = cpu_new(r, a->sym);
     a->sites = sites_new(r, a->rp, a->sym);
     if (a->growth)
         growth_finish(a->growth);
@@ -136,11 +142,13 @@ void analyze_close(analyze_t *a) {
     if (!a)
         return;
     growth_free(a->growth);
+    timeline_free(a->timeline);
     if (a->site_index) {
         hmap_fini(a->site_index);
         free(a->site_index);
     }
     sites_free(a->sites);
+    cpu_free(a->cpu);
     symbolize_free(a->sym);
     replay_free(a->rp);
     reader_close(a->r);

@@ -6,12 +6,14 @@
 #ifndef HEAPPROF_ANALYZER_ANALYZE_H
 #define HEAPPROF_ANALYZER_ANALYZE_H
 
+#include "cpu.h"
 #include "errmsg.h"
 #include "growth.h"
 #include "reader.h"
 #include "replay.h"
 #include "sites.h"
 #include "symbolize.h"
+#include "timeline.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,7 +27,9 @@ typedef struct analyze {
     sites_t *sites;
     FILE *progress; // NULL: no progress line
     growth_t *growth; // growth chains and short-lived blocks; NULL unless asked for
+    timeline_t *timeline; // live bytes over time (timeline.h); NULL unless asked for
     struct hmap *site_index; // stack id -> site index + 1, built by analyze_site_of
+    cpu_t *cpu; // CPU samples by stack (cpu.h); symbolized on first use
 } analyze_t;
 
 // Reads the trace at path (replay mode: REPLAY_SITES, plus REPLAY_DHAT for DHAT's counting).
@@ -38,6 +42,7 @@ typedef struct analyze_opts {
     unsigned mode;     // replay mode, as for analyze_open
     bool growth;       // also detect growth chains and short-lived blocks (growth.h)
     uint64_t short_ns; // with growth: the short-lived threshold
+    bool timeline;     // also keep the heap over time (timeline.h; slower: no prefetch)
 } analyze_opts_t;
 
 // analyze_open with options; with growth, a->growth is finished (growth_finish) on return.

@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: MIT
 // The dhat subcommand: options, then analyze (with DHAT's counting) -> out_dhat. With -o the
-// JSON goes to FILE.tmp first and is renamed over FILE once complete, so a failed run never
-// leaves a truncated file that the viewer would half-load.
+// JSON goes to the file through out_file.h, so a failed run never leaves a truncated file that
+// the viewer would half-load.
 #include "cmd_dhat.h"
 
 #include "analyze.h"
 #include "out.h"
-#include "xalloc.h"
+#include "out_file.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,33 +58,10 @@ int cmd_dhat_run(const cmd_dhat_opts_t *o, FILE *out, FILE *progress, errmsg_t *
     analyze_t *a = analyze_open(o->trace, REPLAY_DHAT, progress, err);
     if (!a)
         return -1;
-    int rc;
-    if (!o->out || strcmp(o->out, "-") == 0) {
-        rc = out_dhat_write(a, out, err);
-    } else {
-        size_t n = strlen(o->out) + 5;
-        char *tmp = xmalloc(n);
-        snprintf(tmp, n, "%s.tmp", o->out);
-        FILE *f = fopen(tmp, "w");
-        if (!f) {
-            errmsg_set(err, "dhat: cannot write %s: %s", tmp, strerror(errno));
-            rc = -1;
-        } else {
-            rc = out_dhat_write(a, f, err);
-            if (fclose(f) != 0 && rc == 0) {
-                errmsg_set(err, "dhat: cannot write %s: %s", tmp, strerror(errno));
-                rc = -1;
-            }
-            if (rc == 0 && rename(tmp, o->out) != 0) {
-                errmsg_set(err, "dhat: cannot rename %s to %s: %s", tmp, o->out,
-                           strerror(errno));
-                rc = -1;
-            }
-            if (rc != 0)
-                remove(tmp);
-        }
-        free(tmp);
-    }
+    out_file_t of;
+    int rc = out_file_open(&of, "dhat", o->out, out, err);
+    if (rc == 0)
+        rc = out_file_close(&of, out_dhat_write(a, of.f, err), err);
     analyze_close(a);
     return rc;
 }

@@ -3,15 +3,15 @@
 // stats' totals) -> flame -> out_folded or out_svg; diff folds both traces, one after the other
 // so only one is in memory at a time, and ranks the sites (named as the report names them,
 // merged by that name across the two runs) by how much they changed. With -o the output goes
-// to FILE.tmp first and is renamed over FILE once complete.
+// through out_file.h (complete or not at all).
 #include "cmd_flame.h"
 
 #include "analyze.h"
 #include "out.h"
+#include "out_file.h"
 #include "reader.h"
 #include "xalloc.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +28,8 @@ const char cmd_flame_usage[] =
     "  temporary  bytes of temporary blocks (freed before their thread's next allocation)\n"
     "  growth     bytes copied when blocks grew (realloc or allocate-copy-free,\n"
     "             docs/growth.md), at the site of the growing block\n"
-    "  cpu        CPU samples (not recorded yet)\n"
+    "  cpu        CPU samples: every sampled stack, innermost frame where the time went\n"
+    "             (HEAPPROF_CPU, on by default; --trim does not apply)\n"
     "Without --folded: a self-contained interactive SVG (hover, click to zoom, search).\n"
     "\n"
     "  --metric M          what the width shows (see above)\n"
@@ -123,9 +124,19 @@ static int check_metric(const char *cmd, const char *trace, flame_metric_t m, er
     reader_t *r = reader_open(trace, err);
     if (!r)
         return -1;
+    if (reader_load_defs(r, err) != 0) {
+        reader_close(r);
+        return -1;
+    }
+    const reader_cpu_t *ci = reader_cpu(r);
+    if (ci->n_samples) {
+        reader_close(r);
+        return 0;
+    }
+    char why[512];
+    errmsg_set(err, "%s: this trace has no CPU samples (cpu: %s): %s", cmd,
+               cpu_describe(ci, why, sizeof why), trace);
     reader_close(r);
-    // TODO(#8): CPU samples, once the shim records them
-    errmsg_set(err, "%s: this trace has no CPU samples", cmd);
     return -1;
 }
 
@@ -145,6 +156,22 @@ static named_t *site_values(analyze_t *a, flame_metric_t m, size_t *n_out) {
     size_t n = 0, cap = 0;
     named_t *v = NULL;
     char fn[4096], loc[4096], text[8200], safe[8200];
+    if (m == FLAME_CPU) {
+        // samples are not per site: compare functions by their self samples
+        size_t nf = 0;
+        const cpu_fn_t *fns = cpu_functions(a->cpu, &nf);
+        for (size_t i = 0; i < nf; i++) {
+            if (fns[i].self == 0)
+                continue;
+            snprintf(text, sizeof text, "%s", fns[i].name);
+            v = xgrow(v, &cap, n + 1, sizeof *v);
+            v[n].name = xstrdup(flame_frame_text(text, safe, sizeof safe));
+            v[n++].v = fns[i].self;
+        }
+        qsort(v, n, sizeof *v, cmp_named);
+        *n_out = n;
+        return v;
+    }
     for (size_t i = 0; i < sites_count(a->sites); i++) {
         uint64_t x = flame_site_value(a, i, m);
         if (x == 0)
@@ -275,31 +302,10 @@ static int write_one(const flame_t *f, bool folded, FILE *out, errmsg_t *err) {
 
 static int emit(const char *cmd, const flame_t *f, bool folded, const char *path, FILE *dflt,
                 errmsg_t *err) {
-    if (!path || strcmp(path, "-") == 0)
-        return write_one(f, folded, dflt, err);
-    size_t n = strlen(path) + 5;
-    char *tmp = xmalloc(n);
-    snprintf(tmp, n, "%s.tmp", path);
-    int rc;
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        errmsg_set(err, "%s: cannot write %s: %s", cmd, tmp, strerror(errno));
-        rc = -1;
-    } else {
-        rc = write_one(f, folded, out, err);
-        if (fclose(out) != 0 && rc == 0) {
-            errmsg_set(err, "%s: cannot write %s: %s", cmd, tmp, strerror(errno));
-            rc = -1;
-        }
-        if (rc == 0 && rename(tmp, path) != 0) {
-            errmsg_set(err, "%s: cannot rename %s to %s: %s", cmd, tmp, path, strerror(errno));
-            rc = -1;
-        }
-        if (rc != 0)
-            remove(tmp);
-    }
-    free(tmp);
-    return rc;
+    out_file_t of;
+    if (out_file_open(&of, cmd, path, dflt, err) != 0)
+        return -1;
+    return out_file_close(&of, write_one(f, folded, of.f, err), err);
 }
 
 // Folds one trace; with sv, also its sites by name for the diff table.

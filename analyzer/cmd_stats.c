@@ -5,6 +5,7 @@
 
 #include "out.h"
 
+#include "cpu.h"
 #include "filter.h"
 #include "reader.h"
 #include "replay.h"
@@ -18,7 +19,8 @@ const char cmd_stats_usage[] =
     "usage: heapprof stats TRACE [--json] [--from-module NAME]\n"
     "\n"
     "Prints the totals of a trace: allocated blocks and bytes, frees, the peak of live\n"
-    "bytes, what is live at the end, threads, stacks, duration, and any data lost.\n"
+    "bytes, what is live at the end, threads, stacks, duration, CPU samples (how many, and\n"
+    "how they were taken, or why not), and any data lost.\n"
     "\n"
     "  --json               one JSON object instead of text\n"
     "  --from-module NAME   count only allocations made directly from the module whose file\n"
@@ -86,6 +88,8 @@ static void write_text(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
     fprintf(out, "stacks     %s\n", out_grouped(reader_n_stacks(r), a));
     fprintf(out, "events     %s\n", out_grouped(t->n_events, a));
     fprintf(out, "duration   %.3f s\n", (double)t->last_time_ns / 1e9);
+    char cpu_line[512];
+    fprintf(out, "cpu        %s\n", cpu_describe(reader_cpu(r), cpu_line, sizeof cpu_line));
 
     const reader_damage_t *d = reader_damage(r);
     const reader_trailer_t *tr = reader_trailer(r);
@@ -135,6 +139,7 @@ json_t *cmd_stats_json(const reader_t *r, const replay_totals_t *t, const char *
     json_object_set_new(j, "events", out_json_int(t->n_events));
     json_object_set_new(j, "stacks", out_json_int(reader_n_stacks(r)));
     json_object_set_new(j, "duration_ns", out_json_int(t->last_time_ns));
+    json_object_set_new(j, "cpu", cpu_info_json(reader_cpu(r)));
     if (f) {
         json_t *jf = json_object();
         json_object_set_new(jf, "from_module", json_string(from_module));

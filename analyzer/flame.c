@@ -184,10 +184,55 @@ static char *program_text(const reader_t *r) {
     return b.p;
 }
 
+// FLAME_CPU: every sample stack as it was taken, innermost frame the interrupted function.
+// trim does not apply: it cuts at an allocation site's naming frame, and a sample has none.
+static void cpu_lines(analyze_t *a, flame_t *f) {
+    size_t n_stacks = 0, cap = 0;
+    const cpu_stack_t *st = cpu_stacks(a->cpu, &n_stacks);
+    strbuf_t b = {0};
+    char fn[NAME_CAP], name[NAME_CAP];
+    for (size_t i = 0; i < n_stacks; i++) {
+        const cpu_stack_t *s = &st[i];
+        if (s->count == 0)
+            continue;
+        b.n = 0;
+        uint8_t *kinds = xmalloc(s->n_frames ? s->n_frames : 1);
+        size_t nk = 0;
+        if (s->n_frames == 0) {
+            sb_add(&b, "[unknown stack]", 15);
+            kinds[nk++] = FLAME_KIND_UNKNOWN;
+        }
+        for (size_t j = s->n_frames; j-- > 0;) {
+            const symbolize_frame_t *fr = s->frames[j];
+            flame_frame_text(sites_frame_function(fr, fn, sizeof fn), name, sizeof name);
+            if (b.n)
+                sb_add(&b, ";", 1);
+            sb_add(&b, name, strlen(name));
+            kinds[nk++] = s->kinds[j] == SITES_FRAME_ALLOCATOR
+                              ? FLAME_KIND_ALLOCATOR
+                              : (uint8_t)flame_classify(fr->function, fr->file, fr->module);
+        }
+        f->lines = xgrow(f->lines, &cap, f->n + 1, sizeof *f->lines);
+        flame_line_t *l = &f->lines[f->n++];
+        l->stack = xstrdup(b.p);
+        l->kinds = kinds;
+        l->n_frames = (uint32_t)nk;
+        l->value[0] = s->count;
+        l->value[1] = 0;
+        f->total[0] += s->count;
+    }
+    free(b.p);
+    f->n = sort_merge(f->lines, f->n);
+}
+
 flame_t *flame_new(analyze_t *a, flame_metric_t m, bool trim) {
     flame_t *f = xcalloc(1, sizeof *f);
     f->metric = m;
     f->title_program = program_text(a->r);
+    if (m == FLAME_CPU) {
+        cpu_lines(a, f);
+        return f;
+    }
     size_t n_sites = sites_count(a->sites), cap = 0;
     strbuf_t b = {0};
     uint8_t *kinds = NULL;

@@ -22,7 +22,7 @@ typedef enum flame_metric {
     FLAME_LEAKED,    // bytes live at exit (t-end)
     FLAME_TEMPORARY, // bytes of temporary blocks (the report's definition, replay.h)
     FLAME_GROWTH,    // bytes copied by growth (growth.h; needs a->growth)
-    FLAME_CPU,       // CPU samples (not recorded yet)
+    FLAME_CPU,       // CPU samples (a->cpu): sample stacks, not sites; never trimmed
 } flame_metric_t;
 
 // "bytes", "blocks", ... -> *m. Returns 0, or -1 with err filled for an unknown name.
@@ -60,7 +60,7 @@ typedef struct flame {
 } flame_t;
 
 // Value of site i by metric m: its replay figure, or for FLAME_GROWTH the bytes its growth
-// chains copied (0 when a->growth is NULL); 0 for FLAME_CPU.
+// chains copied (0 when a->growth is NULL); 0 for FLAME_CPU (samples are not per site).
 uint64_t flame_site_value(const analyze_t *a, size_t i, flame_metric_t m);
 
 // Folds the sites of a (opened with mode 0, so peak is stats' peak; with growth for

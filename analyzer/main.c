@@ -7,6 +7,7 @@
 #include "cmd_report.h"
 #include "cmd_run.h"
 #include "cmd_stats.h"
+#include "cmd_view.h"
 #include "errmsg.h"
 #include "format/hpt_format.h"
 
@@ -33,6 +34,7 @@ static const char usage[] =
     "  dhat TRACE [-o FILE]            DHAT JSON for Valgrind's DHAT viewer\n"
     "  flame TRACE [--metric M]        allocation flamegraph (SVG, or --folded stacks)\n"
     "  diff BEFORE AFTER [--metric M]  sites that changed most; -o FILE: differential SVG\n"
+    "  view TRACE [-o FILE]            self-contained HTML viewer (open it in a browser)\n"
     "\n"
     "  heapprof COMMAND --help         help for one command\n"
     "  heapprof --version\n";
@@ -94,6 +96,18 @@ static int do_flame(int argc, char **argv) {
     return finish_output();
 }
 
+static int do_view(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_view_opts_t o;
+    if (cmd_view_parse(argc, argv, &o, &err) != 0 ||
+        cmd_view_run(&o, stdout, progress_stream(), &err) != 0)
+        return fail(&err);
+    if (strcmp(o.path, "-") != 0)
+        fprintf(stderr, "heapprof: viewer written to %s\n", o.path);
+    return finish_output();
+}
+
 static int do_run(int argc, char **argv) {
     errmsg_t err;
     errmsg_init(&err);
@@ -126,6 +140,7 @@ static const struct {
     {"dhat", do_dhat, cmd_dhat_usage},
     {"flame", do_flame, cmd_flame_usage},
     {"diff", do_flame, cmd_diff_usage},
+    {"view", do_view, cmd_view_usage},
 };
 
 static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }

@@ -22,6 +22,14 @@ typedef struct out_report_opts {
     bool json;
 } out_report_opts_t;
 int out_report_write(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_t *err);
+// out_report_cpu.c: the report's CPU section (source, top functions, allocator CPU share), as
+// text at the end of the report and as its JSON "cpu" object (new reference).
+void out_report_cpu_text(analyze_t *a, size_t top, FILE *f);
+json_t *out_report_cpu_json(analyze_t *a, size_t top);
+
+// ---- out_html.c: the self-contained viewer page (viewer/ with view_data.h's JSON inside) ----
+// Needs a opened with growth and timeline (cmd_view.c). Symbolizes every site.
+int out_html_write(analyze_t *a, FILE *f, errmsg_t *err);
 
 // ---- out.c: shared formatting ----
 // 1234567 -> "1,234,567"

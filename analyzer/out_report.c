@@ -318,6 +318,49 @@ static const char *short_rule(analyze_t *a, char buf[64]) {
 
 static void print_site(FILE *f, const site_t *s);
 
+// Index of pc in the raw stack (innermost first), or n.
+static size_t raw_index(const uint64_t *frames, uint32_t n, uint64_t pc) {
+    size_t i = 0;
+    while (i < n && frames[i] != pc)
+        i++;
+    return i;
+}
+
+// CPU samples spent growing site s: samples taken in the allocator (malloc, realloc, the copy,
+// Rust's RawVec and hashbrown's rehash: cpu.h's in_allocator) on behalf of the very call that
+// names the site, i.e. whose stack from its first user frame outward is the site's stack from its
+// naming frame outward, return address for return address. So a realloc step counts although
+// its stack below the user's call differs from the first allocation's. This includes the
+// chain's first allocation, and leaves out samples in heapprof's own shim.
+static uint64_t growth_cpu_samples(analyze_t *a, const site_t *s) {
+    if (cpu_total(a->cpu) == 0 || s->n_frames == 0)
+        return 0;
+    uint32_t nf;
+    const uint64_t *f = reader_stack(a->r, s->fig.stack, &nf);
+    if (!f)
+        return 0;
+    size_t kf = raw_index(f, nf, s->frames[s->name_frame]->pc);
+    if (kf == nf)
+        return 0;
+    size_t n;
+    const cpu_stack_t *cs = cpu_stacks(a->cpu, &n);
+    uint64_t samples = 0;
+    for (size_t i = 0; i < n; i++) {
+        // heapprof's own recording is not the program's growth cost
+        if (!cs[i].in_allocator || cs[i].in_shim || cs[i].user_frame >= cs[i].n_frames)
+            continue;
+        uint32_t ns;
+        const uint64_t *sf = reader_stack(a->r, cs[i].id, &ns);
+        if (!sf)
+            continue;
+        size_t ks = raw_index(sf, ns, cs[i].frames[cs[i].user_frame]->pc);
+        if (ks < ns && ns - ks == nf - kf &&
+            memcmp(sf + ks, f + kf, (nf - kf) * sizeof *f) == 0)
+            samples += cs[i].count;
+    }
+    return samples;
+}
+
 static void print_growth(FILE *f, analyze_t *a, size_t top) {
     growth_t *g = a->growth;
     size_t n = growth_n_sites(g);
@@ -327,7 +370,7 @@ static void print_growth(FILE *f, analyze_t *a, size_t top) {
         copied += growth_site(g, i)->bytes_copied;
         chains += growth_site(g, i)->n_chains;
     }
-    char b1[32], b2[32], b3[32], b4[32], b5[32], adv[1024];
+    char b1[32], b2[32], b3[32], b4[32], b5[32], p1[16], adv[1024];
     fprintf(f, "\nGrowth hotspots (all: %s copied in %s growth steps of %s chains)\n",
             out_bytes(copied, b1), out_grouped(steps, b2), out_grouped(chains, b3));
     if (n == 0)
@@ -341,6 +384,10 @@ static void print_growth(FILE *f, analyze_t *a, size_t top) {
                 plural(gs->n_steps), out_grouped(gs->n_chains, b3), plural(gs->n_chains),
                 out_bytes(gs->final_max, b4), out_bytes(gs->final_median, b5));
         fprintf(f, "       %s\n", growth_advice(gs, s, adv, sizeof adv));
+        uint64_t cpu = s ? growth_cpu_samples(a, s) : 0;
+        if (cpu)
+            fprintf(f, "       %s CPU sample%s (%s of all) in the allocator for this call\n",
+                    out_grouped(cpu, b1), plural(cpu), out_percent(cpu, cpu_total(a->cpu), p1));
         if (s)
             print_site(f, s);
     }
@@ -450,6 +497,7 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     print_ranking(f, a, RANK_UNTOUCHED, &m, o->top);
     if (a->growth)
         print_short(f, a, &m, o->top);
+    out_report_cpu_text(a, o->top, f);
 }
 
 // ---- JSON ----
@@ -557,6 +605,7 @@ static void growth_json(analyze_t *a, json_t *root, const size_t *pos) {
         json_object_set_new(j, "first_size_min", out_json_int(gs->first_min));
         json_object_set_new(j, "api", json_string(growth_api(gs, s)));
         json_object_set_new(j, "advice", out_json_str(growth_advice(gs, s, buf, sizeof buf)));
+        json_object_set_new(j, "cpu_samples", out_json_int(s ? growth_cpu_samples(a, s) : 0));
         json_array_append_new(arr, j);
     }
     json_object_set_new(root, "growth", arr);
@@ -657,6 +706,7 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
     json_object_set_new(root, "sites", sites);
     if (a->growth)
         growth_json(a, root, pos);
+    json_object_set_new(root, "cpu", out_report_cpu_json(a, o->top));
     free(pos);
 
     int rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

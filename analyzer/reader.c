@@ -112,6 +112,13 @@ struct reader {
     bool has_trailer;
     reader_trailer_t trailer;
     reader_damage_t damage;
+
+    reader_cpu_t cpu;
+    hmap_t cpu_index;          // stack id -> index into cpu_ids/cpu_counts
+    uint64_t *cpu_ids, *cpu_counts;
+    size_t cpu_n, cpu_cap, cpu_counts_cap;
+    uint64_t *cpu_chunk;       // stack ids of the chunk being decoded, counted once it decodes
+    size_t cpu_chunk_n, cpu_chunk_cap;
 };
 
 static void *arena_alloc(reader_t *r, size_t n) {
@@ -196,6 +203,10 @@ static void reader_free(reader_t *r) {
     hmap_fini(&r->tid_map);
     hmap_fini(&r->stacks);
     hmap_fini(&r->module_top);
+    hmap_fini(&r->cpu_index);
+    free(r->cpu_ids);
+    free(r->cpu_counts);
+    free(r->cpu_chunk);
     free(r->module_below);
     while (r->arena) {
         arena_block_t *next = r->arena->next;
@@ -283,6 +294,8 @@ reader_t *reader_open(const char *path, errmsg_t *err) {
     hmap_init(&r->tid_map, sizeof(size_t));
     hmap_init(&r->stacks, sizeof(stack_ref_t));
     hmap_init(&r->module_top, sizeof(size_t));
+    hmap_init(&r->cpu_index, sizeof(size_t));
+    r->cpu.reason = "";
     r->dctx = ZSTD_createDCtx();
     if (!r->dctx) {
         errmsg_set(err, "%s: cannot create a zstd context", path);
@@ -487,6 +500,25 @@ static bool has_magic_at(const uint8_t *p) {
     return m == HPT_CHUNK_MAGIC;
 }
 
+// Counts the samples of a chunk that decoded whole.
+static void cpu_commit(reader_t *r) {
+    for (size_t i = 0; i < r->cpu_chunk_n; i++) {
+        bool existed;
+        size_t *idx = hmap_put(&r->cpu_index, r->cpu_chunk[i], &existed);
+        if (!existed) {
+            *idx = r->cpu_n;
+            r->cpu_ids = xgrow(r->cpu_ids, &r->cpu_cap, r->cpu_n + 1, sizeof *r->cpu_ids);
+            r->cpu_counts =
+                xgrow(r->cpu_counts, &r->cpu_counts_cap, r->cpu_n + 1, sizeof *r->cpu_counts);
+            r->cpu_ids[r->cpu_n] = r->cpu_chunk[i];
+            r->cpu_counts[r->cpu_n++] = 0;
+        }
+        r->cpu_counts[*idx]++;
+    }
+    r->cpu.n_samples += r->cpu_chunk_n;
+    r->cpu_chunk_n = 0;
+}
+
 // Decodes a verified chunk's payload. Events go to the thread's queue and are rolled back if a
 // later record fails, so a chunk counts entirely or not at all (definitions already taken from
 // its valid records stay: they are correct and harmless).
@@ -624,6 +656,20 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
             if (!def_process(r, &rec))
                 goto bad;
             break;
+        case HPT_REC_CPU_SAMPLE:
+            r->cpu_chunk = xgrow(r->cpu_chunk, &r->cpu_chunk_cap, r->cpu_chunk_n + 1,
+                                 sizeof *r->cpu_chunk);
+            r->cpu_chunk[r->cpu_chunk_n++] = rec.stack;
+            break;
+        case HPT_REC_CPU_INFO:
+            if (rec.counters[0] > HPT_CPU_TIMER)
+                goto bad;
+            r->cpu.has_info = true;
+            r->cpu.source = (uint8_t)rec.counters[0];
+            r->cpu.hz = rec.counters[1] > UINT32_MAX ? UINT32_MAX : (uint32_t)rec.counters[1];
+            r->cpu.n_lost = rec.counters[3];
+            r->cpu.reason = arena_str(r, rec.str, rec.str_len);
+            break;
         case HPT_REC_TRAILER:
             r->has_trailer = true;
             r->trailer.n_events = rec.counters[0];
@@ -637,6 +683,7 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
     }
     if (p != end)
         goto bad;
+    cpu_commit(r);
     r->damage.late_events += late;
     r->n_buffered += q->tail - old_tail;
     r->n_reserved += q->cap - old_cap;
@@ -644,6 +691,7 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
         heap_push(r, q);
     return true;
 bad:
+    r->cpu_chunk_n = 0;
     q->tail = old_tail;
     r->n_reserved += q->cap - old_cap;
     return false;
@@ -951,6 +999,14 @@ const reader_damage_t *reader_damage(const reader_t *r) { return &r->damage; }
 
 const reader_trailer_t *reader_trailer(const reader_t *r) {
     return r->has_trailer ? &r->trailer : NULL;
+}
+
+const reader_cpu_t *reader_cpu(const reader_t *r) { return &r->cpu; }
+
+size_t reader_cpu_stacks(const reader_t *r, const uint64_t **ids, const uint64_t **counts) {
+    *ids = r->cpu_ids;
+    *counts = r->cpu_counts;
+    return r->cpu_n;
 }
 
 const char *reader_exe(const reader_t *r) { return r->exe; }

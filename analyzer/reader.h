@@ -94,6 +94,17 @@ typedef struct reader_trailer {
     uint64_t n_stack_overflows;
 } reader_trailer_t;
 
+// CPU samples (docs/trace-format.md#cpu). They change no heap state, so they are not merged
+// into the event stream (and never count as late): the reader counts them by stack as it reads.
+typedef struct reader_cpu {
+    bool has_info;      // a CPU_INFO record was read (traces before CPU sampling have none)
+    uint8_t source;     // enum hpt_cpu_source of the last CPU_INFO
+    uint32_t hz;        // samples asked for per CPU-second
+    uint64_t n_samples; // CPU_SAMPLE records read from intact chunks
+    uint64_t n_lost;    // samples the shim could not take or keep (its last CPU_INFO's count)
+    const char *reason; // why sampling is off ("" when on); owned by the reader
+} reader_cpu_t;
+
 typedef struct reader reader_t;
 
 // Opens and checks the file header. Refuses anything but a regular file (never blocks on a
@@ -130,6 +141,12 @@ const hpt_file_hdr_t *reader_header(const reader_t *r);
 const reader_damage_t *reader_damage(const reader_t *r);
 // NULL until a TRAILER chunk was read.
 const reader_trailer_t *reader_trailer(const reader_t *r);
+// CPU sampling summary; never NULL.
+const reader_cpu_t *reader_cpu(const reader_t *r);
+// CPU samples counted by stack id (0: unwinding failed): *ids and *counts point at n entries,
+// in no particular order, owned by the reader and valid until the next reader call.
+size_t reader_cpu_stacks(const reader_t *r, const uint64_t **ids, const uint64_t **counts);
+
 // Executable and arguments from the PROCESS record; NULL/0 until it was read.
 const char *reader_exe(const reader_t *r);
 const char *const *reader_argv(const reader_t *r, size_t *argc);

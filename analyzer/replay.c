@@ -69,6 +69,7 @@ struct replay {
     thread_state_t threads[THREAD_SLOTS];   // by tid % THREAD_SLOTS
     hmap_t spilled;                         // tid -> thread_state_t pushed out of threads[]
     uint64_t epoch;                         // bumped at every new global peak
+    uint32_t last_site;                     // the site the latest change touched (timeline.c)
 };
 
 replay_t *replay_new(replay_keep_fn keep, void *keep_ctx) {
@@ -147,6 +148,7 @@ static thread_state_t *thread_state(replay_t *rp, uint32_t tid) {
 
 // Saves the site's live counts for the current peak epoch before its first change in it.
 static inline void site_touch(replay_t *rp, site_acc_t *s) {
+    rp->last_site = (uint32_t)(s - rp->sites);
     if (s->snap_epoch != rp->epoch) {
         s->snap_epoch = rp->epoch;
         s->snap_bytes = s->live_bytes;
@@ -390,3 +392,7 @@ void replay_events(replay_t *rp, const reader_event_t *ev, size_t n) {
 }
 
 const replay_totals_t *replay_totals(const replay_t *rp) { return &rp->t; }
+
+uint32_t replay_last_site(const replay_t *rp) { return rp->last_site; }
+
+void replay_prefetch(const replay_t *rp, uint64_t addr) { hmap_prefetch(&rp->live, addr); }

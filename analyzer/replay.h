@@ -84,4 +84,13 @@ void replay_events(replay_t *rp, const reader_event_t *ev, size_t n);
 
 const replay_totals_t *replay_totals(const replay_t *rp);
 
+// The site whose figures the latest site change touched (REPLAY_SITES; 0 before any). An event
+// that changed no site leaves it as it was; one that changed two (an allocation at a live
+// address, counted in n_double_allocs) names the second. For timeline.c's per-site live bytes.
+uint32_t replay_last_site(const replay_t *rp);
+
+// Starts loading the live-table slot of addr, as replay_events does a few events ahead, for a
+// caller that applies events one at a time (timeline.c). Hot path.
+void replay_prefetch(const replay_t *rp, uint64_t addr);
+
 #endif

@@ -83,6 +83,19 @@ void hp_config_load(void) {
     else if (unw && strcmp(unw, "cfi"))
         hp_diag_line("ignoring HEAPPROF_UNWIND=", unw, ": expected cfi, libunwind or check; using cfi",
                      (char *)NULL);
+    hp_config.cpu = HP_CPU_AUTO;
+    hp_config.cpu_hz = 997; // prime, so sampling does not lock step with periodic work
+    const char *cpu = getenv("HEAPPROF_CPU");
+    if (cpu && (!strcmp(cpu, "0") || !strcmp(cpu, "off") || !strcmp(cpu, "no")))
+        hp_config.cpu = HP_CPU_OFF;
+    else if (cpu && !strcmp(cpu, "perf"))
+        hp_config.cpu = HP_CPU_PERF;
+    else if (cpu && !strcmp(cpu, "timer"))
+        hp_config.cpu = HP_CPU_TIMER;
+    else if (cpu && strcmp(cpu, "1") && strcmp(cpu, "on") && strcmp(cpu, "auto"))
+        hp_diag_line("ignoring HEAPPROF_CPU=", cpu, ": expected 0, 1, perf or timer; using 1",
+                     (char *)NULL);
+    parse_u32("HEAPPROF_CPU_HZ", 1, 10000, &hp_config.cpu_hz);
     // round the buffer down to a power of two so ring offsets wrap with a mask
     uint32_t ring = 1u << 16;
     while ((uint64_t)ring * 2 <= (uint64_t)buffer_kb * 1024)

@@ -14,6 +14,13 @@ enum hp_unwinder {
     HP_UNWIND_CHECK = 2,     // both on every event; report differences at exit (testing)
 };
 
+enum hp_cpu_mode {
+    HP_CPU_OFF = 0,   // HEAPPROF_CPU=0: no CPU samples
+    HP_CPU_AUTO = 1,  // default: perf_event, else the fallback
+    HP_CPU_PERF = 2,  // HEAPPROF_CPU=perf: perf_event only
+    HP_CPU_TIMER = 3, // HEAPPROF_CPU=timer: the fallback only (as if perf were refused)
+};
+
 typedef struct hp_config {
     char out[HP_PATH_MAX];  // HEAPPROF_OUT, %p not yet expanded
     uint32_t flush_ms;      // HEAPPROF_FLUSH_MS: longest time an event waits before it is written
@@ -23,6 +30,8 @@ typedef struct hp_config {
     bool quiet;             // HEAPPROF_QUIET=1: no "writing trace to" line
     bool enabled;           // HEAPPROF_ENABLE=0 turns recording off (the shim passes through)
     int unwinder;           // HEAPPROF_UNWIND: cfi (default), libunwind, check
+    int cpu;                // HEAPPROF_CPU: enum hp_cpu_mode
+    uint32_t cpu_hz;        // HEAPPROF_CPU_HZ: CPU samples per CPU-second (default 997)
     bool touch;             // HEAPPROF_TOUCH=0: do not measure bytes touched (touch.h)
     uint32_t touch_fill_max; // HEAPPROF_TOUCH_FILL_MAX: largest block (usable bytes) to fill
     uint32_t touch_sample_bytes; // HEAPPROF_TOUCH_SAMPLE_BYTES: most bytes measured per block

@@ -5,6 +5,7 @@
 #include "state.h"
 
 #include "config.h"
+#include "cpu.h"
 #include "diag.h"
 #include "guard.h"
 #include "mem.h"
@@ -138,6 +139,8 @@ static bool start_trace(void) {
     hp_mem_unmap(m.buf, m.cap);
     if (ok && !hp_config.quiet)
         hp_diag_line("writing trace to ", path, (char *)NULL);
+    if (ok)
+        hp_cpu_start(); // from this thread: the events cover the threads it creates from now
     return ok;
 }
 
@@ -158,7 +161,9 @@ bool hp_state_ensure_trace(void) {
 
 static void fork_prepare(void) {
     int entered = hp_guard_enter();
-    // Lock order matches the other users: stacktab -> writer round -> ring list.
+    // Lock order matches the other users: stacktab -> writer round -> ring list; the unwinder's
+    // rule lock is a leaf (held only around libdw), taken first so no thread holds it in the child.
+    hp_unwind_fork_prepare();
     hp_stacktab_fork_prepare();
     hp_writer_fork_prepare();
     hp_tbuf_list_lock();
@@ -170,6 +175,7 @@ static void fork_parent(void) {
     hp_tbuf_list_unlock();
     hp_writer_fork_parent();
     hp_stacktab_fork_parent();
+    hp_unwind_fork_parent();
 }
 
 static void fork_child(void) {
@@ -179,6 +185,8 @@ static void fork_child(void) {
     hp_tbuf_forget_all();
     hp_writer_fork_child();
     hp_stacktab_fork_child();
+    hp_unwind_fork_child();
+    hp_cpu_fork_child();
     hp_modmap_reset();
     hp_record_fork_child();
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
@@ -189,6 +197,7 @@ static void fork_child(void) {
 void hp_state_before_exec(void) {
     // The trace of this image ends here, cleanly; if exec fails, recording simply goes on and
     // the trailer written at exit supersedes this one.
+    hp_cpu_before_exec();
     if (hp_state_is_on())
         hp_writer_flush_sync(true);
 }
@@ -243,6 +252,8 @@ __attribute__((constructor)) static void hp_state_init(void) {
 
 __attribute__((destructor)) static void hp_state_fini(void) {
     int entered = hp_guard_enter();
+    // Samples stop first, so the writer's final flush carries the last of them.
+    hp_cpu_stop();
     int expected = HP_STATE_ON;
     // Recording stops before the final flush; later frees (other destructors) pass through.
     atomic_compare_exchange_strong(&hp_state, &expected, HP_STATE_FINISHED);

@@ -13,6 +13,30 @@
 // call the real allocator through the recursion guard.
 uint32_t hp_unwind(uint64_t *out, uint32_t max, bool *same_as_last);
 
+// Walks a copy of a stack taken elsewhere (a CPU sample): ip, sp and bp (rbp) are the
+// interrupted registers, stack[0..len) the memory from sp upwards; no other stack memory is
+// read. out[0] is ip + 1, so that every frame reads as a return address (symbolizers look up
+// pc - 1), then the return addresses. Stops at the first frame whose rule is not the simple
+// form or whose memory lies outside the copy. Returns the count (>= 1 when max >= 1). Not
+// async-signal-safe: may compute rules (takes a lock, allocates through the recursion guard).
+uint32_t hp_unwind_copy(uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t *stack,
+                        uint64_t len, uint64_t *out, uint32_t max);
+
+// The same walk on the live stack from a signal handler (the CPU-time timer fallback): rules
+// come from the shared table only, never computed; the first pc without one ends the walk and
+// is returned in *want_pc (0 if none) for hp_unwind_prepare. Async-signal-safe: no lock, no
+// allocation; reads only the stack slots the rules name.
+uint32_t hp_unwind_signal(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t *out, uint32_t max,
+                          uint64_t *want_pc);
+// Computes and caches the rule for pc (a value hp_unwind_signal or hp_unwind_copy recorded).
+// Takes the rule lock and may allocate: never from a signal handler.
+void hp_unwind_prepare(uint64_t pc);
+
+// fork: the rule table's lock must not be held by another thread when the child is made.
+void hp_unwind_fork_prepare(void);
+void hp_unwind_fork_parent(void);
+void hp_unwind_fork_child(void);
+
 // Records the address range of the shim's own code so hp_unwind can drop those frames.
 void hp_unwind_init(void);
 

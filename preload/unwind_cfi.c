@@ -139,6 +139,21 @@ static bool cfa_offset(const Dwarf_Op *ops, size_t nops, int64_t *off) {
     return false;
 }
 
+// The CFA expression ld writes for .plt entries: rsp + n, plus 8 from the entry's byte `k` on
+// (after its push): breg7 n; breg16 0; lit15; and; lit<k>; ge; lit3; shl; plus. Only CPU samples
+// stop inside a stub (an allocation's stack never has one on its return path); at one known
+// instruction address the expression is a plain rsp offset.
+static bool plt_cfa(const Dwarf_Op *o, size_t n, uint64_t ip, int64_t *cfa_off) {
+    if (n != 9 || o[0].atom != DW_OP_breg7 || o[1].atom != DW_OP_breg16 || o[1].number != 0 ||
+        o[2].atom != DW_OP_lit15 || o[3].atom != DW_OP_and || o[4].atom < DW_OP_lit0 ||
+        o[4].atom > DW_OP_lit31 || o[5].atom != DW_OP_ge || o[6].atom != DW_OP_lit3 ||
+        o[7].atom != DW_OP_shl || o[8].atom != DW_OP_plus)
+        return false;
+    uint64_t k = (uint64_t)(o[4].atom - DW_OP_lit0);
+    *cfa_off = (int64_t)o[0].number + ((ip & 15) >= k ? 8 : 0);
+    return true;
+}
+
 static rule_t compute_rule(uint64_t pc) {
     rule_t r = {0};
     r.flags = RULE_STOP;
@@ -156,11 +171,15 @@ static rule_t compute_rule(uint64_t pc) {
     size_t nops;
     int64_t ra_off, bp_off;
     r.flags = RULE_UNSUPPORTED;
-    if (ra_reg != 16 || signal_frame || dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops != 1)
+    if (ra_reg != 16 || signal_frame || dwarf_frame_cfa(frame, &ops, &nops) != 0)
         goto out;
     uint8_t flags = 0;
     int64_t cfa_off;
-    if (ops[0].atom == DW_OP_bregx && (ops[0].number == 6 || ops[0].number == 7)) {
+    if (plt_cfa(ops, nops, pc - 1, &cfa_off)) {
+        // a PLT stub, evaluated for this very instruction: CFA = rsp + cfa_off
+    } else if (nops != 1) {
+        goto out;
+    } else if (ops[0].atom == DW_OP_bregx && (ops[0].number == 6 || ops[0].number == 7)) {
         flags |= ops[0].number == 6 ? RULE_CFA_BP : 0;
         cfa_off = (int64_t)ops[0].number2;
     } else if (ops[0].atom == DW_OP_breg6 || ops[0].atom == DW_OP_breg7) {
@@ -476,6 +495,127 @@ void hp_unwind_report(void) {
     hp_diag_line("unwinder check: ", hp_diag_u64(a, n_checked), " stacks, ",
                  hp_diag_u64(b, n_differ), " differ from libunwind (", hp_diag_u64(c, n_same),
                  " found unchanged)", (char *)NULL);
+}
+
+// ---- walking a copied stack (CPU samples) --------------------------------------------------------
+
+static bool copy_load(const uint8_t *stack, uint64_t sp0, uint64_t len, uint64_t addr,
+                      uint64_t *v) {
+    if (addr < sp0 || len < 8 || addr - sp0 > len - 8)
+        return false; // outside the copy: refused, never read from the live stack
+    memcpy(v, stack + (addr - sp0), sizeof *v);
+    return true;
+}
+
+uint32_t hp_unwind_copy(uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t *stack,
+                        uint64_t len, uint64_t *out, uint32_t max) {
+    const uint64_t sp0 = sp;
+    // A rule is keyed by a return address and describes pc - 1; keying the interrupted ip as
+    // ip + 1 gets the rule at ip itself, which is what the innermost frame needs.
+    uint64_t pc = ip + 1;
+    bool bp_ok = true;
+    uint32_t n = 0;
+    while (n < max) {
+        out[n++] = pc;
+        rule_t r = rule_for(pc);
+        if (r.flags & (RULE_STOP | RULE_UNSUPPORTED))
+            break;
+        if ((r.flags & RULE_CFA_BP) && !bp_ok)
+            break;
+        uint64_t cfa = ((r.flags & RULE_CFA_BP) ? bp : sp) + (uint64_t)(int64_t)r.cfa_off;
+        if (r.flags & RULE_BP_LOST)
+            bp_ok = false;
+        if (cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7))
+            break;
+        uint64_t ra;
+        if (!copy_load(stack, sp0, len, cfa + (uint64_t)(int64_t)r.ra_off, &ra))
+            break;
+        if (r.flags & RULE_BP_SAVED) {
+            uint64_t at = cfa + (uint64_t)(int64_t)r.bp_off;
+            // A save slot below sp: an epilogue already popped rbp (GCC's CFI keeps it "saved"
+            // until the ret), so the register holds the caller's value; the live walk reads
+            // the stale slot, the copy does not have it.
+            if (at >= sp && !copy_load(stack, sp0, len, at, &bp))
+                break;
+            bp_ok = true;
+        }
+        sp = cfa;
+        pc = ra;
+        if (pc == 0)
+            break;
+    }
+    return n;
+}
+
+// The shared table only: no thread cache (the interrupted code may be using it), no libdw.
+// Sets *missing and returns a STOP rule when pc has no rule yet.
+static rule_t rule_known(uint64_t pc, bool *missing) {
+    const table_t *t = atomic_load_explicit(&rules, memory_order_acquire);
+    if (t)
+        for (uint64_t j = pc_hash(pc) & t->mask;; j = (j + 1) & t->mask) {
+            uint64_t k = atomic_load_explicit(&t->slots[j].pc, memory_order_acquire);
+            if (k == pc)
+                return t->slots[j].rule;
+            if (!k)
+                break;
+        }
+    *missing = true;
+    return (rule_t){.flags = RULE_STOP};
+}
+
+uint32_t hp_unwind_signal(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t *out, uint32_t max,
+                          uint64_t *want_pc) {
+    uint64_t pc = ip + 1; // as in hp_unwind_copy
+    bool bp_ok = true;
+    uint32_t n = 0;
+    *want_pc = 0;
+    while (n < max) {
+        out[n++] = pc;
+        bool missing = false;
+        rule_t r = rule_known(pc, &missing);
+        if (missing) {
+            *want_pc = pc;
+            break;
+        }
+        if (r.flags & (RULE_STOP | RULE_UNSUPPORTED))
+            break;
+        if ((r.flags & RULE_CFA_BP) && !bp_ok)
+            break;
+        uint64_t cfa = ((r.flags & RULE_CFA_BP) ? bp : sp) + (uint64_t)(int64_t)r.cfa_off;
+        if (r.flags & RULE_BP_LOST)
+            bp_ok = false;
+        if (cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7))
+            break;
+        uint64_t ra = *(const uint64_t *)(uintptr_t)(cfa + (uint64_t)(int64_t)r.ra_off);
+        if (r.flags & RULE_BP_SAVED) {
+            uint64_t at = cfa + (uint64_t)(int64_t)r.bp_off;
+            if (at >= sp) // below sp: popped already (see hp_unwind_copy)
+                bp = *(const uint64_t *)(uintptr_t)at;
+            bp_ok = true;
+        }
+        sp = cfa;
+        pc = ra;
+        if (pc == 0)
+            break;
+    }
+    return n;
+}
+
+void hp_unwind_prepare(uint64_t pc) {
+    (void)rule_for(pc);
+}
+
+void hp_unwind_fork_prepare(void) {
+    pthread_mutex_lock(&lock);
+}
+
+void hp_unwind_fork_parent(void) {
+    pthread_mutex_unlock(&lock);
+}
+
+void hp_unwind_fork_child(void) {
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    lock = fresh;
 }
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *data) {

@@ -29,3 +29,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
 fi
+# the viewer's browser tests (tests/browser) drive the system Chromium with playwright-core; npm ci
+# only when the lockfile changed since the last install (never downloads a browser)
+browser_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+if command -v npm >/dev/null 2>&1 &&
+   ! cmp -s "$browser_dir/package-lock.json" "$browser_dir/node_modules/.heapprof-lock"; then
+  (cd "$browser_dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund \
+     --loglevel=error </dev/null &&
+   cp package-lock.json node_modules/.heapprof-lock)
+fi

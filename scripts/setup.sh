@@ -22,4 +22,6 @@ heapprof dhat "$demo/exact_counts.hpt" -o "$demo/exact_counts.dhat.json"
 # an allocation flamegraph (open the SVG in a browser) and its folded stacks
 heapprof flame "$demo/exact_counts.hpt" --metric bytes -o "$demo/exact_counts.bytes.svg"
 heapprof flame "$demo/exact_counts.hpt" --metric bytes --folded -o "$demo/exact_counts.bytes.folded"
+# the self-contained HTML viewer (docs/viewer.md)
+heapprof view "$demo/exact_counts.hpt" -o "$demo/exact_counts.html"
 echo "heapprof: reports written to $demo"

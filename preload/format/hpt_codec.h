@@ -70,7 +70,8 @@ typedef struct hpt_rec {
     uint32_t str_len;
     const uint8_t *str2;   // MODULE_LOAD build id (raw bytes), PROCESS args (argc in size)
     uint32_t str2_len;
-    uint64_t counters[4];  // TRAILER
+    uint64_t counters[4];  // TRAILER; CPU_INFO: source, hz, n_samples, n_lost (reason in str)
+    uint64_t tid;          // CPU_SAMPLE: the sampled thread
     uint8_t touch;         // FREE: 0 not measured, else 1 + HPT_TOUCH_*
     uint64_t touched;      // with touch: bytes touched (FILL*: differing from the pattern)
     uint64_t touched_nz;   // with touch: FILL*: bytes that are not zero; RESIDENT: = touched
@@ -217,6 +218,22 @@ static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end
             if (!(p = hpt_get_varint(p, end, &r->counters[i])))
                 return NULL;
         return p;
+    case HPT_REC_CPU_SAMPLE: {
+        // samples of several CPUs interleave, so their time delta is signed
+        uint64_t z;
+        if (!(p = hpt_get_varint(p, end, &z)))
+            return NULL;
+        st->time_ns += (uint64_t)hpt_unzigzag(z);
+        r->time_ns = st->time_ns;
+        if (!(p = hpt_get_varint(p, end, &r->tid)))
+            return NULL;
+        return hpt_get_varint(p, end, &r->stack);
+    }
+    case HPT_REC_CPU_INFO:
+        for (int i = 0; i < 4; i++)
+            if (!(p = hpt_get_varint(p, end, &r->counters[i])))
+                return NULL;
+        return hpt_get_bytes(p, end, &r->str, &r->str_len);
     default:
         return NULL;
     }

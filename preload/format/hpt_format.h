@@ -75,6 +75,8 @@ enum hpt_rec_tag {
     HPT_REC_MODULE_UNLOAD = 10, // dt base
     HPT_REC_PROCESS = 11,     // exe_len exe argc (arg_len arg)...   META only
     HPT_REC_TRAILER = 12,     // n_events n_lost_events n_stacks n_stack_overflow  TRAILER only
+    HPT_REC_CPU_SAMPLE = 14,  // zdt tid stack   (zdt: zigzag signed time delta; see docs/trace-format.md#cpu)
+    HPT_REC_CPU_INFO = 15,    // source hz n_samples n_lost reason_len reason
 };
 
 // "touch": how many bytes of the block being freed the program touched (docs/trace-format.md#touch).
@@ -89,6 +91,13 @@ enum hpt_rec_tag {
 #define HPT_TOUCH_RESIDENT 1u
 #define HPT_TOUCH_FILL_SAMPLED 2u
 #define HPT_TOUCH_PATTERN 0xa5u
+
+// HPT_REC_CPU_INFO source: how CPU samples were taken (docs/trace-format.md#cpu).
+enum hpt_cpu_source {
+    HPT_CPU_OFF = 0,   // not sampled (turned off, or refused: the reason says why)
+    HPT_CPU_PERF = 1,  // perf_event cpu-clock, user-space stacks unwound by the shim
+    HPT_CPU_TIMER = 2, // per-thread CPU-time timer signal (fallback)
+};
 
 #define HPT_STACK_UNKNOWN 0u     // stack id when unwinding failed
 #define HPT_MAX_FRAMES 128u      // frames kept per stack, innermost first

@@ -172,18 +172,33 @@ int e2e_run(char *const argv[], const e2e_run_opts_t *o, char **out, char **err,
     return st;
 }
 
+char *e2e_heapprof_ok(const char *const args[]) {
+    char *out = NULL, *err = NULL;
+    int st = e2e_heapprof(args, &out, &err);
+    cr_assert_eq(st, 0, "heapprof %s %s failed (%d): %s", args[0], args[1] ? args[1] : "", st,
+                 err);
+    free(err);
+    return out;
+}
+
+json_t *e2e_heapprof_json(const char *const args[]) {
+    char *out = e2e_heapprof_ok(args);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    cr_assert(j, "heapprof %s output is not JSON (%s): %s", args[0], je.text, out);
+    free(out);
+    return j;
+}
+
 json_t *e2e_stats(const char *trace, const char *from_module) {
     const char *args[] = {"stats", "--json", trace, from_module ? "--from-module" : NULL,
                           from_module, NULL};
-    char *out, *err;
-    int st = e2e_heapprof(args, &out, &err);
-    cr_assert_eq(st, 0, "heapprof stats %s failed (%d): %s", trace, st, err);
-    json_error_t je;
-    json_t *j = json_loads(out, 0, &je);
-    cr_assert(j, "stats output is not JSON (%s): %s", je.text, out);
-    free(out);
-    free(err);
-    return j;
+    return e2e_heapprof_json(args);
+}
+
+json_t *e2e_report(const char *trace) {
+    const char *args[] = {"report", "--json", trace, NULL};
+    return e2e_heapprof_json(args);
 }
 
 long long e2e_expect(const char *path, const char *key) {

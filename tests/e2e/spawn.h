@@ -34,8 +34,14 @@ typedef struct e2e_run_opts {
 // 128 + signal. *pid_out gets the child's pid when not NULL.
 int e2e_run(char *const argv[], const e2e_run_opts_t *o, char **out, char **err, int *pid_out);
 
+// `heapprof args...`, asserting it succeeds: its stdout (caller frees), or parsed as JSON.
+char *e2e_heapprof_ok(const char *const args[]);
+json_t *e2e_heapprof_json(const char *const args[]);
+
 // `heapprof stats --json TRACE [--from-module M]` parsed; asserts success.
 json_t *e2e_stats(const char *trace, const char *from_module);
+// `heapprof report --json TRACE` parsed; asserts success.
+json_t *e2e_report(const char *trace);
 
 // Integer value of key in a samples .expect file (key=value lines, # comments); -1 if absent.
 long long e2e_expect(const char *path, const char *key);

@@ -24,17 +24,9 @@ static char *trace_of(const char *name, const char *dir) {
     return trace;
 }
 
-static char *run_ok(const char *const args[]) {
-    char *out = NULL, *err = NULL;
-    int st = e2e_heapprof(args, &out, &err);
-    cr_assert_eq(st, 0, "heapprof %s %s failed (%d): %s", args[0], args[1], st, err);
-    free(err);
-    return out;
-}
-
 static char *folded(const char *trace, const char *metric) {
     const char *args[] = {"flame", trace, "--metric", metric, "--folded", NULL};
-    return run_ok(args);
+    return e2e_heapprof_ok(args);
 }
 
 // Parses folded text exactly as flamegraph.pl and inferno do: the count is the last
@@ -109,7 +101,7 @@ Test(flame, rust_frames_are_demangled_and_svg_is_well_formed, .timeout = 120) {
     f = folded(trace, "growth");
     cr_expect(strstr(f, ";vec_growth::grow_u64_vecs;"), "%.3000s", f);
     const char *rargs[] = {"report", "--json", trace, NULL};
-    char *rj = run_ok(rargs);
+    char *rj = e2e_heapprof_ok(rargs);
     json_error_t je;
     json_t *r = json_loads(rj, 0, &je);
     cr_assert(r, "report --json: %s", je.text);
@@ -125,7 +117,7 @@ Test(flame, rust_frames_are_demangled_and_svg_is_well_formed, .timeout = 120) {
     char svg[4300], cmd[8800];
     snprintf(svg, sizeof svg, "%s/vec_growth.svg", dir);
     const char *args[] = {"flame", trace, "-o", svg, NULL};
-    free(run_ok(args));
+    free(e2e_heapprof_ok(args));
     snprintf(cmd, sizeof cmd, "xmllint --noout '%s'", svg);
     cr_expect_eq(system(cmd), 0, "xmllint rejects %s", svg);
     FILE *in = fopen(svg, "r");
@@ -144,18 +136,18 @@ Test(flame, diff_of_a_trace_with_itself_is_zero_and_two_samples_diff, .timeout =
     char *dir = e2e_tmpdir("flame_diff");
     char *t1 = trace_of("exact_counts", dir), *t2 = trace_of("vec_growth", dir);
     const char *same[] = {"diff", t1, t1, "--folded", NULL};
-    char *f = run_ok(same);
+    char *f = e2e_heapprof_ok(same);
     cr_expect_gt(folded_total(f, 2), 0);
     free(f);
     const char *same_table[] = {"diff", t1, t1, "--metric", "blocks", NULL};
-    char *t = run_ok(same_table);
+    char *t = e2e_heapprof_ok(same_table);
     cr_expect(strstr(t, "no site changed"), "%s", t);
     free(t);
 
     char svg[4300], cmd[8800];
     snprintf(svg, sizeof svg, "%s/diff.svg", dir);
     const char *two[] = {"diff", t1, t2, "-o", svg, NULL};
-    t = run_ok(two);
+    t = e2e_heapprof_ok(two);
     cr_expect(strstr(t, "Sites that changed most"), "%s", t);
     cr_expect(strstr(t, "vec_growth::grow_u64_vecs"), "%s", t);
     cr_expect(strstr(t, "new"), "%s", t);
@@ -183,11 +175,11 @@ static void expect_one_error_line(const char *const args[], const char *needle) 
 
 Test(flame, help_and_bad_input, .timeout = 120) {
     const char *help[] = {"flame", "--help", NULL};
-    char *out = run_ok(help);
+    char *out = e2e_heapprof_ok(help);
     cr_expect(strstr(out, "usage: heapprof flame"));
     free(out);
     const char *dhelp[] = {"diff", "--help", NULL};
-    out = run_ok(dhelp);
+    out = e2e_heapprof_ok(dhelp);
     cr_expect(strstr(out, "usage: heapprof diff"));
     free(out);
 
@@ -198,8 +190,16 @@ Test(flame, help_and_bad_input, .timeout = 120) {
     FILE *j = fopen(junk, "w");
     fputs("not a trace\n", j);
     fclose(j);
-    const char *cpu[] = {"flame", trace, "--metric", "cpu", NULL};
-    expect_one_error_line(cpu, "this trace has no CPU samples");
+    // a trace recorded without CPU samples (a short run with them may have none, or a few)
+    char unsampled[4300];
+    snprintf(unsampled, sizeof unsampled, "%s/unsampled.hpt", dir);
+    char prog[4200];
+    snprintf(prog, sizeof prog, "%s/exact_counts", E2E_SAMPLES);
+    char *argv[] = {prog, NULL};
+    static const char *const cpu_off[] = {"HEAPPROF_CPU=0", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, unsampled, cpu_off, NULL), 0);
+    const char *cpu[] = {"flame", unsampled, "--metric", "cpu", NULL};
+    expect_one_error_line(cpu, "this trace has no CPU samples (cpu: off: HEAPPROF_CPU=0)");
     const char *metric[] = {"flame", trace, "--metric", "bogus", NULL};
     expect_one_error_line(metric, "bogus");
     const char *none[] = {"flame", NULL};
@@ -276,7 +276,7 @@ Test(flame, svg_script_hovers_zooms_searches_and_resets, .timeout = 300) {
     snprintf(svg, sizeof svg, "%s/flame.svg", dir);
     snprintf(html, sizeof html, "%s/harness.html", dir);
     const char *args[] = {"flame", trace, "-o", svg, NULL};
-    free(run_ok(args));
+    free(e2e_heapprof_ok(args));
     FILE *h = fopen(html, "w");
     cr_assert(h);
     fputs(harness, h);

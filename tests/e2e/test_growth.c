@@ -17,17 +17,8 @@ static json_t *report_of(const char *prog, const char *tag) {
     snprintf(trace, sizeof trace, "%s/t.hpt", dir);
     char *argv[] = {(char *)prog, NULL};
     cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0, "%s failed", prog);
-    const char *args[] = {"report", "--json", trace, NULL};
-    char *out = NULL, *err = NULL;
-    int st = e2e_heapprof(args, &out, &err);
-    cr_assert_eq(st, 0, "heapprof report --json failed (%d): %s", st, err);
-    json_error_t je;
-    json_t *j = json_loads(out, 0, &je);
-    cr_assert(j, "report --json is not JSON (%s)", je.text);
-    free(out);
-    free(err);
     free(dir);
-    return j;
+    return e2e_report(trace);
 }
 
 static const char *str(json_t *o, const char *key) {
@@ -205,6 +196,12 @@ Test(growth, rust_vec_and_string, .timeout = 120) {
         }
     }
     cr_expect(outer, "no single-chain growth site in grow_rows");
+    // CPU time in growth: each site's samples are part of the run's allocator samples
+    long long in_growth = 0;
+    json_array_foreach(json_object_get(r, "growth"), i, e) in_growth += e2e_int(e, "cpu_samples");
+    json_t *cpu = json_object_get(r, "cpu");
+    if (cpu && json_object_get(cpu, "allocator_samples"))
+        cr_expect_leq(in_growth, e2e_int(cpu, "allocator_samples"));
     json_decref(r);
     free(prog);
 }

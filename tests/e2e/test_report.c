@@ -26,19 +26,6 @@ static char *sample(const char *name) {
     return p;
 }
 
-static json_t *report_json(const char *trace) {
-    const char *args[] = {"report", "--json", trace, NULL};
-    char *out = NULL, *err = NULL;
-    int st = e2e_heapprof(args, &out, &err);
-    cr_assert_eq(st, 0, "heapprof report --json failed (%d): %s", st, err);
-    json_error_t je;
-    json_t *j = json_loads(out, 0, &je);
-    cr_assert(j, "report --json is not JSON (%s)", je.text);
-    free(out);
-    free(err);
-    return j;
-}
-
 static char *report_text(const char *trace, int *status, char **err) {
     const char *args[] = {"report", trace, NULL};
     char *out = NULL;
@@ -64,7 +51,7 @@ static long long sum_sites(json_t *r, const char *key) {
 Test(report, totals_are_stats_totals_and_sites_add_up, .timeout = 120) {
     char *prog = sample("exact_counts"), *dir = e2e_tmpdir("report_totals");
     char *trace = trace_of(prog, dir);
-    json_t *r = report_json(trace), *s = e2e_stats(trace, NULL);
+    json_t *r = e2e_report(trace), *s = e2e_stats(trace, NULL);
     json_t *t = json_object_get(r, "totals");
     static const char *const keys[] = {"blocks", "bytes", "frees", "peak_bytes", "peak_blocks",
                                        "end_bytes", "end_blocks", "threads", "events"};
@@ -133,7 +120,7 @@ Test(report, stripped_binary_gives_module_offsets, .timeout = 120) {
     cr_expect(strstr(out, "exact_counts_stripped+0x"), "%s", out);
     free(out);
     free(err);
-    json_t *r = report_json(trace);
+    json_t *r = e2e_report(trace);
     cr_expect_eq(sum_sites(r, "blocks"), e2e_int(json_object_get(r, "totals"), "blocks"));
     json_decref(r);
     const char *args[] = {"dhat", trace, NULL};

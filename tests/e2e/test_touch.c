@@ -22,19 +22,6 @@ static char *trace_of(const char *prog, const char *tag, const char *const *env)
     return trace;
 }
 
-static json_t *report_json(const char *trace) {
-    const char *args[] = {"report", "--json", trace, NULL};
-    char *out = NULL, *err = NULL;
-    int st = e2e_heapprof(args, &out, &err);
-    cr_assert_eq(st, 0, "heapprof report --json failed (%d): %s", st, err);
-    json_error_t je;
-    json_t *j = json_loads(out, 0, &je);
-    cr_assert(j, "report --json is not JSON (%s)", je.text);
-    free(out);
-    free(err);
-    return j;
-}
-
 // The one site whose naming function is fn.
 static json_t *site_of(json_t *r, const char *fn) {
     json_t *s, *found = NULL;
@@ -67,7 +54,7 @@ static const char *const exact_env[] = {"HEAPPROF_TOUCH_SAMPLE_BYTES=1048576", N
 Test(touch, exact_figures_by_pattern_and_resident_pages, .timeout = 120) {
     char *prog = prog_path(E2E_PROGS, "touch");
     char *trace = trace_of(prog, "touch", exact_env);
-    json_t *r = report_json(trace);
+    json_t *r = e2e_report(trace);
     json_t *s = site_of(r, "part_written");
     cr_expect_eq(e2e_int(s, "touch_measured_blocks"), 100);
     cr_expect_eq(e2e_int(s, "touch_measured_bytes"), 100000);
@@ -126,7 +113,7 @@ Test(touch, exact_figures_by_pattern_and_resident_pages, .timeout = 120) {
 Test(touch, sampled_lines_estimate, .timeout = 120) {
     char *prog = prog_path(E2E_PROGS, "touch");
     char *trace = trace_of(prog, "touch_sampled", NULL);
-    json_t *r = report_json(trace);
+    json_t *r = e2e_report(trace);
     // 1000-byte blocks (1008 usable): every other line, 512 bytes measured of each; the first
     // 100 bytes written touch line 0 only, so the estimate is 2 x 64 per block
     json_t *s = site_of(r, "part_written");
@@ -150,7 +137,7 @@ Test(touch, off_measures_nothing_and_changes_no_allocation_figure, .timeout = 12
     char *on = trace_of(prog, "touch_on", NULL);
     const char *env[] = {"HEAPPROF_TOUCH=0", NULL};
     char *off = trace_of(prog, "touch_off", env);
-    json_t *r = report_json(off);
+    json_t *r = e2e_report(off);
     json_t *t = json_object_get(json_object_get(r, "totals"), "touch");
     cr_expect(json_is_false(json_object_get(t, "measured")));
     cr_expect_eq(e2e_int(t, "blocks"), 0);
@@ -171,7 +158,7 @@ Test(touch, rust_over_reservation_shows_almost_nothing_touched, .timeout = 120) 
     if (access(prog, X_OK))
         cr_skip_test("vec_growth was not built (no rustc?)");
     char *trace = trace_of(prog, "touch_rust", NULL);
-    json_t *r = report_json(trace);
+    json_t *r = e2e_report(trace);
     // Vec::<u8>::with_capacity(1 << 20) with 1 KiB pushed
     json_t *s = site_of(r, "vec_growth::over_reserve");
     long long measured = e2e_int(s, "touch_measured_bytes"), touched = e2e_int(s, "touched_bytes");

@@ -130,6 +130,16 @@ static void synth_full(const char *dir) {
     tb_end(tb, false);
     tb_sync(tb, 80);
 
+    // the CPU sampler's stream: samples of two threads, times going back, a new stack
+    tb_begin(tb, HPT_CHUNK_EVENTS, 0, 5, 0);
+    tb_rec_cpu_info(tb, HPT_CPU_PERF, 997, 0, 0, "");
+    tb_rec_stack(tb, 4, 2, (const uint64_t[]){0x401011, 0x401234});
+    tb_rec_cpu_sample(tb, 40, 100, 4);
+    tb_rec_cpu_sample(tb, 30, 101, 3);
+    tb_rec_cpu_sample(tb, 75, 100, 0);
+    tb_rec_cpu_info(tb, HPT_CPU_PERF, 997, 3, 1, "");
+    tb_end(tb, false);
+
     tb_begin(tb, HPT_CHUNK_TRAILER, 0, 0, 0);
     tb_rec_trailer(tb, 11, 0, 3, 0);
     tb_end(tb, false);

@@ -273,6 +273,28 @@ void tb_rec_trailer(tb_t *tb, uint64_t n_events, uint64_t n_lost, uint64_t n_sta
     tb->hdr.n_records++;
 }
 
+void tb_rec_cpu_sample(tb_t *tb, uint64_t t, uint32_t tid, uint64_t stack) {
+    // signed delta: samples of several CPUs interleave (docs/trace-format.md#cpu)
+    int64_t d = (int64_t)(t - tb->prev_t);
+    put_u8(tb, HPT_REC_CPU_SAMPLE);
+    put_var(tb, ((uint64_t)d << 1) ^ (uint64_t)(d >> 63));
+    tb->prev_t = t;
+    put_var(tb, tid);
+    put_var(tb, stack);
+    tb->hdr.n_records++;
+}
+
+void tb_rec_cpu_info(tb_t *tb, unsigned source, uint32_t hz, uint64_t n_samples, uint64_t n_lost,
+                     const char *reason) {
+    put_u8(tb, HPT_REC_CPU_INFO);
+    put_var(tb, source);
+    put_var(tb, hz);
+    put_var(tb, n_samples);
+    put_var(tb, n_lost);
+    put_bytes(tb, reason, strlen(reason));
+    tb->hdr.n_records++;
+}
+
 // ---- output ----
 
 uint8_t *tb_data(tb_t *tb, size_t *n) {

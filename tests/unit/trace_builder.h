@@ -54,6 +54,10 @@ void tb_rec_module_unload(tb_t *tb, uint64_t t, uint64_t base);
 void tb_rec_process(tb_t *tb, const char *exe, int argc, const char *const *argv);
 void tb_rec_trailer(tb_t *tb, uint64_t n_events, uint64_t n_lost, uint64_t n_stacks,
                     uint64_t n_overflows);
+// CPU_SAMPLE (its time may be below the previous record's) and CPU_INFO.
+void tb_rec_cpu_sample(tb_t *tb, uint64_t t, uint32_t tid, uint64_t stack);
+void tb_rec_cpu_info(tb_t *tb, unsigned source, uint32_t hz, uint64_t n_samples, uint64_t n_lost,
+                     const char *reason);
 
 // The file so far (after the last tb_flush); writable, for tests that damage it.
 uint8_t *tb_data(tb_t *tb, size_t *n);

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: MIT
+// CPU samples by stack and by function. The first frame of a sample stack is the interrupted
+// instruction + 1 (docs/trace-format.md#cpu), so the symbolizer's "look up pc - 1" rule, made
+// for return addresses, lands on the instruction itself. Function figures merge frames by
+// display name, so a function inlined in several places is one row.
+#include "cpu.h"
+
+#include "out.h"
+#include "sites.h"
+#include "xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cpu {
+    const reader_t *r;
+    symbolize_t *sym;
+    uint64_t total;
+    cpu_stack_t *stacks;
+    size_t n_stacks;
+    bool resolved;
+    cpu_fn_t *fns, *callers;
+    size_t n_fns, n_callers;
+    uint64_t alloc_samples, shim_samples;
+    char **strings; // names and locations the rows point at
+    size_t n_strings, strings_cap;
+};
+
+#define NAME_CAP 4096
+
+static const char *keep(cpu_t *c, const char *s) {
+    c->strings = xgrow(c->strings, &c->strings_cap, c->n_strings + 1, sizeof *c->strings);
+    return c->strings[c->n_strings++] = xstrdup(s);
+}
+
+cpu_t *cpu_new(const reader_t *r, symbolize_t *sym) {
+    cpu_t *c = xcalloc(1, sizeof *c);
+    c->r = r;
+    c->sym = sym;
+    const uint64_t *ids, *counts;
+    size_t n = reader_cpu_stacks(r, &ids, &counts);
+    c->stacks = xcalloc(n + 1, sizeof *c->stacks);
+    c->n_stacks = n;
+    for (size_t i = 0; i < n; i++) {
+        c->stacks[i].id = ids[i];
+        c->stacks[i].count = counts[i];
+        c->total += counts[i];
+    }
+    return c;
+}
+
+void cpu_free(cpu_t *c) {
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n_stacks; i++) {
+        free(c->stacks[i].frames);
+        free(c->stacks[i].kinds);
+    }
+    free(c->stacks);
+    free(c->fns);
+    free(c->callers);
+    for (size_t i = 0; i < c->n_strings; i++)
+        free(c->strings[i]);
+    free(c->strings);
+    free(c);
+}
+
+uint64_t cpu_total(const cpu_t *c) { return c->total; }
+
+static const char *base_name(const char *module) {
+    const char *b = module ? strrchr(module, '/') : NULL;
+    return b ? b + 1 : module;
+}
+
+static bool is_shim(const char *module) {
+    const char *b = base_name(module);
+    return b && strncmp(b, "libheapprof", 11) == 0;
+}
+
+// The vDSO (clock_gettime, called by libc and by the shim) is system code, not the user's.
+static bool is_vdso(const char *module) {
+    const char *b = base_name(module);
+    return b && (strncmp(b, "linux-vdso", 10) == 0 || strcmp(b, "[vdso]") == 0);
+}
+
+static void resolve_stack(cpu_t *c, cpu_stack_t *s) {
+    uint32_t n_pcs = 0;
+    const uint64_t *pcs = s->id ? reader_stack(c->r, s->id, &n_pcs) : NULL;
+    size_t cap = 0, n = 0;
+    const symbolize_frame_t **frames = NULL;
+    for (uint32_t i = 0; pcs && i < n_pcs; i++) {
+        size_t k;
+        const symbolize_frame_t *f = symbolize_addr(c->sym, pcs[i], &k);
+        frames = xgrow(frames, &cap, n + k, sizeof *frames);
+        for (size_t j = 0; j < k; j++)
+            frames[n++] = &f[j];
+    }
+    s->frames = frames ? frames : xmalloc(sizeof *frames);
+    s->kinds = xcalloc(n ? n : 1, 1);
+    s->n_frames = n;
+    s->user_frame = n;
+    s->in_allocator = false;
+    for (size_t i = 0; i < n; i++) {
+        const symbolize_frame_t *f = frames[i];
+        sites_frame_kind_t k = is_shim(f->module)   ? SITES_FRAME_ALLOCATOR
+                               : is_vdso(f->module) ? SITES_FRAME_LIBRARY
+                                                    : sites_classify(f->function, f->file, f->module);
+        s->kinds[i] = (uint8_t)k;
+    }
+    // inside the allocator: an allocator frame below the first user frame
+    for (size_t i = 0; i < n; i++) {
+        if (s->kinds[i] == SITES_FRAME_USER) {
+            if (s->in_allocator)
+                s->user_frame = i;
+            break;
+        }
+        if (s->kinds[i] == SITES_FRAME_ALLOCATOR)
+            s->in_allocator = true;
+    }
+    // the shim's own work: from the innermost frame, a shim frame comes before any frame of the
+    // real allocator (which the shim's entry points call, so a sample in malloc's internals
+    // has the shim's malloc above it but is the allocator's time)
+    for (size_t i = 0; i < n && s->in_allocator; i++) {
+        if (is_shim(frames[i]->module)) {
+            s->in_shim = true;
+            break;
+        }
+        if (s->kinds[i] != SITES_FRAME_LIBRARY)
+            break;
+    }
+}
+
+// Where a function is, for its row: the source file (no line: the rows merge many lines), else
+// the module's file name.
+static const char *fn_location(const symbolize_frame_t *f, char *buf, size_t cap) {
+    if (f->file)
+        snprintf(buf, cap, "%s", symbolize_short_path(f->file, 3));
+    else if (f->module)
+        snprintf(buf, cap, "%s", base_name(f->module));
+    else
+        buf[0] = '\0';
+    return buf;
+}
+
+typedef struct name_count {
+    const char *name;
+    const char *location;
+    uint64_t self, total;
+} name_count_t;
+
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(((const name_count_t *)a)->name, ((const name_count_t *)b)->name);
+}
+
+static int cmp_rank(const void *a, const void *b) {
+    const cpu_fn_t *x = a, *y = b;
+    if (x->self != y->self)
+        return x->self > y->self ? -1 : 1;
+    if (x->total != y->total)
+        return x->total > y->total ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+// Sorts v by name and merges equal names into out (allocated). Returns the count.
+static size_t merge(cpu_t *c, name_count_t *v, size_t n, cpu_fn_t **out) {
+    qsort(v, n, sizeof *v, cmp_name);
+    cpu_fn_t *f = xcalloc(n + 1, sizeof *f);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (o && strcmp(f[o - 1].name, v[i].name) == 0) {
+            f[o - 1].self += v[i].self;
+            f[o - 1].total += v[i].total;
+        } else {
+            f[o].name = keep(c, v[i].name);
+            f[o].location = keep(c, v[i].location);
+            f[o].self = v[i].self;
+            f[o].total = v[i].total;
+            o++;
+        }
+    }
+    qsort(f, o, sizeof *f, cmp_rank);
+    *out = f;
+    return o;
+}
+
+static void resolve(cpu_t *c) {
+    if (c->resolved)
+        return;
+    c->resolved = true;
+    name_count_t *rows = NULL, *calls = NULL;
+    size_t n_rows = 0, rows_cap = 0, n_calls = 0, calls_cap = 0;
+    char fn[NAME_CAP], loc[NAME_CAP];
+    // per stack: each distinct name once for total, the innermost for self; names are kept in
+    // a scratch list of this stack so recursion is not counted twice
+    char **seen = NULL;
+    size_t seen_cap = 0;
+    for (size_t i = 0; i < c->n_stacks; i++) {
+        cpu_stack_t *s = &c->stacks[i];
+        resolve_stack(c, s);
+        if (s->in_allocator) {
+            c->alloc_samples += s->count;
+            c->shim_samples += s->in_shim ? s->count : 0;
+            calls = xgrow(calls, &calls_cap, n_calls + 1, sizeof *calls);
+            name_count_t *r = &calls[n_calls++];
+            if (s->user_frame < s->n_frames) {
+                const symbolize_frame_t *f = s->frames[s->user_frame];
+                r->name = xstrdup(sites_frame_function(f, fn, sizeof fn));
+                r->location = xstrdup(fn_location(f, loc, sizeof loc));
+            } else {
+                r->name = xstrdup("[no user frame]");
+                r->location = xstrdup("");
+            }
+            r->self = r->total = s->count;
+        }
+        if (s->n_frames == 0) {
+            rows = xgrow(rows, &rows_cap, n_rows + 1, sizeof *rows);
+            rows[n_rows++] = (name_count_t){xstrdup("[unknown stack]"), xstrdup(""), s->count,
+                                            s->count};
+            continue;
+        }
+        size_t n_seen = 0;
+        for (size_t j = 0; j < s->n_frames; j++) {
+            const char *name = sites_frame_function(s->frames[j], fn, sizeof fn);
+            bool dup = false;
+            for (size_t k = 0; k < n_seen && !dup; k++)
+                dup = strcmp(seen[k], name) == 0;
+            if (dup)
+                continue;
+            seen = xgrow(seen, &seen_cap, n_seen + 1, sizeof *seen);
+            seen[n_seen++] = xstrdup(name);
+            rows = xgrow(rows, &rows_cap, n_rows + 1, sizeof *rows);
+            rows[n_rows++] = (name_count_t){
+                seen[n_seen - 1], xstrdup(fn_location(s->frames[j], loc, sizeof loc)),
+                j == 0 ? s->count : 0, s->count};
+        }
+        // the names now belong to rows; seen is only a scratch index
+    }
+    free(seen);
+    c->n_fns = merge(c, rows, n_rows, &c->fns);
+    c->n_callers = merge(c, calls, n_calls, &c->callers);
+    for (size_t i = 0; i < n_rows; i++) {
+        free((char *)rows[i].name);
+        free((char *)rows[i].location);
+    }
+    for (size_t i = 0; i < n_calls; i++) {
+        free((char *)calls[i].name);
+        free((char *)calls[i].location);
+    }
+    free(rows);
+    free(calls);
+}
+
+const cpu_stack_t *cpu_stacks(cpu_t *c, size_t *n) {
+    resolve(c);
+    *n = c->n_stacks;
+    return c->stacks;
+}
+
+const cpu_fn_t *cpu_functions(cpu_t *c, size_t *n) {
+    resolve(c);
+    *n = c->n_fns;
+    return c->fns;
+}
+
+uint64_t cpu_allocator_samples(cpu_t *c) {
+    resolve(c);
+    return c->alloc_samples;
+}
+
+uint64_t cpu_shim_samples(cpu_t *c) {
+    resolve(c);
+    return c->shim_samples;
+}
+
+const cpu_fn_t *cpu_allocator_callers(cpu_t *c, size_t *n) {
+    resolve(c);
+    *n = c->n_callers;
+    return c->callers;
+}
+
+const char *cpu_source_name(unsigned source) {
+    switch (source) {
+    case HPT_CPU_OFF:
+        return "off";
+    case HPT_CPU_PERF:
+        return "perf";
+    case HPT_CPU_TIMER:
+        return "timer";
+    default:
+        return "unknown";
+    }
+}
+
+const char *cpu_describe(const reader_cpu_t *ci, char *buf, size_t cap) {
+    char a[32], b[32];
+    if (!ci->has_info && ci->n_samples == 0)
+        snprintf(buf, cap, "not recorded (trace made without CPU sampling)");
+    else if (ci->source == HPT_CPU_OFF)
+        snprintf(buf, cap, "off: %s", ci->reason[0] ? ci->reason : "no reason recorded");
+    else
+        snprintf(buf, cap, "%s samples at %" PRIu32 " Hz (%s), %s lost%s%s",
+                 out_grouped(ci->n_samples, a), ci->hz,
+                 ci->source == HPT_CPU_PERF ? "perf_event cpu-clock" : "CPU-time timer",
+                 out_grouped(ci->n_lost, b), ci->reason[0] ? "; " : "", ci->reason);
+    return buf;
+}
+
+json_t *cpu_info_json(const reader_cpu_t *ci) {
+    json_t *j = json_object();
+    json_object_set_new(j, "source",
+                        json_string(ci->has_info ? cpu_source_name(ci->source) : "not recorded"));
+    json_object_set_new(j, "hz", out_json_int(ci->hz));
+    json_object_set_new(j, "samples", out_json_int(ci->n_samples));
+    json_object_set_new(j, "lost", out_json_int(ci->n_lost));
+    json_object_set_new(j, "reason", out_json_str(ci->reason));
+    return j;
+}

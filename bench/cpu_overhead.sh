@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# bench/cpu_overhead.sh: what CPU sampling (issue #8) adds to a profiled run: every workload
+# runs under libheapprof.so with HEAPPROF_CPU=0 and with the default (997 Hz perf_event
+# sampling), back to back, the order alternating each round, and the added cost is taken per
+# round (sampled - unsampled) and reported as the median with min..max. Wall time from bash
+# EPOCHREALTIME; CPU (user+sys of the whole process, our sampling thread included) from GNU
+# time. "per sample" divides the added CPU by the samples the trace holds.
+# Also checks that sampling does not change the allocation figures (stats blocks/bytes).
+#
+# Usage: bench/cpu_overhead.sh [--runs N] [--lib PATH] [--cli PATH] [--samples DIR]
+#                              [--cpu MODE] [--only NAME]
+#   --cpu MODE: the HEAPPROF_CPU of the sampled runs (default 1; `timer` measures the fallback)
+#   needs the bench workloads built (bench/run.sh --build-only) and the samples (cpu_hot)
+set -u
+export LC_ALL=C
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+OUT="$HERE/out/cpu"
+RUNS=5
+LIB="$ROOT/build/preload/libheapprof.so"
+CLI="$ROOT/build/analyzer/heapprof"
+SAMPLES="$ROOT/build/samples"
+MODE=1
+ONLY=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --runs) RUNS="$2"; shift 2 ;;
+    --lib) LIB="$2"; shift 2 ;;
+    --cli) CLI="$2"; shift 2 ;;
+    --samples) SAMPLES="$2"; shift 2 ;;
+    --cpu) MODE="$2"; shift 2 ;;
+    --only) ONLY="$2"; shift 2 ;;
+    -h | --help) sed -n 3,14p "$0"; exit 0 ;;
+    *) echo "cpu_overhead.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+BIN="$HERE/out/bin"
+mkdir -p "$OUT"
+[ -x "$BIN/c_churn" ] || "$HERE/run.sh" --build-only >/dev/null || exit 1
+
+# name | command: a CPU-bound run with few allocations, then allocation-heavy ones
+WORKLOADS=(
+    "cpu_hot|$SAMPLES/cpu_hot 3000"
+    "c_churn|$BIN/c_churn 3000000"
+    "c_threads_2|$BIN/c_threads 2 3000000"
+    "rust_vec_growth|$BIN/rust_vec_growth 40000"
+)
+
+# run MODE NAME CMD... -> "wall_s cpu_s samples blocks bytes"
+run() {
+    local mode="$1" name="$2"
+    shift 2
+    local trace="$OUT/$name.$mode.hpt"
+    rm -f "$trace"
+    local t0 t1
+    t0=$EPOCHREALTIME
+    /usr/bin/time -f "%U %S" -o "$OUT/time.txt" env LD_PRELOAD="$LIB" HEAPPROF_OUT="$trace" \
+        HEAPPROF_QUIET=1 HEAPPROF_CPU="$mode" "$@" >/dev/null 2>"$OUT/$name.$mode.err" || return 1
+    t1=$EPOCHREALTIME
+    local cpu
+    cpu=$(awk '{print $1 + $2}' "$OUT/time.txt")
+    "$CLI" stats "$trace" --json | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+c = s.get("cpu", {})
+print(c.get("samples", 0), s["blocks"], s["bytes"])' | {
+        read -r samples blocks bytes
+        awk -v a="$t0" -v b="$t1" -v c="$cpu" -v s="$samples" -v k="$blocks" -v y="$bytes" \
+            'BEGIN { printf "%.4f %.3f %d %d %d\n", b - a, c, s, k, y }'
+    }
+}
+
+median_range() { # numbers on stdin -> "median (min..max)"
+    sort -g | awk '{ v[NR] = $1 } END {
+        if (NR == 0) { print "-"; exit }
+        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+        printf "%+.3f (%+.3f..%+.3f)", m, v[1], v[NR] }'
+}
+
+printf "%-16s %10s %10s %22s %22s %9s %14s %s\n" workload "wall off" "cpu off" \
+    "added wall s" "added cpu s" samples "cpu/sample" "alloc figures"
+for w in "${WORKLOADS[@]}"; do
+    name="${w%%|*}"
+    [ -z "$ONLY" ] || [ "$ONLY" = "$name" ] || continue
+    read -r -a cmd <<<"${w#*|}"
+    : >"$OUT/$name.rounds"
+    same=yes
+    for ((r = 0; r < RUNS; r++)); do
+        if ((r % 2)); then order="$MODE 0"; else order="0 $MODE"; fi
+        declare -A res=()
+        for mode in $order; do
+            res[$mode]=$(run "$mode" "$name" "${cmd[@]}") || { echo "$name: run failed" >&2; continue 2; }
+        done
+        read -r w0 c0 s0 k0 y0 <<<"${res[0]}"
+        read -r w1 c1 s1 k1 y1 <<<"${res[$MODE]}"
+        [ "$k0/$y0" = "$k1/$y1" ] || same="DIFFER ($k0/$y0 vs $k1/$y1)"
+        echo "$w0 $c0 $w1 $c1 $s1" >>"$OUT/$name.rounds"
+    done
+    wall_off=$(awk '{print $1}' "$OUT/$name.rounds" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+    cpu_off=$(awk '{print $2}' "$OUT/$name.rounds" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+    dwall=$(awk '{print $3 - $1}' "$OUT/$name.rounds" | median_range)
+    dcpu=$(awk '{print $4 - $2}' "$OUT/$name.rounds" | median_range)
+    samples=$(awk '{print $5}' "$OUT/$name.rounds" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+    per=$(awk '{ if ($5 > 0) print ($4 - $2) / $5 * 1e6 }' "$OUT/$name.rounds" | sort -g |
+        awk '{v[NR]=$1} END { if (NR) printf "%.1f us", v[int((NR+1)/2)]; else print "-" }')
+    printf "%-16s %9.3fs %9.3fs %22s %22s %9s %14s %s\n" "$name" "$wall_off" "$cpu_off" "$dwall" \
+        "$dcpu" "$samples" "$per" "$same"
+done

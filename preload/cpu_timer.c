@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: MIT
+// CPU-time timer fallback for CPU samples. The sampling thread lists /proc/self/task and arms,
+// for each thread, a POSIX timer on that thread's CPU-time clock that signals that very thread
+// (SIGEV_THREAD_ID), so no pthread_create hook is needed and only running threads are
+// interrupted. The handler runs on the app's threads: it saves errno, allocates nothing, takes
+// no lock, computes no unwind rule and touches none of the thread's shim state (so it may
+// interrupt the shim itself); it walks with the rules already known and claims a slot with one
+// CAS. Limits: CPU-time
+// timers fire at most at CONFIG_HZ (250/s measured here, cpu-and-flamegraph.md A.2); threads
+// are found within ~20 ms of their start; the first samples of new code stop where a rule is
+// missing (the sampling thread computes it for the next ones).
+#include "cpu_timer.h"
+
+#include "guard.h"
+#include "mem.h"
+#include "unwind.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define N_SLOTS 1024u // power of two
+#define MAX_THREADS 4096
+
+typedef struct slot {
+    _Atomic uint64_t seq; // claim index + 1 once the sample is written
+    hp_cpu_tsample_t s;
+} slot_t;
+
+typedef struct tthread {
+    uint32_t tid;
+    int timer; // kernel timer id
+    bool seen; // in the latest /proc/self/task listing
+} tthread_t;
+
+static slot_t *slots;
+static _Atomic uint64_t claimed, consumed;
+static _Atomic uint64_t n_lost;
+static _Atomic int active;
+static int sig;
+static uint64_t period;
+static tthread_t threads[MAX_THREADS];
+static unsigned n_threads;
+
+static void on_signal(int signo, siginfo_t *si, void *ucv) {
+    (void)signo;
+    int saved = errno;
+    if (!atomic_load_explicit(&active, memory_order_acquire) || si->si_code != SI_TIMER)
+        goto out;
+    // Inside the shim (guard held) the sample is still taken: nothing here touches the
+    // thread's ring, stack table or rule cache, only the shared rule table (read lock-free)
+    // and this slot array, so an allocation-heavy program's samples in heapprof are kept.
+    uint64_t c = atomic_load_explicit(&claimed, memory_order_relaxed);
+    do {
+        if (c - atomic_load_explicit(&consumed, memory_order_acquire) >= N_SLOTS) {
+            atomic_fetch_add_explicit(&n_lost, 1, memory_order_relaxed);
+            goto out;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&claimed, &c, c + 1, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    int guard = hp_tls_guard;
+    hp_tls_guard = 1;
+    slot_t *sl = &slots[c & (N_SLOTS - 1)];
+    const ucontext_t *uc = ucv;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    sl->s.time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    sl->s.tid = (uint32_t)si->si_value.sival_int;
+#if defined(__x86_64__)
+    sl->s.n_frames = hp_unwind_signal((uint64_t)uc->uc_mcontext.gregs[REG_RIP],
+                                      (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
+                                      (uint64_t)uc->uc_mcontext.gregs[REG_RBP], sl->s.frames,
+                                      HP_CPU_TIMER_FRAMES, &sl->s.want_pc);
+#else
+    (void)uc; // cpu.c never starts sampling elsewhere (the rules are x86-64's)
+    sl->s.n_frames = 0;
+    sl->s.want_pc = 0;
+#endif
+    atomic_store_explicit(&sl->seq, c + 1, memory_order_release);
+    hp_tls_guard = guard;
+out:
+    errno = saved;
+}
+
+bool hp_cpu_timer_open(uint64_t period_ns, const char **reason) {
+    period = period_ns;
+    if (!slots && !(slots = hp_mem_map(N_SLOTS * sizeof *slots))) {
+        *reason = "out of memory for the CPU-time timer's samples; CPU samples are off";
+        return false;
+    }
+    // a real-time signal nobody handles (glibc keeps the first few for itself: SIGRTMIN is
+    // already past them); the highest first, since programs that use some take the lowest
+    sig = 0;
+    for (int s = SIGRTMAX; s >= SIGRTMIN + 2 && !sig; s--) {
+        struct sigaction old;
+        if (sigaction(s, NULL, &old) == 0 &&
+            ((!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) ||
+             ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == on_signal))) // a fork child
+            sig = s;
+    }
+    if (!sig) {
+        *reason = "no free real-time signal for the CPU-time timer; CPU samples are off";
+        return false;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    if (sigaction(sig, &sa, NULL) != 0) {
+        *reason = "cannot install the CPU-time timer's signal handler; CPU samples are off";
+        return false;
+    }
+    atomic_store(&claimed, 0);
+    atomic_store(&consumed, 0);
+    atomic_store(&n_lost, 0);
+    atomic_store_explicit(&active, 1, memory_order_release);
+    return true;
+}
+
+static void delete_timer(tthread_t *t) {
+    syscall(SYS_timer_delete, t->timer);
+}
+
+static bool is_ours(uint32_t tid) {
+    char path[64] = "/proc/self/task/", num[16], comm[32] = {0};
+    int n = 0;
+    for (uint32_t v = tid; n == 0 || v; v /= 10)
+        num[n++] = (char)('0' + v % 10);
+    size_t l = strlen(path);
+    while (n)
+        path[l++] = num[--n];
+    memcpy(path + l, "/comm", 6);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return true; // gone already
+    ssize_t r = read(fd, comm, sizeof comm - 1);
+    close(fd);
+    return r > 0 && strncmp(comm, "heapprof-", 9) == 0;
+}
+
+static void arm(uint32_t tid) {
+    if (n_threads == MAX_THREADS || is_ours(tid))
+        return;
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = sig;
+    sev.sigev_value.sival_int = (int)tid;
+    sev._sigev_un._tid = (pid_t)tid;
+    // the kernel's clock id of thread tid's CPU time: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)
+    clockid_t clk = (clockid_t)((~(uint32_t)tid << 3) | 6);
+    int timer;
+    if (syscall(SYS_timer_create, clk, &sev, &timer) != 0)
+        return; // it exited meanwhile
+    struct itimerspec its;
+    its.it_interval.tv_sec = its.it_value.tv_sec = (time_t)(period / 1000000000u);
+    its.it_interval.tv_nsec = its.it_value.tv_nsec = (long)(period % 1000000000u);
+    if (syscall(SYS_timer_settime, timer, 0, &its, NULL) != 0) {
+        syscall(SYS_timer_delete, timer);
+        return;
+    }
+    threads[n_threads++] = (tthread_t){tid, timer, true};
+}
+
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+bool hp_cpu_timer_scan(uint32_t self_tid, const char **reason) {
+    if (!atomic_load(&active))
+        return false;
+    struct sigaction cur;
+    if (sigaction(sig, NULL, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
+        cur.sa_sigaction != on_signal) {
+        *reason = "the program took over the CPU-time timer's signal; CPU samples stopped";
+        hp_cpu_timer_close();
+        return false;
+    }
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return true;
+    for (unsigned i = 0; i < n_threads; i++)
+        threads[i].seen = false;
+    static char buf[16384]; // the sampling thread's only
+    long n;
+    while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n;) {
+            const struct linux_dirent64 *d = (const void *)(buf + off);
+            off += d->d_reclen;
+            uint32_t tid = 0;
+            const char *p = d->d_name;
+            if (*p < '0' || *p > '9')
+                continue;
+            while (*p >= '0' && *p <= '9')
+                tid = tid * 10 + (uint32_t)(*p++ - '0');
+            if (tid == self_tid)
+                continue;
+            bool known = false;
+            for (unsigned i = 0; i < n_threads && !known; i++)
+                if (threads[i].tid == tid)
+                    known = threads[i].seen = true;
+            if (!known)
+                arm(tid);
+        }
+    }
+    close(fd);
+    for (unsigned i = 0; i < n_threads;) {
+        if (!threads[i].seen) {
+            delete_timer(&threads[i]);
+            threads[i] = threads[--n_threads];
+        } else {
+            i++;
+        }
+    }
+    return true;
+}
+
+bool hp_cpu_timer_next(hp_cpu_tsample_t *out) {
+    uint64_t c = atomic_load_explicit(&consumed, memory_order_relaxed);
+    slot_t *sl = &slots[c & (N_SLOTS - 1)];
+    if (!slots || atomic_load_explicit(&sl->seq, memory_order_acquire) != c + 1)
+        return false;
+    *out = sl->s;
+    atomic_store_explicit(&consumed, c + 1, memory_order_release);
+    return true;
+}
+
+uint64_t hp_cpu_timer_lost(void) {
+    return atomic_load(&n_lost);
+}
+
+void hp_cpu_timer_close(void) {
+    atomic_store_explicit(&active, 0, memory_order_release);
+    for (unsigned i = 0; i < n_threads; i++)
+        delete_timer(&threads[i]);
+    n_threads = 0;
+}
+
+void hp_cpu_timer_fork_child(void) {
+    atomic_store(&active, 0);
+    n_threads = 0;
+}

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+// The CPU-sampling fallback when perf events are refused: a timer on each thread's CPU-time
+// clock, armed from the sampling thread (no thread hook), a signal handler that walks the
+// live stack with known unwind rules only and leaves the sample in a lock-free slot array.
+// Only cpu.c uses it. See docs/design.md#cpu-samples.
+#ifndef HEAPPROF_PRELOAD_CPU_TIMER_H
+#define HEAPPROF_PRELOAD_CPU_TIMER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define HP_CPU_TIMER_FRAMES 64
+
+typedef struct hp_cpu_tsample {
+    uint32_t tid;
+    uint32_t n_frames;
+    uint64_t time_ns; // CLOCK_MONOTONIC
+    uint64_t want_pc; // first pc whose unwind rule was not known yet (0: none)
+    uint64_t frames[HP_CPU_TIMER_FRAMES]; // frame 0 = interrupted pc + 1, as for perf samples
+} hp_cpu_tsample_t;
+
+// Picks a signal nobody handles, installs the handler and makes the slot array. Returns false
+// with *reason set. period_ns: CPU time between samples of one thread. Cold, any thread.
+bool hp_cpu_timer_open(uint64_t period_ns, const char **reason);
+
+// Arms a timer on every thread that has none (skipping the shim's own), deletes those of
+// threads that are gone; false with *reason set when the program took the signal over (all
+// timers are then deleted). Sampling thread only.
+bool hp_cpu_timer_scan(uint32_t self_tid, const char **reason);
+
+// Takes the oldest sample the handler left; false when there is none. Sampling thread only.
+bool hp_cpu_timer_next(hp_cpu_tsample_t *out);
+
+// Samples the handler could not keep (slots full).
+uint64_t hp_cpu_timer_lost(void);
+
+// Deletes every timer; the handler stays installed but does nothing (a signal still queued
+// must not meet the default action). Any thread.
+void hp_cpu_timer_close(void);
+
+// fork child: timers are not inherited; forget the parent's.
+void hp_cpu_timer_fork_child(void);
+
+#endif
