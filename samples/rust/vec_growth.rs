@@ -5,7 +5,7 @@
 // Vec<Vec<u8>> of many small inner vectors. Deterministic (an LCG, no clock, no addresses printed);
 // prints a checksum. Counts follow std's growth policy (.expect); over_reserve wastes 1 MiB.
 
-use std::hint::black_box;
+use std::{hint::black_box, sync::atomic::{AtomicBool, Ordering}};
 
 const N_U64_VECS: u64 = 2000; // Vec<u64> of 1..=1000 elements
 const N_STRINGS: u64 = 1000; // Strings of comma-separated numbers
@@ -32,7 +32,7 @@ fn grow_u64_vecs() -> u64 {
     let mut h = 14695981039346656037u64;
     for i in 0..N_U64_VECS {
         let n = (i * 7919) % 1000 + 1;
-        let mut v: Vec<u64> = Vec::new();
+        let mut v: Vec<u64> = if presized() { Vec::with_capacity(n as usize) } else { Vec::new() };
         for k in 0..n {
             v.push(k ^ i);
         }
@@ -96,9 +96,17 @@ fn over_reserve() -> u64 {
 }
 
 fn main() {
+    // `vec_growth --presized`: the with_capacity fix heapprof's advice names, for `heapprof diff`
+    PRESIZED.store(std::env::args().any(|a| a == "--presized"), Ordering::Relaxed);
     let mut h = over_reserve();
     h = mix(h, grow_u64_vecs());
     h = mix(h, grow_strings());
     h = mix(h, grow_rows());
     println!("checksum {:016x}", h);
+}
+
+static PRESIZED: AtomicBool = AtomicBool::new(false);
+
+fn presized() -> bool {
+    PRESIZED.load(Ordering::Relaxed)
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char *trace_of(const char *name, const char *dir) {
@@ -307,5 +308,38 @@ Test(flame, svg_script_hovers_zooms_searches_and_resets, .timeout = 300) {
     cr_expect(strstr(r, "reset_hidden=0\n"), "%s", r);
     cr_expect_null(strstr(r, "error="), "%s", r);
     free(trace);
+    free(dir);
+}
+
+// The check a user runs after taking the report's advice: vec_growth --presized builds its
+// Vec<u64>s with Vec::with_capacity(n), and the diff shows grow_u64_vecs' growth gone.
+Test(flame, diff_after_a_with_capacity_fix_shows_the_growth_site_shrinking, .timeout = 120) {
+    char prog[4200];
+    snprintf(prog, sizeof prog, "%s/vec_growth", E2E_SAMPLES);
+    if (access(prog, X_OK))
+        cr_skip_test("vec_growth was not built (no rustc?)");
+    char *dir = e2e_tmpdir("flame_fix");
+    char before[4200], after[4200], svg[4200];
+    snprintf(before, sizeof before, "%s/before.hpt", dir);
+    snprintf(after, sizeof after, "%s/after.hpt", dir);
+    snprintf(svg, sizeof svg, "%s/fix.svg", dir);
+    char *argv_before[] = {prog, NULL}, *argv_after[] = {prog, "--presized", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv_before, before, NULL, NULL), 0);
+    cr_assert_eq(e2e_run_preloaded(argv_after, after, NULL, NULL), 0);
+    const char *args[] = {"diff", before, after, "--metric", "growth", "-o", svg, NULL};
+    char *out = e2e_heapprof_ok(args);
+    // the row of the fixed site: "before after delta %  site", its growth all gone
+    const char *row = strstr(out, "vec_growth::grow_u64_vecs  samples/rust/vec_growth.rs:37");
+    cr_assert(row, "the fixed site is not in the table:\n%s", out);
+    const char *line = row;
+    while (line > out && line[-1] != '\n')
+        line--;
+    cr_expect(strstr(line, "-100.0%") && strstr(line, "-100.0%") < row,
+              "grow_u64_vecs did not shrink to nothing: %.*s", (int)(strchr(row, '\n') - line),
+              line);
+    // and the differential flamegraph was written
+    struct stat st;
+    cr_expect(stat(svg, &st) == 0 && st.st_size > 1000, "no differential SVG");
+    free(out);
     free(dir);
 }

@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# bench/cpu_overhead.sh: what CPU sampling (issue #8) adds to a profiled run: every workload
-# runs under libheapprof.so with HEAPPROF_CPU=0 and with the default (997 Hz perf_event
-# sampling), back to back, the order alternating each round, and the added cost is taken per
-# round (sampled - unsampled) and reported as the median with min..max. Wall time from bash
-# EPOCHREALTIME; CPU (user+sys of the whole process, our sampling thread included) from GNU
-# time. "per sample" divides the added CPU by the samples the trace holds.
-# Also checks that sampling does not change the allocation figures (stats blocks/bytes).
+# bench/feature_cost.sh: what one of the shim's optional features adds to a profiled run:
+# every workload runs under libheapprof.so with the feature off and on, back to back, the order
+# alternating each round, and the added cost is taken per round (on - off) and reported as the
+# median with min..max. Wall time from bash EPOCHREALTIME; CPU (user+sys of the whole process,
+# the shim's threads included) from GNU time. Also checks that the feature does not change the
+# allocation figures (stats blocks/bytes).
+#   --feature cpu (default): CPU sampling (issue #8), HEAPPROF_CPU=0 against HEAPPROF_CPU=MODE;
+#     "per unit" is the added CPU per sample the trace holds.
+#   --feature touch: bytes touched (issue #5), HEAPPROF_TOUCH=0 against 1, both with
+#     HEAPPROF_CPU=0; "per unit" is the added CPU per allocation event.
 #
-# Usage: bench/cpu_overhead.sh [--runs N] [--lib PATH] [--cli PATH] [--samples DIR]
-#                              [--cpu MODE] [--only NAME]
+# Usage: bench/feature_cost.sh [--feature cpu|touch] [--runs N] [--lib PATH] [--cli PATH]
+#                              [--samples DIR] [--cpu MODE] [--only NAME]
 #   --cpu MODE: the HEAPPROF_CPU of the sampled runs (default 1; `timer` measures the fallback)
 #   needs the bench workloads built (bench/run.sh --build-only) and the samples (cpu_hot)
 set -u
 export LC_ALL=C
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
-OUT="$HERE/out/cpu"
+FEATURE=cpu
 RUNS=5
 LIB="$ROOT/build/preload/libheapprof.so"
 CLI="$ROOT/build/analyzer/heapprof"
@@ -30,11 +33,18 @@ while [ $# -gt 0 ]; do
     --cli) CLI="$2"; shift 2 ;;
     --samples) SAMPLES="$2"; shift 2 ;;
     --cpu) MODE="$2"; shift 2 ;;
+    --feature) FEATURE="$2"; shift 2 ;;
     --only) ONLY="$2"; shift 2 ;;
-    -h | --help) sed -n 3,14p "$0"; exit 0 ;;
-    *) echo "cpu_overhead.sh: unknown option $1" >&2; exit 2 ;;
+    -h | --help) sed -n 3,17p "$0"; exit 0 ;;
+    *) echo "feature_cost.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
+case "$FEATURE" in
+cpu) VAR=HEAPPROF_CPU OTHER="HEAPPROF_TOUCH=1" UNITS=samples UNIT="cpu/sample" ;;
+touch) VAR=HEAPPROF_TOUCH MODE=1 OTHER="HEAPPROF_CPU=0" UNITS=events UNIT="cpu/event" ;;
+*) echo "feature_cost.sh: --feature is cpu or touch" >&2; exit 2 ;;
+esac
+OUT="$HERE/out/$FEATURE"
 BIN="$HERE/out/bin"
 mkdir -p "$OUT"
 [ -x "$BIN/c_churn" ] || "$HERE/run.sh" --build-only >/dev/null || exit 1
@@ -45,9 +55,11 @@ WORKLOADS=(
     "c_churn|$BIN/c_churn 3000000"
     "c_threads_2|$BIN/c_threads 2 3000000"
     "rust_vec_growth|$BIN/rust_vec_growth 40000"
+    "cpp_mixed|$BIN/cpp_mixed 8"
+    "realloc_chain|$BIN/realloc_chain 60"
 )
 
-# run MODE NAME CMD... -> "wall_s cpu_s samples blocks bytes"
+# run MODE NAME CMD... -> "wall_s cpu_s units blocks bytes" (units: samples, or events)
 run() {
     local mode="$1" name="$2"
     shift 2
@@ -56,7 +68,7 @@ run() {
     local t0 t1
     t0=$EPOCHREALTIME
     /usr/bin/time -f "%U %S" -o "$OUT/time.txt" env LD_PRELOAD="$LIB" HEAPPROF_OUT="$trace" \
-        HEAPPROF_QUIET=1 HEAPPROF_CPU="$mode" "$@" >/dev/null 2>"$OUT/$name.$mode.err" || return 1
+        HEAPPROF_QUIET=1 $OTHER "$VAR=$mode" "$@" >/dev/null 2>"$OUT/$name.$mode.err" || return 1
     t1=$EPOCHREALTIME
     local cpu
     cpu=$(awk '{print $1 + $2}' "$OUT/time.txt")
@@ -64,7 +76,8 @@ run() {
 import json, sys
 s = json.load(sys.stdin)
 c = s.get("cpu", {})
-print(c.get("samples", 0), s["blocks"], s["bytes"])' | {
+unit = c.get("samples", 0) if sys.argv[1] == "cpu" else s["events"]
+print(unit, s["blocks"], s["bytes"])' "$FEATURE" | {
         read -r samples blocks bytes
         awk -v a="$t0" -v b="$t1" -v c="$cpu" -v s="$samples" -v k="$blocks" -v y="$bytes" \
             'BEGIN { printf "%.4f %.3f %d %d %d\n", b - a, c, s, k, y }'
@@ -79,7 +92,7 @@ median_range() { # numbers on stdin -> "median (min..max)"
 }
 
 printf "%-16s %10s %10s %22s %22s %9s %14s %s\n" workload "wall off" "cpu off" \
-    "added wall s" "added cpu s" samples "cpu/sample" "alloc figures"
+    "added wall s" "added cpu s" "$UNITS" "$UNIT" "alloc figures"
 for w in "${WORKLOADS[@]}"; do
     name="${w%%|*}"
     [ -z "$ONLY" ] || [ "$ONLY" = "$name" ] || continue
@@ -102,8 +115,11 @@ for w in "${WORKLOADS[@]}"; do
     dwall=$(awk '{print $3 - $1}' "$OUT/$name.rounds" | median_range)
     dcpu=$(awk '{print $4 - $2}' "$OUT/$name.rounds" | median_range)
     samples=$(awk '{print $5}' "$OUT/$name.rounds" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
-    per=$(awk '{ if ($5 > 0) print ($4 - $2) / $5 * 1e6 }' "$OUT/$name.rounds" | sort -g |
-        awk '{v[NR]=$1} END { if (NR) printf "%.1f us", v[int((NR+1)/2)]; else print "-" }')
+    # per sample in µs, per event in ns
+    scale=$([ "$FEATURE" = cpu ] && echo 1e6 || echo 1e9)
+    unit=$([ "$FEATURE" = cpu ] && echo us || echo ns)
+    per=$(awk -v k="$scale" '{ if ($5 > 0) print ($4 - $2) / $5 * k }' "$OUT/$name.rounds" |
+        sort -g | awk -v u="$unit" '{v[NR]=$1} END { if (NR) printf "%.1f %s", v[int((NR+1)/2)], u; else print "-" }')
     printf "%-16s %9.3fs %9.3fs %22s %22s %9s %14s %s\n" "$name" "$wall_off" "$cpu_off" "$dwall" \
         "$dcpu" "$samples" "$per" "$same"
 done
