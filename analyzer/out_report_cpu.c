@@ -41,9 +41,9 @@ void out_report_cpu_text(analyze_t *a, size_t top, FILE *f) {
                "free, operator new/delete, Rust's alloc layer, heapprof's own shim)\n",
             out_grouped(in_alloc, b1), out_grouped(total, line), out_percent(in_alloc, total, p1));
     if (in_shim)
-        fprintf(f, "  of which heapprof's shim: %s samples (%s), recording the calls: the "
+        fprintf(f, "  of which heapprof's shim: %s sample%s (%s), recording the calls: the "
                    "profiler's own cost, absent from an unprofiled run\n",
-                out_grouped(in_shim, b2), out_percent(in_shim, total, p2));
+                out_grouped(in_shim, b2), in_shim == 1 ? "" : "s", out_percent(in_shim, total, p2));
     size_t n = 0;
     const cpu_fn_t *fns = cpu_functions(a->cpu, &n);
     fprintf(f, "\nTop functions by CPU samples (self: innermost frame; total: anywhere on the "

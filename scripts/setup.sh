@@ -24,4 +24,11 @@ heapprof flame "$demo/exact_counts.hpt" --metric bytes -o "$demo/exact_counts.by
 heapprof flame "$demo/exact_counts.hpt" --metric bytes --folded -o "$demo/exact_counts.bytes.folded"
 # the self-contained HTML viewer (docs/viewer.md)
 heapprof view "$demo/exact_counts.hpt" -o "$demo/exact_counts.html"
+# the CPU side of the same tool: a program with one CPU-hot and one allocation-hot function;
+# its CPU flamegraph (CPU samples, HEAPPROF_CPU) and its viewer page
+rm -f "$demo"/cpu_hot.hpt
+heapprof run -o "$demo/cpu_hot.hpt" -- "$root/build/samples/cpu_hot" >/dev/null
+heapprof flame "$demo/cpu_hot.hpt" --metric cpu -o "$demo/cpu_hot.cpu.svg"
+heapprof report "$demo/cpu_hot.hpt" > "$demo/cpu_hot.report.txt"
+heapprof view "$demo/cpu_hot.hpt" -o "$demo/cpu_hot.html"
 echo "heapprof: reports written to $demo"
