@@ -4,6 +4,7 @@
 // the viewer would half-load.
 #include "cmd_dhat.h"
 
+#include "cmd_args.h"
 #include "analyze.h"
 #include "out.h"
 #include "out_file.h"
@@ -24,34 +25,7 @@ const char cmd_dhat_usage[] =
 
 int cmd_dhat_parse(int argc, char **argv, cmd_dhat_opts_t *o, errmsg_t *err) {
     memset(o, 0, sizeof *o);
-    bool only_args = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!only_args && strcmp(a, "--") == 0) {
-            only_args = true;
-        } else if (!only_args && (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0)) {
-            if (i + 1 >= argc || !argv[i + 1][0]) {
-                errmsg_set(err, "dhat: %s needs a FILE", a);
-                return -1;
-            }
-            o->out = argv[++i];
-        } else if (!only_args && strncmp(a, "--output=", 9) == 0 && a[9]) {
-            o->out = a + 9;
-        } else if (!only_args && a[0] == '-' && a[1] != '\0') {
-            errmsg_set(err, "dhat: unknown option '%s' (see heapprof dhat --help)", a);
-            return -1;
-        } else if (!o->trace) {
-            o->trace = a;
-        } else {
-            errmsg_set(err, "dhat: unexpected argument '%s' (one TRACE only)", a);
-            return -1;
-        }
-    }
-    if (!o->trace) {
-        errmsg_set(err, "dhat: missing TRACE (see heapprof dhat --help)");
-        return -1;
-    }
-    return 0;
+    return cmd_args_trace_out("dhat", argc, argv, &o->trace, &o->out, err);
 }
 
 int cmd_dhat_run(const cmd_dhat_opts_t *o, FILE *out, FILE *progress, errmsg_t *err) {

@@ -4,6 +4,7 @@
 // good one was.
 #include "cmd_view.h"
 
+#include "cmd_args.h"
 #include "analyze.h"
 #include "growth.h"
 #include "out.h"
@@ -28,33 +29,8 @@ const char cmd_view_usage[] =
 int cmd_view_parse(int argc, char **argv, cmd_view_opts_t *o, errmsg_t *err) {
     memset(o, 0, sizeof *o);
     o->short_ns = GROWTH_DEFAULT_SHORT_NS;
-    bool only_args = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!only_args && strcmp(a, "--") == 0) {
-            only_args = true;
-        } else if (!only_args && (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0)) {
-            if (i + 1 >= argc || !argv[i + 1][0]) {
-                errmsg_set(err, "view: %s needs a FILE", a);
-                return -1;
-            }
-            o->out = argv[++i];
-        } else if (!only_args && strncmp(a, "--output=", 9) == 0 && a[9]) {
-            o->out = a + 9;
-        } else if (!only_args && a[0] == '-' && a[1] != '\0') {
-            errmsg_set(err, "view: unknown option '%s' (see heapprof view --help)", a);
-            return -1;
-        } else if (!o->trace) {
-            o->trace = a;
-        } else {
-            errmsg_set(err, "view: unexpected argument '%s' (one TRACE only)", a);
-            return -1;
-        }
-    }
-    if (!o->trace) {
-        errmsg_set(err, "view: missing TRACE (see heapprof view --help)");
+    if (cmd_args_trace_out("view", argc, argv, &o->trace, &o->out, err) != 0)
         return -1;
-    }
     const char *src = o->out ? o->out : o->trace;
     size_t n = strlen(src);
     if (!o->out && n > 4 && strcmp(src + n - 4, ".hpt") == 0)
