@@ -86,18 +86,9 @@ static bool is_vdso(const char *module) {
 }
 
 static void resolve_stack(cpu_t *c, cpu_stack_t *s) {
-    uint32_t n_pcs = 0;
-    const uint64_t *pcs = s->id ? reader_stack(c->r, s->id, &n_pcs) : NULL;
-    size_t cap = 0, n = 0;
-    const symbolize_frame_t **frames = NULL;
-    for (uint32_t i = 0; pcs && i < n_pcs; i++) {
-        size_t k;
-        const symbolize_frame_t *f = symbolize_addr(c->sym, pcs[i], &k);
-        frames = xgrow(frames, &cap, n + k, sizeof *frames);
-        for (size_t j = 0; j < k; j++)
-            frames[n++] = &f[j];
-    }
-    s->frames = frames ? frames : xmalloc(sizeof *frames);
+    size_t n;
+    const symbolize_frame_t **frames = sites_expand_stack(c->r, c->sym, s->id, &n, NULL);
+    s->frames = frames;
     s->kinds = xcalloc(n ? n : 1, 1);
     s->n_frames = n;
     s->user_frame = n;

@@ -174,20 +174,30 @@ size_t sites_count(const sites_t *s) { return s->n; }
 
 const replay_site_t *sites_figures(const sites_t *s, size_t i) { return &s->v[i].fig; }
 
-static void resolve(sites_t *s, site_t *site) {
+const symbolize_frame_t **sites_expand_stack(const reader_t *r, symbolize_t *sym, uint64_t id,
+                                             size_t *n_out, bool *known) {
     uint32_t n_pcs = 0;
-    const uint64_t *pcs = site->fig.stack ? reader_stack(s->r, site->fig.stack, &n_pcs) : NULL;
-    site->known_stack = pcs != NULL && n_pcs > 0;
+    const uint64_t *pcs = id ? reader_stack(r, id, &n_pcs) : NULL;
+    if (known)
+        *known = pcs != NULL && n_pcs > 0;
     size_t cap = 0, n = 0;
     const symbolize_frame_t **frames = NULL;
     for (uint32_t i = 0; pcs && i < n_pcs; i++) {
         size_t k;
-        const symbolize_frame_t *f = symbolize_addr(s->sym, pcs[i], &k);
+        const symbolize_frame_t *f = symbolize_addr(sym, pcs[i], &k);
         frames = xgrow(frames, &cap, n + k, sizeof *frames);
         for (size_t j = 0; j < k; j++)
             frames[n++] = &f[j];
     }
-    site->frames = frames ? frames : xmalloc(sizeof *frames);
+    *n_out = n;
+    return frames ? frames : xmalloc(sizeof *frames);
+}
+
+static void resolve(sites_t *s, site_t *site) {
+    size_t n;
+    const symbolize_frame_t **frames =
+        sites_expand_stack(s->r, s->sym, site->fig.stack, &n, &site->known_stack);
+    site->frames = frames;
     site->kinds = xcalloc(n ? n : 1, 1);
     site->n_frames = n;
     size_t first_lib = n, first_user = n, first_user_src = n;

@@ -48,6 +48,12 @@ const replay_site_t *sites_figures(const sites_t *s, size_t i);
 // Site i with its stack symbolized (done once, on first access). May allocate.
 const site_t *sites_get(sites_t *s, size_t i);
 
+// Stack id expanded into symbolized frames, innermost first, inlined calls as frames of their own
+// (stack 0 or an undefined id: none). *known: the id was defined and non-empty (may be NULL).
+// Returns a malloc'd array (never NULL) of *n frames owned by sym.
+const symbolize_frame_t **sites_expand_stack(const reader_t *r, symbolize_t *sym, uint64_t id,
+                                             size_t *n, bool *known);
+
 // Display name of a frame's function: the demangled name, else "MODULE+0xOFFSET" (module file
 // name only), else "0xADDRESS". Writes into buf when it has to compose; returns buf or a
 // string owned by the symbolizer.
