@@ -6,6 +6,7 @@
 
 #include "hmap.h"
 #include "out.h"
+#include "readahead.h"
 #include "xalloc.h"
 
 #include <inttypes.h>
@@ -87,8 +88,10 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     a->progress = progress;
     a->rp = replay_new(NULL, NULL);
     replay_set_mode(a->rp, mode | REPLAY_SITES);
-    if (o->growth)
+    if (o->growth) {
         a->growth = growth_new(o->short_ns);
+        growth_attach(a->growth, a->rp); // replay's events now feed growth too
+    }
     if (o->timeline)
         a->timeline = timeline_new();
 
@@ -101,17 +104,17 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     const reader_event_t *batch;
     size_t n;
     int got;
-    uint64_t n_batches = 0;
-    while ((got = reader_next_batch(r, &batch, &n, err)) == 1) {
+    uint64_t n_batches = 0, offset = 0;
+    readahead_t *ra = readahead_new(r);
+    while ((got = readahead_next(ra, &batch, &n, &offset, err)) == 1) {
         if (a->timeline)
             timeline_events(a->timeline, a->rp, batch, n);
         else
             replay_events(a->rp, batch, n);
-        if (a->growth)
-            growth_events(a->growth, batch, n);
         if ((++n_batches & 63) == 0)
-            progress_tick(&p, "reading", reader_offset(r), size, size_text);
+            progress_tick(&p, "reading", offset, size, size_text);
     }
+    readahead_free(ra);
     progress_done(&p);
     if (got < 0) {
         analyze_close(a);

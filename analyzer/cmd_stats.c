@@ -7,6 +7,7 @@
 
 #include "cpu.h"
 #include "filter.h"
+#include "readahead.h"
 #include "reader.h"
 #include "replay.h"
 
@@ -206,8 +207,10 @@ int cmd_stats_run(const cmd_stats_opts_t *o, FILE *out, errmsg_t *err) {
     const reader_event_t *batch;
     size_t n;
     int got;
-    while ((got = reader_next_batch(r, &batch, &n, err)) == 1)
+    readahead_t *ra = readahead_new(r);
+    while ((got = readahead_next(ra, &batch, &n, NULL, err)) == 1)
         replay_events(rp, batch, n);
+    readahead_free(ra);
     if (got < 0)
         goto done;
     if (o->json) {

@@ -86,8 +86,8 @@ typedef struct chain {
 
 typedef struct site_acc {
     growth_site_t s;
-    uint64_t *finals;
-    size_t n_finals, cap_finals;
+    hmap_t finals; // final size -> chains that ended at it: memory by distinct sizes, not chains
+    uint64_t n_finals;
     uint64_t max_chain_steps;
     bool any_multi;      // a chain with >= 2 growth steps
     bool all_constant;   // every such chain had one constant increment
@@ -98,7 +98,8 @@ typedef struct site_acc {
 struct growth {
     uint64_t short_ns;
     uint64_t seq;
-    hmap_t live;    // address -> gblock_t
+    hmap_t live;    // address -> gblock_t; unused once attached to a replay
+    replay_t *rp;   // attached (growth_attach): the blocks live in its table
     hmap_t threads; // tid -> gthread_t * (stable while the map grows)
     uint32_t cached_tid;
     gthread_t *cached;
@@ -140,7 +141,7 @@ void growth_free(growth_t *g) {
     free(g->chains);
     free(g->free_chains);
     for (size_t i = 0; i < g->n_accs; i++)
-        free(g->accs[i].finals);
+        hmap_fini(&g->accs[i].finals);
     free(g->accs);
     free(g->sites);
     free(g);
@@ -148,9 +149,7 @@ void growth_free(growth_t *g) {
 
 uint64_t growth_short_ns(const growth_t *g) { return g->short_ns; }
 
-static gthread_t *thread_of(growth_t *g, uint32_t tid) {
-    if (g->cached && g->cached_tid == tid)
-        return g->cached;
+__attribute__((noinline, cold)) static gthread_t *thread_of_slow(growth_t *g, uint32_t tid) {
     bool existed;
     gthread_t **tp = hmap_put(&g->threads, tid, &existed);
     if (!existed)
@@ -159,6 +158,12 @@ static gthread_t *thread_of(growth_t *g, uint32_t tid) {
     g->cached_tid = tid;
     g->cached = t;
     return t;
+}
+
+static inline gthread_t *thread_of(growth_t *g, uint32_t tid) {
+    if (g->cached && g->cached_tid == tid)
+        return g->cached;
+    return thread_of_slow(g, tid);
 }
 
 // ---- chains ----
@@ -241,7 +246,13 @@ static void link_blocks(growth_t *g, gblock_t *a, gblock_t *b, unsigned flags) {
         b->origin = a->origin; // replay's site of a realloc'd block: where it started
 }
 
-static void on_alloc(growth_t *g, const reader_event_t *ev) {
+// The block at addr, wherever the live blocks are kept.
+static gblock_t *live_get(growth_t *g, uint64_t addr) {
+    return g->rp ? (gblock_t *)replay_companion(g->rp, addr) : hmap_get(&g->live, addr);
+}
+
+// slot: where the new block goes in the live table.
+static void on_alloc(growth_t *g, const reader_event_t *ev, gblock_t *slot) {
     gthread_t *t = thread_of(g, ev->tid);
     uint64_t seq = ++g->seq;
     gblock_t b = {.seq = seq,
@@ -273,7 +284,7 @@ static void on_alloc(growth_t *g, const reader_event_t *ev) {
                                       .ev = t->n_events,
                                       .prev_seq = prev};
     t->ring_pos = (t->ring_pos + 1) % GROWTH_WINDOW;
-    *(gblock_t *)hmap_put(&g->live, ev->addr, NULL) = b;
+    *slot = b;
 }
 
 // docs/growth.md#allocate-copy-free: the newest allocation at the old block's stack among the
@@ -295,7 +306,7 @@ static bool find_copy(growth_t *g, gthread_t *t, gblock_t *a, uint64_t now) {
         return false;
     if (now - r->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a->size)
         return false;
-    gblock_t *b = hmap_get(&g->live, r->addr);
+    gblock_t *b = live_get(g, r->addr);
     if (!b || b->seq != r->seq) // freed, or already has a predecessor (BLOCK_HAS_PRED)
         return false;
     b->seq |= BLOCK_HAS_PRED;
@@ -303,10 +314,8 @@ static bool find_copy(growth_t *g, gthread_t *t, gblock_t *a, uint64_t now) {
     return true;
 }
 
-static void on_free(growth_t *g, const reader_event_t *ev) {
-    gblock_t a;
-    if (!hmap_take(&g->live, ev->addr, &a))
-        return;
+// a: the freed block, already out of the live table.
+static void on_free(growth_t *g, const reader_event_t *ev, gblock_t a) {
     gthread_t *t = thread_of(g, ev->tid);
     if (ev->flags & READER_FREE_OF_REALLOC) {
         t->has_pending = true;
@@ -335,10 +344,27 @@ static void on_free(growth_t *g, const reader_event_t *ev) {
 }
 
 void growth_event(growth_t *g, const reader_event_t *ev) {
+    gblock_t a;
     if (ev->kind == READER_ALLOC)
-        on_alloc(g, ev);
-    else if (ev->kind == READER_FREE)
-        on_free(g, ev);
+        on_alloc(g, ev, hmap_put(&g->live, ev->addr, NULL));
+    else if (ev->kind == READER_FREE && hmap_take(&g->live, ev->addr, &a))
+        on_free(g, ev, a);
+}
+
+static void companion_alloc(void *ctx, const reader_event_t *ev, uint64_t *words) {
+    on_alloc(ctx, ev, (gblock_t *)words);
+}
+
+static void companion_free(void *ctx, const reader_event_t *ev, uint64_t *words) {
+    on_free(ctx, ev, *(const gblock_t *)words);
+}
+
+void growth_attach(growth_t *g, replay_t *rp) {
+    _Static_assert(sizeof(gblock_t) <= REPLAY_COMPANION_WORDS_MAX * sizeof(uint64_t),
+                   "a growth block must fit replay's companion words");
+    g->rp = rp;
+    replay_set_companion(rp, sizeof(gblock_t) / sizeof(uint64_t), companion_alloc,
+                         companion_free, g);
 }
 
 #define PREFETCH_AHEAD 8 // as replay_events: overlap the cache misses of a big live table
@@ -389,6 +415,7 @@ static void site_add_chain(growth_t *g, const chain_t *c) {
             (site_acc_t){.s = {.stack = c->origin, .first_min = UINT64_MAX, .doubling = true},
                          .all_constant = true,
                          .same_increment = true};
+        hmap_init(&(*accs)[*n].finals, sizeof(uint64_t));
         *idx = ++*n;
     }
     site_acc_t *a = &(*accs)[*idx - 1];
@@ -401,8 +428,8 @@ static void site_add_chain(growth_t *g, const chain_t *c) {
     if (c->first < s->first_min)
         s->first_min = c->first;
     s->doubling = s->doubling && c->doubling;
-    a->finals = xgrow(a->finals, &a->cap_finals, a->n_finals + 1, sizeof *a->finals);
-    a->finals[a->n_finals++] = c->final;
+    (*(uint64_t *)hmap_put(&a->finals, c->final, NULL))++;
+    a->n_finals++;
     if (c->steps > a->max_chain_steps)
         a->max_chain_steps = c->steps;
     if (c->steps >= 2) {
@@ -419,6 +446,24 @@ static void site_add_chain(growth_t *g, const chain_t *c) {
         else
             s->hashbrown_elem = e;
     }
+}
+
+// The largest final size of a site's chains and their lower median, from the counts per size.
+static void finals_figures(site_acc_t *a) {
+    size_t n = hmap_count(&a->finals), k = 0, it = 0;
+    uint64_t *sizes = xmalloc(n * sizeof *sizes), size;
+    while (hmap_next(&a->finals, &it, &size))
+        sizes[k++] = size;
+    qsort(sizes, n, sizeof *sizes, cmp_u64);
+    a->s.final_max = sizes[n - 1];
+    uint64_t below = 0, mid = (a->n_finals - 1) / 2; // index of the lower median
+    for (k = 0; k < n; k++) {
+        below += *(const uint64_t *)hmap_get(&a->finals, sizes[k]);
+        if (below > mid)
+            break;
+    }
+    a->s.final_median = sizes[k];
+    free(sizes);
 }
 
 // Sums a complete chain into its site and frees its slot.
@@ -449,9 +494,7 @@ void growth_finish(growth_t *g) {
     g->n_sites = n_accs;
     for (size_t i = 0; i < n_accs; i++) {
         site_acc_t *a = &g->accs[i];
-        qsort(a->finals, a->n_finals, sizeof *a->finals, cmp_u64);
-        a->s.final_max = a->finals[a->n_finals - 1];
-        a->s.final_median = a->finals[(a->n_finals - 1) / 2];
+        finals_figures(a);
         a->s.constant_increment =
             a->any_multi && a->all_constant && a->max_chain_steps >= 4 && !a->s.doubling;
         if (!a->s.constant_increment || !a->same_increment)
@@ -459,7 +502,7 @@ void growth_finish(growth_t *g) {
         if (a->hb_conflict)
             a->s.hashbrown_elem = 0;
         g->sites[i] = a->s;
-        free(a->finals);
+        hmap_fini(&a->finals);
     }
     free(g->accs);
     g->accs = NULL;

@@ -2,12 +2,14 @@
 // growth: growth chains (a block linked to the block that replaced it, by realloc or by
 // allocate-copy-free, docs/growth.md), summed per allocation site, with one line of advice in the
 // language of the site's frames; and short-lived blocks per site (docs/growth.md#short-lived). Fed
-// the same merged events as replay, in one pass; keeps its own live table (address -> block) and,
-// per thread, the last few allocations. Does no I/O and no symbolization itself.
+// the same merged events as replay, in one pass; keeps its blocks in replay's live table
+// (growth_attach) or, fed directly, in its own; and per thread, the last few allocations. Does
+// no I/O and no symbolization itself.
 #ifndef HEAPPROF_ANALYZER_GROWTH_H
 #define HEAPPROF_ANALYZER_GROWTH_H
 
 #include "reader.h"
+#include "replay.h"
 #include "sites.h"
 
 #include <stdbool.h>
@@ -25,6 +27,11 @@ void growth_free(growth_t *g);
 // Applies one merged event (any kind; non-heap events are ignored). Hot path; may allocate.
 void growth_event(growth_t *g, const reader_event_t *ev);
 void growth_events(growth_t *g, const reader_event_t *ev, size_t n);
+
+// Keeps the live blocks in rp's table (replay_set_companion) instead of growth's own, so rp's
+// replay_event feeds growth too and growth_event must not be called. The cheaper way when both
+// passes run (docs/design.md#analyzer-throughput). Call before the first event.
+void growth_attach(growth_t *g, replay_t *rp);
 
 // Ends the pass: chains whose last block is still live end, and every chain is summed into its
 // site. Call once, after the last event. May allocate.

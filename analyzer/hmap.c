@@ -19,9 +19,28 @@ static inline size_t home(const hmap_t *h, uint64_t key) {
 }
 
 // Word copy with the common sizes spelled out: a loop over a runtime count costs a branch per
-// word and is never unrolled. The switch is predicted perfectly (one table, one stride).
+// word and is never unrolled. The switch is predicted perfectly (one table, one stride). Up to
+// 10: replay's live blocks with growth's words attached (replay_set_companion).
 static inline void copy_words(uint64_t *dst, const uint64_t *src, size_t words) {
     switch (words) {
+    case 10:
+        dst[9] = src[9];
+        /* fall through */
+    case 9:
+        dst[8] = src[8];
+        /* fall through */
+    case 8:
+        dst[7] = src[7];
+        /* fall through */
+    case 7:
+        dst[6] = src[6];
+        /* fall through */
+    case 6:
+        dst[5] = src[5];
+        /* fall through */
+    case 5:
+        dst[4] = src[4];
+        /* fall through */
     case 4:
         dst[3] = src[3];
         /* fall through */
@@ -42,6 +61,24 @@ static inline void copy_words(uint64_t *dst, const uint64_t *src, size_t words) 
 
 static inline void zero_words(uint64_t *dst, size_t words) {
     switch (words) {
+    case 9:
+        dst[8] = 0;
+        /* fall through */
+    case 8:
+        dst[7] = 0;
+        /* fall through */
+    case 7:
+        dst[6] = 0;
+        /* fall through */
+    case 6:
+        dst[5] = 0;
+        /* fall through */
+    case 5:
+        dst[4] = 0;
+        /* fall through */
+    case 4:
+        dst[3] = 0;
+        /* fall through */
     case 3:
         dst[2] = 0;
         /* fall through */

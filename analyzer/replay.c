@@ -25,6 +25,12 @@ typedef struct live_block {
     uint64_t stack; // stack id | BLOCK_COUNTED
 } live_block_t;
 
+// A block taken out of the live table, with the companion's words that follow it in the slot.
+typedef struct taken {
+    live_block_t b;
+    uint64_t words[REPLAY_COMPANION_WORDS_MAX];
+} taken_t;
+
 typedef struct site_acc {
     uint64_t stack;
     uint64_t blocks, bytes;
@@ -70,6 +76,8 @@ struct replay {
     hmap_t spilled;                         // tid -> thread_state_t pushed out of threads[]
     uint64_t epoch;                         // bumped at every new global peak
     uint32_t last_site;                     // the site the latest change touched (timeline.c)
+    replay_companion_fn companion_alloc, companion_free; // NULL: no companion
+    void *companion_ctx;
 };
 
 replay_t *replay_new(replay_keep_fn keep, void *keep_ctx) {
@@ -115,6 +123,31 @@ static inline void note_thread(replay_t *rp, uint32_t tid) {
         rp->t.n_threads++;
 }
 
+void replay_set_companion(replay_t *rp, size_t words, replay_companion_fn on_alloc,
+                          replay_companion_fn on_free, void *ctx) {
+    if (words > REPLAY_COMPANION_WORDS_MAX)
+        words = REPLAY_COMPANION_WORDS_MAX;
+    hmap_fini(&rp->live);
+    hmap_init(&rp->live, sizeof(live_block_t) + words * sizeof(uint64_t));
+    rp->companion_alloc = on_alloc;
+    rp->companion_free = on_free;
+    rp->companion_ctx = ctx;
+}
+
+uint64_t *replay_companion(const replay_t *rp, uint64_t addr) {
+    live_block_t *b = hmap_get(&rp->live, addr);
+    return b ? (uint64_t *)(b + 1) : NULL;
+}
+
+// The slot of a new block at ev->addr; the companion writes its words first. The slot is
+// valid until the next change of the live table.
+static inline live_block_t *put_block(replay_t *rp, const reader_event_t *ev, bool *existed) {
+    live_block_t *b = hmap_put(&rp->live, ev->addr, existed);
+    if (rp->companion_alloc)
+        rp->companion_alloc(rp->companion_ctx, ev, (uint64_t *)(b + 1));
+    return b;
+}
+
 // ---- per-site figures (REPLAY_SITES) ----
 
 static uint32_t site_index(replay_t *rp, uint64_t stack) {
@@ -133,17 +166,24 @@ static uint32_t site_index(replay_t *rp, uint64_t stack) {
     return (uint32_t)*idx;
 }
 
-// The per-thread state of tid, swapped into its direct-mapped slot.
-static thread_state_t *thread_state(replay_t *rp, uint32_t tid) {
+// The rare half of thread_state: another thread holds the slot, or none ever did.
+__attribute__((noinline, cold)) static thread_state_t *thread_state_slow(replay_t *rp,
+                                                                         uint32_t tid) {
     thread_state_t *ts = &rp->threads[tid % THREAD_SLOTS];
-    if (ts->valid && ts->tid == tid)
-        return ts;
     if (ts->valid)
         *(thread_state_t *)hmap_put(&rp->spilled, ts->tid, NULL) = *ts;
     if (!hmap_take(&rp->spilled, tid, ts))
         *ts = (thread_state_t){.tid = tid};
     ts->valid = true;
     return ts;
+}
+
+// The per-thread state of tid, swapped into its direct-mapped slot.
+static inline thread_state_t *thread_state(replay_t *rp, uint32_t tid) {
+    thread_state_t *ts = &rp->threads[tid % THREAD_SLOTS];
+    if (ts->valid && ts->tid == tid)
+        return ts;
+    return thread_state_slow(rp, tid);
 }
 
 // Saves the site's live counts for the current peak epoch before its first change in it.
@@ -185,7 +225,7 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
     if (size == 0 && (rp->mode & REPLAY_DHAT))
         size = 1; // DHAT records malloc(0) as a 1-byte block
     bool existed;
-    live_block_t *b = hmap_put(&rp->live, ev->addr, &existed);
+    live_block_t *b = put_block(rp, ev, &existed);
     if (existed) {
         t->n_double_allocs++;
         if (b->stack & BLOCK_COUNTED) {
@@ -243,10 +283,11 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
 
 // The part of a free both modes share: takes the block out of the live table and the totals.
 // Returns false when there is nothing more to do (unknown or uncounted block).
-static inline bool free_block(replay_t *rp, const reader_event_t *ev, live_block_t *b) {
+static inline bool free_block(replay_t *rp, const reader_event_t *ev, taken_t *tk) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    if (!hmap_take(&rp->live, ev->addr, b)) {
+    live_block_t *b = &tk->b;
+    if (!hmap_take(&rp->live, ev->addr, tk)) {
         t->n_unknown_frees++;
         if (!rp->filtered) {
             note_thread(rp, ev->tid);
@@ -254,6 +295,8 @@ static inline bool free_block(replay_t *rp, const reader_event_t *ev, live_block
         }
         return false;
     }
+    if (rp->companion_free)
+        rp->companion_free(rp->companion_ctx, ev, tk->words);
     if (!(b->stack & BLOCK_COUNTED))
         return false;
     note_thread(rp, ev->tid);
@@ -265,9 +308,10 @@ static inline bool free_block(replay_t *rp, const reader_event_t *ev, live_block
 static void on_free_sites(replay_t *rp, const reader_event_t *ev) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    live_block_t b;
-    if (!free_block(rp, ev, &b))
+    taken_t tk;
+    if (!free_block(rp, ev, &tk))
         return;
+    const live_block_t b = tk.b;
     uint32_t idx = (uint32_t)(b.stack & ~BLOCK_COUNTED);
     site_release(rp, idx, &b, ev->time_ns);
     if (ev->touch)
@@ -323,7 +367,7 @@ static void on_alloc(replay_t *rp, const reader_event_t *ev) {
     replay_totals_t *t = &rp->t;
     bool counted = !rp->keep || rp->keep(rp->keep_ctx, ev);
     bool existed;
-    live_block_t *b = hmap_put(&rp->live, ev->addr, &existed);
+    live_block_t *b = put_block(rp, ev, &existed);
     if (existed) {
         // its free was lost (damage) or never recorded: the new block replaces it
         t->n_double_allocs++;
@@ -353,8 +397,8 @@ static void on_alloc(replay_t *rp, const reader_event_t *ev) {
 static void on_free(replay_t *rp, const reader_event_t *ev) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    live_block_t b;
-    if (!free_block(rp, ev, &b))
+    taken_t tk;
+    if (!free_block(rp, ev, &tk))
         return;
     if (!realloc_half) {
         t->n_frees++;

@@ -51,6 +51,19 @@ void replay_free(replay_t *rp);
 // Sets the mode; call before the first event. The default (0) is what `heapprof stats` shows.
 void replay_set_mode(replay_t *rp, unsigned mode);
 
+// A companion pass (growth.c) keeps `words` words of its own per live block in replay's live
+// table instead of a table of its own: one probe per event serves both. on_alloc gets an
+// allocation's slot (zeroed if new, the old block's words if the address was live) before
+// replay counts it; on_free gets a copy of the words of a block just taken out, before replay
+// counts the free, for every free of a live block (counted or not). Call before the first event.
+#define REPLAY_COMPANION_WORDS_MAX 8u
+typedef void (*replay_companion_fn)(void *ctx, const reader_event_t *ev, uint64_t *words);
+void replay_set_companion(replay_t *rp, size_t words, replay_companion_fn on_alloc,
+                          replay_companion_fn on_free, void *ctx);
+
+// The companion words of the live block at addr, or NULL. Valid until the next event.
+uint64_t *replay_companion(const replay_t *rp, uint64_t addr);
+
 // DHAT's figures of one site, in bytes, blocks and nanoseconds.
 typedef struct replay_site {
     uint64_t stack;                 // stack id

@@ -41,7 +41,8 @@ Usage: bench/run.sh [options]
   --lib PATH        libheapprof.so to preload (default: build/preload/libheapprof.so
                     under the repo root if it exists, else "libheapprof.so" from the
                     loader's search path)
-  --cli PATH        heapprof command used to time `heapprof stats TRACE --json`
+  --cli PATH        heapprof command used to time `heapprof stats TRACE --json` and
+                    `heapprof report TRACE`
                     (default: build/analyzer/heapprof if it exists, else heapprof on PATH)
   --no-heaptrack    skip heaptrack (events then come from count_events.so)
   --timeout SEC     kill a single run after SEC seconds (default 600)
@@ -284,6 +285,16 @@ spawn_wait() {
     RUN_PID=""
     return $rc
 }
+# analysis NAME OUT CMD...: one analysis run (warm cache) under GNU time, stdout to OUT, stderr
+# to logs/<workload>.NAME.err. Sets AN_S (wall s) and AN_KIB (peak RSS, KiB); returns its status.
+analysis() {
+    local name="$1" out="$2"
+    shift 2
+    AN_S="" AN_KIB=""
+    spawn_wait "$TIME_BIN" -f '%e %M' -o "$LOGS/$id.$name.time" "$@" >"$out" \
+        2>"$LOGS/$id.$name.err" </dev/null || return 1
+    read -r AN_S AN_KIB <"$LOGS/$id.$name.time"
+}
 on_signal() {
     trap - INT TERM
     if [ -n "$RUN_PID" ]; then
@@ -431,7 +442,8 @@ printf '%s\n' workload tool status rounds_ok events events_src \
     add_wall_ns_per_ev_med add_wall_ns_per_ev_min add_wall_ns_per_ev_max \
     add_cpu_ns_per_ev_med add_cpu_ns_per_ev_min add_cpu_ns_per_ev_max \
     wall_ratio_vs_heaptrack cpu_ratio_vs_heaptrack trace_bytes trace_bytes_per_ev \
-    peak_rss_kib app_peak_rss_kib analysis_s note | paste -s - >"$RESULTS"
+    peak_rss_kib app_peak_rss_kib analysis_s note analysis_rss_kib report_s report_rss_kib |
+    paste -s - >"$RESULTS"
 
 {
     echo "date: $(date -Is)"
@@ -509,14 +521,13 @@ for w in "${SEL[@]}"; do
     done
 
     # Events: heaptrack_print on the last heaptrack trace; else the counting preload.
-    EVENTS="" EV_SRC="" HT_APP_RSS="" HT_PRINT_S=""
+    EVENTS="" EV_SRC="" HT_APP_RSS="" HT_PRINT_S="" HT_PRINT_KIB=""
     htrace=""
     for f in "$TR/$id.zst" "$TR/$id.gz"; do [ -s "$f" ] && htrace="$f"; done
     if [ -n "$htrace" ] && [ -n "$HT_PRINT" ] && [ "${NOK[$id|heaptrack]:-0}" -gt 0 ]; then
         log "[$WL_NAME] heaptrack_print (events, app peak RSS, analysis time)"
-        t0="$EPOCHREALTIME"
-        if spawn_wait heaptrack_print "$htrace" >"$LOGS/$id.heaptrack_print.txt" 2>&1 </dev/null; then
-            HT_PRINT_S="$(calc "$EPOCHREALTIME - $t0")"
+        if analysis heaptrack_print "$LOGS/$id.heaptrack_print.txt" heaptrack_print "$htrace"; then
+            HT_PRINT_S="$AN_S" HT_PRINT_KIB="$AN_KIB"
             EVENTS="$(sed -n 's/^calls to allocation functions: \([0-9]*\).*/\1/p' \
                 "$LOGS/$id.heaptrack_print.txt")"
             rss="$(sed -n 's/^peak RSS (including heaptrack overhead): *\([0-9.]*[KMGT]\?\).*/\1/p' \
@@ -534,17 +545,24 @@ for w in "${SEL[@]}"; do
         [ -n "$EVENTS" ] && EV_SRC=count_events
     fi
 
-    # heapprof's own analysis time, if the CLI exists and a trace was written.
-    HP_STATS_S="" HP_STATS_NOTE=""
+    # heapprof's own analysis time and peak RSS, if the CLI exists and a trace was written:
+    # `stats` (totals only) and `report` (per-site figures, growth chains, symbols).
+    HP_STATS_S="" HP_STATS_KIB="" HP_REPORT_S="" HP_REPORT_KIB="" HP_STATS_NOTE=""
     hptrace="$(ls -S "$TR/$id".*.hpt 2>/dev/null | head -n 1)"
     if [ -n "$CLI" ] && [ -n "$hptrace" ]; then
-        log "[$WL_NAME] heapprof stats --json"
-        t0="$EPOCHREALTIME"
-        if spawn_wait timeout "$TIMEOUT" "$CLI" stats "$hptrace" --json >"$TR/$id.stats.json" \
-            2>"$LOGS/$id.heapprof_stats.err" </dev/null; then
-            HP_STATS_S="$(calc "$EPOCHREALTIME - $t0")"
+        log "[$WL_NAME] heapprof stats --json, heapprof report"
+        if analysis heapprof_stats "$TR/$id.stats.json" timeout "$TIMEOUT" "$CLI" stats \
+            "$hptrace" --json; then
+            HP_STATS_S="$AN_S" HP_STATS_KIB="$AN_KIB"
         else
             HP_STATS_NOTE="heapprof stats failed (see bench/out/logs/$id.heapprof_stats.err)"
+        fi
+        if analysis heapprof_report "$TR/$id.report.txt" timeout "$TIMEOUT" "$CLI" report \
+            "$hptrace"; then
+            HP_REPORT_S="$AN_S" HP_REPORT_KIB="$AN_KIB"
+        else
+            HP_STATS_NOTE+="${HP_STATS_NOTE:+; }heapprof report failed (see"
+            HP_STATS_NOTE+=" bench/out/logs/$id.heapprof_report.err)"
         fi
     fi
 
@@ -601,9 +619,10 @@ for w in "${SEL[@]}"; do
         printf "$ROW_FMT" "$t" "$(fmt3 '%.3f' "$wall")" "$slow_s" "$addw_s" "$addc_s" \
             "$bpe_s" "$rss_s" "$status"
 
-        analysis=""
-        [ "$t" = heaptrack ] && analysis="$HT_PRINT_S"
-        [ "$t" = heapprof ] && analysis="$HP_STATS_S"
+        analysis="" an_kib="" rep_s="" rep_kib=""
+        [ "$t" = heaptrack ] && analysis="$HT_PRINT_S" an_kib="$HT_PRINT_KIB"
+        [ "$t" = heapprof ] && analysis="$HP_STATS_S" an_kib="$HP_STATS_KIB" \
+            rep_s="$HP_REPORT_S" rep_kib="$HP_REPORT_KIB"
         wr="" cr=""
         if [ "$t" = heapprof ]; then
             wr="$(ratio "${ADDW[heapprof]}" "${ADDW[heaptrack]:-}")"
@@ -611,12 +630,13 @@ for w in "${SEL[@]}"; do
         fi
         note="${NOTE[$id|$t]}"
         [ "$t" = heapprof ] && [ -n "$HP_STATS_NOTE" ] && note+="${note:+; }$HP_STATS_NOTE"
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
             "$WL_NAME" "$t" "$([ -n "${FAIL[$id|$t]}" ] && echo "${FAIL[$id|$t]}" || echo ok)" "$n" \
             "$(na "$EVENTS")" "$(na "$EV_SRC")" "$(tsv3 "$wall")" "$(tsv3 "$cpu")" \
             "$(na "${slow%% *}")" "$(tsv3 "$addw")" "$(tsv3 "$addc")" "$(na "$wr")" "$(na "$cr")" \
             "$(na "${tb%% *}")" "$(na "$bpe")" "$(na "${rss%% *}")" "$(na "$app_rss")" \
-            "$(na "$analysis")" "$(na "$note")" >>"$RESULTS"
+            "$(na "$analysis")" "$(na "$note")" "$(na "$an_kib")" "$(na "$rep_s")" \
+            "$(na "$rep_kib")" >>"$RESULTS"
     done
 
     # heapprof / heaptrack ratios: the goal is <= 0.25 of heaptrack's added cost.
@@ -628,17 +648,24 @@ for w in "${SEL[@]}"; do
             "$(one "$(ratio "${BPE[heapprof]:-}" "${BPE[heaptrack]:-}")" '%.2f')" \
             "" "(goal: +wall ratio <= 0.25)"
     fi
-    analysis="  analysis: heaptrack_print "
-    if [ -n "$HT_PRINT_S" ] && [ -n "$EVENTS" ]; then
-        analysis+="$(awk -v s="$HT_PRINT_S" -v e="$EVENTS" 'BEGIN { printf "%.2f s (%.1f M ev/s)", s, e / s / 1e6 }')"
-    else analysis+="n/a"; fi
-    analysis+="; heapprof stats "
-    if [ -n "$HP_STATS_S" ] && [ -n "$EVENTS" ]; then
-        analysis+="$(awk -v s="$HP_STATS_S" -v e="$EVENTS" 'BEGIN { printf "%.2f s (%.1f M ev/s)", s, e / s / 1e6 }')"
-    elif [ -n "$HP_STATS_NOTE" ]; then analysis+="failed"
-    elif [ -z "$CLI" ]; then analysis+="n/a (no heapprof command)"
-    else analysis+="n/a (no .hpt trace)"; fi
-    echo "$analysis"
+    # one line per analyzer: time, alloc events per second, peak RSS; report against heaptrack_print
+    an_fmt() { # SECONDS KIB
+        if [ -n "$1" ] && [ -n "$EVENTS" ]; then
+            awk -v s="$1" -v e="$EVENTS" -v k="${2:-0}" \
+                'BEGIN { printf "%.2f s, %.1f M ev/s, %.0f MiB", s, e / s / 1e6, k / 1024 }'
+        else echo "n/a"; fi
+    }
+    echo "  analysis (one run each, warm cache; ev/s = alloc events / wall s; peak RSS):"
+    echo "    heaptrack_print  $(an_fmt "$HT_PRINT_S" "$HT_PRINT_KIB")"
+    if [ -n "$HP_STATS_S$HP_REPORT_S" ]; then
+        echo "    heapprof stats   $(an_fmt "$HP_STATS_S" "$HP_STATS_KIB")"
+        sp="$(ratio "$HT_PRINT_S" "$HP_REPORT_S")"
+        echo "    heapprof report  $(an_fmt "$HP_REPORT_S" "$HP_REPORT_KIB")$([ -n "$sp" ] &&
+            printf ' = %.2fx heaptrack_print (goal: >= 5x)' "$sp")"
+    fi
+    if [ -n "$HP_STATS_NOTE" ]; then echo "    heapprof: $HP_STATS_NOTE"
+    elif [ -z "$CLI" ]; then echo "    heapprof: n/a (no heapprof command)"
+    elif [ -z "$hptrace" ]; then echo "    heapprof: n/a (no .hpt trace)"; fi
 
     goal="n/a"
     [ -n "$ratio_w" ] && goal="$(awk -v x="$ratio_w" 'BEGIN { print (x <= 0.25) ? "met" : "MISSED" }')"
