@@ -75,10 +75,28 @@ static void count_filled(const uint8_t *p, size_t usable, hp_touch_t *out) {
         }
         measured = usable;
     } else {
-        for (size_t off = 0; off < usable; off += k * LINE) {
-            size_t n = usable - off < LINE ? usable - off : LINE;
-            count_equal(p + off, n, &eq, &ez);
-            measured += n;
+        // whole measured lines in one loop, the lane counters summed only when they could
+        // overflow; a last line the block cuts short goes through count_equal
+        const __m128i pat = _mm_set1_epi8((char)HPT_TOUCH_PATTERN), zero = _mm_setzero_si128();
+        __m128i a = zero, z = zero;
+        unsigned vectors = 0;
+        size_t off = 0;
+        for (; off + LINE <= usable; off += k * LINE) {
+            for (unsigned v = 0; v < LINE; v += 16) {
+                __m128i x = _mm_loadu_si128((const __m128i *)(p + off + v));
+                a = _mm_sub_epi8(a, _mm_cmpeq_epi8(x, pat));
+                z = _mm_sub_epi8(z, _mm_cmpeq_epi8(x, zero));
+            }
+            measured += LINE;
+            if ((vectors += LINE / 16) > 255 - LINE / 16) {
+                eq += hsum(a), ez += hsum(z);
+                a = z = zero, vectors = 0;
+            }
+        }
+        eq += hsum(a), ez += hsum(z);
+        if (off < usable) {
+            count_equal(p + off, usable - off, &eq, &ez);
+            measured += usable - off;
         }
     }
     out->method = k == 1 ? HPT_TOUCH_FILL : HPT_TOUCH_FILL_SAMPLED;
@@ -125,11 +143,16 @@ void hp_touch_fill(void *p, size_t usable, size_t keep) {
         memset(b + keep, HPT_TOUCH_PATTERN, usable - keep);
         return;
     }
-    // the measured lines past keep; a line keep cuts through is filled from keep on
+    // the measured lines past keep; a line keep or the block's end cuts through is filled in part
+    const __m128i pat = _mm_set1_epi8((char)HPT_TOUCH_PATTERN);
     for (size_t off = keep / (k * LINE) * (k * LINE); off < usable; off += k * LINE) {
         size_t from = off > keep ? off : keep, to = off + LINE < usable ? off + LINE : usable;
-        if (from < to)
+        if (from == off && to == off + LINE) {
+            for (unsigned v = 0; v < LINE; v += 16)
+                _mm_storeu_si128((__m128i *)(b + off + v), pat);
+        } else if (from < to) {
             memset(b + from, HPT_TOUCH_PATTERN, to - from);
+        }
     }
 }
 
