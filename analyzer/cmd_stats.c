@@ -21,7 +21,7 @@ const char cmd_stats_usage[] =
     "\n"
     "Prints the totals of a trace: allocated blocks and bytes, frees, the peak of live\n"
     "bytes, what is live at the end, threads, stacks, duration, CPU samples (how many, and\n"
-    "how they were taken, or why not), and any data lost.\n"
+    "how they were taken, or why not), bytes touched of the freed blocks, and any data lost.\n"
     "\n"
     "  --json               one JSON object instead of text\n"
     "  --from-module NAME   count only allocations made directly from the module whose file\n"
@@ -91,6 +91,14 @@ static void write_text(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
     fprintf(out, "duration   %.3f s\n", (double)t->last_time_ns / 1e9);
     char cpu_line[512];
     fprintf(out, "cpu        %s\n", cpu_describe(reader_cpu(r), cpu_line, sizeof cpu_line));
+    if (reader_header(r)->flags & HPT_FILE_TOUCH) {
+        char p[16];
+        fprintf(out, "touched    %s of the %s in %s freed blocks (%s)\n",
+                out_bytes(t->touched_bytes, a), out_bytes(t->touch_bytes, b),
+                out_grouped(t->touch_blocks, c), out_percent(t->touched_bytes, t->touch_bytes, p));
+    } else {
+        fprintf(out, "touched    not measured (HEAPPROF_TOUCH=0)\n");
+    }
 
     const reader_damage_t *d = reader_damage(r);
     const reader_trailer_t *tr = reader_trailer(r);
@@ -141,6 +149,16 @@ json_t *cmd_stats_json(const reader_t *r, const replay_totals_t *t, const char *
     json_object_set_new(j, "stacks", out_json_int(reader_n_stacks(r)));
     json_object_set_new(j, "duration_ns", out_json_int(t->last_time_ns));
     json_object_set_new(j, "cpu", cpu_info_json(reader_cpu(r)));
+    json_t *touch = json_object();
+    bool measured = (h->flags & HPT_FILE_TOUCH) != 0;
+    json_object_set_new(touch, "measured", json_boolean(measured));
+    json_object_set_new(touch, "fill_max", measured ? out_json_int(h->touch_fill_max) : json_null());
+    json_object_set_new(touch, "blocks", out_json_int(t->touch_blocks));
+    json_object_set_new(touch, "bytes", out_json_int(t->touch_bytes));
+    json_object_set_new(touch, "touched_bytes", out_json_int(t->touched_bytes));
+    json_object_set_new(touch, "resident_blocks", out_json_int(t->touch_resident_blocks));
+    json_object_set_new(touch, "sampled_blocks", out_json_int(t->touch_sampled_blocks));
+    json_object_set_new(j, "touch", touch);
     if (f) {
         json_t *jf = json_object();
         json_object_set_new(jf, "from_module", json_string(from_module));

@@ -638,17 +638,6 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
     json_object_set_new(totals, "sites", out_json_int(sites_count(a->sites)));
     json_object_set_new(totals, "temporary_blocks", out_json_int(m.temp_blocks));
     json_object_set_new(totals, "temporary_bytes", out_json_int(m.temp_bytes));
-    json_t *touch = json_object();
-    const hpt_file_hdr_t *fh = reader_header(a->r);
-    json_object_set_new(touch, "measured", json_boolean(fh->flags & HPT_FILE_TOUCH));
-    json_object_set_new(touch, "fill_max",
-                        fh->flags & HPT_FILE_TOUCH ? out_json_int(fh->touch_fill_max) : json_null());
-    json_object_set_new(touch, "blocks", out_json_int(m.touch_blocks));
-    json_object_set_new(touch, "bytes", out_json_int(m.touch_bytes));
-    json_object_set_new(touch, "touched_bytes", out_json_int(m.touched_bytes));
-    json_object_set_new(touch, "resident_blocks", out_json_int(m.touch_resident_blocks));
-    json_object_set_new(touch, "sampled_blocks", out_json_int(m.touch_sampled_blocks));
-    json_object_set_new(totals, "touch", touch);
     if (a->growth) {
         growth_short_t st = short_total(a);
         json_object_set_new(totals, "short_lived_blocks", out_json_int(st.blocks));

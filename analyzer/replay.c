@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 #define BLOCK_COUNTED (1ull << 63) // in live_block.stack: the block passed the filter
-#define BLOCK_ZEROED (1ull << 62)  // with REPLAY_SITES: a calloc block (its touch is touched_nz)
+#define BLOCK_ZEROED (1ull << 62)  // a calloc block (its touch is touched_nz)
 #define SEEN_TIDS 64u
 #define THREAD_SLOTS 64u  // direct-mapped per-thread state; the rest spills to a hash map
 #define STACK_SLOTS 1024u // direct-mapped stack id -> site index cache
@@ -206,16 +206,29 @@ static void site_release(replay_t *rp, uint32_t idx, const live_block_t *b, uint
         s->lifetime_ns += now - b->time_ns;
 }
 
-// Adds a freed block's bytes-touched measure to its site (docs/trace-format.md#touch).
-static void site_touched(site_acc_t *s, const reader_event_t *ev, const live_block_t *b) {
+// Adds a freed block's bytes-touched measure (docs/trace-format.md#touch) to the totals and,
+// when s is not NULL, to its site.
+static void add_touched(replay_t *rp, site_acc_t *s, const reader_event_t *ev,
+                        const live_block_t *b) {
     bool resident = ev->touch == 1 + HPT_TOUCH_RESIDENT;
+    bool sampled = ev->touch == 1 + HPT_TOUCH_FILL_SAMPLED;
     uint64_t touched = (b->stack & BLOCK_ZEROED) && !resident ? ev->touched_nz : ev->touched;
-    s->touch_blocks++;
-    s->touch_bytes += b->size;
     // the measure covers the allocator's usable size, which may exceed what was asked for
-    s->touched_bytes += touched < b->size ? touched : b->size;
-    s->touch_resident_blocks += resident;
-    s->touch_sampled_blocks += ev->touch == 1 + HPT_TOUCH_FILL_SAMPLED;
+    if (touched > b->size)
+        touched = b->size;
+    replay_totals_t *t = &rp->t;
+    t->touch_blocks++;
+    t->touch_bytes += b->size;
+    t->touched_bytes += touched;
+    t->touch_resident_blocks += resident;
+    t->touch_sampled_blocks += sampled;
+    if (s) {
+        s->touch_blocks++;
+        s->touch_bytes += b->size;
+        s->touched_bytes += touched;
+        s->touch_resident_blocks += resident;
+        s->touch_sampled_blocks += sampled;
+    }
 }
 
 static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
@@ -315,7 +328,7 @@ static void on_free_sites(replay_t *rp, const reader_event_t *ev) {
     uint32_t idx = (uint32_t)(b.stack & ~BLOCK_COUNTED);
     site_release(rp, idx, &b, ev->time_ns);
     if (ev->touch)
-        site_touched(&rp->sites[idx], ev, &b);
+        add_touched(rp, &rp->sites[idx], ev, &b);
     thread_state_t *ts = thread_state(rp, ev->tid);
     if (realloc_half) {
         ts->has_pending = true;
@@ -378,7 +391,8 @@ static void on_alloc(replay_t *rp, const reader_event_t *ev) {
     }
     b->size = ev->size;
     b->time_ns = ev->time_ns;
-    b->stack = (ev->stack & ~BLOCK_COUNTED) | (counted ? BLOCK_COUNTED : 0);
+    b->stack = (ev->stack & ~(BLOCK_COUNTED | BLOCK_ZEROED)) | (counted ? BLOCK_COUNTED : 0) |
+               (ev->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
     if (!counted)
         return;
     note_thread(rp, ev->tid);
@@ -400,6 +414,8 @@ static void on_free(replay_t *rp, const reader_event_t *ev) {
     taken_t tk;
     if (!free_block(rp, ev, &tk))
         return;
+    if (ev->touch)
+        add_touched(rp, NULL, ev, &tk.b);
     if (!realloc_half) {
         t->n_frees++;
         t->n_events++;

@@ -27,6 +27,9 @@ typedef struct replay_totals {
     uint64_t last_time_ns;    // time of the latest event seen
     uint64_t n_unknown_frees; // free of an address not live (e.g. inherited across fork)
     uint64_t n_double_allocs; // allocation at a live address (the old block is taken as freed)
+    // Bytes touched over all counted blocks freed with a measure (docs/trace-format.md#touch):
+    uint64_t touch_blocks, touch_bytes, touched_bytes; // blocks, their sizes, bytes touched
+    uint64_t touch_resident_blocks, touch_sampled_blocks; // of them, by resident pages / sampled
 } replay_totals_t;
 
 // Decides whether an allocation event counts (see filter.h). Called once per allocation.

@@ -91,6 +91,19 @@ Test(touch, exact_figures_by_pattern_and_resident_pages, .timeout = 120) {
     json_t *t = json_object_get(json_object_get(r, "totals"), "touch");
     cr_expect(json_is_true(json_object_get(t, "measured")));
     cr_expect_eq(e2e_int(t, "fill_max"), 128 * 1024);
+    // the totals (stats' replay) equal the sum over the sites, and stats prints the same
+    long long touched = 0, measured = 0;
+    json_t *site;
+    size_t i;
+    json_array_foreach(json_object_get(r, "sites"), i, site) {
+        touched += e2e_int(site, "touched_bytes");
+        measured += e2e_int(site, "touch_measured_bytes");
+    }
+    cr_expect_eq(e2e_int(t, "touched_bytes"), touched);
+    cr_expect_eq(e2e_int(t, "bytes"), measured);
+    json_t *st = e2e_stats(trace, NULL);
+    cr_expect(json_equal(json_object_get(st, "touch"), t), "stats and report disagree on touch");
+    json_decref(st);
 
     // the text report ranks the 4 MiB reservation first among untouched bytes
     const char *args[] = {"report", trace, NULL};
