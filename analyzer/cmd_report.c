@@ -2,6 +2,7 @@
 // The report subcommand: options, then analyze (stats' counting) -> out_report.
 #include "cmd_report.h"
 
+#include "cmd_args.h"
 #include "analyze.h"
 #include "growth.h"
 #include "out.h"
@@ -72,9 +73,7 @@ int cmd_report_parse(int argc, char **argv, cmd_report_opts_t *o, errmsg_t *err)
     bool only_args = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!only_args && strcmp(a, "--") == 0) {
-            only_args = true;
-        } else if (!only_args && strcmp(a, "--json") == 0) {
+        if (!only_args && strcmp(a, "--json") == 0) {
             o->json = true;
         } else if (!only_args && (strcmp(a, "--top") == 0 || strcmp(a, "-n") == 0)) {
             if (i + 1 >= argc) {
@@ -96,20 +95,12 @@ int cmd_report_parse(int argc, char **argv, cmd_report_opts_t *o, errmsg_t *err)
         } else if (!only_args && strncmp(a, "--top=", 6) == 0) {
             if (parse_top(a + 6, &o->top, err) != 0)
                 return -1;
-        } else if (!only_args && a[0] == '-' && a[1] != '\0') {
-            errmsg_set(err, "report: unknown option '%s' (see heapprof report --help)", a);
-            return -1;
-        } else if (!o->trace) {
-            o->trace = a;
-        } else {
-            errmsg_set(err, "report: unexpected argument '%s' (one TRACE only)", a);
+        } else if (cmd_args_other("report", a, &only_args, &o->trace, err) != 0) {
             return -1;
         }
     }
-    if (!o->trace) {
-        errmsg_set(err, "report: missing TRACE (see heapprof report --help)");
+    if (cmd_args_need_trace("report", o->trace, err) != 0)
         return -1;
-    }
     return 0;
 }
 

@@ -3,6 +3,7 @@
 // for humans, JSON through jansson for scripts and tests). Prints only to the FILE passed in.
 #include "cmd_stats.h"
 
+#include "cmd_args.h"
 #include "out.h"
 
 #include "cpu.h"
@@ -33,9 +34,7 @@ int cmd_stats_parse(int argc, char **argv, cmd_stats_opts_t *o, errmsg_t *err) {
     bool only_args = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!only_args && strcmp(a, "--") == 0) {
-            only_args = true;
-        } else if (!only_args && strcmp(a, "--json") == 0) {
+        if (!only_args && strcmp(a, "--json") == 0) {
             o->json = true;
         } else if (!only_args && strcmp(a, "--from-module") == 0) {
             if (i + 1 >= argc) {
@@ -45,20 +44,12 @@ int cmd_stats_parse(int argc, char **argv, cmd_stats_opts_t *o, errmsg_t *err) {
             o->from_module = argv[++i];
         } else if (!only_args && strncmp(a, "--from-module=", 14) == 0) {
             o->from_module = a + 14;
-        } else if (!only_args && a[0] == '-' && a[1] != '\0') {
-            errmsg_set(err, "stats: unknown option '%s' (see heapprof stats --help)", a);
-            return -1;
-        } else if (!o->trace) {
-            o->trace = a;
-        } else {
-            errmsg_set(err, "stats: unexpected argument '%s' (one TRACE only)", a);
+        } else if (cmd_args_other("stats", a, &only_args, &o->trace, err) != 0) {
             return -1;
         }
     }
-    if (!o->trace) {
-        errmsg_set(err, "stats: missing TRACE (see heapprof stats --help)");
+    if (cmd_args_need_trace("stats", o->trace, err) != 0)
         return -1;
-    }
     if (o->from_module && !o->from_module[0]) {
         errmsg_set(err, "stats: --from-module needs a non-empty NAME");
         return -1;

@@ -561,18 +561,7 @@ static const struct {
 
 // the qualified name of a C++ or Rust function: without a C++ return type and Rust's "<"
 static const char *qualified(const char *name) {
-    const char *q = name;
-    int depth = 0;
-    for (const char *p = name; *p; p++) {
-        if (*p == '<' || *p == '[')
-            depth++;
-        else if ((*p == '>' || *p == ']') && depth > 0)
-            depth--;
-        else if (*p == '(' && depth == 0)
-            break;
-        else if (*p == ' ' && depth == 0)
-            q = p + 1;
-    }
+    const char *q = sites_skip_return_type(name);
     if (*q == '<')
         q++;
     while (*q == '&' || *q == '*')

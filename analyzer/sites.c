@@ -39,10 +39,7 @@ static bool any_equal(const char *s, const char *const *list) {
     return false;
 }
 
-// "void std::vector<int>::push_back(int const&)" -> "std::vector<int>::push_back(int const&)":
-// skips a return type, i.e. everything up to the last space at bracket depth 0 before the
-// parameter list.
-static const char *skip_return_type(const char *name) {
+const char *sites_skip_return_type(const char *name) {
     const char *q = name;
     int depth = 0;
     for (const char *p = name; *p; p++) {
@@ -125,7 +122,7 @@ sites_frame_kind_t sites_classify(const char *function, const char *file, const 
     if (function) {
         if (strstr(function, "operator new") || strstr(function, "operator delete"))
             return SITES_FRAME_ALLOCATOR;
-        const char *q = skip_rust_impl(skip_return_type(function));
+        const char *q = skip_rust_impl(sites_skip_return_type(function));
         if (any_equal(function, alloc_exact) || any_prefix(q, alloc_prefix))
             return SITES_FRAME_ALLOCATOR;
         if (strncmp(q, "std::", 5) == 0 || strncmp(q, "__gnu_cxx::", 11) == 0)

@@ -54,6 +54,11 @@ const site_t *sites_get(sites_t *s, size_t i);
 const symbolize_frame_t **sites_expand_stack(const reader_t *r, symbolize_t *sym, uint64_t id,
                                              size_t *n, bool *known);
 
+// "void std::vector<int>::push_back(int const&)" -> "std::vector<int>::push_back(int const&)":
+// skips a return type, i.e. everything up to the last space at bracket depth 0 before the
+// parameter list. Returns a pointer into name.
+const char *sites_skip_return_type(const char *name);
+
 // Display name of a frame's function: the demangled name, else "MODULE+0xOFFSET" (module file
 // name only), else "0xADDRESS". Writes into buf when it has to compose; returns buf or a
 // string owned by the symbolizer.

@@ -507,6 +507,21 @@ static bool copy_load(const uint8_t *stack, uint64_t sp0, uint64_t len, uint64_t
     return true;
 }
 
+// The CFA of the frame rule r describes, walking from registers sp and bp (CPU samples), or 0
+// where the walk must stop. Clears *bp_ok when the frame loses rbp.
+static inline uint64_t sample_cfa(rule_t r, uint64_t sp, uint64_t bp, bool *bp_ok) {
+    if (r.flags & (RULE_STOP | RULE_UNSUPPORTED))
+        return 0;
+    if ((r.flags & RULE_CFA_BP) && !*bp_ok)
+        return 0;
+    uint64_t cfa = ((r.flags & RULE_CFA_BP) ? bp : sp) + (uint64_t)(int64_t)r.cfa_off;
+    if (r.flags & RULE_BP_LOST)
+        *bp_ok = false;
+    if (cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7)) // also catches cfa <= sp
+        return 0;
+    return cfa;
+}
+
 uint32_t hp_unwind_copy(uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t *stack,
                         uint64_t len, uint64_t *out, uint32_t max) {
     const uint64_t sp0 = sp;
@@ -518,14 +533,8 @@ uint32_t hp_unwind_copy(uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t *st
     while (n < max) {
         out[n++] = pc;
         rule_t r = rule_for(pc);
-        if (r.flags & (RULE_STOP | RULE_UNSUPPORTED))
-            break;
-        if ((r.flags & RULE_CFA_BP) && !bp_ok)
-            break;
-        uint64_t cfa = ((r.flags & RULE_CFA_BP) ? bp : sp) + (uint64_t)(int64_t)r.cfa_off;
-        if (r.flags & RULE_BP_LOST)
-            bp_ok = false;
-        if (cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7))
+        uint64_t cfa = sample_cfa(r, sp, bp, &bp_ok);
+        if (!cfa)
             break;
         uint64_t ra;
         if (!copy_load(stack, sp0, len, cfa + (uint64_t)(int64_t)r.ra_off, &ra))
@@ -577,14 +586,8 @@ uint32_t hp_unwind_signal(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t *out, 
             *want_pc = pc;
             break;
         }
-        if (r.flags & (RULE_STOP | RULE_UNSUPPORTED))
-            break;
-        if ((r.flags & RULE_CFA_BP) && !bp_ok)
-            break;
-        uint64_t cfa = ((r.flags & RULE_CFA_BP) ? bp : sp) + (uint64_t)(int64_t)r.cfa_off;
-        if (r.flags & RULE_BP_LOST)
-            bp_ok = false;
-        if (cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7))
+        uint64_t cfa = sample_cfa(r, sp, bp, &bp_ok);
+        if (!cfa)
             break;
         uint64_t ra = *(const uint64_t *)(uintptr_t)(cfa + (uint64_t)(int64_t)r.ra_off);
         if (r.flags & RULE_BP_SAVED) {
