@@ -21,7 +21,7 @@
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the trace is little-endian and read by memcpy into its structs"
 #endif
-_Static_assert(sizeof(hpt_file_hdr_t) == 48, "file header layout");
+_Static_assert(sizeof(hpt_file_hdr_t) == 56, "file header layout");
 _Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
 
 #define CHUNK_HDR sizeof(hpt_chunk_hdr_t)
@@ -34,6 +34,8 @@ _Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
 // SYNCs (or a forged trace: 64 KiB of zstd inflates to 100 million events) must not take all
 // memory. Four times what 16 threads at full speed leave between two SYNCs.
 #define BUFFERED_MAX (1u << 23)
+// The heap stream's queue (docs/trace-format.md#heap) under a tid no thread has (tids < 2^22)
+#define HEAP_QUEUE_TID UINT32_MAX
 
 // One thread's decoded, not yet released events: a FIFO in per-thread (= time) order.
 typedef struct tqueue {
@@ -84,6 +86,7 @@ struct reader {
     uint64_t next_seq;
 
     hmap_t tid_map; // tid -> index into queues
+    hmap_t heap_thread; // heap stream: tid -> its latest entry in threads
     tqueue_t **queues;
     size_t n_queues, queues_cap;
     heap_ent_t *heap; // non-empty queues, min-heap by (head time, tid)
@@ -201,6 +204,7 @@ static void reader_free(reader_t *r) {
     free(r->heap);
     free(r->ready);
     hmap_fini(&r->tid_map);
+    hmap_fini(&r->heap_thread);
     hmap_fini(&r->stacks);
     hmap_fini(&r->module_top);
     hmap_fini(&r->cpu_index);
@@ -251,6 +255,10 @@ static int read_file_hdr(reader_t *r, errmsg_t *err) {
         errmsg_set(err, "%s: damaged file header (header size %u)", r->path, r->hdr.hdr_bytes);
         return -1;
     }
+    if (r->hdr.time_shift > HPT_TIME_SHIFT_MAX) {
+        errmsg_set(err, "%s: damaged file header (time unit 2^%u ns)", r->path, r->hdr.time_shift);
+        return -1;
+    }
     if ((n = ensure(r, r->hdr.hdr_bytes, err)) < 0)
         return -1;
     if ((size_t)n < r->hdr.hdr_bytes) {
@@ -291,6 +299,7 @@ reader_t *reader_open(const char *path, errmsg_t *err) {
     r->cap = IN_BUF_BYTES;
     r->buf = xmalloc(r->cap);
     r->ready = xmalloc(READY_MAX * sizeof *r->ready);
+    hmap_init(&r->heap_thread, sizeof(size_t));
     hmap_init(&r->tid_map, sizeof(size_t));
     hmap_init(&r->stacks, sizeof(stack_ref_t));
     hmap_init(&r->module_top, sizeof(size_t));
@@ -437,6 +446,18 @@ static uint64_t def_module_unload(reader_t *r, const hpt_rec_t *rec) {
     return i;
 }
 
+// The slot that says which entry of r->threads is tid's latest: per queue for a thread's own
+// stream, per tid for the heap stream (one queue for every thread).
+static size_t *thread_slot(reader_t *r, tqueue_t *q, uint32_t tid) {
+    if (q->tid != HEAP_QUEUE_TID)
+        return &q->thread_idx;
+    bool existed;
+    size_t *idx = hmap_put(&r->heap_thread, tid, &existed);
+    if (!existed)
+        *idx = SIZE_MAX;
+    return idx;
+}
+
 static void def_thread_start(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uint32_t tid) {
     r->threads = xgrow(r->threads, &r->threads_cap, r->n_threads + 1, sizeof *r->threads);
     reader_thread_t *t = &r->threads[r->n_threads];
@@ -444,14 +465,15 @@ static void def_thread_start(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uin
     t->name = arena_str(r, rec->str, rec->str_len);
     t->start_ns = rec->time_ns;
     t->end_ns = UINT64_MAX;
-    q->thread_idx = r->n_threads++;
+    *thread_slot(r, q, tid) = r->n_threads++;
     q->ended = false;
 }
 
-static void def_thread_end(reader_t *r, tqueue_t *q, const hpt_rec_t *rec) {
-    if (q->thread_idx != SIZE_MAX)
-        r->threads[q->thread_idx].end_ns = rec->time_ns;
-    q->ended = true;
+static void def_thread_end(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uint32_t tid) {
+    size_t idx = *thread_slot(r, q, tid);
+    if (idx != SIZE_MAX)
+        r->threads[idx].end_ns = rec->time_ns;
+    q->ended = q->tid != HEAP_QUEUE_TID; // the heap stream goes on with other threads
 }
 
 static bool def_process(reader_t *r, const hpt_rec_t *rec) {
@@ -477,7 +499,7 @@ static bool def_process(reader_t *r, const hpt_rec_t *rec) {
 // ---- chunks ----
 
 static bool hdr_plausible(const hpt_chunk_hdr_t *h) {
-    if (h->magic != HPT_CHUNK_MAGIC || h->type < HPT_CHUNK_META || h->type > HPT_CHUNK_TRAILER)
+    if (h->magic != HPT_CHUNK_MAGIC || h->type < HPT_CHUNK_META || h->type > HPT_CHUNK_HEAP)
         return false;
     if ((h->flags & ~HPT_CHUNK_ZSTD) || h->raw_bytes > HPT_CHUNK_MAX_RAW)
         return false;
@@ -524,8 +546,11 @@ static void cpu_commit(reader_t *r) {
 // its valid records stay: they are correct and harmless).
 static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p,
                          const uint8_t *end) {
-    hpt_dstate_t st = {.time_ns = h->base_time_ns, .addr = h->base_addr};
-    tqueue_t *q = queue_for(r, h->tid);
+    const bool heap = h->type == HPT_CHUNK_HEAP;
+    hpt_dstate_t st = {.time_ns = h->base_time_ns,
+                       .addr = h->base_addr,
+                       .time_shift = heap ? r->hdr.time_shift : 0};
+    tqueue_t *q = queue_for(r, heap ? HEAP_QUEUE_TID : h->tid);
     if (q->head == q->tail) {
         q->head = q->tail = 0;
     } else if (q->head > q->cap / 2) {
@@ -539,7 +564,7 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
     const size_t old_tail = q->tail, old_cap = q->cap;
     const uint64_t wm = r->watermark;
     uint64_t late = 0;
-    const uint32_t tid = h->tid;
+    uint32_t tid = h->tid;
     reader_event_t *e;
     // hpt_rec_decode fills only the fields of the tag it met; zeroing once per chunk keeps
     // every field defined without a per-record cost
@@ -548,7 +573,53 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
     for (uint32_t i = 0; i < h->n_records; i++) {
         if (!(p = hpt_rec_decode(p, end, &st, &rec)))
             goto bad;
+        // each stream has its own records: addresses in a thread's chunk, serials in the heap's
+        if ((rec.tag >= HPT_REC_H_MALLOC) != heap && rec.tag != HPT_REC_STACK &&
+            (rec.tag < HPT_REC_THREAD_START || rec.tag > HPT_REC_MODULE_UNLOAD))
+            goto bad;
         switch (rec.tag) {
+        case HPT_REC_H_MALLOC:
+        case HPT_REC_H_CALLOC:
+        case HPT_REC_H_ALIGNED:
+        case HPT_REC_H_REALLOC:
+            if (!keep)
+                break;
+            e = q_push(q);
+            e->kind = READER_ALLOC;
+            e->sub = rec.tag == HPT_REC_H_MALLOC   ? READER_MALLOC
+                     : rec.tag == HPT_REC_H_CALLOC ? READER_CALLOC
+                     : rec.tag == HPT_REC_H_ALIGNED ? READER_ALIGNED
+                                                    : READER_REALLOC;
+            e->flags = 0;
+            e->tid = tid;
+            e->time_ns = rec.time_ns;
+            e->stack = rec.stack;
+            e->addr = rec.serial;
+            e->old_addr = rec.tag == HPT_REC_H_REALLOC ? rec.ref : 0;
+            e->size = rec.size;
+            late += rec.time_ns < wm;
+            break;
+        case HPT_REC_H_FREE:
+        case HPT_REC_H_REALLOC_FREE:
+            if (!keep)
+                break;
+            e = q_push(q);
+            e->kind = READER_FREE;
+            e->touch = rec.touch;
+            e->flags = rec.tag == HPT_REC_H_REALLOC_FREE ? READER_FREE_OF_REALLOC : 0;
+            e->tid = tid;
+            e->time_ns = rec.time_ns;
+            e->stack = 0;
+            e->addr = rec.ref; // 0: a block the shim never saw allocated, an unknown free
+            e->touched_nz = rec.touch ? rec.touched_nz : 0;
+            e->touched = rec.touch ? rec.touched : 0;
+            late += rec.time_ns < wm;
+            break;
+        case HPT_REC_H_TID:
+            tid = (uint32_t)rec.tid;
+            break;
+        case HPT_REC_H_REUSE: // the codec keeps it for the next allocation
+            break;
         case HPT_REC_MALLOC:
         case HPT_REC_CALLOC:
         case HPT_REC_ALIGNED:
@@ -625,7 +696,7 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
             late += rec.time_ns < wm;
             break;
         case HPT_REC_THREAD_END:
-            def_thread_end(r, q, &rec);
+            def_thread_end(r, q, &rec, tid);
             if (!keep)
                 break;
             q_push_meta(q, READER_THREAD_END, tid, rec.time_ns);

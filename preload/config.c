@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "diag.h"
+#include "format/hpt_format.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,9 @@ void hp_config_load(void) {
     // measure exactly what was touched
     hp_config.touch_fill_max = 128 * 1024;
     hp_config.touch_sample_bytes = 512;
+    // 1.024 us: a nanosecond delta costs ~2 bytes per event after compression, this ~0.2
+    // (bench/run.sh), and lifetimes, timelines and the 1 ms short-lived mark need no finer
+    hp_config.time_shift = 10;
 
     const char *out = getenv("HEAPPROF_OUT");
     if (out) {
@@ -74,6 +78,7 @@ void hp_config_load(void) {
     parse_bool("HEAPPROF_TOUCH", &hp_config.touch);
     parse_u32("HEAPPROF_TOUCH_FILL_MAX", 0, 1u << 30, &hp_config.touch_fill_max);
     parse_u32("HEAPPROF_TOUCH_SAMPLE_BYTES", 64, 1u << 30, &hp_config.touch_sample_bytes);
+    parse_u32("HEAPPROF_TIME_SHIFT", 0, HPT_TIME_SHIFT_MAX, &hp_config.time_shift);
     const char *unw = getenv("HEAPPROF_UNWIND");
     hp_config.unwinder = HP_UNWIND_CFI;
     if (unw && !strcmp(unw, "libunwind"))

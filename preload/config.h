@@ -35,6 +35,7 @@ typedef struct hp_config {
     bool touch;             // HEAPPROF_TOUCH=0: do not measure bytes touched (touch.h)
     uint32_t touch_fill_max; // HEAPPROF_TOUCH_FILL_MAX: largest block (usable bytes) to fill
     uint32_t touch_sample_bytes; // HEAPPROF_TOUCH_SAMPLE_BYTES: most bytes measured per block
+    uint32_t time_shift;    // HEAPPROF_TIME_SHIFT: heap event times kept to 2^N ns in the trace
 } hp_config_t;
 
 extern hp_config_t hp_config;

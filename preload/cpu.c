@@ -551,7 +551,7 @@ void hp_cpu_start(void) {
     source = HPT_CPU_OFF;
     n_samples = n_lost = 0;
     mono_to_rel = mono_ns() - hp_state_now();
-    out_enc = (hpt_dstate_t){0, 0};
+    out_enc = (hpt_dstate_t){0};
     atomic_store(&go, 0);
     atomic_store(&stop_req, false);
     thread_started = false;

@@ -66,7 +66,7 @@ HP_NOINLINE HP_COLD static hp_ring_t *thread_start_slow(void) {
     pthread_once(&exit_key_once, make_exit_key);
     pthread_setspecific(exit_key, r);
     hp_tls_ring = r;
-    hp_tls_enc = (hpt_dstate_t){0, 0};
+    hp_tls_enc = (hpt_dstate_t){0};
 
     char name[17] = {0};
     prctl(PR_GET_NAME, name, 0, 0, 0);
@@ -239,5 +239,5 @@ void hp_record_thread_exit(void *arg) {
 void hp_record_fork_child(void) {
     hp_tls_ring = NULL;
     hp_tls_last_stack = HPT_STACK_UNKNOWN; // ids restart in the child's trace
-    hp_tls_enc = (hpt_dstate_t){0, 0};
+    hp_tls_enc = (hpt_dstate_t){0};
 }

@@ -118,7 +118,7 @@ static bool start_trace(void) {
         return false;
     }
     meta_process(&m);
-    hpt_dstate_t st = {0, 0};
+    hpt_dstate_t st = {0};
     hp_modmap_scan(&st, hp_state_now(), meta_emit, &m);
 
     struct timespec rt;
@@ -135,6 +135,7 @@ static bool start_trace(void) {
         h.flags |= HPT_FILE_TOUCH;
         h.touch_fill_max = hp_config.touch_fill_max;
     }
+    h.time_shift = hp_config.time_shift;
     bool ok = hp_writer_start(fd, path, &h, m.buf, m.len, m.nrec);
     hp_mem_unmap(m.buf, m.cap);
     if (ok && !hp_config.quiet)

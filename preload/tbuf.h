@@ -7,6 +7,7 @@
 
 #include "compiler.h"
 #include "format/hpt_codec.h"
+#include "resolve.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -35,6 +36,13 @@ typedef struct hp_ring {
     uint8_t *stage;
     size_t stage_len, stage_cap;
     uint32_t stage_nrec;
+    // writer-private: the merge's cursor into an app thread's stage (writer.c)
+    size_t m_pos, m_end;   // the current record is stage[m_pos, m_end)
+    hpt_dstate_t m_state;  // delta state before it
+    uint64_t m_key;        // the time it sorts by
+    uint8_t m_half;        // a REALLOC whose old block is already out
+    hp_resolve_pending_t m_pend;
+    hpt_rec_t m_rec;
 } hp_ring_t;
 
 // Largest record the shim ever appends (a STACK of HPT_MAX_FRAMES frames).

@@ -10,6 +10,7 @@
 #include "diag.h"
 #include "guard.h"
 #include "mem.h"
+#include "resolve.h"
 #include "stacktab.h"
 #include "state.h"
 #include "tbuf.h"
@@ -47,6 +48,16 @@ static uint8_t *out_buf;
 static size_t out_cap;
 static bool have_membarrier;
 static uint64_t n_events, n_lost_reaped;
+
+// The heap stream (docs/trace-format.md#heap): app threads' records merged, blocks named by
+// serial, staged here until a HEAP chunk is written.
+#define HEAP_OUT_BYTES (1u << 20)
+static hp_resolve_t heap;
+static bool heap_ready;
+static uint8_t *heap_out;
+static size_t heap_len;
+static hpt_dstate_t heap_base; // the resolver's state at the start of heap_out
+static uint32_t heap_base_tid;
 
 // ---- file creation ---------------------------------------------------------------------------
 
@@ -220,18 +231,24 @@ static bool drain(hp_ring_t *r) {
     atomic_store_explicit(&r->wake_pending, 0, memory_order_relaxed);
     if (h == t)
         return true;
-    if (!r->stage) {
-        // Before a round every stage holds < STAGE_FLUSH_BYTES (else the last round flushed);
-        // a round drains each ring at most twice (drain_all, then flush after the barrier), and
-        // a ring holds at most cap bytes each time.
-        r->stage_cap = STAGE_FLUSH_BYTES + 2 * (size_t)r->cap;
-        r->stage = hp_mem_map(r->stage_cap);
-        if (!r->stage)
-            return false;
-    }
     size_t n = (size_t)(h - t);
-    if (r->stage_len + n > r->stage_cap)
-        return false; // cannot happen: see stage_cap
+    if (!r->stage || r->stage_len + n > r->stage_cap) {
+        // Usually a round starts below STAGE_FLUSH_BYTES and drains each ring at most twice; a
+        // stage only grows past that when the merge must hold records back for a long time (a
+        // thread stopped in the middle of an event keeps the watermark down).
+        size_t cap = STAGE_FLUSH_BYTES + 2 * (size_t)r->cap;
+        while (cap < r->stage_len + n)
+            cap *= 2;
+        uint8_t *fresh = hp_mem_map(cap);
+        if (!fresh)
+            return false;
+        if (r->stage) {
+            memcpy(fresh, r->stage, r->stage_len);
+            hp_mem_unmap(r->stage, r->stage_cap);
+        }
+        r->stage = fresh;
+        r->stage_cap = cap;
+    }
     if (!r->stage_len) {
         r->stage_base = r->wstate;
         r->stage_nrec = 0;
@@ -268,6 +285,135 @@ static bool write_stage(hp_ring_t *r) {
     return ok;
 }
 
+// ---- the heap stream: merging app threads' stages ------------------------------------------
+
+static bool write_heap(void) {
+    if (!heap_len)
+        return true;
+    bool ok = write_chunk(HPT_CHUNK_HEAP, heap_base_tid, heap_out, heap_len, heap.n_out, heap_base);
+    heap_len = 0;
+    heap.n_out = 0;
+    heap_base = heap.enc;
+    heap_base_tid = heap.tid;
+    return ok;
+}
+
+// Decodes the record at r's cursor. False when the stage has no more records.
+static bool cursor_load(hp_ring_t *r) {
+    if (r->m_pos >= r->stage_len)
+        return false;
+    hpt_dstate_t st = r->m_state;
+    const uint8_t *p = r->stage + r->m_pos;
+    const uint8_t *q = hpt_rec_decode(p, r->stage + r->stage_len, &st, &r->m_rec);
+    if (!q)
+        return false; // drain() decoded these bytes already; cannot happen
+    if (r->m_rec.tag == HPT_REC_STACK)
+        r->m_rec.time_ns = st.time_ns; // untimed: goes out right before the event that uses it
+    r->m_end = (size_t)(q - r->stage);
+    r->m_key = hp_resolve_key(&r->m_rec, r->m_half);
+    return true;
+}
+
+static void cursor_next(hp_ring_t *r) {
+    if (r->m_rec.tag == HPT_REC_REALLOC && !r->m_half) {
+        r->m_half = 1;
+        r->m_key = hp_resolve_key(&r->m_rec, 1);
+        return;
+    }
+    r->m_half = 0;
+    // the state after the record: decode it again (cheap, and keeps one source of truth)
+    hpt_rec_t tmp;
+    hpt_rec_decode(r->stage + r->m_pos, r->stage + r->m_end, &r->m_state, &tmp);
+    r->m_pos = r->m_end;
+    r->stage_nrec--;
+}
+
+static inline bool ring_less(const hp_ring_t *a, const hp_ring_t *b) {
+    return a->m_key < b->m_key || (a->m_key == b->m_key && a->tid < b->tid);
+}
+
+static void sift_down(hp_ring_t **h, size_t n, size_t i) {
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && ring_less(h[c + 1], h[c]))
+            c++;
+        if (!ring_less(h[c], h[i]))
+            return;
+        hp_ring_t *t = h[i];
+        h[i] = h[c];
+        h[c] = t;
+        i = c;
+    }
+}
+
+// Hands every app thread's staged record timed below wq (all of them if `all`) to the heap
+// stream in (time, tid) order: the order the reader replays, so an address freed by one thread
+// and handed out again to another is never confused. What stays behind is kept for the next
+// round at the front of its stage. Returns false on an internal failure.
+static bool merge_heap(hp_ring_t *head, uint64_t wq, bool all) {
+    static hp_ring_t **hv;
+    static size_t hv_cap;
+    size_t n = 0, rings = 0;
+    for (hp_ring_t *r = head; r; r = r->next)
+        rings++;
+    if (rings > hv_cap) {
+        size_t cap = rings * 2 + 16;
+        hp_ring_t **fresh = hp_mem_map(cap * sizeof *fresh);
+        if (!fresh)
+            return false;
+        hp_mem_unmap(hv, hv_cap * sizeof *hv);
+        hv = fresh;
+        hv_cap = cap;
+    }
+    for (hp_ring_t *r = head; r; r = r->next) {
+        if (r->tid == 0 || !r->stage_len)
+            continue; // tid 0: the CPU sampler's stream, written as it is
+        r->m_pos = 0;
+        r->m_state = r->stage_base;
+        if (cursor_load(r))
+            hv[n++] = r;
+    }
+    for (size_t i = n / 2; i-- > 0;)
+        sift_down(hv, n, i);
+    bool ok = true;
+    while (n && ok) {
+        hp_ring_t *r = hv[0];
+        if (!all && r->m_key >= wq)
+            break;
+        if (heap_len >= HEAP_OUT_BYTES) // heap_out keeps HP_RESOLVE_REC_MAX beyond this
+            ok = write_heap();
+        uint8_t *p = hp_resolve_rec(&heap, heap_out + heap_len, r->tid, &r->m_rec,
+                                    r->stage + r->m_pos, r->stage + r->m_end, r->m_half,
+                                    &r->m_pend);
+        if (!p) {
+            ok = false;
+            break;
+        }
+        heap_len = (size_t)(p - heap_out);
+        cursor_next(r);
+        if (!r->m_half && !cursor_load(r))
+            hv[0] = hv[--n];
+        sift_down(hv, n, 0);
+    }
+    // keep what is left, from the cursor on, for the next round
+    for (hp_ring_t *r = head; r; r = r->next) {
+        if (r->tid == 0 || !r->stage_len)
+            continue;
+        if (r->m_pos >= r->stage_len) {
+            r->stage_len = 0;
+            r->stage_nrec = 0;
+            continue;
+        }
+        memmove(r->stage, r->stage + r->m_pos, r->stage_len - r->m_pos);
+        r->stage_len -= r->m_pos;
+        r->stage_base = r->m_state;
+        r->m_pos = 0;
+    }
+    return ok && write_heap();
+}
+
 // Drains every ring; returns the largest staging fill, or SIZE_MAX on corruption.
 static size_t drain_all(void) {
     hp_ring_t *r = hp_tbuf_list_lock();
@@ -283,7 +429,8 @@ static size_t drain_all(void) {
 }
 
 // Writes everything drained so far, then a SYNC whose watermark bounds all later records.
-static void flush(void) {
+// final: the last round before exit or exec, so nothing may stay behind.
+static void flush(bool final) {
     if (!ensure_fd())
         return;
     uint64_t w = hp_state_now();
@@ -307,15 +454,29 @@ static void flush(void) {
         }
     }
     for (hp_ring_t *r = head; r; r = r->next) {
+        if (r->tid != 0)
+            continue;
         wrote |= r->stage_len != 0;
         if (!write_stage(r))
             return;
     }
+    // heap records carry time in units of 2^shift ns: a watermark on a unit boundary keeps
+    // every record left for later at or above it after rounding
+    uint64_t wq = w >> heap.enc.time_shift << heap.enc.time_shift;
+    uint64_t before = seq;
+    if (!merge_heap(head, wq, final)) {
+        if (trace_fd >= 0)
+            hp_state_disable("internal error: the heap stream cannot be written; profiling stopped");
+        return;
+    }
+    wrote |= seq != before;
     if (wrote)
-        write_chunk(HPT_CHUNK_SYNC, 0, NULL, 0, 0, (hpt_dstate_t){w, 0});
+        write_chunk(HPT_CHUNK_SYNC, 0, NULL, 0, 0, (hpt_dstate_t){.time_ns = wq});
 }
 
 static bool ring_is_dead(hp_ring_t *r) {
+    if (r->m_half)
+        return false; // its realloc's new block is still to be written
     if (!atomic_load_explicit(&r->closed, memory_order_acquire) ||
         atomic_load_explicit(&r->head, memory_order_acquire) !=
             atomic_load_explicit(&r->tail, memory_order_relaxed) ||
@@ -339,7 +500,7 @@ static void write_trailer(void) {
     p = hpt_put_varint(p, lost);
     p = hpt_put_varint(p, hp_stacktab_count());
     p = hpt_put_varint(p, hp_stacktab_overflows());
-    write_chunk(HPT_CHUNK_TRAILER, 0, buf, (size_t)(p - buf), 1, (hpt_dstate_t){0, 0});
+    write_chunk(HPT_CHUNK_TRAILER, 0, buf, (size_t)(p - buf), 1, (hpt_dstate_t){0});
 }
 
 static void wait_for_wake(uint32_t seen, uint32_t ms) {
@@ -358,13 +519,15 @@ static void *writer_main(void *arg) {
         uint32_t seen = atomic_load_explicit(&hp_tbuf_wake_word, memory_order_acquire);
         bool stopping = atomic_load_explicit(&stop_req, memory_order_acquire);
         uint64_t want = atomic_load_explicit(&flush_req, memory_order_acquire);
+        // a trailer is asked for just before exec: this image writes nothing after it
+        bool final = stopping || atomic_load_explicit(&trailer_req, memory_order_acquire);
         pthread_mutex_lock(&io_lock);
         size_t most = drain_all();
         if (most == SIZE_MAX) {
             hp_state_disable("internal error: a thread buffer is damaged; profiling stopped");
         } else if (stopping || want != atomic_load_explicit(&flush_done, memory_order_relaxed) ||
                    most >= STAGE_FLUSH_BYTES || hp_state_now() - last_flush >= interval_ns) {
-            flush();
+            flush(final);
             last_flush = hp_state_now();
             hp_tbuf_list_lock();
             hp_tbuf_reap(ring_is_dead);
@@ -398,6 +561,20 @@ bool hp_writer_start(int fd, const char *path, const hpt_file_hdr_t *hdr, const 
     trace_ino = st.st_ino;
     seq = 0;
     n_events = n_lost_reaped = 0;
+    if (heap_ready)
+        hp_resolve_fini(&heap);
+    heap_ready = hp_resolve_init(&heap, hdr->time_shift);
+    if (!heap_out)
+        heap_out = hp_mem_map(HEAP_OUT_BYTES + HP_RESOLVE_REC_MAX);
+    if (!heap_ready || !heap_out) {
+        hp_diag_line("out of memory for the heap stream; the program runs unprofiled", (char *)NULL);
+        close(fd);
+        trace_fd = -1;
+        return false;
+    }
+    heap_len = 0;
+    heap_base = heap.enc;
+    heap_base_tid = heap.tid;
     if (!cctx) {
         cctx = ZSTD_createCCtx();
         if (cctx)
@@ -409,7 +586,7 @@ bool hp_writer_start(int fd, const char *path, const hpt_file_hdr_t *hdr, const 
     if (have_membarrier)
         h.flags |= HPT_FILE_HAS_MEMBARRIER;
     if (!write_all(&h, sizeof h) ||
-        !write_chunk(HPT_CHUNK_META, 0, meta, meta_len, meta_records, (hpt_dstate_t){0, 0}))
+        !write_chunk(HPT_CHUNK_META, 0, meta, meta_len, meta_records, (hpt_dstate_t){0}))
         goto fail;
     atomic_store(&stop_req, false);
     sigset_t all, old;
@@ -486,4 +663,9 @@ void hp_writer_fork_child(void) {
     atomic_store(&flush_req, 0);
     atomic_store(&flush_done, 0);
     cctx = NULL; // the parent's context lives in copied memory the child must not share
+    // the parent's live blocks: the child's trace starts with none (their frees are unknown)
+    if (heap_ready)
+        hp_resolve_fini(&heap);
+    heap_ready = false;
+    heap_len = 0;
 }

@@ -50,7 +50,9 @@ static inline const uint8_t *hpt_get_varint(const uint8_t *p, const uint8_t *end
 // Delta state of one record stream: what "previous" means for dt and addr.
 typedef struct hpt_dstate {
     uint64_t time_ns;
-    uint64_t addr;
+    uint64_t addr;       // HEAP chunks: the serial base (docs/trace-format.md#heap)
+    uint32_t time_shift; // HEAP chunks: dt counts 2^time_shift ns; 0 elsewhere
+    uint64_t reuse;      // HEAP chunks: the serial an H_REUSE gave the next allocation (0: none)
 } hpt_dstate_t;
 
 // One decoded record. Strings and frames point into the decoded buffer.
@@ -71,7 +73,11 @@ typedef struct hpt_rec {
     const uint8_t *str2;   // MODULE_LOAD build id (raw bytes), PROCESS args (argc in size)
     uint32_t str2_len;
     uint64_t counters[4];  // TRAILER; CPU_INFO: source, hz, n_samples, n_lost (reason in str)
-    uint64_t tid;          // CPU_SAMPLE: the sampled thread
+    uint64_t tid;          // CPU_SAMPLE: the sampled thread; H_TID: the thread
+    uint64_t ref;          // H_FREE, H_REALLOC_FREE, H_REUSE: the block's serial (0 = unknown);
+                           // H_REALLOC: the old block's serial (0 = none or unknown)
+    uint8_t in_place;      // H_REALLOC: the block keeps the old serial
+    uint64_t serial;       // H_MALLOC, H_CALLOC, H_ALIGNED, H_REALLOC: the new block's serial
     uint8_t touch;         // FREE: 0 not measured, else 1 + HPT_TOUCH_*
     uint64_t touched;      // with touch: bytes touched (FILL*: differing from the pattern)
     uint64_t touched_nz;   // with touch: FILL*: bytes that are not zero; RESIDENT: = touched
@@ -103,9 +109,36 @@ static inline const uint8_t *hpt_get_dt(const uint8_t *p, const uint8_t *end, hp
     uint64_t d;
     if (!(p = hpt_get_varint(p, end, &d)))
         return NULL;
-    st->time_ns += d;
+    st->time_ns += d << st->time_shift;
     *t = st->time_ns;
     return p;
+}
+
+// A block reference of the heap stream: ref counts back from the serial base; 0 = unknown.
+static inline const uint8_t *hpt_get_ref(const uint8_t *p, const uint8_t *end,
+                                         const hpt_dstate_t *st, uint64_t *serial) {
+    uint64_t d;
+    if (!(p = hpt_get_varint(p, end, &d)) || d > st->addr)
+        return NULL; // a serial below 0 (0 itself is never a block's)
+    *serial = d ? st->addr - d : 0;
+    return p;
+}
+
+static inline const uint8_t *hpt_get_heap_alloc(const uint8_t *p, const uint8_t *end,
+                                                hpt_dstate_t *st, hpt_rec_t *r) {
+    if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_varint(p, end, &r->stack)) ||
+        !(p = hpt_get_varint(p, end, &r->size)))
+        return NULL;
+    r->align = 0;
+    r->time2_ns = r->time_ns;
+    return p;
+}
+
+// The serial a new block of the heap stream takes: the one an H_REUSE named, else the base.
+static inline uint64_t hpt_take_serial(hpt_dstate_t *st) {
+    uint64_t s = st->reuse ? st->reuse : st->addr++;
+    st->reuse = 0;
+    return s;
 }
 
 static inline const uint8_t *hpt_get_addr(const uint8_t *p, const uint8_t *end, hpt_dstate_t *st,
@@ -234,6 +267,51 @@ static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end
             if (!(p = hpt_get_varint(p, end, &r->counters[i])))
                 return NULL;
         return hpt_get_bytes(p, end, &r->str, &r->str_len);
+    // the heap stream; the caller (reader) moves the serial base past each new block
+    case HPT_REC_H_MALLOC:
+    case HPT_REC_H_CALLOC:
+        if (!(p = hpt_get_heap_alloc(p, end, st, r)))
+            return NULL;
+        r->serial = hpt_take_serial(st);
+        return p;
+    case HPT_REC_H_ALIGNED:
+        if (!(p = hpt_get_heap_alloc(p, end, st, r)) || !(p = hpt_get_varint(p, end, &r->align)))
+            return NULL;
+        r->serial = hpt_take_serial(st);
+        return p;
+    case HPT_REC_H_FREE:
+        if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_ref(p, end, st, &r->ref)))
+            return NULL;
+        return hpt_get_touch(p, end, r);
+    case HPT_REC_H_REALLOC_FREE:
+        r->touch = 0;
+        if (!(p = hpt_get_dt(p, end, st, &r->time_ns)))
+            return NULL;
+        return hpt_get_ref(p, end, st, &r->ref);
+    case HPT_REC_H_REALLOC: {
+        uint64_t old;
+        if (!(p = hpt_get_heap_alloc(p, end, st, r)) || !(p = hpt_get_varint(p, end, &old)) ||
+            (old >> 1) > st->addr)
+            return NULL;
+        r->in_place = (uint8_t)(old & 1);
+        r->ref = (old >> 1) ? st->addr - (old >> 1) : 0;
+        if (r->in_place && !r->ref)
+            return NULL; // nothing to keep the serial of
+        if (r->in_place)
+            r->serial = r->ref; // an H_REUSE before it would be damage; it stays pending
+        else
+            r->serial = hpt_take_serial(st);
+        return p;
+    }
+    case HPT_REC_H_TID:
+        if (!(p = hpt_get_varint(p, end, &r->tid)) || r->tid > UINT32_MAX)
+            return NULL;
+        return p;
+    case HPT_REC_H_REUSE:
+        if (!(p = hpt_get_ref(p, end, st, &r->ref)) || !r->ref)
+            return NULL;
+        st->reuse = r->ref;
+        return p;
     default:
         return NULL;
     }

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define HPT_MAGIC "HEAPPROF" // 8 bytes, no terminator in the file
-#define HPT_VERSION 2u
+#define HPT_VERSION 3u
 
 // File = file header, then chunks back to back until EOF. All integers little-endian.
 typedef struct hpt_file_hdr {
@@ -22,7 +22,11 @@ typedef struct hpt_file_hdr {
     uint32_t flags;      // HPT_FILE_*
     uint32_t touch_fill_max; // with HPT_FILE_TOUCH: blocks up to this many usable bytes are
                              // pattern-filled (HPT_TOUCH_FILL), larger ones measured by resident pages
+    uint32_t time_shift; // a dt in a HEAP chunk counts units of 2^time_shift ns (docs: #heap)
+    uint32_t reserved;
 } hpt_file_hdr_t;
+
+#define HPT_TIME_SHIFT_MAX 20u // ~1 ms: coarser would blur lifetimes; the reader refuses more
 
 #define HPT_FILE_HAS_MEMBARRIER 1u // sync watermarks are exact (see docs/trace-format.md#merge)
 #define HPT_FILE_TOUCH 2u          // frees carry bytes-touched measures (docs/trace-format.md#touch)
@@ -34,6 +38,9 @@ enum hpt_chunk_type {
     HPT_CHUNK_EVENTS = 2,  // one thread's records
     HPT_CHUNK_SYNC = 3,    // no payload; base_time_ns = watermark (see docs/trace-format.md#merge)
     HPT_CHUNK_TRAILER = 4, // written once at a clean exit; payload = TRAILER record
+    HPT_CHUNK_HEAP = 5,    // the heap stream: every app thread's records in one order, blocks
+                           // named by serial number (docs/trace-format.md#heap). tid = the thread
+                           // of the first record, base_addr = the serial base (next new block)
 };
 
 #define HPT_CHUNK_ZSTD 1u // payload is one zstd frame of raw_bytes
@@ -77,6 +84,21 @@ enum hpt_rec_tag {
     HPT_REC_TRAILER = 12,     // n_events n_lost_events n_stacks n_stack_overflow  TRAILER only
     HPT_REC_CPU_SAMPLE = 14,  // zdt tid stack   (zdt: zigzag signed time delta; see docs/trace-format.md#cpu)
     HPT_REC_CPU_INFO = 15,    // source hz n_samples n_lost reason_len reason
+
+    // HEAP chunks only (docs/trace-format.md#heap). dt counts 2^time_shift ns; "ref" names a
+    // block by serial: serial = base - ref, base = the serial the next new block gets; ref 0 =
+    // a block the shim never saw allocated. Each new block takes serial base, then base + 1.
+    HPT_REC_H_MALLOC = 16,  // dt stack size
+    HPT_REC_H_CALLOC = 17,  // dt stack size
+    HPT_REC_H_ALIGNED = 18, // dt stack size align
+    HPT_REC_H_FREE = 19,    // dt ref touch
+    HPT_REC_H_REALLOC_FREE = 20, // dt ref            the old block of a realloc dies (before the call)
+    HPT_REC_H_REALLOC = 21, // dt stack size old      the new block (after the call); old = 0 for
+                            //   realloc(NULL, n) or an unknown old block, else (ref << 1) | in_place;
+                            //   in_place: the block keeps the old serial instead of taking base
+    HPT_REC_H_TID = 22,     // tid                    the thread of the records that follow
+    HPT_REC_H_REUSE = 23,   // ref                    the next allocation takes this live block's
+                            //   serial: its free was never seen and its address was handed out again
 };
 
 // "touch": how many bytes of the block being freed the program touched (docs/trace-format.md#touch).

@@ -95,10 +95,11 @@ size=$(stat -c %s "$src")
 head -c $((size * 2 / 3)) "$src" >"$out/damaged-truncated.hpt"
 cp "$src" "$out/damaged-flipped.hpt"
 printf '\x5a' | dd of="$out/damaged-flipped.hpt" bs=1 seek=$((size / 2)) conv=notrunc status=none
-printf '\xff' | dd of="$out/damaged-flipped.hpt" bs=1 seek=$((48 + 5)) conv=notrunc status=none
+hdr=56 # sizeof(hpt_file_hdr_t): the first chunk header starts here
+printf '\xff' | dd of="$out/damaged-flipped.hpt" bs=1 seek=$((hdr + 5)) conv=notrunc status=none
 cp "$src" "$out/damaged-version.hpt"
 printf '\x02' | dd of="$out/damaged-version.hpt" bs=1 seek=8 conv=notrunc status=none
-head -c 48 "$src" >"$out/damaged-header-only.hpt"
+head -c $hdr "$src" >"$out/damaged-header-only.hpt"
 : >"$out/damaged-empty.hpt"
 { head -c 3000 "$src"; head -c 700 /dev/urandom; tail -c +3001 "$out/mini-plain.hpt"; } \
     >"$out/damaged-spliced.hpt"

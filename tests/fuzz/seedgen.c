@@ -3,9 +3,11 @@
 //   synth DIR              synthetic traces using every record type, stored uncompressed so
 //                          mutations land in records rather than in zstd frames
 //   plain IN OUT [MAX]     a real trace with every chunk re-stored uncompressed, cut after the
-//                          last whole chunk that fits MAX bytes (default 64 KiB)
+//                          last whole chunk that fits MAX bytes (default 64 KiB); a chunk
+//                          too big to fit is cut to its first records (a prefix still decodes)
 //   prefix IN OUT [MAX]    the same cut, chunks left as they are (a trace of a killed process)
 #include "chunk.h"
+#include "format/hpt_codec.h"
 #include "trace_builder.h"
 
 #include <stdio.h>
@@ -69,6 +71,26 @@ static void cut(const char *in, const char *out, size_t max, bool plain) {
                 break;
             hpt_chunk_hdr_t o = h;
             add = hp_chunk_encode(dst + len, hp_chunk_bound(got), &o, raw, got, NULL);
+            if (len + add > max && max > len + sizeof h + 64) {
+                // keep the records that fit: a chunk's prefix decodes from the same bases
+                hpt_dstate_t st = {.time_ns = h.base_time_ns,
+                                   .addr = h.base_addr,
+                                   .time_shift = h.type == HPT_CHUNK_HEAP ? fh.time_shift : 0};
+                hpt_rec_t rec;
+                const uint8_t *p = raw, *q;
+                uint32_t nrec = 0;
+                while (nrec < h.n_records && (q = hpt_rec_decode(p, raw + got, &st, &rec)) &&
+                       (size_t)(q - raw) + sizeof h <= max - len) {
+                    p = q;
+                    nrec++;
+                }
+                o = h;
+                o.n_records = nrec;
+                add = hp_chunk_encode(dst + len, hp_chunk_bound((size_t)(p - raw)), &o, raw,
+                                      (size_t)(p - raw), NULL);
+                len += add;
+                break;
+            }
         } else {
             add = sizeof h + h.stored_bytes;
             memcpy(dst + len, src + pos, add);
@@ -216,8 +238,50 @@ static void synth_threads(const char *dir) {
     tb_free(tb);
 }
 
+// The heap stream with every record it has: thread switches, H_REUSE, realloc in place and
+// moved, an unknown free, thread and module records, in two chunks around a SYNC.
+static void synth_heap(const char *dir) {
+    hpt_file_hdr_t h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, HPT_MAGIC, 8);
+    h.version = HPT_VERSION;
+    h.hdr_bytes = sizeof h;
+    h.flags = HPT_FILE_HAS_MEMBARRIER | HPT_FILE_TOUCH;
+    h.time_shift = 4;
+    tb_t *tb = tb_new_hdr(&h);
+    tb_begin(tb, HPT_CHUNK_HEAP, 10, 0, 1);
+    tb_rec_thread_start(tb, 16, "main");
+    tb_rec_stack(tb, 1, 2, (const uint64_t[]){0x401000, 0x401234});
+    uint64_t a = tb_rec_h_alloc(tb, HPT_REC_H_MALLOC, 32, 1, 100, 0);
+    uint64_t b = tb_rec_h_alloc(tb, HPT_REC_H_CALLOC, 32, 1, 64, 0);
+    uint64_t c = tb_rec_h_alloc(tb, HPT_REC_H_ALIGNED, 48, 1, 4096, 4096);
+    tb_rec_h_tid(tb, 11);
+    tb_rec_thread_start(tb, 48, "worker");
+    tb_rec_module_load(tb, 64, 0x7f1000000000, 0x1000, "/tmp/libplug.so", NULL, 0);
+    tb_rec_h_free(tb, 64, b, HPT_TOUCH_FILL, 64, 12);
+    tb_rec_h_realloc_free(tb, 80, a);
+    uint64_t a2 = tb_rec_h_realloc(tb, 96, 1, 400, a, true);
+    tb_end(tb, true);
+    tb_sync(tb, 112);
+    tb_begin(tb, HPT_CHUNK_HEAP, 11, 112, 4);
+    tb_rec_h_reuse(tb, c);
+    tb_rec_h_alloc(tb, HPT_REC_H_MALLOC, 112, 0, 8, 0);
+    tb_rec_h_tid(tb, 10);
+    tb_rec_h_realloc_free(tb, 128, a2);
+    tb_rec_h_realloc(tb, 144, 1, 9000, a2, false);
+    tb_rec_h_free(tb, 160, 0, HPT_TOUCH_RESIDENT, 4096, 4096);
+    tb_rec_module_unload(tb, 176, 0x7f1000000000);
+    tb_rec_thread_end(tb, 192);
+    tb_end(tb, false);
+    char p[4096];
+    out_path(p, dir, "synth-heap.hpt");
+    tb_write(tb, p);
+    tb_free(tb);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "synth")) {
+        synth_heap(argv[2]);
         synth_full(argv[2]);
         synth_damage(argv[2]);
         synth_threads(argv[2]);

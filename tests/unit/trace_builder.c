@@ -19,7 +19,9 @@ struct tb {
     uint8_t *raw;
     size_t raw_len, raw_cap;
     hpt_chunk_hdr_t hdr;
-    uint64_t prev_t, prev_addr;
+    uint64_t prev_t, prev_addr; // HEAP chunks: prev_addr is the serial base
+    uint32_t time_shift;        // the file header's: dt unit of HEAP chunks
+    uint64_t reuse;             // HEAP chunks: the serial the next allocation takes (H_REUSE)
     uint64_t seq;
     ZSTD_CCtx *cctx;
     uint8_t *frame;
@@ -54,6 +56,7 @@ tb_t *tb_new_hdr(const hpt_file_hdr_t *hdr) {
     tb_t *tb = must(calloc(1, sizeof *tb));
     tb->cctx = must(ZSTD_createCCtx());
     file_put(tb, hdr, sizeof *hdr);
+    tb->time_shift = hdr->time_shift;
     return tb;
 }
 
@@ -90,6 +93,7 @@ void tb_begin(tb_t *tb, uint16_t type, uint32_t tid, uint64_t base_time_ns, uint
     tb->raw_len = 0;
     tb->prev_t = base_time_ns;
     tb->prev_addr = base_addr;
+    tb->reuse = 0;
 }
 
 size_t tb_end(tb_t *tb, bool compress) {
@@ -119,6 +123,13 @@ void tb_skip_seq(tb_t *tb, uint64_t n) { tb->seq += n; }
 
 void tb_raw(tb_t *tb, const void *p, size_t n) { file_put(tb, p, n); }
 
+void tb_payload(tb_t *tb, const void *p, size_t n, uint32_t n_records) {
+    reserve(&tb->raw, &tb->raw_cap, tb->raw_len + n);
+    memcpy(tb->raw + tb->raw_len, p, n);
+    tb->raw_len += n;
+    tb->hdr.n_records += n_records;
+}
+
 // ---- record encoding (docs/trace-format.md#records) ----
 
 static void put_u8(tb_t *tb, uint8_t b) {
@@ -138,7 +149,13 @@ static void put_dt(tb_t *tb, uint64_t t) {
         fprintf(stderr, "trace_builder: time goes backwards within a chunk\n");
         exit(2);
     }
-    put_var(tb, t - tb->prev_t);
+    // a HEAP chunk counts time in units of 2^time_shift ns
+    unsigned shift = tb->hdr.type == HPT_CHUNK_HEAP ? tb->time_shift : 0;
+    if (((t - tb->prev_t) >> shift) << shift != t - tb->prev_t) {
+        fprintf(stderr, "trace_builder: a heap time that is not a whole unit\n");
+        exit(2);
+    }
+    put_var(tb, (t - tb->prev_t) >> shift);
     tb->prev_t = t;
 }
 
@@ -206,6 +223,75 @@ void tb_rec_realloc(tb_t *tb, uint64_t t, uint64_t t2, uint64_t stack, uint64_t 
     put_addr(tb, new_addr);
     put_var(tb, size);
     tb->hdr.n_records++;
+}
+
+// ---- the heap stream (docs/trace-format.md#heap) ----
+
+static void put_ref(tb_t *tb, uint64_t serial) {
+    put_var(tb, serial ? tb->prev_addr - serial : 0);
+}
+
+static uint64_t next_serial(tb_t *tb) {
+    uint64_t s = tb->reuse ? tb->reuse : tb->prev_addr++;
+    tb->reuse = 0;
+    return s;
+}
+
+uint64_t tb_rec_h_alloc(tb_t *tb, uint8_t tag, uint64_t t, uint64_t stack, uint64_t size,
+                        uint64_t align) {
+    put_u8(tb, tag);
+    put_dt(tb, t);
+    put_var(tb, stack);
+    put_var(tb, size);
+    if (tag == HPT_REC_H_ALIGNED)
+        put_var(tb, align);
+    tb->hdr.n_records++;
+    return next_serial(tb);
+}
+
+void tb_rec_h_free(tb_t *tb, uint64_t t, uint64_t serial, int method, uint64_t touched,
+                   uint64_t touched_nz) {
+    put_u8(tb, HPT_REC_H_FREE);
+    put_dt(tb, t);
+    put_ref(tb, serial);
+    uint8_t buf[2 * HPT_VARINT_MAX];
+    uint8_t *e = hpt_put_touch(buf, method, touched, touched_nz);
+    for (uint8_t *q = buf; q < e; q++)
+        put_u8(tb, *q);
+    tb->hdr.n_records++;
+}
+
+void tb_rec_h_realloc_free(tb_t *tb, uint64_t t, uint64_t serial) {
+    put_u8(tb, HPT_REC_H_REALLOC_FREE);
+    put_dt(tb, t);
+    put_ref(tb, serial);
+    tb->hdr.n_records++;
+}
+
+uint64_t tb_rec_h_realloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t size,
+                          uint64_t old_serial, bool in_place) {
+    put_u8(tb, HPT_REC_H_REALLOC);
+    put_dt(tb, t);
+    put_var(tb, stack);
+    put_var(tb, size);
+    put_var(tb, old_serial ? ((tb->prev_addr - old_serial) << 1) | in_place : 0);
+    tb->hdr.n_records++;
+    if (in_place)
+        return old_serial;
+    return next_serial(tb);
+}
+
+void tb_rec_h_tid(tb_t *tb, uint32_t tid) {
+    put_u8(tb, HPT_REC_H_TID);
+    put_var(tb, tid);
+    tb->hdr.n_records++;
+}
+
+void tb_rec_h_reuse(tb_t *tb, uint64_t serial) {
+    put_u8(tb, HPT_REC_H_REUSE);
+    put_ref(tb, serial);
+    tb->hdr.n_records++;
+    tb->reuse = serial;
 }
 
 void tb_rec_stack(tb_t *tb, uint64_t id, uint32_t n, const uint64_t *frames) {

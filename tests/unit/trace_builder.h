@@ -15,7 +15,8 @@
 
 typedef struct tb tb_t;
 
-// A builder whose file starts with a version-1 header (pid 4242). Exits on OOM.
+// A builder whose file starts with a current-version header (pid 4242, time_shift 0). Exits
+// on OOM.
 tb_t *tb_new(void);
 // The same with a caller-made header, written as is (for bad magic / version tests).
 tb_t *tb_new_hdr(const hpt_file_hdr_t *hdr);
@@ -34,6 +35,8 @@ void tb_set_n_records(tb_t *tb, uint32_t n);
 void tb_skip_seq(tb_t *tb, uint64_t n);
 // Appends raw bytes to the file (garbage, partial chunks).
 void tb_raw(tb_t *tb, const void *p, size_t n);
+// Appends already encoded records (n_records of them) to the open chunk's payload.
+void tb_payload(tb_t *tb, const void *p, size_t n, uint32_t n_records);
 
 void tb_rec_malloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t addr, uint64_t size);
 void tb_rec_calloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t addr, uint64_t size);
@@ -54,6 +57,18 @@ void tb_rec_module_unload(tb_t *tb, uint64_t t, uint64_t base);
 void tb_rec_process(tb_t *tb, const char *exe, int argc, const char *const *argv);
 void tb_rec_trailer(tb_t *tb, uint64_t n_events, uint64_t n_lost, uint64_t n_stacks,
                     uint64_t n_overflows);
+// The heap stream: records of a HEAP chunk (tb_begin's base_addr is the serial base). Times
+// are absolute ns and must be whole units of the header's time_shift. The allocations return
+// the serial the block gets (the base, or the one an H_REUSE named); serial 0 = unknown block.
+uint64_t tb_rec_h_alloc(tb_t *tb, uint8_t tag, uint64_t t, uint64_t stack, uint64_t size,
+                        uint64_t align);
+void tb_rec_h_free(tb_t *tb, uint64_t t, uint64_t serial, int method, uint64_t touched,
+                   uint64_t touched_nz);
+void tb_rec_h_realloc_free(tb_t *tb, uint64_t t, uint64_t serial);
+uint64_t tb_rec_h_realloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t size,
+                          uint64_t old_serial, bool in_place);
+void tb_rec_h_tid(tb_t *tb, uint32_t tid);
+void tb_rec_h_reuse(tb_t *tb, uint64_t serial);
 // CPU_SAMPLE (its time may be below the previous record's) and CPU_INFO.
 void tb_rec_cpu_sample(tb_t *tb, uint64_t t, uint32_t tid, uint64_t stack);
 void tb_rec_cpu_info(tb_t *tb, unsigned source, uint32_t hz, uint64_t n_samples, uint64_t n_lost,

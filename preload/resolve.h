@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+// The heap stream encoder (docs/trace-format.md#heap). The writer thread feeds it every app
+// thread's records in one merged time order; it keeps the live blocks (address -> serial
+// number) and writes HEAP records that name blocks by serial, so the file carries no addresses
+// and the analyzer needs no address table. Single owner (the writer thread), no locks, memory
+// from mmap only; the unit tests' trace builder uses it too.
+#ifndef HEAPPROF_PRELOAD_RESOLVE_H
+#define HEAPPROF_PRELOAD_RESOLVE_H
+
+#include "format/hpt_codec.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hp_resolve {
+    uint64_t *tab;  // live blocks: pairs (address, serial); address 0 = empty slot
+    size_t cap, n;  // slots (a power of two), live blocks
+    hpt_dstate_t enc; // output state: quantized time, serial base (the next new block's serial)
+    uint32_t tid;     // thread of the last record written
+    uint64_t n_reused; // allocations at an address that was still live (its free was missed)
+    uint32_t n_out;    // records written; the caller resets it per chunk
+} hp_resolve_t;
+
+// Room a caller must leave in the output for one record (a STACK of HPT_MAX_FRAMES frames or a
+// MODULE_LOAD with the longest path and build id).
+#define HP_RESOLVE_REC_MAX (64 + HPT_MAX_FRAMES * HPT_VARINT_MAX + 2 * HPT_MAX_STRING)
+
+// Serials start at 1. Returns false if the first table cannot be mapped.
+bool hp_resolve_init(hp_resolve_t *rs, unsigned time_shift);
+// Unmaps the table (also right in a fork child: the copy is the child's own).
+void hp_resolve_fini(hp_resolve_t *rs);
+
+// Where a realloc stands between its two halves (the merge places each at its own time).
+typedef struct hp_resolve_pending {
+    uint64_t old_serial; // the old block's serial (0: realloc(NULL, n) or never seen)
+    uint64_t old_addr;
+} hp_resolve_pending_t;
+
+// Encodes one ring record `rec` (raw bytes raw..raw_end) of thread tid at p, which has
+// HP_RESOLVE_REC_MAX bytes of room. A REALLOC is fed twice: half 0 (the old block dies, at
+// rec->time_ns), then half 1 (the new one is born, at rec->time2_ns), with the same *pend.
+// Returns the byte after what it wrote, or NULL: out of memory, or a record that has no place in
+// the heap stream (the writer then stops profiling).
+uint8_t *hp_resolve_rec(hp_resolve_t *rs, uint8_t *p, uint32_t tid, const hpt_rec_t *rec,
+                        const uint8_t *raw, const uint8_t *raw_end, int half,
+                        hp_resolve_pending_t *pend);
+
+// The time a ring record sorts by in the merge (a REALLOC's half 1: its second time).
+static inline uint64_t hp_resolve_key(const hpt_rec_t *rec, int half) {
+    return half ? rec->time2_ns : rec->time_ns;
+}
+
+#endif
