@@ -46,6 +46,9 @@ uint8_t *hp_resolve_rec(hp_resolve_t *rs, uint8_t *p, uint32_t tid, const hpt_re
                         const uint8_t *raw, const uint8_t *raw_end, int half,
                         hp_resolve_pending_t *pend);
 
+// Hints that rec will be encoded soon: its table slot is fetched while other work goes on.
+void hp_resolve_prefetch(const hp_resolve_t *rs, const hpt_rec_t *rec);
+
 // The time a ring record sorts by in the merge (a REALLOC's half 1: its second time).
 static inline uint64_t hp_resolve_key(const hpt_rec_t *rec, int half) {
     return half ? rec->time2_ns : rec->time_ns;

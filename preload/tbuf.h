@@ -39,6 +39,8 @@ typedef struct hp_ring {
     // writer-private: the merge's cursor into an app thread's stage (writer.c)
     size_t m_pos, m_end;   // the current record is stage[m_pos, m_end)
     hpt_dstate_t m_state;  // delta state before it
+    hpt_dstate_t m_next_state; // and after it
+    size_t stage_fresh;    // bytes drained since the last merge: what a full stage means
     uint64_t m_key;        // the time it sorts by
     uint8_t m_half;        // a REALLOC whose old block is already out
     hp_resolve_pending_t m_pend;

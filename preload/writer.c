@@ -262,6 +262,10 @@ static bool drain(hp_ring_t *r) {
         memcpy(dst + first, r->data, n - first);
     }
     atomic_store_explicit(&r->tail, h, memory_order_release);
+    r->stage_len += n;
+    r->stage_fresh += n;
+    if (r->tid != 0)
+        return true; // an app thread's records are decoded once, by the merge
     // Walk the records to learn the delta state at the end (the next chunk's base) and count them.
     const uint8_t *p = dst, *end = dst + n;
     hpt_rec_t rec;
@@ -271,7 +275,6 @@ static bool drain(hp_ring_t *r) {
         r->stage_nrec++;
         n_events += is_event(rec.tag);
     }
-    r->stage_len += n;
     return true;
 }
 
@@ -281,6 +284,7 @@ static bool write_stage(hp_ring_t *r) {
     bool ok = write_chunk(HPT_CHUNK_EVENTS, r->tid, r->stage, r->stage_len, r->stage_nrec,
                           r->stage_base);
     r->stage_len = 0;
+    r->stage_fresh = 0;
     r->stage_nrec = 0;
     return ok;
 }
@@ -298,20 +302,22 @@ static bool write_heap(void) {
     return ok;
 }
 
-// Decodes the record at r's cursor. False when the stage has no more records.
-static bool cursor_load(hp_ring_t *r) {
+// Decodes the record at r's cursor: 1, or 0 when the stage has no more, or -1 if its bytes
+// do not decode (the ring was overwritten: an internal error).
+static int cursor_load(hp_ring_t *r) {
     if (r->m_pos >= r->stage_len)
-        return false;
-    hpt_dstate_t st = r->m_state;
+        return 0;
+    r->m_next_state = r->m_state;
     const uint8_t *p = r->stage + r->m_pos;
-    const uint8_t *q = hpt_rec_decode(p, r->stage + r->stage_len, &st, &r->m_rec);
+    const uint8_t *q = hpt_rec_decode(p, r->stage + r->stage_len, &r->m_next_state, &r->m_rec);
     if (!q)
-        return false; // drain() decoded these bytes already; cannot happen
+        return -1;
     if (r->m_rec.tag == HPT_REC_STACK)
-        r->m_rec.time_ns = st.time_ns; // untimed: goes out right before the event that uses it
+        r->m_rec.time_ns = r->m_state.time_ns; // untimed: goes out before the event using it
     r->m_end = (size_t)(q - r->stage);
     r->m_key = hp_resolve_key(&r->m_rec, r->m_half);
-    return true;
+    hp_resolve_prefetch(&heap, &r->m_rec);
+    return 1;
 }
 
 static void cursor_next(hp_ring_t *r) {
@@ -320,12 +326,10 @@ static void cursor_next(hp_ring_t *r) {
         r->m_key = hp_resolve_key(&r->m_rec, 1);
         return;
     }
+    n_events += is_event(r->m_rec.tag);
     r->m_half = 0;
-    // the state after the record: decode it again (cheap, and keeps one source of truth)
-    hpt_rec_t tmp;
-    hpt_rec_decode(r->stage + r->m_pos, r->stage + r->m_end, &r->m_state, &tmp);
+    r->m_state = r->m_next_state;
     r->m_pos = r->m_end;
-    r->stage_nrec--;
 }
 
 static inline bool ring_less(const hp_ring_t *a, const hp_ring_t *b) {
@@ -372,7 +376,11 @@ static bool merge_heap(hp_ring_t *head, uint64_t wq, bool all) {
             continue; // tid 0: the CPU sampler's stream, written as it is
         r->m_pos = 0;
         r->m_state = r->stage_base;
-        if (cursor_load(r))
+        r->stage_fresh = 0;
+        int got = cursor_load(r);
+        if (got < 0)
+            return false;
+        if (got)
             hv[n++] = r;
     }
     for (size_t i = n / 2; i-- > 0;)
@@ -393,7 +401,10 @@ static bool merge_heap(hp_ring_t *head, uint64_t wq, bool all) {
         }
         heap_len = (size_t)(p - heap_out);
         cursor_next(r);
-        if (!r->m_half && !cursor_load(r))
+        int got = r->m_half ? 1 : cursor_load(r);
+        if (got < 0)
+            ok = false;
+        if (got <= 0)
             hv[0] = hv[--n];
         sift_down(hv, n, 0);
     }
@@ -403,7 +414,7 @@ static bool merge_heap(hp_ring_t *head, uint64_t wq, bool all) {
             continue;
         if (r->m_pos >= r->stage_len) {
             r->stage_len = 0;
-            r->stage_nrec = 0;
+            r->wstate = r->m_state; // the base of what the next drain brings
             continue;
         }
         memmove(r->stage, r->stage + r->m_pos, r->stage_len - r->m_pos);
@@ -422,8 +433,9 @@ static size_t drain_all(void) {
     for (; r; r = r->next) {
         if (!drain(r))
             return SIZE_MAX;
-        if (r->stage_len > most)
-            most = r->stage_len;
+        // what arrived since the last merge: records the merge holds back do not count again
+        if (r->stage_fresh > most)
+            most = r->stage_fresh;
     }
     return most;
 }

@@ -7,6 +7,7 @@
 
 #include "hpt_format.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -124,10 +125,63 @@ static inline const uint8_t *hpt_get_ref(const uint8_t *p, const uint8_t *end,
     return p;
 }
 
+// A heap record's time delta: `small` (the tag byte's top three bits) if below 7, else 7 plus
+// the varint that follows (docs/trace-format.md#heap).
+static inline const uint8_t *hpt_get_hdt(const uint8_t *p, const uint8_t *end, hpt_dstate_t *st,
+                                         unsigned small, uint64_t *t) {
+    uint64_t d = small;
+    if (small == 7) {
+        if (!(p = hpt_get_varint(p, end, &d)))
+            return NULL;
+        d += 7;
+    }
+    st->time_ns += d << st->time_shift;
+    *t = st->time_ns;
+    return p;
+}
+
+// Writes a heap record's tag byte with dt folded in (and the varint when it does not fit).
+static inline uint8_t *hpt_put_htag(uint8_t *p, uint8_t tag, uint64_t dt) {
+    *p++ = (uint8_t)(tag | (dt < 7 ? dt : 7) << 5);
+    return dt < 7 ? p : hpt_put_varint(p, dt - 7);
+}
+
+// The heap stream's touch measure: v = 0 not measured, else v - 1 = count << 3 | method << 1 |
+// nz, and when nz is set zigzag(bytes not zero - count) follows (otherwise they are equal).
+static inline uint8_t *hpt_put_htouch(uint8_t *p, int method, uint64_t touched,
+                                      uint64_t touched_nz) {
+    if (method < 0)
+        return hpt_put_varint(p, 0);
+    bool nz = method != HPT_TOUCH_RESIDENT && touched_nz != touched;
+    p = hpt_put_varint(p, ((touched << 3) | (uint64_t)method << 1 | nz) + 1);
+    return nz ? hpt_put_varint(p, hpt_zigzag((int64_t)(touched_nz - touched))) : p;
+}
+
+static inline const uint8_t *hpt_get_htouch(const uint8_t *p, const uint8_t *end, hpt_rec_t *r) {
+    uint64_t v, z;
+    if (!(p = hpt_get_varint(p, end, &v)))
+        return NULL;
+    r->touch = 0;
+    if (v == 0)
+        return p;
+    v--;
+    unsigned method = (v >> 1) & 3;
+    if (method > HPT_TOUCH_FILL_SAMPLED || (method == HPT_TOUCH_RESIDENT && (v & 1)))
+        return NULL;
+    r->touch = (uint8_t)(1 + method);
+    r->touched = r->touched_nz = v >> 3;
+    if (v & 1) {
+        if (!(p = hpt_get_varint(p, end, &z)))
+            return NULL;
+        r->touched_nz += (uint64_t)hpt_unzigzag(z);
+    }
+    return p;
+}
+
 static inline const uint8_t *hpt_get_heap_alloc(const uint8_t *p, const uint8_t *end,
-                                                hpt_dstate_t *st, hpt_rec_t *r) {
-    if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_varint(p, end, &r->stack)) ||
-        !(p = hpt_get_varint(p, end, &r->size)))
+                                                hpt_dstate_t *st, unsigned small, hpt_rec_t *r) {
+    if (!(p = hpt_get_hdt(p, end, st, small, &r->time_ns)) ||
+        !(p = hpt_get_varint(p, end, &r->stack)) || !(p = hpt_get_varint(p, end, &r->size)))
         return NULL;
     r->align = 0;
     r->time2_ns = r->time_ns;
@@ -179,6 +233,11 @@ static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end
         return NULL;
     r->tag = *p++;
     uint64_t n;
+    unsigned small = 0; // a heap record's time delta, in its tag byte's top three bits
+    if ((r->tag & 31) >= HPT_REC_H_MALLOC) {
+        small = r->tag >> 5;
+        r->tag &= 31;
+    }
     switch (r->tag) {
     case HPT_REC_MALLOC:
     case HPT_REC_CALLOC:
@@ -270,27 +329,28 @@ static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end
     // the heap stream; the caller (reader) moves the serial base past each new block
     case HPT_REC_H_MALLOC:
     case HPT_REC_H_CALLOC:
-        if (!(p = hpt_get_heap_alloc(p, end, st, r)))
+        if (!(p = hpt_get_heap_alloc(p, end, st, small, r)))
             return NULL;
         r->serial = hpt_take_serial(st);
         return p;
     case HPT_REC_H_ALIGNED:
-        if (!(p = hpt_get_heap_alloc(p, end, st, r)) || !(p = hpt_get_varint(p, end, &r->align)))
+        if (!(p = hpt_get_heap_alloc(p, end, st, small, r)) || !(p = hpt_get_varint(p, end, &r->align)))
             return NULL;
         r->serial = hpt_take_serial(st);
         return p;
     case HPT_REC_H_FREE:
-        if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_ref(p, end, st, &r->ref)))
+        if (!(p = hpt_get_hdt(p, end, st, small, &r->time_ns)) ||
+            !(p = hpt_get_ref(p, end, st, &r->ref)))
             return NULL;
-        return hpt_get_touch(p, end, r);
+        return hpt_get_htouch(p, end, r);
     case HPT_REC_H_REALLOC_FREE:
         r->touch = 0;
-        if (!(p = hpt_get_dt(p, end, st, &r->time_ns)))
+        if (!(p = hpt_get_hdt(p, end, st, small, &r->time_ns)))
             return NULL;
         return hpt_get_ref(p, end, st, &r->ref);
     case HPT_REC_H_REALLOC: {
         uint64_t old;
-        if (!(p = hpt_get_heap_alloc(p, end, st, r)) || !(p = hpt_get_varint(p, end, &old)) ||
+        if (!(p = hpt_get_heap_alloc(p, end, st, small, r)) || !(p = hpt_get_varint(p, end, &old)) ||
             (old >> 1) > st->addr)
             return NULL;
         r->in_place = (uint8_t)(old & 1);
@@ -304,11 +364,11 @@ static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end
         return p;
     }
     case HPT_REC_H_TID:
-        if (!(p = hpt_get_varint(p, end, &r->tid)) || r->tid > UINT32_MAX)
+        if (small || !(p = hpt_get_varint(p, end, &r->tid)) || r->tid > UINT32_MAX)
             return NULL;
         return p;
     case HPT_REC_H_REUSE:
-        if (!(p = hpt_get_ref(p, end, st, &r->ref)) || !r->ref)
+        if (small || !(p = hpt_get_ref(p, end, st, &r->ref)) || !r->ref)
             return NULL;
         st->reuse = r->ref;
         return p;

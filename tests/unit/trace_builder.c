@@ -227,6 +227,19 @@ void tb_rec_realloc(tb_t *tb, uint64_t t, uint64_t t2, uint64_t stack, uint64_t 
 
 // ---- the heap stream (docs/trace-format.md#heap) ----
 
+// Tag byte with the time delta in its top three bits (7: a varint of dt - 7 follows).
+static void put_htag(tb_t *tb, uint8_t tag, uint64_t t) {
+    if (t < tb->prev_t || ((t - tb->prev_t) >> tb->time_shift) << tb->time_shift != t - tb->prev_t) {
+        fprintf(stderr, "trace_builder: heap time backwards or not a whole unit\n");
+        exit(2);
+    }
+    uint64_t dt = (t - tb->prev_t) >> tb->time_shift;
+    tb->prev_t = t;
+    put_u8(tb, (uint8_t)(tag | (dt < 7 ? dt : 7) << 5));
+    if (dt >= 7)
+        put_var(tb, dt - 7);
+}
+
 static void put_ref(tb_t *tb, uint64_t serial) {
     put_var(tb, serial ? tb->prev_addr - serial : 0);
 }
@@ -239,8 +252,7 @@ static uint64_t next_serial(tb_t *tb) {
 
 uint64_t tb_rec_h_alloc(tb_t *tb, uint8_t tag, uint64_t t, uint64_t stack, uint64_t size,
                         uint64_t align) {
-    put_u8(tb, tag);
-    put_dt(tb, t);
+    put_htag(tb, tag, t);
     put_var(tb, stack);
     put_var(tb, size);
     if (tag == HPT_REC_H_ALIGNED)
@@ -251,27 +263,30 @@ uint64_t tb_rec_h_alloc(tb_t *tb, uint8_t tag, uint64_t t, uint64_t stack, uint6
 
 void tb_rec_h_free(tb_t *tb, uint64_t t, uint64_t serial, int method, uint64_t touched,
                    uint64_t touched_nz) {
-    put_u8(tb, HPT_REC_H_FREE);
-    put_dt(tb, t);
+    put_htag(tb, HPT_REC_H_FREE, t);
     put_ref(tb, serial);
-    uint8_t buf[2 * HPT_VARINT_MAX];
-    uint8_t *e = hpt_put_touch(buf, method, touched, touched_nz);
-    for (uint8_t *q = buf; q < e; q++)
-        put_u8(tb, *q);
+    if (method < 0) {
+        put_var(tb, 0);
+    } else {
+        bool nz = method != HPT_TOUCH_RESIDENT && touched_nz != touched;
+        put_var(tb, ((touched << 3) | (uint64_t)method << 1 | nz) + 1);
+        if (nz) {
+            int64_t d = (int64_t)(touched_nz - touched);
+            put_var(tb, ((uint64_t)d << 1) ^ (uint64_t)(d >> 63));
+        }
+    }
     tb->hdr.n_records++;
 }
 
 void tb_rec_h_realloc_free(tb_t *tb, uint64_t t, uint64_t serial) {
-    put_u8(tb, HPT_REC_H_REALLOC_FREE);
-    put_dt(tb, t);
+    put_htag(tb, HPT_REC_H_REALLOC_FREE, t);
     put_ref(tb, serial);
     tb->hdr.n_records++;
 }
 
 uint64_t tb_rec_h_realloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t size,
                           uint64_t old_serial, bool in_place) {
-    put_u8(tb, HPT_REC_H_REALLOC);
-    put_dt(tb, t);
+    put_htag(tb, HPT_REC_H_REALLOC, t);
     put_var(tb, stack);
     put_var(tb, size);
     put_var(tb, old_serial ? ((tb->prev_addr - old_serial) << 1) | in_place : 0);
