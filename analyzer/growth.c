@@ -119,7 +119,7 @@ struct growth {
 growth_t *growth_new(uint64_t short_ns) {
     growth_t *g = xcalloc(1, sizeof *g);
     g->short_ns = short_ns;
-    hmap_init(&g->live, sizeof(gblock_t));
+    hmap_init_ordered(&g->live, sizeof(gblock_t));
     hmap_init(&g->threads, sizeof(gthread_t *));
     hmap_init(&g->shorts, sizeof(growth_short_t));
     hmap_init(&g->site_of, sizeof(uint64_t));

@@ -15,7 +15,7 @@
 #define HMAP_MIN_CAP 64u
 
 static inline size_t home(const hmap_t *h, uint64_t key) {
-    return (size_t)(hmap_hash(key) >> h->shift);
+    return h->ordered ? (size_t)key & (h->cap - 1) : (size_t)(hmap_hash(key) >> h->shift);
 }
 
 // Word copy with the common sizes spelled out: a loop over a runtime count costs a branch per
@@ -133,10 +133,11 @@ void *hmap_get(const hmap_t *h, uint64_t key) {
     }
 }
 
-static void grow(hmap_t *h) {
+// Rebuilds the table with new_cap slots (the home rule may have changed).
+static void rehash(hmap_t *h, size_t new_cap) {
     uint64_t *old = h->slots;
     size_t old_cap = h->cap;
-    table_alloc(h, old_cap * 2);
+    table_alloc(h, new_cap);
     size_t mask = h->cap - 1, stride = h->stride;
     for (size_t j = 0; j < old_cap; j++) {
         const uint64_t *s = old + j * stride;
@@ -148,6 +149,28 @@ static void grow(hmap_t *h) {
         copy_words(h->slots + i * stride, s, stride);
     }
     free(old);
+}
+
+static void grow(hmap_t *h) { rehash(h, h->cap * 2); }
+
+// Ordered mode pays off while probe runs stay short on average: old survivors of an earlier
+// lap of the key space push the run of recent keys along, and a free order far from the
+// allocation order makes that displacement grow. Judged per window of insertions, so a forged
+// trace can at most make each insertion of a window cost HMAP_ORDERED_RUN_MAX steps.
+static bool ordered_too_slow(hmap_t *h, size_t run) {
+    h->ordered_steps += run;
+    if (run > HMAP_ORDERED_RUN_MAX * 64)
+        return true;
+    if (++h->ordered_puts < 65536)
+        return false;
+    bool slow = h->ordered_steps > (uint64_t)h->ordered_puts * HMAP_ORDERED_RUN_MAX / 4;
+    h->ordered_steps = h->ordered_puts = 0;
+    return slow;
+}
+
+void hmap_init_ordered(hmap_t *h, size_t value_bytes) {
+    hmap_init(h, value_bytes);
+    h->ordered = true;
 }
 
 void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {
@@ -162,8 +185,8 @@ void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {
         return h->zero_value;
     }
     size_t mask = h->cap - 1, stride = h->stride;
-    size_t i = home(h, key);
-    for (;; i = (i + 1) & mask) {
+    size_t i = home(h, key), run = 0;
+    for (;; i = (i + 1) & mask, run++) {
         uint64_t *s = h->slots + i * stride;
         if (s[0] == key) {
             if (existed)
@@ -172,6 +195,12 @@ void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {
         }
         if (s[0] == 0)
             break;
+    }
+    if (h->ordered && ordered_too_slow(h, run)) {
+        // the keys do not come in order: scramble them from now on
+        h->ordered = false;
+        rehash(h, h->cap);
+        return hmap_put(h, key, existed);
     }
     if (existed)
         *existed = false;

@@ -19,6 +19,8 @@ typedef struct hmap {
     size_t grow_at; // n of non-zero keys that triggers doubling
     unsigned shift; // 64 - log2(cap)
     bool has_zero;  // key 0 cannot mark a slot, so it lives beside the table
+    bool ordered;   // keys are mostly consecutive: the home slot is the key's low bits
+    uint64_t ordered_steps, ordered_puts; // probe steps of insertions, to leave ordered mode
     uint8_t *zero_value;
 } hmap_t;
 
@@ -32,6 +34,15 @@ void *hmap_get(const hmap_t *h, uint64_t key);
 // Value slot of key, inserted zero-filled if absent (*existed says which; may be NULL).
 // May allocate (grows the table). The pointer is valid until the next modifying call.
 void *hmap_put(hmap_t *h, uint64_t key, bool *existed);
+
+// The same for keys that mostly come in order, as the heap stream's block serials do: key k's
+// home slot is k mod capacity, so blocks made together sit together and a table far larger
+// than the cache is mostly probed in cache (2.3x faster report on rust_vec_growth's 2.8 M live
+// blocks). When insertions average more than HMAP_ORDERED_RUN_MAX / 4 probe steps over a window
+// of 65,536 (keys that are addresses, blocks freed far out of order, keys forged to collide), or
+// one run exceeds 64 x HMAP_ORDERED_RUN_MAX, the table switches to the scrambling hash for good.
+void hmap_init_ordered(hmap_t *h, size_t value_bytes);
+#define HMAP_ORDERED_RUN_MAX 32u
 
 // Removes key; copies its value to out (if non-NULL). Returns false if key was absent.
 bool hmap_take(hmap_t *h, uint64_t key, void *out);
@@ -51,7 +62,7 @@ static inline uint64_t hmap_hash(uint64_t key) {
 // always_inline: gcc 12 takes a function whose only effect is __builtin_prefetch for a const
 // one and deletes the calls before inlining them; the analyzer had no prefetch instruction left.
 static inline __attribute__((always_inline)) void hmap_prefetch(const hmap_t *h, uint64_t key) {
-    size_t i = (size_t)(hmap_hash(key) >> h->shift);
+    size_t i = h->ordered ? (size_t)key & (h->cap - 1) : (size_t)(hmap_hash(key) >> h->shift);
     __builtin_prefetch(h->slots + i * h->stride, 1);
     // the slot's last word: replay's blocks with growth's words (80 bytes) often span two lines
     __builtin_prefetch(h->slots + i * h->stride + h->stride - 1, 1);

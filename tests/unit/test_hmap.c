@@ -150,3 +150,53 @@ Test(hmap, delete_everything_leaves_it_empty_and_usable) {
     cr_assert_eq(*(uint8_t *)hmap_get(&h, 48), 9);
     hmap_fini(&h);
 }
+
+// Ordered tables: serial-like keys made in order and mostly freed in order keep the cheap home
+// rule and every value; keys that collide under it (addresses, blocks freed in random order, a
+// forged trace) switch the table to the scrambling hash without losing anything and without
+// quadratic time.
+static void ordered_churn(uint64_t (*key_of)(uint64_t), bool fifo, int expect_ordered) {
+    enum { LIVE = 3000, OPS = 300000 };
+    hmap_t h;
+    hmap_init_ordered(&h, sizeof(val_t));
+    static uint64_t live[LIVE];
+    uint64_t next = 1, seed = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < LIVE; i++) {
+        live[i] = key_of(next++);
+        ((val_t *)hmap_put(&h, live[i], NULL))->a = live[i];
+    }
+    for (int op = 0; op < OPS; op++) {
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        // fifo: the oldest block dies (one in 16 among the 8 oldest, keeping it near in order)
+        size_t i = fifo ? (op + (seed % 16 == 0 ? seed % 8 : 0)) % LIVE : seed % LIVE;
+        val_t out;
+        cr_assert(hmap_take(&h, live[i], &out), "op %d: key %lu lost", op, (unsigned long)live[i]);
+        cr_assert_eq(out.a, live[i]);
+        live[i] = key_of(next++);
+        bool existed;
+        ((val_t *)hmap_put(&h, live[i], &existed))->a = live[i];
+        cr_assert_not(existed);
+    }
+    cr_assert_eq(hmap_count(&h), LIVE);
+    for (size_t i = 0; i < LIVE; i++) {
+        val_t *v = hmap_get(&h, live[i]);
+        cr_assert(v && v->a == live[i]);
+    }
+    if (expect_ordered >= 0) // -1: either is right; what counts is that nothing was lost
+        cr_assert_eq(h.ordered, expect_ordered);
+    hmap_fini(&h);
+}
+
+static uint64_t serial(uint64_t n) { return n; }
+static uint64_t address(uint64_t n) { return 0x7f0000000000ull + n * 16; }
+static uint64_t colliding(uint64_t n) { return n << 24; } // every key on one home slot
+
+Test(hmap, ordered_keys_freed_in_order_stay_ordered) { ordered_churn(serial, true, true); }
+Test(hmap, ordered_keys_freed_at_random_leave_ordered_mode) { ordered_churn(serial, false, false); }
+Test(hmap, address_keys_keep_every_value) {
+    ordered_churn(address, false, -1);
+    ordered_churn(address, true, -1);
+}
+Test(hmap, colliding_keys_leave_ordered_mode_in_time, .timeout = 20) {
+    ordered_churn(colliding, false, false);
+}
