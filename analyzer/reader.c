@@ -93,7 +93,9 @@ struct reader {
     size_t heap_n, heap_cap;
     size_t n_buffered;     // events in all queues
     size_t n_reserved;     // room for events in all queues (their capacities)
-    reader_event_t *ready; // merged, released events: ready[ready_pos, ready_n) not yet handed out
+    reader_event_t *ready; // merged, released events: ready[ready_pos, ready_n) not yet handed out;
+                           // ready_buf, or a run of one queue handed out where it lies
+    reader_event_t *ready_buf;
     size_t ready_n, ready_pos;
 
     hmap_t stacks; // id -> stack_ref_t
@@ -202,7 +204,7 @@ static void reader_free(reader_t *r) {
     }
     free(r->queues);
     free(r->heap);
-    free(r->ready);
+    free(r->ready_buf);
     hmap_fini(&r->tid_map);
     hmap_fini(&r->heap_thread);
     hmap_fini(&r->stacks);
@@ -298,7 +300,8 @@ reader_t *reader_open(const char *path, errmsg_t *err) {
     r->path = xstrdup(path);
     r->cap = IN_BUF_BYTES;
     r->buf = xmalloc(r->cap);
-    r->ready = xmalloc(READY_MAX * sizeof *r->ready);
+    r->ready_buf = xmalloc(READY_MAX * sizeof *r->ready_buf);
+    r->ready = r->ready_buf;
     hmap_init(&r->heap_thread, sizeof(size_t));
     hmap_init(&r->tid_map, sizeof(size_t));
     hmap_init(&r->stacks, sizeof(stack_ref_t));
@@ -930,9 +933,15 @@ static int read_chunk(reader_t *r, errmsg_t *err) {
 // queues into r->ready in (time, tid, per-thread) order, at most READY_MAX. The top queue emits
 // a run of events in one go while it stays below the runner-up's head, so a thread that is
 // alone or ahead costs no heap work per event.
+// A run of at least this many events of one queue is handed out in place, not copied: the heap
+// stream is one queue that is nearly always alone, so its events are never copied here.
+#define IN_PLACE_MIN 256u
+
 static void release(reader_t *r) {
-    reader_event_t *out = r->ready;
+    reader_event_t *out = r->ready_buf;
+    r->ready = out;
     size_t n = 0;
+    bool in_place = false;
     const bool all = r->eof;
     // too much held back: the oldest go out in merge order regardless of the watermark, which
     // then moves past them so an older event still to come is counted late
@@ -953,21 +962,28 @@ static void release(reader_t *r) {
         if (lim - h > READY_MAX - n)
             lim = h + (READY_MAX - n);
         if (!bound) {
-            while (h < lim)
-                out[n++] = q->ev[h++];
+            h = lim;
         } else {
             // (time, q->tid) < (bound time, bound tid), without a branch on the tie rule
             const uint64_t bt = bound->time_ns;
             const bool tie = q->tid < bound->tid;
             while (h < lim && ((q->ev[h].time_ns < bt) | (tie & (q->ev[h].time_ns == bt))))
-                out[n++] = q->ev[h++];
+                h++;
         }
         if (h == start)
             break; // the top is not below the watermark: nothing more to release
+        if (n == 0 && h - start >= IN_PLACE_MIN) {
+            // valid until the next reader call, like ready_buf: only decoding moves queues
+            r->ready = q->ev + start;
+            in_place = true;
+        } else {
+            memcpy(out + n, q->ev + start, (h - start) * sizeof *out);
+        }
+        n += h - start;
         q->head = h;
         if (q->head == q->tail) {
             q->head = q->tail = 0;
-            if (q->ended || r->n_reserved > BUFFERED_MAX) {
+            if (!in_place && (q->ended || r->n_reserved > BUFFERED_MAX)) {
                 // its tid may be reused, but this thread will send nothing more; or a flood
                 // grew the buffers, and one kept per thread would add up
                 r->n_reserved -= q->cap;
@@ -982,12 +998,14 @@ static void release(reader_t *r) {
         } else {
             top->time_ns = q->ev[h].time_ns;
         }
+        if (in_place)
+            break; // one run per call: the next one goes to ready_buf or in place again
     }
     r->ready_n = n;
     r->ready_pos = 0;
     r->n_buffered -= n;
-    if (forced && n && out[n - 1].time_ns > r->watermark)
-        r->watermark = out[n - 1].time_ns;
+    if (forced && n && r->ready[n - 1].time_ns > r->watermark)
+        r->watermark = r->ready[n - 1].time_ns;
 }
 
 // Makes r->ready non-empty: 1, or 0 at the end of the trace, or -1 on I/O error.
