@@ -550,9 +550,8 @@ static void cpu_commit(reader_t *r) {
 static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p,
                          const uint8_t *end) {
     const bool heap = h->type == HPT_CHUNK_HEAP;
-    hpt_dstate_t st = {.time_ns = h->base_time_ns,
-                       .addr = h->base_addr,
-                       .time_shift = heap ? r->hdr.time_shift : 0};
+    hpt_dstate_t st = heap ? hpt_heap_state(h->base_time_ns, h->base_addr, r->hdr.time_shift)
+                           : (hpt_dstate_t){.time_ns = h->base_time_ns, .addr = h->base_addr};
     tqueue_t *q = queue_for(r, heap ? HEAP_QUEUE_TID : h->tid);
     if (q->head == q->tail) {
         q->head = q->tail = 0;
@@ -573,12 +572,13 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
     // every field defined without a per-record cost
     hpt_rec_t rec = {0};
 
+    // each stream has its own records: addresses in a thread's chunk, serials in the heap's
+    // (whose decoder accepts nothing else, and hpt_rec_decode no heap record)
+    hpt_hcur_t cur;
+    if (heap && !hpt_hcur_open(&cur, p, end))
+        goto bad;
     for (uint32_t i = 0; i < h->n_records; i++) {
-        if (!(p = hpt_rec_decode(p, end, &st, &rec)))
-            goto bad;
-        // each stream has its own records: addresses in a thread's chunk, serials in the heap's
-        if ((rec.tag >= HPT_REC_H_MALLOC) != heap && rec.tag != HPT_REC_STACK &&
-            (rec.tag < HPT_REC_THREAD_START || rec.tag > HPT_REC_MODULE_UNLOAD))
+        if (heap ? !hpt_heap_decode(&cur, &st, &rec) : !(p = hpt_rec_decode(p, end, &st, &rec)))
             goto bad;
         switch (rec.tag) {
         case HPT_REC_H_MALLOC:
@@ -755,7 +755,7 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
             goto bad; // hpt_rec_decode knows a tag this reader does not: treat as damage
         }
     }
-    if (p != end)
+    if (heap ? !hpt_hcur_done(&cur) : p != end)
         goto bad;
     cpu_commit(r);
     r->damage.late_events += late;

@@ -32,8 +32,7 @@ bool hp_resolve_init(hp_resolve_t *rs, unsigned time_shift) {
     if (!rs->tab)
         return false;
     rs->cap = FIRST_CAP;
-    rs->enc.addr = 1;
-    rs->enc.time_shift = time_shift;
+    rs->enc = hpt_heap_state(0, 1, time_shift);
     return true;
 }
 
@@ -70,13 +69,17 @@ static bool grow(hp_resolve_t *rs) {
     return true;
 }
 
-// Removes addr; returns its serial, or 0 if it was not live. Backward-shift deletion keeps
-// probe chains whole without tombstones, so endless churn never degrades the table.
+// A live block's word in the table: serial << 1 | CALLOC_BIT (made by calloc, so its touch
+// count is the bytes not zero: it was never pattern-filled).
+#define CALLOC_BIT 1u
+
+// Removes addr; returns its word, or 0 if it was not live. Backward-shift deletion keeps probe
+// chains whole without tombstones, so endless churn never degrades the table.
 static uint64_t take(hp_resolve_t *rs, uint64_t addr) {
     size_t i = probe(rs, addr);
     if (!rs->tab[2 * i])
         return 0;
-    uint64_t serial = rs->tab[2 * i + 1];
+    uint64_t word = rs->tab[2 * i + 1];
     size_t mask = rs->cap - 1;
     for (size_t j = i;;) {
         j = (j + 1) & mask;
@@ -93,21 +96,21 @@ static uint64_t take(hp_resolve_t *rs, uint64_t addr) {
     }
     rs->tab[2 * i] = 0;
     rs->n--;
-    return serial;
+    return word;
 }
 
-// Inserts addr with serial; if addr is live already (its free was missed), returns the serial
-// it had and leaves the slot to the caller's choice (see born()). 0 = inserted fresh.
-static bool put(hp_resolve_t *rs, uint64_t addr, uint64_t serial, uint64_t *was) {
+// Sets addr's word; *was gets the word it had (0: it was not live). Returns the word's slot,
+// or NULL when out of memory.
+static uint64_t *put(hp_resolve_t *rs, uint64_t addr, uint64_t word, uint64_t *was) {
     if ((rs->n + 1) * 4 > rs->cap * 3 && !grow(rs))
-        return false;
+        return NULL;
     size_t i = probe(rs, addr);
     *was = rs->tab[2 * i] ? rs->tab[2 * i + 1] : 0;
     if (!*was)
         rs->n++;
     rs->tab[2 * i] = addr;
-    rs->tab[2 * i + 1] = *was ? *was : serial;
-    return true;
+    rs->tab[2 * i + 1] = word;
+    return &rs->tab[2 * i + 1];
 }
 
 void hp_resolve_prefetch(const hp_resolve_t *rs, const hpt_rec_t *rec) {
@@ -124,130 +127,174 @@ static inline uint64_t next_dt(hp_resolve_t *rs, uint64_t t) {
     return dt;
 }
 
-static inline uint8_t *put_dt(hp_resolve_t *rs, uint8_t *p, uint64_t t) {
-    return hpt_put_varint(p, next_dt(rs, t));
+// Column cursors of the chunk being written.
+#define MAIN(o) ((o)->col[HPT_HCOL_MAIN] + (o)->len[HPT_HCOL_MAIN])
+
+static inline void put_col(hp_hout_t *o, int col, uint64_t v) {
+    uint8_t *p = o->col[col] + o->len[col];
+    o->len[col] = (size_t)(hpt_put_varint(p, v) - o->col[col]);
 }
 
-// A heap record's tag byte, with its time delta folded in.
-static inline uint8_t *put_htag(hp_resolve_t *rs, uint8_t *p, uint8_t tag, uint64_t t) {
-    return hpt_put_htag(p, tag, next_dt(rs, t));
+// A heap record's tag byte in MAIN, with its time delta folded in.
+static inline void put_htag(hp_resolve_t *rs, hp_hout_t *o, uint8_t tag, uint64_t t) {
+    o->len[HPT_HCOL_MAIN] =
+        (size_t)(hpt_put_htag(MAIN(o), tag, next_dt(rs, t)) - o->col[HPT_HCOL_MAIN]);
+    rs->n_out++;
 }
 
-static inline uint8_t *put_tid(hp_resolve_t *rs, uint8_t *p, uint32_t tid) {
+static inline void put_tid(hp_resolve_t *rs, hp_hout_t *o, uint32_t tid) {
     if (tid == rs->tid)
-        return p;
+        return;
     rs->tid = tid;
     rs->n_out++;
-    *p++ = HPT_REC_H_TID;
-    return hpt_put_varint(p, tid);
+    o->col[HPT_HCOL_MAIN][o->len[HPT_HCOL_MAIN]++] = HPT_REC_H_TID;
+    put_col(o, HPT_HCOL_MAIN, tid);
 }
 
 static inline uint64_t ref_of(const hp_resolve_t *rs, uint64_t serial) {
     return serial ? rs->enc.addr - serial : 0;
 }
 
+// The block a free names (hpt_dying_code: young, or in order after the last one freed).
+static inline void put_dying(hp_resolve_t *rs, hp_hout_t *o, uint64_t serial) {
+    put_col(o, HPT_HCOL_REF, hpt_dying_code(&rs->enc, serial));
+    if (serial)
+        rs->enc.last_free = serial;
+}
+
+void hp_resolve_chunk_start(hp_resolve_t *rs) {
+    rs->enc = hpt_heap_state(rs->enc.time_ns, rs->enc.addr, rs->enc.time_shift);
+}
+
 // A new block at addr: its serial (base, or the live one it replaces, announced by H_REUSE).
 // keep: the serial an in-place realloc keeps (0: none). Returns 0 when out of memory.
-static uint64_t born(hp_resolve_t *rs, uint8_t **pp, uint64_t addr, uint64_t keep) {
+static uint64_t born(hp_resolve_t *rs, hp_hout_t *o, uint64_t addr, uint64_t keep, bool calloc) {
     uint64_t was, serial = keep ? keep : rs->enc.addr;
-    if (!put(rs, addr, serial, &was))
+    uint64_t *word = put(rs, addr, serial << 1 | calloc, &was);
+    if (!word)
         return 0;
     if (was && !keep) {
+        serial = was >> 1;
+        *word = serial << 1 | calloc;
         rs->n_reused++;
         rs->n_out++;
-        uint8_t *p = *pp;
-        *p++ = HPT_REC_H_REUSE;
-        *pp = hpt_put_varint(p, ref_of(rs, was));
-        return was;
+        o->col[HPT_HCOL_MAIN][o->len[HPT_HCOL_MAIN]++] = HPT_REC_H_REUSE;
+        put_col(o, HPT_HCOL_REF, ref_of(rs, serial));
     }
-    if (was)
-        rs->tab[2 * probe(rs, addr) + 1] = keep; // cannot happen in-place; stay consistent
     return serial;
 }
 
-// Copies a ring record whose layout does not change in the heap stream, replacing its leading
-// dt (ring: ns since the ring's previous record) by the heap stream's.
-static uint8_t *copy_timed(hp_resolve_t *rs, uint8_t *p, const hpt_rec_t *rec, const uint8_t *raw,
-                           const uint8_t *raw_end) {
+// Copies a ring record whose layout does not change in the heap stream into MAIN, replacing
+// its leading dt (ring: ns since the ring's previous record) by the heap stream's.
+static bool copy_timed(hp_resolve_t *rs, hp_hout_t *o, const hpt_rec_t *rec, const uint8_t *raw,
+                       const uint8_t *raw_end) {
     uint64_t skip;
     const uint8_t *rest = hpt_get_varint(raw + 1, raw_end, &skip);
     if (!rest || (size_t)(raw_end - rest) > HP_RESOLVE_REC_MAX - 16)
-        return NULL;
+        return false;
+    uint8_t *p = MAIN(o);
     *p++ = rec->tag;
-    p = put_dt(rs, p, rec->time_ns);
+    p = hpt_put_varint(p, next_dt(rs, rec->time_ns));
     memcpy(p, rest, (size_t)(raw_end - rest));
-    return p + (raw_end - rest);
+    o->len[HPT_HCOL_MAIN] = (size_t)(p + (raw_end - rest) - o->col[HPT_HCOL_MAIN]);
+    rs->n_out++;
+    return true;
 }
 
-uint8_t *hp_resolve_rec(hp_resolve_t *rs, uint8_t *p, uint32_t tid, const hpt_rec_t *rec,
-                        const uint8_t *raw, const uint8_t *raw_end, int half,
-                        hp_resolve_pending_t *pend) {
-    p = put_tid(rs, p, tid);
-    if (rec->tag != HPT_REC_REALLOC || half || rec->old_addr)
-        rs->n_out++; // the one record below (a realloc(NULL, n) has no half 0)
+bool hp_resolve_rec(hp_resolve_t *rs, hp_hout_t *o, uint32_t tid, const hpt_rec_t *rec,
+                    const uint8_t *raw, const uint8_t *raw_end, int half,
+                    hp_resolve_pending_t *pend) {
+    put_tid(rs, o, tid);
     switch (rec->tag) {
     case HPT_REC_MALLOC:
     case HPT_REC_CALLOC:
     case HPT_REC_ALIGNED: {
-        uint64_t serial = born(rs, &p, rec->addr, 0); // may put an H_REUSE first
+        // may put an H_REUSE first
+        uint64_t serial = born(rs, o, rec->addr, 0, rec->tag == HPT_REC_CALLOC);
         if (!serial)
-            return NULL;
-        p = put_htag(rs, p,
-                     rec->tag == HPT_REC_MALLOC   ? HPT_REC_H_MALLOC
-                     : rec->tag == HPT_REC_CALLOC ? HPT_REC_H_CALLOC
-                                                  : HPT_REC_H_ALIGNED,
-                     rec->time_ns);
-        p = hpt_put_varint(p, rec->stack);
-        p = hpt_put_varint(p, rec->size);
+            return false;
+        put_htag(rs, o,
+                 rec->tag == HPT_REC_MALLOC   ? HPT_REC_H_MALLOC
+                 : rec->tag == HPT_REC_CALLOC ? HPT_REC_H_CALLOC
+                                              : HPT_REC_H_ALIGNED,
+                 rec->time_ns);
+        put_col(o, HPT_HCOL_STACK, rec->stack);
+        put_col(o, HPT_HCOL_SIZE, rec->size);
         if (rec->tag == HPT_REC_ALIGNED)
-            p = hpt_put_varint(p, rec->align);
+            put_col(o, HPT_HCOL_SIZE, rec->align);
         if (serial == rs->enc.addr)
             rs->enc.addr++;
-        return p;
+        return true;
     }
     case HPT_REC_FREE: {
-        uint64_t serial = take(rs, rec->addr);
-        p = put_htag(rs, p, HPT_REC_H_FREE, rec->time_ns);
-        p = hpt_put_varint(p, ref_of(rs, serial));
-        if (!rec->touch)
-            return hpt_put_htouch(p, -1, 0, 0);
-        return hpt_put_htouch(p, rec->touch - 1, rec->touched, rec->touched_nz);
+        uint64_t v = take(rs, rec->addr), serial = v >> 1;
+        put_htag(rs, o, HPT_REC_H_FREE, rec->time_ns);
+        put_dying(rs, o, serial);
+        // a calloc block was never filled: what it had touched are the bytes not zero (and a
+        // filled block's non-zero count, pattern included, would cost bytes for nothing)
+        uint8_t *t = o->col[HPT_HCOL_TOUCH] + o->len[HPT_HCOL_TOUCH];
+        t = !rec->touch ? hpt_put_htouch(t, -1, 0)
+                        : hpt_put_htouch(t, rec->touch - 1,
+                                         (v & CALLOC_BIT) ? rec->touched_nz : rec->touched);
+        o->len[HPT_HCOL_TOUCH] = (size_t)(t - o->col[HPT_HCOL_TOUCH]);
+        return true;
     }
     case HPT_REC_REALLOC:
         if (half == 0) {
             pend->old_addr = rec->old_addr;
             pend->old_serial = 0;
             if (!rec->old_addr)
-                return p; // realloc(NULL, n): nothing dies
-            pend->old_serial = take(rs, rec->old_addr);
-            p = put_htag(rs, p, HPT_REC_H_REALLOC_FREE, rec->time_ns);
-            return hpt_put_varint(p, ref_of(rs, pend->old_serial));
+                return true; // realloc(NULL, n): nothing dies
+            pend->old_serial = take(rs, rec->old_addr) >> 1;
+            put_htag(rs, o, HPT_REC_H_REALLOC_FREE, rec->time_ns);
+            put_dying(rs, o, pend->old_serial);
+            return true;
         } else {
             bool in_place = pend->old_serial && rec->addr == pend->old_addr;
             // against the base before this block takes it (an H_REUSE leaves the base alone)
             uint64_t old = pend->old_serial ? (ref_of(rs, pend->old_serial) << 1) | in_place : 0;
-            uint64_t serial = born(rs, &p, rec->addr, in_place ? pend->old_serial : 0);
+            // not calloc'd any more: its bytes past the old size were pattern-filled
+            uint64_t serial = born(rs, o, rec->addr, in_place ? pend->old_serial : 0, false);
             if (!serial)
-                return NULL;
-            p = put_htag(rs, p, HPT_REC_H_REALLOC, rec->time2_ns);
-            p = hpt_put_varint(p, rec->stack);
-            p = hpt_put_varint(p, rec->size);
-            p = hpt_put_varint(p, old);
+                return false;
+            put_htag(rs, o, HPT_REC_H_REALLOC, rec->time2_ns);
+            put_col(o, HPT_HCOL_STACK, rec->stack);
+            put_col(o, HPT_HCOL_SIZE, rec->size);
+            put_col(o, HPT_HCOL_REF, old);
             if (serial == rs->enc.addr && !in_place)
                 rs->enc.addr++;
-            return p;
+            return true;
         }
     case HPT_REC_STACK:
         if ((size_t)(raw_end - raw) > HP_RESOLVE_REC_MAX)
-            return NULL;
-        memcpy(p, raw, (size_t)(raw_end - raw));
-        return p + (raw_end - raw);
+            return false;
+        memcpy(MAIN(o), raw, (size_t)(raw_end - raw));
+        o->len[HPT_HCOL_MAIN] += (size_t)(raw_end - raw);
+        rs->n_out++;
+        return true;
     case HPT_REC_THREAD_START:
     case HPT_REC_THREAD_END:
     case HPT_REC_MODULE_LOAD:
     case HPT_REC_MODULE_UNLOAD:
-        return copy_timed(rs, p, rec, raw, raw_end);
+        return copy_timed(rs, o, rec, raw, raw_end);
     default:
-        return NULL; // samples and process records never travel in an app thread's ring
+        return false; // samples and process records never travel in an app thread's ring
     }
+}
+
+size_t hp_hout_bytes(const hp_hout_t *o) {
+    size_t n = 0;
+    for (int i = 0; i < HPT_HCOLS; i++)
+        n += o->len[i];
+    return n;
+}
+
+size_t hp_hout_assemble(hp_hout_t *o, uint8_t *dst) {
+    uint8_t *p = hpt_hcols_table(dst, o->len);
+    for (int i = 0; i < HPT_HCOLS; i++) {
+        memcpy(p, o->col[i], o->len[i]);
+        p += o->len[i];
+        o->len[i] = 0;
+    }
+    return (size_t)(p - dst);
 }

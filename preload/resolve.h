@@ -37,14 +37,31 @@ typedef struct hp_resolve_pending {
     uint64_t old_addr;
 } hp_resolve_pending_t;
 
-// Encodes one ring record `rec` (raw bytes raw..raw_end) of thread tid at p, which has
-// HP_RESOLVE_REC_MAX bytes of room. A REALLOC is fed twice: half 0 (the old block dies, at
-// rec->time_ns), then half 1 (the new one is born, at rec->time2_ns), with the same *pend.
-// Returns the byte after what it wrote, or NULL: out of memory, or a record that has no place in
-// the heap stream (the writer then stops profiling).
-uint8_t *hp_resolve_rec(hp_resolve_t *rs, uint8_t *p, uint32_t tid, const hpt_rec_t *rec,
-                        const uint8_t *raw, const uint8_t *raw_end, int half,
-                        hp_resolve_pending_t *pend);
+// A HEAP chunk being written: one buffer per column (docs/trace-format.md#heap), each with
+// room for HP_RESOLVE_REC_MAX bytes past its len whenever a record is encoded.
+typedef struct hp_hout {
+    uint8_t *col[HPT_HCOLS];
+    size_t len[HPT_HCOLS];
+} hp_hout_t;
+
+// Encodes one ring record `rec` (raw bytes raw..raw_end) of thread tid into o. A REALLOC is
+// fed twice: half 0 (the old block dies, at rec->time_ns), then half 1 (the new one is born, at
+// rec->time2_ns), with the same *pend. Returns false: out of memory, or a record that has no
+// place in the heap stream (the writer then stops profiling).
+bool hp_resolve_rec(hp_resolve_t *rs, hp_hout_t *o, uint32_t tid, const hpt_rec_t *rec,
+                    const uint8_t *raw, const uint8_t *raw_end, int half,
+                    hp_resolve_pending_t *pend);
+
+// A new HEAP chunk begins: its header takes the state now (rs->enc, rs->tid), and the state
+// of references that a chunk does not carry over restarts (hpt_heap_state).
+void hp_resolve_chunk_start(hp_resolve_t *rs);
+
+// Bytes in o's columns.
+size_t hp_hout_bytes(const hp_hout_t *o);
+// Writes o as a HEAP payload (column table, then the columns) at dst, which has room for
+// hp_hout_bytes(o) + HP_HOUT_TABLE_MAX, and empties o. Returns the payload's size.
+size_t hp_hout_assemble(hp_hout_t *o, uint8_t *dst);
+#define HP_HOUT_TABLE_MAX (1 + (HPT_HCOLS - 1) * HPT_VARINT_MAX)
 
 // Hints that rec will be encoded soon: its table slot is fetched while other work goes on.
 void hp_resolve_prefetch(const hp_resolve_t *rs, const hpt_rec_t *rec);

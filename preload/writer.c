@@ -54,8 +54,10 @@ static uint64_t n_events, n_lost_reaped;
 #define HEAP_OUT_BYTES (1u << 20)
 static hp_resolve_t heap;
 static bool heap_ready;
-static uint8_t *heap_out;
-static size_t heap_len;
+static hp_hout_t heap_out;      // the chunk being written, by column
+static uint8_t *heap_payload;   // where its columns are put together for hp_chunk_encode
+#define HEAP_COL_CAP (HEAP_OUT_BYTES + HP_RESOLVE_REC_MAX)
+#define HEAP_PAYLOAD_CAP (HPT_HCOLS * HEAP_COL_CAP + HP_HOUT_TABLE_MAX)
 static hpt_dstate_t heap_base; // the resolver's state at the start of heap_out
 static uint32_t heap_base_tid;
 
@@ -292,11 +294,12 @@ static bool write_stage(hp_ring_t *r) {
 // ---- the heap stream: merging app threads' stages ------------------------------------------
 
 static bool write_heap(void) {
-    if (!heap_len)
+    if (!hp_hout_bytes(&heap_out))
         return true;
-    bool ok = write_chunk(HPT_CHUNK_HEAP, heap_base_tid, heap_out, heap_len, heap.n_out, heap_base);
-    heap_len = 0;
+    size_t len = hp_hout_assemble(&heap_out, heap_payload);
+    bool ok = write_chunk(HPT_CHUNK_HEAP, heap_base_tid, heap_payload, len, heap.n_out, heap_base);
     heap.n_out = 0;
+    hp_resolve_chunk_start(&heap);
     heap_base = heap.enc;
     heap_base_tid = heap.tid;
     return ok;
@@ -390,16 +393,15 @@ static bool merge_heap(hp_ring_t *head, uint64_t wq, bool all) {
         hp_ring_t *r = hv[0];
         if (!all && r->m_key >= wq)
             break;
-        if (heap_len >= HEAP_OUT_BYTES) // heap_out keeps HP_RESOLVE_REC_MAX beyond this
+        // every column keeps HP_RESOLVE_REC_MAX beyond HEAP_OUT_BYTES, and no column can be
+        // longer than all of them together
+        if (hp_hout_bytes(&heap_out) >= HEAP_OUT_BYTES)
             ok = write_heap();
-        uint8_t *p = hp_resolve_rec(&heap, heap_out + heap_len, r->tid, &r->m_rec,
-                                    r->stage + r->m_pos, r->stage + r->m_end, r->m_half,
-                                    &r->m_pend);
-        if (!p) {
+        if (!hp_resolve_rec(&heap, &heap_out, r->tid, &r->m_rec, r->stage + r->m_pos,
+                            r->stage + r->m_end, r->m_half, &r->m_pend)) {
             ok = false;
             break;
         }
-        heap_len = (size_t)(p - heap_out);
         cursor_next(r);
         int got = r->m_half ? 1 : cursor_load(r);
         if (got < 0)
@@ -576,15 +578,21 @@ bool hp_writer_start(int fd, const char *path, const hpt_file_hdr_t *hdr, const 
     if (heap_ready)
         hp_resolve_fini(&heap);
     heap_ready = hp_resolve_init(&heap, hdr->time_shift);
-    if (!heap_out)
-        heap_out = hp_mem_map(HEAP_OUT_BYTES + HP_RESOLVE_REC_MAX);
-    if (!heap_ready || !heap_out) {
+    if (!heap_payload)
+        heap_payload = hp_mem_map(HEAP_PAYLOAD_CAP);
+    bool mapped = heap_payload != NULL;
+    for (int i = 0; i < HPT_HCOLS && mapped; i++) {
+        if (!heap_out.col[i])
+            heap_out.col[i] = hp_mem_map(HEAP_COL_CAP);
+        mapped = heap_out.col[i] != NULL;
+    }
+    if (!heap_ready || !mapped) {
         hp_diag_line("out of memory for the heap stream; the program runs unprofiled", (char *)NULL);
         close(fd);
         trace_fd = -1;
         return false;
     }
-    heap_len = 0;
+    memset(heap_out.len, 0, sizeof heap_out.len);
     heap_base = heap.enc;
     heap_base_tid = heap.tid;
     if (!cctx) {
@@ -679,5 +687,5 @@ void hp_writer_fork_child(void) {
     if (heap_ready)
         hp_resolve_fini(&heap);
     heap_ready = false;
-    heap_len = 0;
+    memset(heap_out.len, 0, sizeof heap_out.len);
 }

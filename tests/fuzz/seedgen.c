@@ -73,21 +73,54 @@ static void cut(const char *in, const char *out, size_t max, bool plain) {
             add = hp_chunk_encode(dst + len, hp_chunk_bound(got), &o, raw, got, NULL);
             if (len + add > max && max > len + sizeof h + 64) {
                 // keep the records that fit: a chunk's prefix decodes from the same bases
-                hpt_dstate_t st = {.time_ns = h.base_time_ns,
-                                   .addr = h.base_addr,
-                                   .time_shift = h.type == HPT_CHUNK_HEAP ? fh.time_shift : 0};
+                hpt_dstate_t st =
+                    h.type == HPT_CHUNK_HEAP
+                        ? hpt_heap_state(h.base_time_ns, h.base_addr, fh.time_shift)
+                        : (hpt_dstate_t){.time_ns = h.base_time_ns, .addr = h.base_addr};
                 hpt_rec_t rec;
-                const uint8_t *p = raw, *q;
+                size_t keep = 0, room = max - len - sizeof h - HPT_HCOLS * HPT_VARINT_MAX;
                 uint32_t nrec = 0;
-                while (nrec < h.n_records && (q = hpt_rec_decode(p, raw + got, &st, &rec)) &&
-                       (size_t)(q - raw) + sizeof h <= max - len) {
-                    p = q;
-                    nrec++;
+                uint8_t *cut_raw = raw;
+                if (h.type == HPT_CHUNK_HEAP) {
+                    // a prefix of every column: as far as the first nrec records reach
+                    hpt_hcur_t c, start;
+                    if (!hpt_hcur_open(&c, raw, raw + got))
+                        break;
+                    start = c;
+                    hpt_hcur_t fit = c;
+                    while (nrec < h.n_records && hpt_heap_decode(&c, &st, &rec)) {
+                        size_t used = 0;
+                        for (int k = 0; k < HPT_HCOLS; k++)
+                            used += (size_t)(c.p[k] - start.p[k]);
+                        if (used > room)
+                            break;
+                        fit = c;
+                        nrec++;
+                    }
+                    size_t cl[HPT_HCOLS];
+                    for (int k = 0; k < HPT_HCOLS; k++)
+                        cl[k] = (size_t)(fit.p[k] - start.p[k]);
+                    cut_raw = malloc(room + HPT_HCOLS * HPT_VARINT_MAX);
+                    uint8_t *q = hpt_hcols_table(cut_raw, cl);
+                    for (int k = 0; k < HPT_HCOLS; k++) {
+                        memcpy(q, start.p[k], cl[k]);
+                        q += cl[k];
+                    }
+                    keep = (size_t)(q - cut_raw);
+                } else {
+                    const uint8_t *p = raw, *q;
+                    while (nrec < h.n_records && (q = hpt_rec_decode(p, raw + got, &st, &rec)) &&
+                           (size_t)(q - raw) <= room) {
+                        p = q;
+                        nrec++;
+                    }
+                    keep = (size_t)(p - raw);
                 }
                 o = h;
                 o.n_records = nrec;
-                add = hp_chunk_encode(dst + len, hp_chunk_bound((size_t)(p - raw)), &o, raw,
-                                      (size_t)(p - raw), NULL);
+                add = hp_chunk_encode(dst + len, hp_chunk_bound(keep), &o, cut_raw, keep, NULL);
+                if (cut_raw != raw)
+                    free(cut_raw);
                 len += add;
                 break;
             }
@@ -258,7 +291,7 @@ static void synth_heap(const char *dir) {
     tb_rec_h_tid(tb, 11);
     tb_rec_thread_start(tb, 48, "worker");
     tb_rec_module_load(tb, 64, 0x7f1000000000, 0x1000, "/tmp/libplug.so", NULL, 0);
-    tb_rec_h_free(tb, 64, b, HPT_TOUCH_FILL, 64, 12);
+    tb_rec_h_free(tb, 64, b, HPT_TOUCH_FILL, 12); // calloc block: 12 bytes set
     tb_rec_h_realloc_free(tb, 80, a);
     uint64_t a2 = tb_rec_h_realloc(tb, 96, 1, 400, a, true);
     tb_end(tb, true);
@@ -269,7 +302,7 @@ static void synth_heap(const char *dir) {
     tb_rec_h_tid(tb, 10);
     tb_rec_h_realloc_free(tb, 128, a2);
     tb_rec_h_realloc(tb, 144, 1, 9000, a2, false);
-    tb_rec_h_free(tb, 160, 0, HPT_TOUCH_RESIDENT, 4096, 4096);
+    tb_rec_h_free(tb, 160, 0, HPT_TOUCH_RESIDENT, 4096);
     tb_rec_module_unload(tb, 176, 0x7f1000000000);
     tb_rec_thread_end(tb, 192);
     tb_end(tb, false);

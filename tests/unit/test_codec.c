@@ -112,7 +112,7 @@ Test(codec, decodes_every_record_kind) {
     uint8_t buf[512];
     size_t starts[16], n;
     size_t len = sample_records(buf, starts, &n);
-    hpt_dstate_t st = {.time_ns = 1000, .addr = 0x10000, 0, 0};
+    hpt_dstate_t st = {.time_ns = 1000, .addr = 0x10000};
     const uint8_t *p = buf, *end = buf + len;
     hpt_rec_t r;
     size_t count = 0;
@@ -165,7 +165,7 @@ Test(codec, truncated_records_fail_without_overread) {
         for (size_t cut = 0; cut < len; cut++) {
             uint8_t *exact = malloc(cut ? cut : 1);
             memcpy(exact, buf + starts[i], cut);
-            hpt_dstate_t st = {0, 0, 0, 0};
+            hpt_dstate_t st = {0};
             hpt_rec_t r;
             cr_assert_null(hpt_rec_decode(exact, exact + cut, &st, &r), "tag %u cut %zu",
                            buf[starts[i]], cut);
@@ -175,7 +175,7 @@ Test(codec, truncated_records_fail_without_overread) {
 }
 
 Test(codec, rejects_unknown_tags_and_absurd_counts) {
-    hpt_dstate_t st = {0, 0, 0, 0};
+    hpt_dstate_t st = {0};
     hpt_rec_t r;
     uint8_t bad_tags[] = {0, 13, 0x7f, 0xff};
     for (size_t i = 0; i < sizeof bad_tags; i++) {
@@ -217,7 +217,7 @@ Test(codec, random_garbage_never_reads_out_of_bounds) {
             uint64_t x = rnd();
             b[i] = (uint8_t)(i == 0 ? 1 + x % 13 : (x % 4 == 0 ? x >> 8 : (x >> 8) % 8));
         }
-        hpt_dstate_t st = {rnd(), rnd(), 0, 0};
+        hpt_dstate_t st = {.time_ns = rnd(), .addr = rnd()};
         hpt_rec_t r;
         const uint8_t *p = b, *end = b + len;
         while (p && p < end) {
@@ -250,7 +250,7 @@ Test(codec, touch_measures_round_trip) {
         p = hpt_put_varint(p, 1);
         p = hpt_put_varint(p, 0);
         p = hpt_put_touch(p, cases[i].method, cases[i].touched, cases[i].nz);
-        hpt_dstate_t st = {0, 0, 0, 0};
+        hpt_dstate_t st = {0};
         hpt_rec_t r;
         cr_assert_eq(hpt_rec_decode(buf, p, &st, &r), p, "case %zu", i);
         cr_assert_eq(r.touch, cases[i].method < 0 ? 0 : 1 + cases[i].method, "case %zu", i);
@@ -262,7 +262,7 @@ Test(codec, touch_measures_round_trip) {
     }
     // method 3 does not exist: damage, not a figure
     uint8_t bad[] = {HPT_REC_FREE, 1, 0, (5 << 2 | 3) + 1};
-    hpt_dstate_t st = {0, 0, 0, 0};
+    hpt_dstate_t st = {0};
     hpt_rec_t r;
     cr_assert_null(hpt_rec_decode(bad, bad + sizeof bad, &st, &r));
 }

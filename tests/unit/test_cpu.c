@@ -30,7 +30,7 @@ Test(cpu, sample_records_round_trip_with_times_going_back) {
     static const uint64_t times[] = {5000, 4000, 4000, 9000000000ull, 1000};
     for (size_t i = 0; i < 5; i++)
         n += put_sample(buf + n, &prev, times[i], 100 + i, 7 * i);
-    hpt_dstate_t st = {1000, 0, 0, 0};
+    hpt_dstate_t st = {.time_ns = 1000};
     const uint8_t *p = buf, *end = buf + n;
     for (size_t i = 0; i < 5; i++) {
         hpt_rec_t r;
@@ -56,7 +56,7 @@ Test(cpu, info_record_round_trips_and_truncation_fails) {
     p = hpt_put_varint(p, strlen(why));
     memcpy(p, why, strlen(why));
     p += strlen(why);
-    hpt_dstate_t st = {0, 0, 0, 0};
+    hpt_dstate_t st = {0};
     hpt_rec_t r;
     cr_assert_eq(hpt_rec_decode(buf, p, &st, &r), p);
     cr_expect_eq(r.counters[0], HPT_CPU_PERF);
@@ -66,7 +66,7 @@ Test(cpu, info_record_round_trips_and_truncation_fails) {
     cr_expect_eq(r.str_len, strlen(why));
     cr_expect_eq(memcmp(r.str, why, r.str_len), 0);
     for (const uint8_t *cut = buf; cut < p; cut++) {
-        hpt_dstate_t s2 = {0, 0, 0, 0};
+        hpt_dstate_t s2 = {0};
         cr_expect_null(hpt_rec_decode(buf, cut, &s2, &r), "decoded from %td bytes", cut - buf);
     }
 }

@@ -65,7 +65,7 @@ Test(heap_stream, serials_threads_reuse_and_realloc, .fini = cleanup) {
     uint64_t b = tb_rec_h_alloc(tb, HPT_REC_H_CALLOC, 1 * u, 2, 20, 0);
     tb_rec_h_tid(tb, 8);
     uint64_t c = tb_rec_h_alloc(tb, HPT_REC_H_ALIGNED, 2 * u, 3, 30, 64);
-    tb_rec_h_free(tb, 3 * u, a, HPT_TOUCH_FILL, 4, 4);   // thread 8 frees thread 7's block
+    tb_rec_h_free(tb, 3 * u, a, HPT_TOUCH_FILL, 4); // thread 8 frees thread 7's block
     tb_rec_h_realloc_free(tb, 4 * u, c);
     uint64_t c2 = tb_rec_h_realloc(tb, 5 * u, 4, 60, c, true); // grown in place
     tb_rec_h_reuse(tb, b); // b's free was missed: its address comes back
@@ -73,7 +73,7 @@ Test(heap_stream, serials_threads_reuse_and_realloc, .fini = cleanup) {
     tb_rec_h_tid(tb, 7);
     tb_rec_h_realloc_free(tb, 7 * u, c2);
     uint64_t c3 = tb_rec_h_realloc(tb, 8 * u, 4, 90, c2, false); // moved
-    tb_rec_h_free(tb, 9 * u, 0, -1, 0, 0);                       // never seen allocated
+    tb_rec_h_free(tb, 9 * u, 0, -1, 0);       // never seen allocated
     tb_end(tb, true);
     cr_assert_eq(a, 100);
     cr_assert_eq(b, 101);
@@ -116,8 +116,8 @@ Test(heap_stream, a_lost_chunk_costs_only_its_own_blocks, .fini = cleanup) {
     uint64_t b = tb_rec_h_alloc(tb, HPT_REC_H_MALLOC, 20, 1, 16, 0);
     size_t bad = tb_end(tb, false);
     tb_begin(tb, HPT_CHUNK_HEAP, 1, 20, 3);
-    tb_rec_h_free(tb, 30, a, -1, 0, 0);
-    tb_rec_h_free(tb, 31, b, -1, 0, 0);
+    tb_rec_h_free(tb, 30, a, -1, 0);
+    tb_rec_h_free(tb, 31, b, -1, 0);
     tb_end(tb, false);
     size_t n;
     uint8_t *d = tb_data(tb, &n);
@@ -143,12 +143,41 @@ Test(heap_stream, records_of_the_other_stream_are_damage, .fini = cleanup) {
     tb_rec_h_alloc(tb, HPT_REC_H_MALLOC, 6, 1, 8, 0); // nor a serial record in a thread's
     tb_end(tb, false);
     tb_begin(tb, HPT_CHUNK_HEAP, 1, 0, 1);
-    tb_rec_h_free(tb, 7, 5, -1, 0, 0); // serial 5 with the base at 1: below serial 0
+    tb_rec_h_free(tb, 7, 5, -1, 0); // serial 5 with the base at 1: below serial 0
     tb_end(tb, false);
     reader_t *r;
     evs_t e = read_file(tb, &r);
     cr_expect_eq(e.n, 0);
     cr_expect_eq(reader_damage(r)->chunks_damaged, 3);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(heap_stream, frees_in_and_against_allocation_order, .fini = cleanup) {
+    // the "ordered" form of a free's reference (after the last freed serial) and the "young"
+    // one (back from the base) both decode, across a chunk boundary that resets the former
+    tb_t *tb = new_builder(0);
+    uint64_t s[200];
+    tb_begin(tb, HPT_CHUNK_HEAP, 1, 0, 1);
+    for (int i = 0; i < 200; i++)
+        s[i] = tb_rec_h_alloc(tb, HPT_REC_H_MALLOC, (uint64_t)i, 1, 8, 0);
+    for (int i = 0; i < 100; i++)
+        tb_rec_h_free(tb, 300, s[i], -1, 0); // in order
+    tb_end(tb, false);
+    tb_begin(tb, HPT_CHUNK_HEAP, 1, 300, 201);
+    for (int i = 199; i >= 100; i -= 3)
+        tb_rec_h_free(tb, 301, s[i], -1, 0); // backwards, every third
+    tb_end(tb, false);
+    reader_t *r;
+    evs_t e = read_file(tb, &r);
+    cr_assert_eq(reader_damage(r)->chunks_damaged, 0);
+    size_t k = 200;
+    for (int i = 0; i < 100; i++, k++)
+        cr_assert(e.v[k].kind == READER_FREE && e.v[k].addr == s[i], "free %d", i);
+    for (int i = 199; i >= 100; i -= 3, k++)
+        cr_assert(e.v[k].kind == READER_FREE && e.v[k].addr == s[i], "backward free %d", i);
+    cr_assert_eq(e.n, k);
     free(e.v);
     reader_close(r);
     tb_free(tb);
@@ -176,15 +205,21 @@ typedef struct truth {
     size_t *freed_alloc; // per reader event: the alloc event index it frees (SIZE_MAX: none)
 } truth_t;
 
-// Encodes a ring record (the shim's per-thread layout) so copy_timed and friends see real
-// bytes; only the tags the test feeds need a raw form.
-static void feed(hp_resolve_t *rs, tb_t *tb, uint8_t *out, const hpt_rec_t *rec, uint32_t tid,
-                 int half, hp_resolve_pending_t *pend) {
+// Feeds one ring record to the encoder (the tags the test uses need no raw bytes).
+static void feed(hp_resolve_t *rs, hp_hout_t *out, const hpt_rec_t *rec, uint32_t tid, int half,
+                 hp_resolve_pending_t *pend) {
     uint8_t raw[8] = {rec->tag, 0};
-    uint32_t before = rs->n_out;
-    uint8_t *p = hp_resolve_rec(rs, out, tid, rec, raw, raw + 2, half, pend);
-    cr_assert_not_null(p);
-    tb_payload(tb, out, (size_t)(p - out), rs->n_out - before);
+    cr_assert(hp_resolve_rec(rs, out, tid, rec, raw, raw + 2, half, pend));
+}
+
+// Ends the open HEAP chunk with what the encoder wrote since it began.
+static void end_chunk(hp_resolve_t *rs, hp_hout_t *out, tb_t *tb, bool zstd) {
+    uint8_t *payload = malloc(hp_hout_bytes(out) + HP_HOUT_TABLE_MAX);
+    size_t n = hp_hout_assemble(out, payload);
+    tb_payload(tb, payload, n, rs->n_out);
+    rs->n_out = 0;
+    tb_end(tb, zstd);
+    free(payload);
 }
 
 Test(heap_stream, resolver_keeps_every_block_apart_under_address_reuse, .fini = cleanup) {
@@ -192,7 +227,9 @@ Test(heap_stream, resolver_keeps_every_block_apart_under_address_reuse, .fini = 
     hp_resolve_t rs;
     cr_assert(hp_resolve_init(&rs, 4));
     tb_t *tb = new_builder(4);
-    static uint8_t out[HP_RESOLVE_REC_MAX];
+    hp_hout_t out = {0};
+    for (int c = 0; c < HPT_HCOLS; c++)
+        out.col[c] = malloc(8u << 20);
     // live[a]: index (in reader order) of the alloc event holding address slot a, or -1
     static long live[N_ADDR];
     for (size_t i = 0; i < N_ADDR; i++)
@@ -201,10 +238,12 @@ Test(heap_stream, resolver_keeps_every_block_apart_under_address_reuse, .fini = 
     long *expect = malloc(cap * sizeof *expect); // per reader event: the alloc it frees
     size_t n_ev = 0;
     uint64_t t = 0;
+    hp_resolve_chunk_start(&rs);
     tb_begin(tb, HPT_CHUNK_HEAP, rs.tid, rs.enc.time_ns, rs.enc.addr);
     for (int i = 0; i < N_EVENTS; i++) {
         if (i % 5000 == 0 && i) { // a new chunk now and then: its header carries the bases
-            tb_end(tb, i % 10000 == 0);
+            end_chunk(&rs, &out, tb, i % 10000 == 0);
+            hp_resolve_chunk_start(&rs);
             tb_begin(tb, HPT_CHUNK_HEAP, rs.tid, rs.enc.time_ns, rs.enc.addr);
         }
         t += rnd() % 3000;
@@ -222,13 +261,17 @@ Test(heap_stream, resolver_keeps_every_block_apart_under_address_reuse, .fini = 
             rec.stack = a % 7;
             rec.size = 1 + a;
             expect[n_ev] = live[a] >= 0 ? -2 - live[a] : -1; // -2-k: takes over k's serial
-            feed(&rs, tb, out, &rec, tid, 0, &pend);
+            feed(&rs, &out, &rec, tid, 0, &pend);
             live[a] = (long)n_ev++;
         } else if (what < 6) {
             rec.tag = HPT_REC_FREE;
             rec.addr = addr;
+            // the stream keeps one count: bytes not zero for a calloc block, else the pattern's
+            rec.touch = 1 + HPT_TOUCH_FILL;
+            rec.touched = 7;
+            rec.touched_nz = 99;
             expect[n_ev++] = live[a];
-            feed(&rs, tb, out, &rec, tid, 0, &pend);
+            feed(&rs, &out, &rec, tid, 0, &pend);
             live[a] = -1;
         } else {
             // realloc: in place (same address) or moved to a free address
@@ -245,16 +288,18 @@ Test(heap_stream, resolver_keeps_every_block_apart_under_address_reuse, .fini = 
             rec.stack = 9;
             rec.size = 5000 + a;
             expect[n_ev++] = live[a]; // the free half
-            feed(&rs, tb, out, &rec, tid, 0, &pend);
+            feed(&rs, &out, &rec, tid, 0, &pend);
             live[a] = -1;
             expect[n_ev] = -1;
-            feed(&rs, tb, out, &rec, tid, 1, &pend);
+            feed(&rs, &out, &rec, tid, 1, &pend);
             live[b] = (long)n_ev++;
             t += 16;
         }
     }
-    tb_end(tb, true);
+    end_chunk(&rs, &out, tb, true);
     hp_resolve_fini(&rs);
+    for (int c = 0; c < HPT_HCOLS; c++)
+        free(out.col[c]);
 
     reader_t *r;
     evs_t e = read_file(tb, &r);
@@ -278,6 +323,12 @@ Test(heap_stream, resolver_keeps_every_block_apart_under_address_reuse, .fini = 
             uint64_t want = k < 0 ? 0 : e.v[k].addr;
             cr_assert_eq(v->addr, want, "event %zu frees serial %lu, expected %lu", i,
                          (unsigned long)v->addr, (unsigned long)want);
+            if (!(v->flags & READER_FREE_OF_REALLOC)) {
+                bool calloced = k >= 0 && e.v[k].sub == READER_CALLOC;
+                cr_assert(v->touch && v->touched == (calloced ? 99u : 7u),
+                          "event %zu: touch %lu for a %s block", i, (unsigned long)v->touched,
+                          calloced ? "calloc" : "malloc");
+            }
         }
     }
     free(expect);

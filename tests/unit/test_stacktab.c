@@ -25,7 +25,7 @@ static void drain_stacks(hp_ring_t *r, seen_t *s, uint32_t cap) {
     for (size_t i = 0; i < n; i++)
         buf[i] = r->data[(t + i) & (r->cap - 1)];
     atomic_store(&r->tail, h);
-    hpt_dstate_t st = {0, 0, 0, 0};
+    hpt_dstate_t st = {0};
     const uint8_t *p = buf, *end = buf + n;
     hpt_rec_t rec = {0};
     while (p < end) {

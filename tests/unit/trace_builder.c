@@ -22,6 +22,11 @@ struct tb {
     uint64_t prev_t, prev_addr; // HEAP chunks: prev_addr is the serial base
     uint32_t time_shift;        // the file header's: dt unit of HEAP chunks
     uint64_t reuse;             // HEAP chunks: the serial the next allocation takes (H_REUSE)
+    uint64_t last_free;         // HEAP chunks: the last serial a free named (base - 1 at first)
+    // HEAP chunks: raw is the MAIN column; the others are here (index = enum hpt_hcol)
+    uint8_t *hcol[HPT_HCOLS];
+    size_t hlen[HPT_HCOLS], hcap[HPT_HCOLS];
+    bool assembled; // tb_payload gave a whole payload: store it as it is
     uint64_t seq;
     ZSTD_CCtx *cctx;
     uint8_t *frame;
@@ -80,6 +85,8 @@ void tb_free(tb_t *tb) {
     ZSTD_freeCCtx(tb->cctx);
     free(tb->file);
     free(tb->raw);
+    for (int i = 0; i < HPT_HCOLS; i++)
+        free(tb->hcol[i]);
     free(tb->frame);
     free(tb);
 }
@@ -94,9 +101,39 @@ void tb_begin(tb_t *tb, uint16_t type, uint32_t tid, uint64_t base_time_ns, uint
     tb->prev_t = base_time_ns;
     tb->prev_addr = base_addr;
     tb->reuse = 0;
+    tb->last_free = base_addr - 1;
+    memset(tb->hlen, 0, sizeof tb->hlen);
+    tb->assembled = false;
+}
+
+// The columns of a HEAP chunk put together as its payload (docs/trace-format.md#heap).
+static void assemble_heap(tb_t *tb) {
+    size_t len[HPT_HCOLS];
+    memcpy(len, tb->hlen, sizeof len);
+    len[HPT_HCOL_MAIN] = tb->raw_len;
+    uint8_t table[HPT_HCOLS * HPT_VARINT_MAX];
+    size_t tl = (size_t)(hpt_hcols_table(table, len) - table), total = tl;
+    for (int i = 0; i < HPT_HCOLS; i++)
+        total += len[i];
+    uint8_t *out = must(malloc(total)), *p = out;
+    memcpy(p, table, tl);
+    p += tl;
+    memcpy(p, tb->raw, tb->raw_len);
+    p += tb->raw_len;
+    for (int i = 1; i < HPT_HCOLS; i++) {
+        if (len[i])
+            memcpy(p, tb->hcol[i], len[i]);
+        p += len[i];
+    }
+    reserve(&tb->raw, &tb->raw_cap, total);
+    memcpy(tb->raw, out, total);
+    tb->raw_len = total;
+    free(out);
 }
 
 size_t tb_end(tb_t *tb, bool compress) {
+    if (tb->hdr.type == HPT_CHUNK_HEAP && !tb->assembled)
+        assemble_heap(tb);
     size_t off = tb->flushed + tb->file_len;
     size_t bound = hp_chunk_bound(tb->raw_len);
     reserve(&tb->frame, &tb->frame_cap, bound);
@@ -124,6 +161,7 @@ void tb_skip_seq(tb_t *tb, uint64_t n) { tb->seq += n; }
 void tb_raw(tb_t *tb, const void *p, size_t n) { file_put(tb, p, n); }
 
 void tb_payload(tb_t *tb, const void *p, size_t n, uint32_t n_records) {
+    tb->assembled = true;
     reserve(&tb->raw, &tb->raw_cap, tb->raw_len + n);
     memcpy(tb->raw + tb->raw_len, p, n);
     tb->raw_len += n;
@@ -240,8 +278,31 @@ static void put_htag(tb_t *tb, uint8_t tag, uint64_t t) {
         put_var(tb, dt - 7);
 }
 
+// A varint into one of a HEAP chunk's side columns.
+static void put_hvar(tb_t *tb, int col, uint64_t v) {
+    reserve(&tb->hcol[col], &tb->hcap[col], tb->hlen[col] + HPT_VARINT_MAX);
+    do {
+        tb->hcol[col][tb->hlen[col]++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+}
+
 static void put_ref(tb_t *tb, uint64_t serial) {
-    put_var(tb, serial ? tb->prev_addr - serial : 0);
+    put_hvar(tb, HPT_HCOL_REF, serial ? tb->prev_addr - serial : 0);
+}
+
+// A free's block: 0 unknown, else 1 + (young << 1) with young = base - 1 - serial, or
+// 1 + (zigzag(serial - last_free - 1) << 1 | 1), whichever is smaller.
+static void put_dying(tb_t *tb, uint64_t serial) {
+    if (!serial) {
+        put_hvar(tb, HPT_HCOL_REF, 0);
+        return;
+    }
+    uint64_t young = tb->prev_addr - 1 - serial;
+    int64_t d = (int64_t)(serial - tb->last_free - 1);
+    uint64_t ordered = ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
+    put_hvar(tb, HPT_HCOL_REF, 1 + (young <= ordered ? young << 1 : ordered << 1 | 1));
+    tb->last_free = serial;
 }
 
 static uint64_t next_serial(tb_t *tb) {
@@ -253,43 +314,33 @@ static uint64_t next_serial(tb_t *tb) {
 uint64_t tb_rec_h_alloc(tb_t *tb, uint8_t tag, uint64_t t, uint64_t stack, uint64_t size,
                         uint64_t align) {
     put_htag(tb, tag, t);
-    put_var(tb, stack);
-    put_var(tb, size);
+    put_hvar(tb, HPT_HCOL_STACK, stack);
+    put_hvar(tb, HPT_HCOL_SIZE, size);
     if (tag == HPT_REC_H_ALIGNED)
-        put_var(tb, align);
+        put_hvar(tb, HPT_HCOL_SIZE, align);
     tb->hdr.n_records++;
     return next_serial(tb);
 }
 
-void tb_rec_h_free(tb_t *tb, uint64_t t, uint64_t serial, int method, uint64_t touched,
-                   uint64_t touched_nz) {
+void tb_rec_h_free(tb_t *tb, uint64_t t, uint64_t serial, int method, uint64_t touched) {
     put_htag(tb, HPT_REC_H_FREE, t);
-    put_ref(tb, serial);
-    if (method < 0) {
-        put_var(tb, 0);
-    } else {
-        bool nz = method != HPT_TOUCH_RESIDENT && touched_nz != touched;
-        put_var(tb, ((touched << 3) | (uint64_t)method << 1 | nz) + 1);
-        if (nz) {
-            int64_t d = (int64_t)(touched_nz - touched);
-            put_var(tb, ((uint64_t)d << 1) ^ (uint64_t)(d >> 63));
-        }
-    }
+    put_dying(tb, serial);
+    put_hvar(tb, HPT_HCOL_TOUCH, method < 0 ? 0 : ((touched << 2) | (uint64_t)method) + 1);
     tb->hdr.n_records++;
 }
 
 void tb_rec_h_realloc_free(tb_t *tb, uint64_t t, uint64_t serial) {
     put_htag(tb, HPT_REC_H_REALLOC_FREE, t);
-    put_ref(tb, serial);
+    put_dying(tb, serial);
     tb->hdr.n_records++;
 }
 
 uint64_t tb_rec_h_realloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t size,
                           uint64_t old_serial, bool in_place) {
     put_htag(tb, HPT_REC_H_REALLOC, t);
-    put_var(tb, stack);
-    put_var(tb, size);
-    put_var(tb, old_serial ? ((tb->prev_addr - old_serial) << 1) | in_place : 0);
+    put_hvar(tb, HPT_HCOL_STACK, stack);
+    put_hvar(tb, HPT_HCOL_SIZE, size);
+    put_hvar(tb, HPT_HCOL_REF, old_serial ? ((tb->prev_addr - old_serial) << 1) | in_place : 0);
     tb->hdr.n_records++;
     if (in_place)
         return old_serial;

@@ -35,7 +35,8 @@ void tb_set_n_records(tb_t *tb, uint32_t n);
 void tb_skip_seq(tb_t *tb, uint64_t n);
 // Appends raw bytes to the file (garbage, partial chunks).
 void tb_raw(tb_t *tb, const void *p, size_t n);
-// Appends already encoded records (n_records of them) to the open chunk's payload.
+// Appends already encoded records (n_records of them) to the open chunk's payload; in a HEAP
+// chunk, a whole payload (column table and columns) stored as it is.
 void tb_payload(tb_t *tb, const void *p, size_t n, uint32_t n_records);
 
 void tb_rec_malloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t addr, uint64_t size);
@@ -62,8 +63,8 @@ void tb_rec_trailer(tb_t *tb, uint64_t n_events, uint64_t n_lost, uint64_t n_sta
 // the serial the block gets (the base, or the one an H_REUSE named); serial 0 = unknown block.
 uint64_t tb_rec_h_alloc(tb_t *tb, uint8_t tag, uint64_t t, uint64_t stack, uint64_t size,
                         uint64_t align);
-void tb_rec_h_free(tb_t *tb, uint64_t t, uint64_t serial, int method, uint64_t touched,
-                   uint64_t touched_nz);
+// touched: the block's one touch count (for a calloc block, its bytes not zero)
+void tb_rec_h_free(tb_t *tb, uint64_t t, uint64_t serial, int method, uint64_t touched);
 void tb_rec_h_realloc_free(tb_t *tb, uint64_t t, uint64_t serial);
 uint64_t tb_rec_h_realloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t size,
                           uint64_t old_serial, bool in_place);
