@@ -56,9 +56,10 @@ void hp_config_load(void) {
     // measure exactly what was touched
     hp_config.touch_fill_max = 128 * 1024;
     hp_config.touch_sample_bytes = 512;
-    // 1.024 us: a nanosecond delta costs ~2 bytes per event after compression, this ~0.2
-    // (bench/run.sh), and lifetimes, timelines and the 1 ms short-lived mark need no finer
-    hp_config.time_shift = 10;
+    // 4.096 us: a nanosecond delta costs ~2 bytes per event after compression, 1 us ~0.2,
+    // 4 us ~0.1 (rust_vec_growth: 0.48 -> 0.40 bytes per allocation from 1 to 4 us), and
+    // lifetimes, timelines and the 1 ms short-lived mark need no finer
+    hp_config.time_shift = 12;
 
     const char *out = getenv("HEAPPROF_OUT");
     if (out) {

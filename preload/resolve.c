@@ -259,7 +259,7 @@ bool hp_resolve_rec(hp_resolve_t *rs, hp_hout_t *o, uint32_t tid, const hpt_rec_
                 return false;
             put_htag(rs, o, HPT_REC_H_REALLOC, rec->time2_ns);
             put_col(o, HPT_HCOL_STACK, rec->stack);
-            put_col(o, HPT_HCOL_SIZE, rec->size);
+            put_col(o, HPT_HCOL_SIZE, hpt_realloc_size_code(&rs->enc, rec->size));
             put_col(o, HPT_HCOL_REF, old);
             if (serial == rs->enc.addr && !in_place)
                 rs->enc.addr++;

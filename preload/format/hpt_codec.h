@@ -56,6 +56,7 @@ typedef struct hpt_dstate {
     uint64_t reuse;      // HEAP chunks: the serial an H_REUSE gave the next allocation (0: none)
     uint64_t last_free;  // HEAP chunks: the serial of the last block H_FREE or H_REALLOC_FREE
                          // named (base - 1 at the start of a chunk)
+    uint64_t last_realloc_size; // HEAP chunks: the size of the last H_REALLOC (0 at first)
 } hpt_dstate_t;
 
 // One decoded record. Strings and frames point into the decoded buffer.
@@ -330,6 +331,14 @@ static inline uint64_t hpt_dying_code(const hpt_dstate_t *st, uint64_t serial) {
     return (young <= ordered ? young << 1 : (ordered << 1) | 1) + 1;
 }
 
+// An H_REALLOC's size, as one varint: (size << 1) or (zigzag(size - last_realloc_size) << 1 | 1),
+// whichever is shorter: a string grown a byte at a time costs next to nothing.
+static inline uint64_t hpt_realloc_size_code(hpt_dstate_t *st, uint64_t size) {
+    uint64_t delta = hpt_zigzag((int64_t)(size - st->last_realloc_size));
+    st->last_realloc_size = size;
+    return delta < size ? delta << 1 | 1 : size << 1;
+}
+
 // Every column read to its end: a chunk whose record count and columns agree.
 static inline bool hpt_hcur_done(const hpt_hcur_t *c) {
     for (int i = 0; i < HPT_HCOLS; i++)
@@ -458,8 +467,12 @@ static inline bool hpt_heap_decode(hpt_hcur_t *c, hpt_dstate_t *st, hpt_rec_t *r
         r->touch = 0;
         return hpt_hget_dt(c, st, small, &r->time_ns) && hpt_hget_dying(c, st, &r->ref);
     case HPT_REC_H_REALLOC:
-        if (!hpt_hget_alloc(c, st, small, r) || !hpt_hget(c, HPT_HCOL_REF, &v) ||
-            (v >> 1) > st->addr)
+        if (!hpt_hget_alloc(c, st, small, r))
+            return false;
+        r->size = (r->size & 1) ? st->last_realloc_size + (uint64_t)hpt_unzigzag(r->size >> 1)
+                                : r->size >> 1;
+        st->last_realloc_size = r->size;
+        if (!hpt_hget(c, HPT_HCOL_REF, &v) || (v >> 1) > st->addr)
             return false;
         r->in_place = (uint8_t)(v & 1);
         r->ref = (v >> 1) ? st->addr - (v >> 1) : 0;

@@ -100,7 +100,7 @@ Test(heap_stream, serials_threads_reuse_and_realloc, .fini = cleanup) {
     cr_expect(v[6].sub == READER_MALLOC && v[6].addr == 101, "H_REUSE gives the live serial");
     cr_expect(v[7].kind == READER_FREE && v[7].addr == 102 && v[7].tid == 7);
     cr_expect(v[8].sub == READER_REALLOC && v[8].addr == 103 && v[8].old_addr == 102 &&
-              v[8].time_ns == 8 * u);
+              v[8].time_ns == 8 * u && v[8].size == 90, "size coded as a change from 60");
     cr_expect(v[9].kind == READER_FREE && v[9].addr == 0, "unknown free: serial 0");
     free(e.v);
     reader_close(r);
@@ -236,6 +236,7 @@ Test(heap_stream, resolver_keeps_every_block_apart_under_address_reuse, .fini = 
         live[i] = -1;
     size_t cap = 3 * N_EVENTS;
     long *expect = malloc(cap * sizeof *expect); // per reader event: the alloc it frees
+    uint64_t *sizes = calloc(cap, sizeof *sizes); // per allocation event: its size
     size_t n_ev = 0;
     uint64_t t = 0;
     hp_resolve_chunk_start(&rs);
@@ -261,6 +262,7 @@ Test(heap_stream, resolver_keeps_every_block_apart_under_address_reuse, .fini = 
             rec.stack = a % 7;
             rec.size = 1 + a;
             expect[n_ev] = live[a] >= 0 ? -2 - live[a] : -1; // -2-k: takes over k's serial
+            sizes[n_ev] = rec.size;
             feed(&rs, &out, &rec, tid, 0, &pend);
             live[a] = (long)n_ev++;
         } else if (what < 6) {
@@ -286,11 +288,12 @@ Test(heap_stream, resolver_keeps_every_block_apart_under_address_reuse, .fini = 
             rec.addr = 0x10000 + b * 16;
             rec.time2_ns = t + 16;
             rec.stack = 9;
-            rec.size = 5000 + a;
+            rec.size = what == 9 ? 5000 + a : sizes[live[a]] + 1 + rnd() % 3; // grown, or anew
             expect[n_ev++] = live[a]; // the free half
             feed(&rs, &out, &rec, tid, 0, &pend);
             live[a] = -1;
             expect[n_ev] = -1;
+            sizes[n_ev] = rec.size;
             feed(&rs, &out, &rec, tid, 1, &pend);
             live[b] = (long)n_ev++;
             t += 16;
@@ -318,6 +321,7 @@ Test(heap_stream, resolver_keeps_every_block_apart_under_address_reuse, .fini = 
                               "event %zu reuses a serial", i);
             }
             cr_assert_eq(v->time_ns & 15, 0, "times are whole units");
+            cr_assert_eq(v->size, sizes[i], "event %zu: size", i);
         } else {
             long k = expect[i];
             uint64_t want = k < 0 ? 0 : e.v[k].addr;
@@ -332,6 +336,7 @@ Test(heap_stream, resolver_keeps_every_block_apart_under_address_reuse, .fini = 
         }
     }
     free(expect);
+    free(sizes);
     free(e.v);
     reader_close(r);
     tb_free(tb);

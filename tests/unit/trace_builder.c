@@ -23,6 +23,7 @@ struct tb {
     uint32_t time_shift;        // the file header's: dt unit of HEAP chunks
     uint64_t reuse;             // HEAP chunks: the serial the next allocation takes (H_REUSE)
     uint64_t last_free;         // HEAP chunks: the last serial a free named (base - 1 at first)
+    uint64_t last_realloc_size; // HEAP chunks: the size of the last H_REALLOC (0 at first)
     // HEAP chunks: raw is the MAIN column; the others are here (index = enum hpt_hcol)
     uint8_t *hcol[HPT_HCOLS];
     size_t hlen[HPT_HCOLS], hcap[HPT_HCOLS];
@@ -102,6 +103,7 @@ void tb_begin(tb_t *tb, uint16_t type, uint32_t tid, uint64_t base_time_ns, uint
     tb->prev_addr = base_addr;
     tb->reuse = 0;
     tb->last_free = base_addr - 1;
+    tb->last_realloc_size = 0;
     memset(tb->hlen, 0, sizeof tb->hlen);
     tb->assembled = false;
 }
@@ -339,7 +341,11 @@ uint64_t tb_rec_h_realloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t size,
                           uint64_t old_serial, bool in_place) {
     put_htag(tb, HPT_REC_H_REALLOC, t);
     put_hvar(tb, HPT_HCOL_STACK, stack);
-    put_hvar(tb, HPT_HCOL_SIZE, size);
+    // the size: plain (<< 1), or as a change from the last realloc's (zigzag, << 1 | 1)
+    int64_t d = (int64_t)(size - tb->last_realloc_size);
+    uint64_t z = ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
+    put_hvar(tb, HPT_HCOL_SIZE, z < size ? z << 1 | 1 : size << 1);
+    tb->last_realloc_size = size;
     put_hvar(tb, HPT_HCOL_REF, old_serial ? ((tb->prev_addr - old_serial) << 1) | in_place : 0);
     tb->hdr.n_records++;
     if (in_place)
