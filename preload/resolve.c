@@ -16,14 +16,8 @@ static uint64_t *map_slots(size_t cap) {
     return p == MAP_FAILED ? NULL : p;
 }
 
-// Neighbouring blocks get neighbouring slots: blocks made together are mostly freed together,
-// so a table far bigger than the cache is still probed in cache (a scattering hash made every
-// probe a miss: a third of the writer's time on rust_vec_growth's 2.8 M live blocks). The
-// higher bits are folded in so that blocks at a power-of-two stride (mmapped ones) spread out
-// instead of piling onto one slot.
 static inline size_t home(const hp_resolve_t *rs, uint64_t addr) {
-    uint64_t h = (addr >> 4) ^ (addr >> 19) ^ (addr >> 33);
-    return (size_t)h & (rs->cap - 1);
+    return hp_resolve_home(rs, addr);
 }
 
 bool hp_resolve_init(hp_resolve_t *rs, unsigned time_shift) {
@@ -111,12 +105,6 @@ static uint64_t *put(hp_resolve_t *rs, uint64_t addr, uint64_t word, uint64_t *w
     rs->tab[2 * i] = addr;
     rs->tab[2 * i + 1] = word;
     return &rs->tab[2 * i + 1];
-}
-
-void hp_resolve_prefetch(const hp_resolve_t *rs, const hpt_rec_t *rec) {
-    uint64_t a = rec->tag == HPT_REC_REALLOC ? rec->old_addr : rec->addr;
-    if (rec->tag <= HPT_REC_REALLOC && a)
-        __builtin_prefetch(&rs->tab[2 * home(rs, a)], 1);
 }
 
 static inline uint64_t next_dt(hp_resolve_t *rs, uint64_t t) {

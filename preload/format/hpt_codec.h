@@ -32,6 +32,15 @@ static inline int64_t hpt_unzigzag(uint64_t v) {
 
 // Reads one varint; returns the byte after it, or NULL if it runs past end or over 10 bytes.
 static inline const uint8_t *hpt_get_varint(const uint8_t *p, const uint8_t *end, uint64_t *out) {
+    // most values fit one or two bytes: no loop, no shift bookkeeping
+    if (p < end && !(p[0] & 0x80)) {
+        *out = p[0];
+        return p + 1;
+    }
+    if (end - p >= 2 && !(p[1] & 0x80)) {
+        *out = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+        return p + 2;
+    }
     uint64_t v = 0;
     for (unsigned shift = 0; shift < 64; shift += 7) {
         if (p >= end)
