@@ -96,7 +96,10 @@ static uint64_t take(hp_resolve_t *rs, uint64_t addr) {
 // Sets addr's word; *was gets the word it had (0: it was not live). Returns the word's slot,
 // or NULL when out of memory.
 static uint64_t *put(hp_resolve_t *rs, uint64_t addr, uint64_t word, uint64_t *was) {
-    if ((rs->n + 1) * 4 > rs->cap * 3 && !grow(rs))
+    // at most 3/4 full, or 1/2 while small: linear probing's runs grow fast past 1/2, and a small
+    // table costs nothing to keep sparse (a big one costs the profiled process memory)
+    size_t limit = rs->cap <= HP_RESOLVE_SMALL ? rs->cap / 2 : rs->cap / 4 * 3;
+    if (rs->n + 1 > limit && !grow(rs))
         return NULL;
     size_t i = probe(rs, addr);
     *was = rs->tab[2 * i] ? rs->tab[2 * i + 1] : 0;
