@@ -750,6 +750,8 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
             r->trailer.n_lost_events = rec.counters[1];
             r->trailer.n_stacks = rec.counters[2];
             r->trailer.n_stack_overflows = rec.counters[3];
+            // the heap stream was merged by the writer: what it had to place late counts here
+            r->damage.late_events += rec.counters[4];
             break;
         default:
             goto bad; // hpt_rec_decode knows a tag this reader does not: treat as damage

@@ -63,7 +63,8 @@ typedef struct reader_damage {
     uint64_t chunks_damaged; // bad regions and undecodable chunks skipped
     uint64_t bytes_skipped;  // bytes passed over while resynchronising (not the truncated tail)
     uint64_t seq_gaps;       // chunks missing by sequence number (includes the damaged ones)
-    uint64_t late_events;    // events that arrived below an already released SYNC watermark
+    uint64_t late_events;    // events that arrived below an already released SYNC watermark,
+                             // and heap events the shim itself had to place late (trailer)
     uint64_t truncated_bytes;
     bool truncated; // the file ends inside a chunk (process killed mid-write)
     bool trailer;   // a TRAILER chunk was read: the process exited cleanly

@@ -80,6 +80,9 @@ void hp_config_load(void) {
     parse_u32("HEAPPROF_TOUCH_FILL_MAX", 0, 1u << 30, &hp_config.touch_fill_max);
     parse_u32("HEAPPROF_TOUCH_SAMPLE_BYTES", 64, 1u << 30, &hp_config.touch_sample_bytes);
     parse_u32("HEAPPROF_TIME_SHIFT", 0, HPT_TIME_SHIFT_MAX, &hp_config.time_shift);
+    // 1 MiB: compresses well; smaller chunks lose less to one damaged byte
+    hp_config.chunk_kb = 1024;
+    parse_u32("HEAPPROF_CHUNK_KB", 1, 1024, &hp_config.chunk_kb);
     const char *unw = getenv("HEAPPROF_UNWIND");
     hp_config.unwinder = HP_UNWIND_CFI;
     if (unw && !strcmp(unw, "libunwind"))

@@ -114,6 +114,7 @@ static inline uint64_t next_dt(hp_resolve_t *rs, uint64_t t) {
     uint64_t q = t >> rs->enc.time_shift, prev = rs->enc.time_ns >> rs->enc.time_shift;
     // a record the merge could only place late (no membarrier) keeps the stream's order
     uint64_t dt = q > prev ? q - prev : 0;
+    rs->n_late += q < prev;
     rs->enc.time_ns = (prev + dt) << rs->enc.time_shift;
     return dt;
 }

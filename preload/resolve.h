@@ -20,6 +20,7 @@ typedef struct hp_resolve {
     uint32_t tid;     // thread of the last record written
     uint64_t n_reused; // allocations at an address that was still live (its free was missed)
     uint32_t n_out;    // records written; the caller resets it per chunk
+    uint64_t n_late;   // records timed below one already written: placed at the stream's time
 } hp_resolve_t;
 
 // Room a caller must leave in the output for one record (a STACK of HPT_MAX_FRAMES frames or a

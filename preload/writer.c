@@ -453,7 +453,7 @@ static bool merge_heap(hp_ring_t *head, uint64_t wq, bool all) {
             break;
         // every column keeps HP_RESOLVE_REC_MAX beyond HEAP_OUT_BYTES, and no column can be
         // longer than all of them together
-        if (hp_hout_bytes(&heap_out) >= HEAP_OUT_BYTES)
+        if (hp_hout_bytes(&heap_out) >= (size_t)hp_config.chunk_kb << 10)
             ok = write_heap();
         if (!hp_resolve_rec(&heap, &heap_out, r->tid, &r->m_rec, r->stage + r->m_pos,
                             r->stage + r->m_end, r->m_half, &r->m_pend)) {
@@ -572,6 +572,7 @@ static void write_trailer(void) {
     p = hpt_put_varint(p, lost);
     p = hpt_put_varint(p, hp_stacktab_count());
     p = hpt_put_varint(p, hp_stacktab_overflows());
+    p = hpt_put_varint(p, heap_ready ? heap.n_late : 0);
     write_chunk(HPT_CHUNK_TRAILER, 0, buf, (size_t)(p - buf), 1, (hpt_dstate_t){0});
 }
 

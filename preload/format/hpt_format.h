@@ -81,7 +81,7 @@ enum hpt_rec_tag {
     HPT_REC_MODULE_LOAD = 9,  // dt base size path_len path buildid_len buildid
     HPT_REC_MODULE_UNLOAD = 10, // dt base
     HPT_REC_PROCESS = 11,     // exe_len exe argc (arg_len arg)...   META only
-    HPT_REC_TRAILER = 12,     // n_events n_lost_events n_stacks n_stack_overflow  TRAILER only
+    HPT_REC_TRAILER = 12,     // n_events n_lost_events n_stacks n_stack_overflow n_late  TRAILER only
     HPT_REC_CPU_SAMPLE = 14,  // zdt tid stack   (zdt: zigzag signed time delta; see docs/trace-format.md#cpu)
     HPT_REC_CPU_INFO = 15,    // source hz n_samples n_lost reason_len reason
 

@@ -126,8 +126,9 @@ static void record(const char *dir, const char *name, char *const argv[], const 
 }
 
 static void sample_trace(const char *dir, trace_t *t, char *path) {
-    // 1 ms flushes: a small trace of many chunks, several threads interleaved
-    const char *env[] = {"HEAPPROF_FLUSH_MS=1", NULL};
+    // 1 ms flushes and 1 KiB heap chunks: a small trace of many chunks, several threads
+    // interleaved (however fast the program runs)
+    const char *env[] = {"HEAPPROF_FLUSH_MS=1", "HEAPPROF_CHUNK_KB=1", NULL};
     char *argv[] = {E2E_SAMPLES "/exact_counts", NULL};
     record(dir, "exact_counts", argv, env, t, path);
     cr_assert_geq(t->n_chunks, 6, "the sample trace has only %zu chunks", t->n_chunks);

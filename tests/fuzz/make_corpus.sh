@@ -65,9 +65,10 @@ EOF
 cc -O1 -g -o "$tmp/mini" "$tmp/mini.c" -lpthread -ldl
 
 traced mini "$tmp/mini"
-traced exact_counts "$build/samples/exact_counts"
-# 1 ms flushes and small buffers: many small chunks, so a prefix of whole chunks fits 64 KiB
-HEAPPROF_FLUSH_MS=1 HEAPPROF_BUFFER_KB=64 traced vector_map "$build/samples/vector_map"
+# 4 KiB heap chunks: the hand-damaged variants below then lose one chunk, not the whole trace
+HEAPPROF_CHUNK_KB=4 traced exact_counts "$build/samples/exact_counts"
+# 1 ms flushes, small buffers and chunks: many small chunks, so a prefix of whole chunks fits
+HEAPPROF_FLUSH_MS=1 HEAPPROF_BUFFER_KB=64 HEAPPROF_CHUNK_KB=16 traced vector_map "$build/samples/vector_map"
 if [ -x "$build/samples/vec_growth" ]; then
     HEAPPROF_FLUSH_MS=1 HEAPPROF_BUFFER_KB=64 traced vec_growth "$build/samples/vec_growth"
 fi

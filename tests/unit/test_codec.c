@@ -100,7 +100,7 @@ static size_t sample_records(uint8_t *out, size_t *starts, size_t *n) {
     REC(HPT_REC_MODULE_UNLOAD), V(1), V(0x400000);
     REC(HPT_REC_PROCESS), V(2), memcpy(p, "sh", 2), p += 2, V(2), V(2), memcpy(p, "sh", 2), p += 2,
         V(2), memcpy(p, "-c", 2), p += 2;
-    REC(HPT_REC_TRAILER), V(10), V(0), V(3), V(0);
+    REC(HPT_REC_TRAILER), V(10), V(0), V(3), V(0), V(2);
 #undef REC
 #undef V
     *n = k;
@@ -146,6 +146,7 @@ Test(codec, decodes_every_record_kind) {
         case HPT_REC_TRAILER:
             cr_assert_eq(r.counters[0], 10);
             cr_assert_eq(r.counters[2], 3);
+            cr_assert_eq(r.counters[4], 2); // events placed late
             break;
         default:
             break;

@@ -428,6 +428,7 @@ void tb_rec_trailer(tb_t *tb, uint64_t n_events, uint64_t n_lost, uint64_t n_sta
     put_var(tb, n_lost);
     put_var(tb, n_stacks);
     put_var(tb, n_overflows);
+    put_var(tb, 0); // events placed late
     tb->hdr.n_records++;
 }
 
