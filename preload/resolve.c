@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define FIRST_CAP 4096u // slots; grows by doubling at 3/4 full
+#define FIRST_CAP 4096u // slots; grows by doubling (see put for when)
 
 static uint64_t *map_slots(size_t cap) {
     // MAP_POPULATE: a probe reads a slot before it writes one, and a read of an untouched page
