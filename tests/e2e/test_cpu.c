@@ -286,7 +286,7 @@ static void refused(const char *cpu_mode, const char *source, const char *report
     snprintf(out_env, sizeof out_env, "HEAPPROF_OUT=%s", trace);
     snprintf(mode_env, sizeof mode_env, "HEAPPROF_CPU=%s", cpu_mode);
     const char *const env[] = {out_env, mode_env, NULL};
-    char *argv[] = {E2E_PROGS "/noperf", E2E_LIB, prog, "50", NULL};
+    char *argv[] = {E2E_PROGS "/seccomp_deny", "perf_event_open", E2E_LIB, prog, "50", NULL};
     e2e_run_opts_t o = {.env = env, .no_preload = true, .timeout_s = 60};
     char *err = NULL;
     cr_assert_eq(e2e_run(argv, &o, NULL, &err, NULL), 0, "%s", err);
