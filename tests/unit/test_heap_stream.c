@@ -4,6 +4,7 @@
 // chunk), and the shim's encoder (preload/resolve.c) end to end: random address-level histories
 // with address reuse go through hp_resolve_rec and the reader, and every free must name the
 // block the history freed.
+#include "read_trace.h"
 #include "reader.h"
 #include "resolve.h"
 #include "trace_builder.h"
@@ -20,30 +21,11 @@ static void cleanup(void) {
         unlink(path);
 }
 
-typedef struct evs {
-    reader_event_t *v;
-    size_t n, cap;
-} evs_t;
+typedef rt_events_t evs_t;
 
 static evs_t read_file(tb_t *tb, reader_t **out) {
-    cr_assert_eq(tb_write_tmp(tb, path), 0);
-    errmsg_t err;
-    errmsg_init(&err);
-    reader_t *r = reader_open(path, &err);
-    cr_assert_not_null(r, "reader_open: %s", err.msg);
-    evs_t e = {0};
-    reader_event_t ev;
-    int rc;
-    while ((rc = reader_next(r, &ev, &err)) == 1) {
-        if (e.n == e.cap) {
-            e.cap = e.cap ? e.cap * 2 : 64;
-            e.v = realloc(e.v, e.cap * sizeof *e.v);
-        }
-        e.v[e.n++] = ev;
-    }
-    cr_assert_eq(rc, 0, "reader_next: %s", err.msg);
-    *out = r;
-    return e;
+    *out = rt_open_built(tb, path);
+    return rt_read_all(*out);
 }
 
 static tb_t *new_builder(unsigned time_shift) {
@@ -186,12 +168,7 @@ Test(heap_stream, frees_in_and_against_allocation_order, .fini = cleanup) {
 // ---- the shim's encoder, end to end ----
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static uint64_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t rnd(void) { return rt_xorshift(&rng); }
 
 typedef struct ring_rec {
     hpt_rec_t rec;

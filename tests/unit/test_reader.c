@@ -2,6 +2,7 @@
 // reader: merge order across threads at SYNC watermarks, realloc halves, definitions, damage
 // (bad chunk in the middle, garbage, truncation, seq gaps, late events) and the one-line
 // errors for files that are not traces, directories and FIFOs.
+#include "read_trace.h"
 #include "reader.h"
 #include "trace_builder.h"
 
@@ -11,10 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef struct evs {
-    reader_event_t *v;
-    size_t n, cap;
-} evs_t;
+typedef rt_events_t evs_t;
 
 static char path[64];
 
@@ -23,31 +21,9 @@ static void cleanup(void) {
         unlink(path);
 }
 
-static reader_t *open_built(tb_t *tb) {
-    cr_assert_eq(tb_write_tmp(tb, path), 0);
-    errmsg_t err;
-    errmsg_init(&err);
-    reader_t *r = reader_open(path, &err);
-    cr_assert_not_null(r, "reader_open: %s", err.msg);
-    return r;
-}
+static reader_t *open_built(tb_t *tb) { return rt_open_built(tb, path); }
 
-static evs_t read_all(reader_t *r) {
-    evs_t e = {0};
-    errmsg_t err;
-    errmsg_init(&err);
-    reader_event_t ev;
-    int rc;
-    while ((rc = reader_next(r, &ev, &err)) == 1) {
-        if (e.n == e.cap) {
-            e.cap = e.cap ? e.cap * 2 : 64;
-            e.v = realloc(e.v, e.cap * sizeof *e.v);
-        }
-        e.v[e.n++] = ev;
-    }
-    cr_assert_eq(rc, 0, "reader_next: %s", err.msg);
-    return e;
-}
+static evs_t read_all(reader_t *r) { return rt_read_all(r); }
 
 static size_t count_kind(const evs_t *e, int kind) {
     size_t n = 0;
@@ -100,12 +76,7 @@ Test(reader, merges_threads_in_time_order_at_sync_watermarks, .fini = cleanup) {
 }
 
 static uint64_t rng = 0x853c49e6748fea9bull;
-static uint64_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t rnd(void) { return rt_xorshift(&rng); }
 
 // Many threads, chunks interleaved at random between watermarks: the output is sorted by
 // (time, tid) and each thread's events keep their order.

@@ -2,6 +2,7 @@
 // reader: CPU samples (docs/trace-format.md#cpu) are counted by stack as chunks decode, never
 // merged and never counted late, whatever their times against the SYNC watermarks; a damaged
 // chunk's samples are dropped with it; the last CPU_INFO wins; reader_load_defs counts them too.
+#include "read_trace.h"
 #include "reader.h"
 #include "trace_builder.h"
 
@@ -16,14 +17,7 @@ static void cleanup(void) {
         unlink(path);
 }
 
-static reader_t *open_built(tb_t *tb) {
-    cr_assert_eq(tb_write_tmp(tb, path), 0);
-    errmsg_t err;
-    errmsg_init(&err);
-    reader_t *r = reader_open(path, &err);
-    cr_assert_not_null(r, "reader_open: %s", err.msg);
-    return r;
-}
+static reader_t *open_built(tb_t *tb) { return rt_open_built(tb, path); }
 
 static uint64_t count_of(const reader_t *r, uint64_t stack) {
     const uint64_t *ids, *counts;
