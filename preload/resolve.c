@@ -16,10 +16,6 @@ static uint64_t *map_slots(size_t cap) {
     return p == MAP_FAILED ? NULL : p;
 }
 
-static inline size_t home(const hp_resolve_t *rs, uint64_t addr) {
-    return hp_resolve_home(rs, addr);
-}
-
 bool hp_resolve_init(hp_resolve_t *rs, unsigned time_shift) {
     memset(rs, 0, sizeof *rs);
     rs->tab = map_slots(FIRST_CAP);
@@ -39,7 +35,7 @@ void hp_resolve_fini(hp_resolve_t *rs) {
 
 // Slot of addr, or of the empty slot where it would go.
 static inline size_t probe(const hp_resolve_t *rs, uint64_t addr) {
-    size_t i = home(rs, addr);
+    size_t i = hp_resolve_home(rs, addr);
     while (rs->tab[2 * i] && rs->tab[2 * i] != addr)
         i = (i + 1) & (rs->cap - 1);
     return i;
@@ -80,7 +76,7 @@ static uint64_t take(hp_resolve_t *rs, uint64_t addr) {
         uint64_t k = rs->tab[2 * j];
         if (!k)
             break;
-        size_t h = home(rs, k);
+        size_t h = hp_resolve_home(rs, k);
         // move k back to the hole unless its home lies cyclically in (i, j]
         if (((j - h) & mask) >= ((j - i) & mask)) {
             rs->tab[2 * i] = k;

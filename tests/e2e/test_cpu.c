@@ -53,24 +53,31 @@ typedef struct tally {
     long long full;      // of those, lines that also reach main (a full stack)
 } tally_t;
 
+// The folded line at p ("frame;frame;... count"): returns its count, sets *stack_len to the
+// length of its stack and *next to the line after it.
+static long long folded_line(const char *p, size_t *stack_len, const char **next) {
+    const char *nl = strchr(p, '\n');
+    cr_assert(nl, "unterminated line");
+    const char *sp = nl;
+    while (sp > p && sp[-1] != ' ')
+        sp--;
+    cr_assert(sp > p, "no count");
+    *stack_len = (size_t)(sp - 1 - p);
+    *next = nl + 1;
+    return strtoll(sp, NULL, 10);
+}
+
 static tally_t tally(const char *text, const char *fn, const char *main_fn) {
     tally_t t = {0, 0, 0};
-    for (const char *p = text; *p;) {
-        const char *nl = strchr(p, '\n');
-        cr_assert(nl, "unterminated line");
-        const char *sp = nl;
-        while (sp > p && sp[-1] != ' ')
-            sp--;
-        cr_assert(sp > p, "no count");
-        long long v = strtoll(sp, NULL, 10);
-        size_t slen = (size_t)(sp - 1 - p);
+    for (const char *p = text, *next; *p; p = next) {
+        size_t slen;
+        long long v = folded_line(p, &slen, &next);
         t.total += v;
         if (has_frame(p, slen, fn)) {
             t.with_fn += v;
             if (has_frame(p, slen, main_fn))
                 t.full += v;
         }
-        p = nl + 1;
     }
     return t;
 }
@@ -78,15 +85,11 @@ static tally_t tally(const char *text, const char *fn, const char *main_fn) {
 // Sum of the counts of the folded lines whose stack starts with root.
 static long long rooted_total(const char *text, const char *root) {
     long long sum = 0;
-    for (const char *p = text; *p;) {
-        const char *nl = strchr(p, '\n');
-        cr_assert(nl, "unterminated line");
-        const char *sp = nl;
-        while (sp > p && sp[-1] != ' ')
-            sp--;
+    for (const char *p = text, *next; *p; p = next) {
+        size_t slen;
+        long long v = folded_line(p, &slen, &next);
         if (strncmp(p, root, strlen(root)) == 0)
-            sum += strtoll(sp, NULL, 10);
-        p = nl + 1;
+            sum += v;
     }
     return sum;
 }

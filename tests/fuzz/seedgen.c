@@ -275,11 +275,8 @@ static void synth_threads(const char *dir) {
 // moved, an unknown free, thread and module records, in two chunks around a SYNC.
 static void synth_heap(const char *dir) {
     hpt_file_hdr_t h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, HPT_MAGIC, 8);
-    h.version = HPT_VERSION;
-    h.hdr_bytes = sizeof h;
-    h.flags = HPT_FILE_HAS_MEMBARRIER | HPT_FILE_TOUCH;
+    tb_default_hdr(&h);
+    h.flags |= HPT_FILE_TOUCH;
     h.time_shift = 4;
     tb_t *tb = tb_new_hdr(&h);
     tb_begin(tb, HPT_CHUNK_HEAP, 10, 0, 1);

@@ -30,11 +30,7 @@ static evs_t read_file(tb_t *tb, reader_t **out) {
 
 static tb_t *new_builder(unsigned time_shift) {
     hpt_file_hdr_t h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, HPT_MAGIC, 8);
-    h.version = HPT_VERSION;
-    h.hdr_bytes = sizeof h;
-    h.flags = HPT_FILE_HAS_MEMBARRIER;
+    tb_default_hdr(&h);
     h.time_shift = time_shift;
     return tb_new_hdr(&h);
 }

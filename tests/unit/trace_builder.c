@@ -66,17 +66,21 @@ tb_t *tb_new_hdr(const hpt_file_hdr_t *hdr) {
     return tb;
 }
 
+void tb_default_hdr(hpt_file_hdr_t *h) {
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, HPT_MAGIC, 8);
+    h->version = HPT_VERSION;
+    h->hdr_bytes = sizeof *h;
+    h->start_ns = 1000000000ull;
+    h->start_unix_ns = 1700000000000000000ull;
+    h->pid = 4242;
+    h->ppid = 1;
+    h->flags = HPT_FILE_HAS_MEMBARRIER;
+}
+
 tb_t *tb_new(void) {
     hpt_file_hdr_t h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, HPT_MAGIC, 8);
-    h.version = HPT_VERSION;
-    h.hdr_bytes = sizeof h;
-    h.start_ns = 1000000000ull;
-    h.start_unix_ns = 1700000000000000000ull;
-    h.pid = 4242;
-    h.ppid = 1;
-    h.flags = HPT_FILE_HAS_MEMBARRIER;
+    tb_default_hdr(&h);
     return tb_new_hdr(&h);
 }
 

@@ -18,6 +18,8 @@ typedef struct tb tb_t;
 // A builder whose file starts with a current-version header (pid 4242, time_shift 0). Exits
 // on OOM.
 tb_t *tb_new(void);
+// The header tb_new writes, for callers that change a field or two (time_shift, flags).
+void tb_default_hdr(hpt_file_hdr_t *h);
 // The same with a caller-made header, written as is (for bad magic / version tests).
 tb_t *tb_new_hdr(const hpt_file_hdr_t *hdr);
 void tb_free(tb_t *tb);
