@@ -298,14 +298,21 @@ static inline rule_t rule_for(uint64_t pc) {
 
 typedef struct step {
     uint64_t sp, pc, bp;
-    uint64_t ra_addr, ra_val; // the step to the caller read ra_val at ra_addr (0: last frame)
-    uint64_t bp_addr, bp_val; // and bp_val at bp_addr (0: rbp not read)
+    // The words the reuse check compares: the step to the caller read ra_val at ra_addr and
+    // bp_val at bp_addr. Where a word was not read or does not matter (the last frame's return
+    // address, a saved rbp the caller's frame does not use) it is unused_word and 0, so that
+    // the check reads two words per frame without a branch.
+    uint64_t ra_addr, ra_val;
+    uint64_t bp_addr, bp_val;
 } step_t;
 
 enum step_flag {
     STEP_BP_OK = 1,     // rbp holds a known value here
     STEP_NEEDS_BP = 2,  // the walk from here on depends on this frame's rbp
+    STEP_BP_READ = 4,   // the step to the caller read the caller's rbp from memory
 };
+
+static const uint64_t unused_word = 0; // what a step's unused check words point at
 
 typedef struct walk_log {
     uint32_t n;        // frames visited
@@ -319,15 +326,27 @@ typedef struct walk_log {
 static HP_TLS walk_log_t hp_tls_walks[2];
 static HP_TLS uint8_t hp_tls_walk_cur;
 
+static inline uint64_t step_changed(const step_t *st) {
+    return (*(const uint64_t *)(uintptr_t)st->ra_addr ^ st->ra_val) |
+           (*(const uint64_t *)(uintptr_t)st->bp_addr ^ st->bp_val);
+}
+
 // The first frame from which every word the logged walk read, from there to its end, still holds
-// the value it read then. Scans from the outermost frame down to j and stops at the first change.
+// the value it read then. The common case, nothing changed, is one pass without a branch per
+// frame; only then is the outermost change looked for.
 static inline uint32_t valid_from(const walk_log_t *w, uint32_t j) {
-    for (uint32_t k = w->n; k-- > j;) {
-        const step_t *st = &w->s[k];
-        if ((st->ra_addr && *(const uint64_t *)(uintptr_t)st->ra_addr != st->ra_val) ||
-            (st->bp_addr && *(const uint64_t *)(uintptr_t)st->bp_addr != st->bp_val))
+    // n and the steps in locals: the compiler cannot tell that the words checked are not them
+    uint64_t changed = 0;
+    const step_t *st = &w->s[j], *end = &w->s[w->n];
+    for (; st + 1 < end; st += 2)
+        changed |= step_changed(st) | step_changed(st + 1);
+    if (st < end)
+        changed |= step_changed(st);
+    if (HP_LIKELY(!changed))
+        return j;
+    for (uint32_t k = w->n; k-- > j;)
+        if (step_changed(&w->s[k]))
             return k + 1;
-    }
     return j;
 }
 
@@ -388,7 +407,8 @@ walk(walk_log_t *cur, walk_log_t *prev) {
         st->sp = sp;
         st->pc = pc;
         st->bp = bp;
-        st->ra_addr = st->bp_addr = 0;
+        st->ra_addr = st->bp_addr = (uint64_t)(uintptr_t)&unused_word;
+        st->ra_val = st->bp_val = 0;
         uint8_t fl = bp_ok ? STEP_BP_OK : 0;
         i++;
         rule_t r = rule_for(pc);
@@ -417,6 +437,8 @@ walk(walk_log_t *cur, walk_log_t *prev) {
             st->bp_addr = cfa + (uint64_t)(int64_t)r.bp_off;
             st->bp_val = bp = *(const uint64_t *)(uintptr_t)st->bp_addr;
             bp_ok = true;
+            fl |= STEP_BP_READ;
+            cur->flags[i - 1] = fl;
         }
         sp = cfa;
         if (pc == 0)
@@ -432,13 +454,21 @@ walk(walk_log_t *cur, walk_log_t *prev) {
         if (cur->flags[k] & STEP_NEEDS_BP) {
             needs = true;
         } else {
-            if (cur->s[k].bp_addr)
+            if (cur->flags[k] & STEP_BP_READ)
                 needs = false; // the caller's rbp comes from memory, checked on reuse
             if (needs)
                 cur->flags[k] |= STEP_NEEDS_BP;
         }
         needs = (cur->flags[k] & STEP_NEEDS_BP) != 0;
     }
+    // A saved rbp word is checked on reuse only where the caller's frame needs its rbp: code
+    // without frame pointers keeps any value in rbp, so the word a callee saved it in changes
+    // from call to call (the shim's own malloc keeps the size there) without changing the walk.
+    for (uint32_t k = 0; k < fresh; k++)
+        if (!(k + 1 < i && (cur->flags[k + 1] & STEP_NEEDS_BP))) {
+            cur->s[k].bp_addr = (uint64_t)(uintptr_t)&unused_word;
+            cur->s[k].bp_val = 0;
+        }
     return cur;
 }
 
