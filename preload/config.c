@@ -83,6 +83,13 @@ void hp_config_load(void) {
     // 1 MiB: compresses well; smaller chunks lose less to one damaged byte
     hp_config.chunk_kb = 1024;
     parse_u32("HEAPPROF_CHUNK_KB", 1, 1024, &hp_config.chunk_kb);
+    const char *clk = getenv("HEAPPROF_CLOCK");
+    hp_config.clock_tsc = true;
+    if (clk && !strcmp(clk, "mono"))
+        hp_config.clock_tsc = false;
+    else if (clk && strcmp(clk, "tsc"))
+        hp_diag_line("ignoring HEAPPROF_CLOCK=", clk, ": expected tsc or mono; using tsc",
+                     (char *)NULL);
     const char *unw = getenv("HEAPPROF_UNWIND");
     hp_config.unwinder = HP_UNWIND_CFI;
     if (unw && !strcmp(unw, "libunwind"))

@@ -37,6 +37,7 @@ typedef struct hp_config {
     uint32_t touch_sample_bytes; // HEAPPROF_TOUCH_SAMPLE_BYTES: most bytes measured per block
     uint32_t time_shift;    // HEAPPROF_TIME_SHIFT: heap event times kept to 2^N ns in the trace
     uint32_t chunk_kb;      // HEAPPROF_CHUNK_KB: heap records per chunk, before compression
+    bool clock_tsc;         // HEAPPROF_CLOCK=mono: event times from the vDSO only (clock.h)
 } hp_config_t;
 
 extern hp_config_t hp_config;

@@ -148,6 +148,9 @@ static uint64_t busy_now(void) {
     atomic_store_explicit(&out->busy, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst);
     uint64_t t = hp_state_now();
+    uint64_t last = atomic_load_explicit(&out->last_t, memory_order_relaxed);
+    if (t < last)
+        t = last; // see record.c's busy_now
     atomic_store_explicit(&out->last_t, t, memory_order_relaxed);
     return t;
 }

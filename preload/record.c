@@ -3,11 +3,12 @@
 // host's, no locks on the hot path; rare work (first event of a thread, new stack) is out of
 // line.
 //
-// Budget (issue #7), measured with callgrind on bench c_churn (33-frame stacks), instructions per
-// malloc/free pair on the app thread: unwind_cfi walk ~750 (fresh frames + one validating load
-// per reused frame), stack lookup ~130 when the stack changed (0 when the walk says it did not),
-// record/encode/append ~100, plus two vDSO clock reads (~22 ns each here). The writer thread
-// adds ~400 more on the other core (decode, zstd, crc). See docs/design.md.
+// Budget (issue #7), measured with callgrind on bench c_churn (~22-frame stacks), instructions
+// per malloc/free pair on the app thread: unwind_cfi walk ~360 (two checked words per reused
+// frame), bytes touched ~300, record/encode/append ~270, stack lookup ~130 when the stack
+// changed (0 when the walk says it did not), plus two clock reads (TSC, ~10 ns each; clock.h).
+// The writer thread adds ~470 more on the other core (merge, columns, zstd, crc). See
+// docs/design.md.
 #include "record.h"
 
 #include "config.h"
@@ -42,6 +43,10 @@ static inline uint64_t busy_now(hp_ring_t *r) {
     atomic_store_explicit(&r->busy, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst);
     uint64_t t = hp_state_now();
+    // times stay in order per thread when the clock switches to the TSC, which lags (clock.h)
+    uint64_t last = atomic_load_explicit(&r->last_t, memory_order_relaxed);
+    if (HP_UNLIKELY(t < last))
+        t = last;
     atomic_store_explicit(&r->last_t, t, memory_order_relaxed);
     return t;
 }
@@ -205,6 +210,8 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
     if (hp_config.touch) // realloc kept min(old usable, size) bytes; the rest is new to the program
         hp_touch_fill((void *)ptr, hp_touch_usable(ptr), old_usable < size ? old_usable : size);
     uint64_t t1 = hp_state_now();
+    if (HP_UNLIKELY(t1 < t0))
+        t1 = t0; // the clock switched to the TSC in between (clock.h)
     uint32_t stack = capture_stack(r, t0);
     *p++ = HPT_REC_REALLOC;
     p = put_time(p, t0);

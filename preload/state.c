@@ -4,6 +4,7 @@
 // exit (final flush and trailer). Never aborts: failures end in hp_state_disable.
 #include "state.h"
 
+#include "clock.h"
 #include "config.h"
 #include "cpu.h"
 #include "diag.h"
@@ -31,13 +32,13 @@ static bool ctor_done;             // the constructor opened the trace (or gave 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return hp_clock_mono_ns();
 }
 
 uint64_t hp_state_now(void) {
-    return mono_ns() - start_ns;
+    // the TSC clock starts a little behind the vDSO's (clock.h): never before the start
+    uint64_t t = hp_clock_ns();
+    return HP_LIKELY(t > start_ns) ? t - start_ns : 0;
 }
 
 void hp_state_disable(const char *reason) {

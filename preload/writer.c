@@ -6,6 +6,7 @@
 #include "writer.h"
 
 #include "chunk.h"
+#include "clock.h"
 #include "config.h"
 #include "diag.h"
 #include "guard.h"
@@ -594,6 +595,7 @@ static void *writer_main(void *arg) {
         uint64_t want = atomic_load_explicit(&flush_req, memory_order_acquire);
         // a trailer is asked for just before exec: this image writes nothing after it
         bool final = stopping || atomic_load_explicit(&trailer_req, memory_order_acquire);
+        hp_clock_calibrate();
         pthread_mutex_lock(&io_lock);
         size_t most = drain_all();
         if (most == SIZE_MAX) {
