@@ -219,3 +219,17 @@ long long e2e_int(json_t *obj, const char *key) {
     cr_assert(json_is_integer(v), "stats JSON has no integer '%s'", key);
     return (long long)json_integer_value(v);
 }
+
+json_t *e2e_site(json_t *report, const char *fn) {
+    json_t *s, *found = NULL;
+    size_t i;
+    json_array_foreach(json_object_get(report, "sites"), i, s) {
+        const char *f = json_string_value(json_object_get(s, "function"));
+        if (f && strcmp(f, fn) == 0) {
+            cr_assert_null(found, "two sites named %s", fn);
+            found = s;
+        }
+    }
+    cr_assert(found, "no site named %s", fn);
+    return found;
+}

@@ -49,4 +49,8 @@ long long e2e_expect(const char *path, const char *key);
 // Integer member of a JSON object, asserting it exists.
 long long e2e_int(json_t *obj, const char *key);
 
+// The one site of `heapprof report --json` output whose naming function is fn; asserts there
+// is exactly one.
+json_t *e2e_site(json_t *report, const char *fn);
+
 #endif

@@ -10,19 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-// The report's site whose naming function is fn.
-static json_t *site_of(json_t *r, const char *fn) {
-    json_t *s;
-    size_t i;
-    json_array_foreach(json_object_get(r, "sites"), i, s) {
-        const char *f = json_string_value(json_object_get(s, "function"));
-        if (f && strcmp(f, fn) == 0)
-            return s;
-    }
-    cr_assert_fail("no site named %s", fn);
-    return NULL;
-}
-
 static void check_lifetimes(const char *tag, const char *const *env) {
     char *dir = e2e_tmpdir(tag);
     char trace[4200];
@@ -38,7 +25,7 @@ static void check_lifetimes(const char *tag, const char *const *env) {
         unsigned long long inner, outer;
         cr_assert_eq(sscanf(line, "%63s %llu %llu", name, &inner, &outer), 3, "bad line: %s",
                      line);
-        json_t *s = site_of(r, name);
+        json_t *s = e2e_site(r, name);
         cr_assert_eq(e2e_int(s, "blocks"), 1);
         long long life = e2e_int(s, "lifetime_ns");
         // The shim reads its clock inside malloc and free, between the program's reads: its

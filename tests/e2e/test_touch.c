@@ -22,21 +22,6 @@ static char *trace_of(const char *prog, const char *tag, const char *const *env)
     return trace;
 }
 
-// The one site whose naming function is fn.
-static json_t *site_of(json_t *r, const char *fn) {
-    json_t *s, *found = NULL;
-    size_t i;
-    json_array_foreach(json_object_get(r, "sites"), i, s) {
-        const char *f = json_string_value(json_object_get(s, "function"));
-        if (f && strcmp(f, fn) == 0) {
-            cr_assert_null(found, "two sites named %s", fn);
-            found = s;
-        }
-    }
-    cr_assert(found, "no site named %s", fn);
-    return found;
-}
-
 static const char *method(json_t *s) {
     const char *m = json_string_value(json_object_get(s, "touch_method"));
     return m ? m : "(null)";
@@ -55,20 +40,20 @@ Test(touch, exact_figures_by_pattern_and_resident_pages, .timeout = 120) {
     char *prog = prog_path(E2E_PROGS, "touch");
     char *trace = trace_of(prog, "touch", exact_env);
     json_t *r = e2e_report(trace);
-    json_t *s = site_of(r, "part_written");
+    json_t *s = e2e_site(r, "part_written");
     cr_expect_eq(e2e_int(s, "touch_measured_blocks"), 100);
     cr_expect_eq(e2e_int(s, "touch_measured_bytes"), 100000);
     cr_expect_eq(e2e_int(s, "touched_bytes"), 10000);
     cr_expect_str_eq(method(s), "pattern");
 
-    s = site_of(r, "calloc_part");
+    s = e2e_site(r, "calloc_part");
     cr_expect_eq(e2e_int(s, "touch_measured_bytes"), 25600);
     cr_expect_eq(e2e_int(s, "touched_bytes"), 500, "calloc blocks count their non-zero bytes");
 
-    s = site_of(r, "zeroed_by_hand");
+    s = e2e_site(r, "zeroed_by_hand");
     cr_expect_eq(e2e_int(s, "touched_bytes"), 5120, "zeros written to a malloc block are touched");
 
-    s = site_of(r, "big_reserve");
+    s = e2e_site(r, "big_reserve");
     cr_expect_str_eq(method(s), "resident pages");
     cr_expect_eq(e2e_int(s, "touch_measured_bytes"), 4 << 20);
     long long big = e2e_int(s, "touched_bytes");
@@ -76,15 +61,15 @@ Test(touch, exact_figures_by_pattern_and_resident_pages, .timeout = 120) {
 
     // realloc does not measure the block it replaces (its bytes live on in the new one); the
     // new block stays with the first one's site (DHAT's convention)
-    s = site_of(r, "grown");
+    s = e2e_site(r, "grown");
     cr_expect_eq(e2e_int(s, "touch_measured_blocks"), 1);
     cr_expect_eq(e2e_int(s, "touch_measured_bytes"), 1000);
     cr_expect_eq(e2e_int(s, "touched_bytes"), 150);
 
-    s = site_of(r, "aligned_full");
+    s = e2e_site(r, "aligned_full");
     cr_expect_eq(e2e_int(s, "touched_bytes"), 1000);
 
-    s = site_of(r, "leaked");
+    s = e2e_site(r, "leaked");
     cr_expect_eq(e2e_int(s, "touch_measured_blocks"), 0, "blocks live at exit are not measured");
     cr_expect(json_is_null(json_object_get(s, "touch_method")));
 
@@ -129,16 +114,16 @@ Test(touch, sampled_lines_estimate, .timeout = 120) {
     json_t *r = e2e_report(trace);
     // 1000-byte blocks (1008 usable): every other line, 512 bytes measured of each; the first
     // 100 bytes written touch line 0 only, so the estimate is 2 x 64 per block
-    json_t *s = site_of(r, "part_written");
+    json_t *s = e2e_site(r, "part_written");
     cr_expect_str_eq(method(s), "sampled pattern");
     cr_expect_eq(e2e_int(s, "touched_bytes"), 100 * 128);
     // 256-byte blocks are measured whole, as before
-    s = site_of(r, "zeroed_by_hand");
+    s = e2e_site(r, "zeroed_by_hand");
     cr_expect_str_eq(method(s), "pattern");
     cr_expect_eq(e2e_int(s, "touched_bytes"), 5120);
-    s = site_of(r, "aligned_full");
+    s = e2e_site(r, "aligned_full");
     cr_expect_eq(e2e_int(s, "touched_bytes"), 1000, "a fully written block stays fully touched");
-    s = site_of(r, "big_reserve");
+    s = e2e_site(r, "big_reserve");
     cr_expect_str_eq(method(s), "resident pages");
     json_decref(r);
     free(trace);
@@ -173,7 +158,7 @@ Test(touch, rust_over_reservation_shows_almost_nothing_touched, .timeout = 120) 
     char *trace = trace_of(prog, "touch_rust", NULL);
     json_t *r = e2e_report(trace);
     // Vec::<u8>::with_capacity(1 << 20) with 1 KiB pushed
-    json_t *s = site_of(r, "vec_growth::over_reserve");
+    json_t *s = e2e_site(r, "vec_growth::over_reserve");
     long long measured = e2e_int(s, "touch_measured_bytes"), touched = e2e_int(s, "touched_bytes");
     cr_expect_eq(measured, 1 << 20);
     cr_expect(touched * 20 <= measured, "%lld of %lld touched (more than 5%%)", touched, measured);
