@@ -12,6 +12,7 @@
 // /work/shared/notes/cpu-and-flamegraph.md (per-CPU inherit, mlock budget, POLLHUP).
 #include "cpu.h"
 
+#include "clock.h"
 #include "config.h"
 #include "cpu_timer.h"
 #include "diag.h"
@@ -142,23 +143,6 @@ static void write_info(void) {
     put(buf, (size_t)(p - buf));
 }
 
-// Marks our ring busy and takes the time, as record.c does for app threads: records that go
-// through the merge (module loads found by a scan) then keep the writer's watermark promise.
-static uint64_t busy_now(void) {
-    atomic_store_explicit(&out->busy, 1, memory_order_relaxed);
-    atomic_signal_fence(memory_order_seq_cst);
-    uint64_t t = hp_state_now();
-    uint64_t last = atomic_load_explicit(&out->last_t, memory_order_relaxed);
-    if (t < last)
-        t = last; // see record.c's busy_now
-    atomic_store_explicit(&out->last_t, t, memory_order_relaxed);
-    return t;
-}
-
-static void idle(void) {
-    atomic_store_explicit(&out->busy, 0, memory_order_release);
-}
-
 static uint32_t intern(const uint64_t *frames, uint32_t n) {
     if (n == 0)
         return HPT_STACK_UNKNOWN;
@@ -167,12 +151,14 @@ static uint32_t intern(const uint64_t *frames, uint32_t n) {
         return id;
     // a new stack may run in a module loaded since the last scan: list it first; the module
     // record goes through the merge, so it carries the time of now, not of the sample
-    uint64_t t = busy_now();
+    // marked busy like an app thread: records that go through the merge (module loads found by
+    // a scan) then keep the writer's watermark promise
+    uint64_t t = hp_tbuf_busy_now(out);
     if (t < out_enc.time_ns)
         t = out_enc.time_ns;
     if (room(MODMAP_ROOM))
         hp_modmap_scan(&out_enc, t, emit, NULL);
-    idle();
+    hp_tbuf_idle(out);
     return room(HP_REC_MAX + 64) ? hp_stacktab_intern(out, frames, n) : HPT_STACK_UNKNOWN;
 }
 
@@ -398,12 +384,6 @@ static void *cpu_main(void *arg) {
 
 // ---- set-up ------------------------------------------------------------------------------------
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static const char *refusal(int err) {
     switch (err) {
     case EACCES:
@@ -553,7 +533,7 @@ void hp_cpu_start(void) {
     hz = hp_config.cpu_hz;
     source = HPT_CPU_OFF;
     n_samples = n_lost = 0;
-    mono_to_rel = mono_ns() - hp_state_now();
+    mono_to_rel = hp_clock_mono_ns() - hp_state_now();
     out_enc = (hpt_dstate_t){0};
     atomic_store(&go, 0);
     atomic_store(&stop_req, false);

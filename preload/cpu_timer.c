@@ -11,6 +11,7 @@
 // missing (the sampling thread computes it for the next ones).
 #include "cpu_timer.h"
 
+#include "clock.h"
 #include "guard.h"
 #include "mem.h"
 #include "unwind.h"
@@ -68,9 +69,7 @@ static void on_signal(int signo, siginfo_t *si, void *ucv) {
     hp_tls_guard = 1;
     slot_t *sl = &slots[c & (N_SLOTS - 1)];
     const ucontext_t *uc = ucv;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    sl->s.time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    sl->s.time_ns = hp_clock_mono_ns(); // CLOCK_MONOTONIC, as perf's samples (async-signal-safe)
     sl->s.tid = (uint32_t)si->si_value.sival_int;
 #if defined(__x86_64__)
     sl->s.n_frames = hp_unwind_signal((uint64_t)uc->uc_mcontext.gregs[REG_RIP],

@@ -3,7 +3,8 @@
 // host's, no locks on the hot path; rare work (first event of a thread, new stack) is out of
 // line.
 //
-// Budget (issue #7), measured with callgrind on bench c_churn (~22-frame stacks), instructions
+// Budget (issue #7), measured with callgrind on bench c_churn (9-16 frames from malloc to _start,
+// plus the shim's own), instructions
 // per malloc/free pair on the app thread: unwind_cfi walk ~360 (two checked words per reused
 // frame), bytes touched ~300, record/encode/append ~270, stack lookup ~130 when the stack
 // changed (0 when the walk says it did not), plus two clock reads (TSC, ~10 ns each; clock.h).
@@ -37,23 +38,6 @@ static void make_exit_key(void) {
     pthread_key_create(&exit_key, hp_record_thread_exit);
 }
 
-// Marks the thread busy, then reads the clock: the order the writer's watermark relies on
-// (docs/trace-format.md#merge).
-static inline uint64_t busy_now(hp_ring_t *r) {
-    atomic_store_explicit(&r->busy, 1, memory_order_relaxed);
-    atomic_signal_fence(memory_order_seq_cst);
-    uint64_t t = hp_state_now();
-    // times stay in order per thread when the clock switches to the TSC, which lags (clock.h)
-    uint64_t last = atomic_load_explicit(&r->last_t, memory_order_relaxed);
-    if (HP_UNLIKELY(t < last))
-        t = last;
-    atomic_store_explicit(&r->last_t, t, memory_order_relaxed);
-    return t;
-}
-
-static inline void idle(hp_ring_t *r) {
-    atomic_store_explicit(&r->busy, 0, memory_order_release);
-}
 
 static void emit_to_ring(void *ctx, const uint8_t *rec, size_t len) {
     hp_tbuf_append(ctx, rec, len);
@@ -77,7 +61,7 @@ HP_NOINLINE HP_COLD static hp_ring_t *thread_start_slow(void) {
     prctl(PR_GET_NAME, name, 0, 0, 0);
     size_t len = strnlen(name, 16);
     uint8_t buf[40], *p = buf;
-    uint64_t t = busy_now(r);
+    uint64_t t = hp_tbuf_busy_now(r);
     *p++ = HPT_REC_THREAD_START;
     p = hpt_put_varint(p, t - hp_tls_enc.time_ns);
     hp_tls_enc.time_ns = t;
@@ -85,7 +69,7 @@ HP_NOINLINE HP_COLD static hp_ring_t *thread_start_slow(void) {
     memcpy(p, name, len);
     p += len;
     hp_tbuf_append(r, buf, (size_t)(p - buf));
-    idle(r);
+    hp_tbuf_idle(r);
     return r;
 }
 
@@ -137,7 +121,7 @@ void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align) {
         return;
     if (hp_config.touch && tag != HPT_REC_CALLOC)
         hp_touch_fill((void *)ptr, hp_touch_usable(ptr), 0);
-    uint64_t t = busy_now(r);
+    uint64_t t = hp_tbuf_busy_now(r);
     uint32_t stack = capture_stack(r, t);
     uint8_t buf[64], *p = buf;
     *p++ = tag;
@@ -148,7 +132,7 @@ void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align) {
     if (tag == HPT_REC_ALIGNED)
         p = hpt_put_varint(p, align);
     hp_tbuf_append(r, buf, (size_t)(p - buf));
-    idle(r);
+    hp_tbuf_idle(r);
 }
 
 static inline void measure(const void *ptr, hp_touch_t *t) {
@@ -167,14 +151,14 @@ void hp_record_free(const void *ptr) {
         return;
     hp_touch_t touch;
     measure(ptr, &touch);
-    uint64_t t = busy_now(r);
+    uint64_t t = hp_tbuf_busy_now(r);
     uint8_t buf[48], *p = buf;
     *p++ = HPT_REC_FREE;
     p = put_time(p, t);
     p = put_addr(p, (uint64_t)(uintptr_t)ptr);
     p = put_touch(p, &touch);
     hp_tbuf_append(r, buf, (size_t)(p - buf));
-    idle(r);
+    hp_tbuf_idle(r);
 }
 
 uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable) {
@@ -186,7 +170,7 @@ uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable) {
     // it is freed. Measuring every step would make a realloc-by-one loop quadratic.
     if (old && hp_config.touch)
         *old_usable = hp_touch_usable(old);
-    return busy_now(r);
+    return hp_tbuf_busy_now(r);
 }
 
 void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, const void *ptr,
@@ -204,7 +188,7 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
             p = hpt_put_touch(p, -1, 0, 0);
             hp_tbuf_append(r, buf, (size_t)(p - buf));
         }
-        idle(r);
+        hp_tbuf_idle(r);
         return;
     }
     if (hp_config.touch) // realloc kept min(old usable, size) bytes; the rest is new to the program
@@ -222,7 +206,7 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
     p = put_addr(p, (uint64_t)(uintptr_t)ptr);
     p = hpt_put_varint(p, size);
     hp_tbuf_append(r, buf, (size_t)(p - buf));
-    idle(r);
+    hp_tbuf_idle(r);
 }
 
 void hp_record_thread_exit(void *arg) {
@@ -232,11 +216,11 @@ void hp_record_thread_exit(void *arg) {
     int entered = hp_guard_enter();
     if (hp_state_is_on()) {
         uint8_t buf[16], *p = buf;
-        uint64_t t = busy_now(r);
+        uint64_t t = hp_tbuf_busy_now(r);
         *p++ = HPT_REC_THREAD_END;
         p = put_time(p, t);
         hp_tbuf_append(r, buf, (size_t)(p - buf));
-        idle(r);
+        hp_tbuf_idle(r);
     }
     atomic_store_explicit(&r->closed, 1, memory_order_release);
     if (entered)

@@ -31,10 +31,6 @@ static _Atomic bool early_started; // recording set up (maybe before our constru
 static bool ctor_done;             // the constructor opened the trace (or gave up)
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static uint64_t mono_ns(void) {
-    return hp_clock_mono_ns();
-}
-
 uint64_t hp_state_now(void) {
     // the TSC clock starts a little behind the vDSO's (clock.h): never before the start
     uint64_t t = hp_clock_ns();
@@ -193,7 +189,7 @@ static void fork_child(void) {
     hp_record_fork_child();
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     start_lock = fresh;
-    start_ns = mono_ns();
+    start_ns = hp_clock_mono_ns();
 }
 
 void hp_state_before_exec(void) {
@@ -212,7 +208,7 @@ static void setup_recording(void) {
         return;
     hp_real_resolve();
     hp_config_load();
-    start_ns = mono_ns();
+    start_ns = hp_clock_mono_ns();
     if (!hp_config.enabled || !hp_real.malloc) {
         atomic_store(&hp_state, HP_STATE_DISABLED);
         return;

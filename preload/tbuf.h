@@ -8,6 +8,7 @@
 #include "compiler.h"
 #include "format/hpt_codec.h"
 #include "resolve.h"
+#include "state.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -69,6 +70,26 @@ extern _Atomic uint32_t hp_tbuf_wake_word;
 // Waits until n bytes fit; false if they never will (shim disabled, writer stalled). Cold.
 bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n);
 void hp_tbuf_nudge_slow(hp_ring_t *r);
+
+// Marks the ring's owner busy, then takes the time of its next record: the order the writer's
+// watermark relies on (docs/trace-format.md#merge). The time never goes back from the ring's
+// previous one, also when the clock switches to the TSC, which starts a little behind
+// (clock.h). Hot path.
+static inline uint64_t hp_tbuf_busy_now(hp_ring_t *r) {
+    atomic_store_explicit(&r->busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    uint64_t t = hp_state_now();
+    uint64_t last = atomic_load_explicit(&r->last_t, memory_order_relaxed);
+    if (HP_UNLIKELY(t < last))
+        t = last;
+    atomic_store_explicit(&r->last_t, t, memory_order_relaxed);
+    return t;
+}
+
+// The owner committed everything it timed.
+static inline void hp_tbuf_idle(hp_ring_t *r) {
+    atomic_store_explicit(&r->busy, 0, memory_order_release);
+}
 
 // Appends one whole record and publishes it. Hot path. Returns false if the record was dropped.
 static inline bool hp_tbuf_append(hp_ring_t *r, const uint8_t *rec, size_t n) {

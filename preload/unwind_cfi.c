@@ -552,40 +552,6 @@ static inline uint64_t sample_cfa(rule_t r, uint64_t sp, uint64_t bp, bool *bp_o
     return cfa;
 }
 
-uint32_t hp_unwind_copy(uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t *stack,
-                        uint64_t len, uint64_t *out, uint32_t max) {
-    const uint64_t sp0 = sp;
-    // A rule is keyed by a return address and describes pc - 1; keying the interrupted ip as
-    // ip + 1 gets the rule at ip itself, which is what the innermost frame needs.
-    uint64_t pc = ip + 1;
-    bool bp_ok = true;
-    uint32_t n = 0;
-    while (n < max) {
-        out[n++] = pc;
-        rule_t r = rule_for(pc);
-        uint64_t cfa = sample_cfa(r, sp, bp, &bp_ok);
-        if (!cfa)
-            break;
-        uint64_t ra;
-        if (!copy_load(stack, sp0, len, cfa + (uint64_t)(int64_t)r.ra_off, &ra))
-            break;
-        if (r.flags & RULE_BP_SAVED) {
-            uint64_t at = cfa + (uint64_t)(int64_t)r.bp_off;
-            // A save slot below sp: an epilogue already popped rbp (GCC's CFI keeps it "saved"
-            // until the ret), so the register holds the caller's value; the live walk reads
-            // the stale slot, the copy does not have it.
-            if (at >= sp && !copy_load(stack, sp0, len, at, &bp))
-                break;
-            bp_ok = true;
-        }
-        sp = cfa;
-        pc = ra;
-        if (pc == 0)
-            break;
-    }
-    return n;
-}
-
 // The shared table only: no thread cache (the interrupted code may be using it), no libdw.
 // Sets *missing and returns a STOP rule when pc has no rule yet.
 static rule_t rule_known(uint64_t pc, bool *missing) {
@@ -602,28 +568,51 @@ static rule_t rule_known(uint64_t pc, bool *missing) {
     return (rule_t){.flags = RULE_STOP};
 }
 
-uint32_t hp_unwind_signal(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t *out, uint32_t max,
-                          uint64_t *want_pc) {
-    uint64_t pc = ip + 1; // as in hp_unwind_copy
+// The walk of a CPU sample, for both of its sources. from_copy (stack[0..len) from sp up):
+// rules computed as needed, memory read only inside the copy. Without (a signal handler on the
+// live stack): rules from the shared table only, the first pc without one ends the walk and is
+// left in *want_pc. Inlined into each caller, so each gets its own straight loop.
+static inline __attribute__((always_inline)) uint32_t
+walk_sample(bool from_copy, uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t *stack,
+            uint64_t len, uint64_t *out, uint32_t max, uint64_t *want_pc) {
+    const uint64_t sp0 = sp;
+    // A rule is keyed by a return address and describes pc - 1; keying the interrupted ip as
+    // ip + 1 gets the rule at ip itself, which is what the innermost frame needs.
+    uint64_t pc = ip + 1;
     bool bp_ok = true;
     uint32_t n = 0;
-    *want_pc = 0;
     while (n < max) {
         out[n++] = pc;
-        bool missing = false;
-        rule_t r = rule_known(pc, &missing);
-        if (missing) {
-            *want_pc = pc;
-            break;
+        rule_t r;
+        if (from_copy) {
+            r = rule_for(pc);
+        } else {
+            bool missing = false;
+            r = rule_known(pc, &missing);
+            if (missing) {
+                *want_pc = pc;
+                break;
+            }
         }
         uint64_t cfa = sample_cfa(r, sp, bp, &bp_ok);
         if (!cfa)
             break;
-        uint64_t ra = *(const uint64_t *)(uintptr_t)(cfa + (uint64_t)(int64_t)r.ra_off);
+        uint64_t ra, at = cfa + (uint64_t)(int64_t)r.ra_off;
+        if (from_copy && !copy_load(stack, sp0, len, at, &ra))
+            break;
+        if (!from_copy)
+            ra = *(const uint64_t *)(uintptr_t)at;
         if (r.flags & RULE_BP_SAVED) {
-            uint64_t at = cfa + (uint64_t)(int64_t)r.bp_off;
-            if (at >= sp) // below sp: popped already (see hp_unwind_copy)
-                bp = *(const uint64_t *)(uintptr_t)at;
+            at = cfa + (uint64_t)(int64_t)r.bp_off;
+            // A save slot below sp: an epilogue already popped rbp (GCC's CFI keeps it "saved"
+            // until the ret), so the register holds the caller's value; the live walk would
+            // read a stale slot, the copy does not have it.
+            if (at >= sp) {
+                if (from_copy && !copy_load(stack, sp0, len, at, &bp))
+                    break;
+                if (!from_copy)
+                    bp = *(const uint64_t *)(uintptr_t)at;
+            }
             bp_ok = true;
         }
         sp = cfa;
@@ -632,6 +621,18 @@ uint32_t hp_unwind_signal(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t *out, 
             break;
     }
     return n;
+}
+
+uint32_t hp_unwind_copy(uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t *stack,
+                        uint64_t len, uint64_t *out, uint32_t max) {
+    uint64_t unused;
+    return walk_sample(true, ip, sp, bp, stack, len, out, max, &unused);
+}
+
+uint32_t hp_unwind_signal(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t *out, uint32_t max,
+                          uint64_t *want_pc) {
+    *want_pc = 0;
+    return walk_sample(false, ip, sp, bp, NULL, 0, out, max, want_pc);
 }
 
 void hp_unwind_prepare(uint64_t pc) {
