@@ -45,27 +45,34 @@ static bool kernel_uses_tsc(void) {
     return n >= 3 && !memcmp(buf, "tsc", 3) && (n == 3 || buf[3] == '\n');
 }
 
+static enum { FIRST, WAITING, DONE } phase = FIRST;
+static pair_t first;
+
+void hp_clock_start(void) {
+    if (phase == FIRST && hp_config.clock_tsc) {
+        first = take_pair();
+        phase = first.tsc ? WAITING : DONE;
+    }
+}
+
 void hp_clock_calibrate(void) {
-    static enum { FIRST, WAITING, DONE } phase = FIRST;
-    static pair_t a;
-    if (phase == DONE)
+    static bool checked;
+    if (phase != WAITING)
         return;
-    if (phase == FIRST) {
-        if (!hp_config.clock_tsc || !kernel_uses_tsc()) {
+    if (!checked) {
+        checked = true;
+        if (!kernel_uses_tsc()) {
             phase = DONE;
             return;
         }
-        a = take_pair();
-        phase = a.tsc ? WAITING : DONE;
-        return;
     }
-    if (hp_clock_mono_ns() - a.ns < HP_CLOCK_CALIBRATE_NS)
+    if (hp_clock_mono_ns() - first.ns < HP_CLOCK_CALIBRATE_NS)
         return;
     phase = DONE;
     pair_t b = take_pair();
-    if (b.tsc <= a.tsc || b.ns <= a.ns)
+    if (b.tsc <= first.tsc || b.ns <= first.ns)
         return;
-    uint64_t ticks = b.tsc - a.tsc, ns = b.ns - a.ns;
+    uint64_t ticks = b.tsc - first.tsc, ns = b.ns - first.ns;
     // 0.1 to 20 ticks a nanosecond (100 MHz to 20 GHz), or the pairs are nonsense
     if (ticks < ns / 10 || ticks > ns * 20 || ns >= (1ull << 31) * 8)
         return;
@@ -75,5 +82,6 @@ void hp_clock_calibrate(void) {
     atomic_store_explicit(&hp_tsc_clock_on, true, memory_order_release);
 }
 #else
+void hp_clock_start(void) {}
 void hp_clock_calibrate(void) {}
 #endif

@@ -53,11 +53,17 @@ static inline uint64_t hp_clock_ns(void) {
     return hp_clock_mono_ns();
 }
 
-// The writer calls this every round: the first call takes a (TSC, CLOCK_MONOTONIC) pair, a call
-// at least HP_CLOCK_CALIBRATE_NS later a second one and publishes the TSC clock. Does nothing
-// with HEAPPROF_CLOCK=mono, off x86-64, or when the kernel does not use the TSC as its
-// clocksource (it then found it unstable or unsynchronized between CPUs). Cold.
-#define HP_CLOCK_CALIBRATE_NS 50000000u
+// Takes the first (TSC, CLOCK_MONOTONIC) pair: called once when recording starts, unless
+// HEAPPROF_CLOCK=mono. Cheap (7 tries of ~30 ns).
+void hp_clock_start(void);
+
+// The writer calls this every round: the first round at least HP_CLOCK_CALIBRATE_NS after
+// hp_clock_start takes a second pair and publishes the TSC clock. Never does when off x86-64 or
+// when the kernel does not use the TSC as its clocksource (it then found it unstable or
+// unsynchronized between CPUs; checked on the writer's first call). 10 ms: the pairs' error
+// (half their ~30 ns bracket each) makes the rate good to ~3 ppm, and the app threads read the
+// slower vDSO clock only that long. Cold.
+#define HP_CLOCK_CALIBRATE_NS 10000000u
 void hp_clock_calibrate(void);
 
 // A fork child keeps the parent's calibration (same machine, same counter): nothing to do.

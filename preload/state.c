@@ -209,6 +209,7 @@ static void setup_recording(void) {
     hp_real_resolve();
     hp_config_load();
     start_ns = hp_clock_mono_ns();
+    hp_clock_start();
     if (!hp_config.enabled || !hp_real.malloc) {
         atomic_store(&hp_state, HP_STATE_DISABLED);
         return;

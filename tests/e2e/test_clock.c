@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Event times against the program's own CLOCK_MONOTONIC (docs/design.md, "The clock"): a block
 // the program kept for a time it measured itself must live that long in the report, with the
-// default clock (the TSC once its rate is measured, ~50 ms into the run) and with
+// default clock (the TSC once its rate is measured, ~10 ms into the run) and with
 // HEAPPROF_CLOCK=mono. A wrong TSC rate or a jump at the switch shows as a wrong lifetime.
 #include "spawn.h"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Blocks whose lives the program times itself with CLOCK_MONOTONIC, long enough to span the
-// shim's switch from the vDSO clock to the TSC (clock.h: after ~50 ms) and many flushes. Prints
+// shim's switch from the vDSO clock to the TSC (clock.h: after ~10 ms) and many flushes. Prints
 // "NAME INNER OUTER" per block, in ns: from just after its malloc returned to just before its
 // free, and from just before the malloc to just after the free. The shim's times lie between.
 #include <stdint.h>
