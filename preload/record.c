@@ -123,7 +123,8 @@ void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align) {
         hp_touch_fill((void *)ptr, hp_touch_usable(ptr), 0);
     uint64_t t = hp_tbuf_busy_now(r);
     uint32_t stack = capture_stack(r, t);
-    uint8_t buf[64], *p = buf;
+    uint8_t buf[64], *in_ring = hp_tbuf_reserve(r, sizeof buf);
+    uint8_t *start = in_ring ? in_ring : buf, *p = start;
     *p++ = tag;
     p = put_time(p, t);
     p = hpt_put_varint(p, stack);
@@ -131,7 +132,10 @@ void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align) {
     p = hpt_put_varint(p, size);
     if (tag == HPT_REC_ALIGNED)
         p = hpt_put_varint(p, align);
-    hp_tbuf_append(r, buf, (size_t)(p - buf));
+    if (HP_LIKELY(in_ring))
+        hp_tbuf_commit(r, (size_t)(p - start));
+    else
+        hp_tbuf_append(r, buf, (size_t)(p - buf));
     hp_tbuf_idle(r);
 }
 
@@ -152,12 +156,16 @@ void hp_record_free(const void *ptr) {
     hp_touch_t touch;
     measure(ptr, &touch);
     uint64_t t = hp_tbuf_busy_now(r);
-    uint8_t buf[48], *p = buf;
+    uint8_t buf[48], *in_ring = hp_tbuf_reserve(r, sizeof buf);
+    uint8_t *start = in_ring ? in_ring : buf, *p = start;
     *p++ = HPT_REC_FREE;
     p = put_time(p, t);
     p = put_addr(p, (uint64_t)(uintptr_t)ptr);
     p = put_touch(p, &touch);
-    hp_tbuf_append(r, buf, (size_t)(p - buf));
+    if (HP_LIKELY(in_ring))
+        hp_tbuf_commit(r, (size_t)(p - start));
+    else
+        hp_tbuf_append(r, buf, (size_t)(p - buf));
     hp_tbuf_idle(r);
 }
 

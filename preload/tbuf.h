@@ -91,6 +91,29 @@ static inline void hp_tbuf_idle(hp_ring_t *r) {
     atomic_store_explicit(&r->busy, 0, memory_order_release);
 }
 
+// Where the owner may encode its next record, of at most max bytes, straight into the ring:
+// room for max bytes without a wrap. NULL: encode aside and use hp_tbuf_append. Nothing may be
+// appended between this and hp_tbuf_commit. Hot path: a record encoded byte by byte on the
+// stack and then copied was read back with vector loads, a store-forwarding stall per event.
+static inline uint8_t *hp_tbuf_reserve(hp_ring_t *r, size_t max) {
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+    uint32_t off = (uint32_t)h & (r->cap - 1);
+    if (HP_UNLIKELY(h + max - t > r->cap || max > r->cap - off))
+        return NULL;
+    return r->data + off;
+}
+
+// Publishes the n bytes written at hp_tbuf_reserve's pointer.
+static inline void hp_tbuf_commit(hp_ring_t *r, size_t n) {
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    atomic_store_explicit(&r->head, h + n, memory_order_release);
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    if (HP_UNLIKELY(h + n - t > r->cap / 2) &&
+        !atomic_load_explicit(&r->wake_pending, memory_order_relaxed))
+        hp_tbuf_nudge_slow(r);
+}
+
 // Appends one whole record and publishes it. Hot path. Returns false if the record was dropped.
 static inline bool hp_tbuf_append(hp_ring_t *r, const uint8_t *rec, size_t n) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
