@@ -382,9 +382,13 @@ walk(walk_log_t *cur, walk_log_t *prev) {
             if (own == i && prev->own > j)
                 own = i + (prev->own - j); // the shim's frames continue into the reused part
             if (i == j) {
-                // same depth: move the few fresh frames into prev instead of the shared ones here
-                memcpy(prev->s, cur->s, i * sizeof(step_t));
-                memcpy(prev->flags, cur->flags, i);
+                // same depth: move the few fresh frames into prev instead of the shared ones
+                // here; a loop, since memcpy of a few bytes became rep movsb, slow to start and
+                // a store-forwarding stall for the flags read just after
+                for (uint32_t k = 0; k < i; k++) {
+                    prev->s[k] = cur->s[k];
+                    prev->flags[k] = cur->flags[k];
+                }
                 i = prev->n;
                 cur = prev;
             } else {
