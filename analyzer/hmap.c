@@ -120,14 +120,43 @@ void hmap_init(hmap_t *h, size_t value_bytes) {
 }
 
 void hmap_fini(hmap_t *h) {
+    if (h->over) {
+        hmap_fini(h->over);
+        free(h->over);
+    }
     free(h->slots);
     free(h->zero_value);
     memset(h, 0, sizeof *h);
 }
 
+// ---- ordered mode: one slot per key, the displaced beside (hmap_init_ordered) ----
+
+static inline uint64_t *direct_slot(const hmap_t *h, uint64_t key) {
+    return h->slots + ((size_t)key & (h->cap - 1)) * h->stride;
+}
+
+// Puts key and its value words into the overflow table.
+static void to_overflow(hmap_t *h, uint64_t key, const uint64_t *value) {
+    if (!h->over) {
+        h->over = xmalloc(sizeof *h->over);
+        hmap_init(h->over, h->value_bytes);
+    }
+    copy_words(hmap_put(h->over, key, NULL), value, h->stride - 1);
+    if (key > h->over_max)
+        h->over_max = key;
+}
+
+static inline void *over_get(const hmap_t *h, uint64_t key) {
+    return h->over && key <= h->over_max ? hmap_get(h->over, key) : NULL;
+}
+
 void *hmap_get(const hmap_t *h, uint64_t key) {
     if (key == 0)
         return h->has_zero ? h->zero_value : NULL;
+    if (h->ordered) {
+        uint64_t *s = direct_slot(h, key);
+        return s[0] == key ? s + 1 : over_get(h, key);
+    }
     size_t mask = h->cap - 1;
     for (size_t i = home(h, key);; i = (i + 1) & mask) {
         uint64_t *s = h->slots + i * h->stride;
@@ -138,39 +167,66 @@ void *hmap_get(const hmap_t *h, uint64_t key) {
     }
 }
 
-// Rebuilds the table with new_cap slots (the home rule may have changed).
+// Puts key and its value words into a table being rebuilt: its slot in ordered mode (a taken
+// slot sends the newcomer beside), the end of its probe run otherwise.
+static void place(hmap_t *h, uint64_t key, const uint64_t *value) {
+    uint64_t *s;
+    if (h->ordered) {
+        s = direct_slot(h, key);
+        if (s[0] != 0) {
+            to_overflow(h, key, value);
+            return;
+        }
+    } else {
+        size_t mask = h->cap - 1, i = home(h, key);
+        while (h->slots[i * h->stride] != 0)
+            i = (i + 1) & mask;
+        s = h->slots + i * h->stride;
+    }
+    s[0] = key;
+    copy_words(s + 1, value, h->stride - 1);
+}
+
+// Rebuilds the table with new_cap slots (the home rule may have changed), overflow included.
 static void rehash(hmap_t *h, size_t new_cap) {
     uint64_t *old = h->slots;
-    size_t old_cap = h->cap;
+    size_t old_cap = h->cap, stride = h->stride;
+    hmap_t *old_over = h->over;
+    h->over = NULL;
+    h->over_max = 0;
     table_alloc(h, new_cap);
-    size_t mask = h->cap - 1, stride = h->stride;
-    for (size_t j = 0; j < old_cap; j++) {
-        const uint64_t *s = old + j * stride;
-        if (s[0] == 0)
-            continue;
-        size_t i = home(h, s[0]);
-        while (h->slots[i * stride] != 0)
-            i = (i + 1) & mask;
-        copy_words(h->slots + i * stride, s, stride);
-    }
+    for (size_t j = 0; j < old_cap; j++)
+        if (old[j * stride] != 0)
+            place(h, old[j * stride], old + j * stride + 1);
     free(old);
+    if (old_over) {
+        size_t it = 0;
+        uint64_t key;
+        const uint64_t *v;
+        while ((v = hmap_next(old_over, &it, &key)))
+            place(h, key, v);
+        hmap_fini(old_over);
+        free(old_over);
+    }
 }
 
 static void grow(hmap_t *h) { rehash(h, h->cap * 2); }
 
-// Ordered mode pays off while probe runs stay short on average: old survivors of an earlier
-// lap of the key space push the run of recent keys along, and a free order far from the
-// allocation order makes that displacement grow. Judged per window of insertions, so a forged
-// trace can at most make each insertion of a window cost HMAP_ORDERED_RUN_MAX steps.
-static bool ordered_too_slow(hmap_t *h, size_t run) {
-    h->ordered_steps += run;
-    if (run > HMAP_ORDERED_RUN_MAX * 64)
-        return true;
-    if (++h->ordered_puts < 65536)
-        return false;
-    bool slow = h->ordered_steps > (uint64_t)h->ordered_puts * HMAP_ORDERED_RUN_MAX / 4;
-    h->ordered_steps = h->ordered_puts = 0;
-    return slow;
+// Ordered mode pays off while few keys are displaced. When they outnumber half of all keys, the
+// keys are not consecutive enough for the capacity: double it while that keeps the table within
+// 4 slots a key, else switch to the scrambling hash for good. A rebuild happens at most once
+// per doubling of the displaced keys, so a forged trace cannot make the table quadratic.
+static bool too_displaced(const hmap_t *h) {
+    return h->over && h->over->n > (h->n - h->has_zero) / 2 + 64;
+}
+
+static void redistribute(hmap_t *h) {
+    if (h->cap < 4 * (h->n - h->has_zero)) {
+        rehash(h, h->cap * 2);
+    } else {
+        h->ordered = false;
+        rehash(h, h->cap);
+    }
 }
 
 void hmap_init_ordered(hmap_t *h, size_t value_bytes) {
@@ -191,8 +247,34 @@ void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {
         return h->zero_value;
     }
     size_t mask = h->cap - 1, stride = h->stride;
-    size_t i = home(h, key), run = 0;
-    for (;; i = (i + 1) & mask, run++) {
+    if (h->ordered) {
+        uint64_t *s = direct_slot(h, key);
+        void *v = s[0] == key ? s + 1 : over_get(h, key);
+        if (v) {
+            if (existed)
+                *existed = true;
+            return v;
+        }
+        if (h->n - h->has_zero + 1 > h->grow_at || too_displaced(h)) {
+            if (h->n - h->has_zero + 1 > h->grow_at)
+                grow(h);
+            else
+                redistribute(h);
+            return hmap_put(h, key, existed);
+        }
+        if (existed)
+            *existed = false;
+        if (s[0] != 0) {
+            // the slot's key was made earlier and lives on: it moves beside
+            to_overflow(h, s[0], s + 1);
+        }
+        s[0] = key;
+        zero_words(s + 1, stride - 1);
+        h->n++;
+        return s + 1;
+    }
+    size_t i = home(h, key);
+    for (;; i = (i + 1) & mask) {
         uint64_t *s = h->slots + i * stride;
         if (s[0] == key) {
             if (existed)
@@ -201,12 +283,6 @@ void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {
         }
         if (s[0] == 0)
             break;
-    }
-    if (h->ordered && ordered_too_slow(h, run)) {
-        // the keys do not come in order: scramble them from now on
-        h->ordered = false;
-        rehash(h, h->cap);
-        return hmap_put(h, key, existed);
     }
     if (existed)
         *existed = false;
@@ -234,6 +310,24 @@ bool hmap_take(hmap_t *h, uint64_t key, void *out) {
         return true;
     }
     size_t mask = h->cap - 1, stride = h->stride;
+    if (h->ordered) {
+        uint64_t *d = direct_slot(h, key);
+        if (d[0] != key) {
+            if (!h->over || key > h->over_max || !hmap_take(h->over, key, out))
+                return false;
+            h->n--;
+            return true;
+        }
+        if (out) {
+            if (h->value_bytes % 8 == 0)
+                copy_words(out, d + 1, stride - 1);
+            else
+                memcpy(out, d + 1, h->value_bytes);
+        }
+        d[0] = 0;
+        h->n--;
+        return true;
+    }
     size_t i = home(h, key);
     uint64_t *s;
     for (;; i = (i + 1) & mask) {
@@ -267,7 +361,7 @@ bool hmap_take(hmap_t *h, uint64_t key, void *out) {
 }
 
 void *hmap_next(const hmap_t *h, size_t *it, uint64_t *key) {
-    // *it = 0 is the zero key, then slot i is *it = i + 1
+    // *it = 0 is the zero key, then slot i is *it = i + 1, then the overflow's own iteration
     if (*it == 0) {
         *it = 1;
         if (h->has_zero) {
@@ -283,5 +377,10 @@ void *hmap_next(const hmap_t *h, size_t *it, uint64_t *key) {
             return s + 1;
         }
     }
-    return NULL;
+    if (!h->over)
+        return NULL;
+    size_t over_it = *it - 1 - h->cap;
+    void *v = hmap_next(h->over, &over_it, key);
+    *it = over_it + 1 + h->cap;
+    return v;
 }

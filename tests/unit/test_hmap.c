@@ -151,10 +151,10 @@ Test(hmap, delete_everything_leaves_it_empty_and_usable) {
     hmap_fini(&h);
 }
 
-// Ordered tables: serial-like keys made in order and mostly freed in order keep the cheap home
-// rule and every value; keys that collide under it (addresses, blocks freed in random order, a
-// forged trace) switch the table to the scrambling hash without losing anything and without
-// quadratic time.
+// Ordered tables: serial-like keys keep one slot each (the displaced beside) and every value,
+// whether they die in order or at random; keys that collide under the slot rule (addresses,
+// a forged trace) switch the table to the scrambling hash without losing anything, without
+// quadratic time, and within a few slots a key.
 static void ordered_churn(uint64_t (*key_of)(uint64_t), bool fifo, int expect_ordered) {
     enum { LIVE = 3000, OPS = 300000 };
     hmap_t h;
@@ -184,6 +184,9 @@ static void ordered_churn(uint64_t (*key_of)(uint64_t), bool fifo, int expect_or
     }
     if (expect_ordered >= 0) // -1: either is right; what counts is that nothing was lost
         cr_assert_eq(h.ordered, expect_ordered);
+    cr_assert_leq(h.cap, 8 * LIVE, "%zu slots for %d keys", h.cap, LIVE);
+    if (h.ordered)
+        cr_assert(!h.over || h.over->n <= LIVE / 2 + 64, "%zu of %d keys displaced", h.over->n, LIVE);
     hmap_fini(&h);
 }
 
@@ -192,11 +195,49 @@ static uint64_t address(uint64_t n) { return 0x7f0000000000ull + n * 16; }
 static uint64_t colliding(uint64_t n) { return n << 24; } // every key on one home slot
 
 Test(hmap, ordered_keys_freed_in_order_stay_ordered) { ordered_churn(serial, true, true); }
-Test(hmap, ordered_keys_freed_at_random_leave_ordered_mode) { ordered_churn(serial, false, false); }
+Test(hmap, ordered_keys_freed_at_random_stay_ordered) { ordered_churn(serial, false, true); }
 Test(hmap, address_keys_keep_every_value) {
     ordered_churn(address, false, -1);
     ordered_churn(address, true, -1);
 }
 Test(hmap, colliding_keys_leave_ordered_mode_in_time, .timeout = 20) {
     ordered_churn(colliding, false, false);
+}
+
+// Ordered mode's displaced keys (a later key took their slot) are found, counted, iterated once,
+// re-put as existing, and taken like any other.
+Test(hmap, ordered_displaced_keys_are_first_class) {
+    hmap_t h;
+    hmap_init_ordered(&h, sizeof(val_t));
+    enum { N = 20, D = 1024 };
+    // key k and k + D share a slot: k, made first, is displaced
+    for (uint64_t k = 1; k <= N; k++) {
+        ((val_t *)hmap_put(&h, k, NULL))->a = k;
+        ((val_t *)hmap_put(&h, k + D, NULL))->a = k + D;
+    }
+    cr_assert_eq(hmap_count(&h), 2 * N);
+    cr_assert(h.ordered && h.over && h.over->n == N, "the first keys are beside the table");
+    for (uint64_t k = 1; k <= N; k++) {
+        bool existed;
+        val_t *v = hmap_put(&h, k, &existed);
+        cr_assert(existed && v->a == k, "key %lu", (unsigned long)k);
+        cr_assert_eq(((val_t *)hmap_get(&h, k + D))->a, k + D);
+    }
+    uint8_t seen[N + D + 1] = {0};
+    size_t it = 0, n = 0;
+    uint64_t key;
+    val_t *v;
+    while ((v = hmap_next(&h, &it, &key))) {
+        cr_assert(key >= 1 && key <= N + D && v->a == key && !seen[key]++);
+        n++;
+    }
+    cr_assert_eq(n, 2 * N);
+    for (uint64_t k = 1; k <= N; k++) {
+        val_t out;
+        cr_assert(hmap_take(&h, k, &out) && out.a == k);
+        cr_assert_not(hmap_take(&h, k, &out));
+        cr_assert_null(hmap_get(&h, k));
+    }
+    cr_assert_eq(hmap_count(&h), N);
+    hmap_fini(&h);
 }
