@@ -13,6 +13,7 @@
 #include <string.h>
 
 #define HMAP_MIN_CAP 64u
+#define HMAP_SMALL_BYTES (2u << 20)
 
 static inline size_t home(const hmap_t *h, uint64_t key) {
     return h->ordered ? (size_t)key & (h->cap - 1) : (size_t)(hmap_hash(key) >> h->shift);
@@ -217,7 +218,13 @@ static void grow(hmap_t *h) { rehash(h, h->cap * 2); }
 // 4 slots a key, else switch to the scrambling hash for good. A rebuild happens at most once
 // per doubling of the displaced keys, so a forged trace cannot make the table quadratic.
 static bool too_displaced(const hmap_t *h) {
-    return h->over && h->over->n > (h->n - h->has_zero) / 2 + 64;
+    if (!h->over)
+        return false;
+    size_t n = h->n - h->has_zero;
+    // a table that fits in the cache doubles sooner: a displaced key costs a hash probe of the
+    // table beside (c_churn's 4,097 live blocks kept 25% there in 8 K slots, 2% in 16 K)
+    bool small = h->cap * h->stride * sizeof(uint64_t) < HMAP_SMALL_BYTES;
+    return h->over->n > (small ? n / 8 : n / 2) + 64;
 }
 
 static void redistribute(hmap_t *h) {
