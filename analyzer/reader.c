@@ -41,6 +41,7 @@ _Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
 typedef struct tqueue {
     uint32_t tid;
     bool ended;        // THREAD_END seen: its buffer is freed once drained
+    bool unsorted;     // a chunk began before the queue's last time (only a forged trace does)
     size_t thread_idx; // latest entry in r->threads for this tid, or SIZE_MAX
     reader_event_t *ev;
     size_t head, tail, cap;
@@ -555,6 +556,7 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
     tqueue_t *q = queue_for(r, heap ? HEAP_QUEUE_TID : h->tid);
     if (q->head == q->tail) {
         q->head = q->tail = 0;
+        q->unsorted = false;
     } else if (q->head > q->cap / 2) {
         // only here, before the chunk, may indices move: the rollback below relies on it
         memmove(q->ev, q->ev + q->head, (q->tail - q->head) * sizeof *q->ev);
@@ -760,6 +762,9 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
     if (heap ? !hpt_hcur_done(&cur) : p != end)
         goto bad;
     cpu_commit(r);
+    if (old_tail > q->head && q->tail > old_tail &&
+        q->ev[old_tail].time_ns < q->ev[old_tail - 1].time_ns)
+        q->unsorted = true;
     r->damage.late_events += late;
     r->n_buffered += q->tail - old_tail;
     r->n_reserved += q->cap - old_cap;
@@ -969,6 +974,12 @@ static void release(reader_t *r) {
             // (time, q->tid) < (bound time, bound tid), without a branch on the tie rule
             const uint64_t bt = bound->time_ns;
             const bool tie = q->tid < bound->tid;
+            // A queue's times never go down within a chunk (deltas are unsigned), so unless a
+            // chunk began before the one it follows, the last event below the bound means all
+            // are: the common case, a whole run without a look at each event.
+            const uint64_t last = q->ev[lim - 1].time_ns;
+            if (!q->unsorted && ((last < bt) | (tie & (last == bt))))
+                h = lim;
             while (h < lim && ((q->ev[h].time_ns < bt) | (tie & (q->ev[h].time_ns == bt))))
                 h++;
         }
@@ -985,6 +996,7 @@ static void release(reader_t *r) {
         q->head = h;
         if (q->head == q->tail) {
             q->head = q->tail = 0;
+            q->unsorted = false;
             if (!in_place && (q->ended || r->n_reserved > BUFFERED_MAX)) {
                 // its tid may be reused, but this thread will send nothing more; or a flood
                 // grew the buffers, and one kept per thread would add up

@@ -187,8 +187,9 @@ static inline thread_state_t *thread_state(replay_t *rp, uint32_t tid) {
 }
 
 // Saves the site's live counts for the current peak epoch before its first change in it.
-static inline void site_touch(replay_t *rp, site_acc_t *s) {
-    rp->last_site = (uint32_t)(s - rp->sites);
+// idx is s's index (taken as it is: from the pointer it cost a division by the record size).
+static inline void site_touch(replay_t *rp, site_acc_t *s, uint32_t idx) {
+    rp->last_site = idx;
     if (s->snap_epoch != rp->epoch) {
         s->snap_epoch = rp->epoch;
         s->snap_bytes = s->live_bytes;
@@ -198,7 +199,7 @@ static inline void site_touch(replay_t *rp, site_acc_t *s) {
 
 static void site_release(replay_t *rp, uint32_t idx, const live_block_t *b, uint64_t now) {
     site_acc_t *s = &rp->sites[idx];
-    site_touch(rp, s);
+    site_touch(rp, s, idx);
     s->live_bytes -= b->size;
     s->live_blocks--;
     s->birth_sum_ns -= b->time_ns;
@@ -268,7 +269,7 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
     b->stack = idx | BLOCK_COUNTED | (ev->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
 
     site_acc_t *s = &rp->sites[idx];
-    site_touch(rp, s);
+    site_touch(rp, s, idx);
     s->blocks++;
     s->bytes += size;
     s->live_bytes += size;

@@ -436,6 +436,30 @@ Test(reader, record_below_released_watermark_is_late_but_kept, .fini = cleanup) 
     tb_free(tb);
 }
 
+// A thread's chunk that begins before its previous chunk ended (a forged trace: the shim's
+// times only grow) must not let the queue's tail speak for all of it at the watermark: 30 waits
+// for thread 2's 28, as the merge order says.
+Test(reader, chunk_going_back_in_time_is_released_in_merge_order, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    thread_chunk(tb, 1, (uint64_t[]){10, 20, 30}, 3, false);
+    thread_chunk(tb, 1, (uint64_t[]){15, 25}, 2, false);
+    tb_sync(tb, 27);
+    thread_chunk(tb, 2, (uint64_t[]){28}, 1, false);
+    reader_t *r = open_built(tb);
+    evs_t e = read_all(r);
+    static const uint64_t want_t[] = {10, 20, 28, 30, 15, 25};
+    static const uint32_t want_tid[] = {1, 1, 2, 1, 1, 1};
+    cr_assert_eq(e.n, 6);
+    for (size_t i = 0; i < e.n; i++) {
+        cr_assert_eq(e.v[i].time_ns, want_t[i], "event %zu: time %lu", i,
+                     (unsigned long)e.v[i].time_ns);
+        cr_assert_eq(e.v[i].tid, want_tid[i], "event %zu", i);
+    }
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
 Test(reader, load_defs_reads_definitions_without_events, .fini = cleanup) {
     tb_t *tb = tb_new();
     tb_begin(tb, HPT_CHUNK_EVENTS, 1, 0, 0);
