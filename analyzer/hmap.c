@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Open addressing with linear probing and backward-shift deletion (Knuth 6.4 algorithm R).
-// Keys are heap addresses (multiples of 16) and small ids, so the hash must move entropy from
-// the middle bits to the top: multiply, keep the high bits (hmap_hash in the header, which also
-// keeps forged keys from piling up in one slot).
+// Open addressing with linear probing and backward-shift deletion (Knuth 6.4 algorithm R), and
+// for keys that come in order (hmap_init_ordered) one direct slot per key with a table of the
+// displaced beside. Keys are heap addresses (multiples of 16) and small ids, so the hash must
+// move entropy from the middle bits to the top: multiply, keep the high bits (hmap_hash in the
+// header, which also keeps forged keys from piling up in one slot).
 // Slots are whole 8-byte words and copied word by word: a runtime-sized memcpy per probe step
 // would be a libc call on the hottest path of the analyzer.
 #include "hmap.h"
@@ -262,11 +263,12 @@ void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {
                 *existed = true;
             return v;
         }
-        if (h->n - h->has_zero + 1 > h->grow_at || too_displaced(h)) {
-            if (h->n - h->has_zero + 1 > h->grow_at)
-                grow(h);
-            else
-                redistribute(h);
+        if (h->n - h->has_zero + 1 > h->grow_at) {
+            grow(h);
+            return hmap_put(h, key, existed);
+        }
+        if (too_displaced(h)) {
+            redistribute(h);
             return hmap_put(h, key, existed);
         }
         if (existed)

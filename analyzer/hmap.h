@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // hmap_t: open-addressing hash map from a uint64 key to a fixed-size value, stored inline.
 // Linear probing over a power-of-two table, deletion by backward shift (no tombstones), so a
-// table with millions of live blocks stays fast under endless alloc/free churn. Hot path of the
-// analyzer. Not thread-safe; one owner.
+// table with millions of live blocks stays fast under endless alloc/free churn; or, for keys
+// that come in order, one direct slot per key (hmap_init_ordered). Hot path of the analyzer.
+// Not thread-safe; one owner.
 #ifndef HEAPPROF_ANALYZER_HMAP_H
 #define HEAPPROF_ANALYZER_HMAP_H
 

@@ -47,7 +47,8 @@ static inline uint64_t hp_clock_ns(void) {
 #if defined(__x86_64__)
     if (HP_LIKELY(atomic_load_explicit(&hp_tsc_clock_on, memory_order_acquire))) {
         int64_t d = (int64_t)(__rdtsc() - hp_tsc_clock.base_tsc);
-        return hp_tsc_clock.base_ns + (uint64_t)(int64_t)(((hp_i128)d * (hp_i128)hp_tsc_clock.mult) >> 32);
+        int64_t ns = (int64_t)(((hp_i128)d * (hp_i128)hp_tsc_clock.mult) >> 32);
+        return hp_tsc_clock.base_ns + (uint64_t)ns;
     }
 #endif
     return hp_clock_mono_ns();

@@ -3,13 +3,12 @@
 // host's, no locks on the hot path; rare work (first event of a thread, new stack) is out of
 // line.
 //
-// Budget (issue #7), measured with callgrind on bench c_churn (9-16 frames from malloc to _start,
-// plus the shim's own), instructions
-// per malloc/free pair on the app thread: unwind_cfi walk ~360 (two checked words per reused
-// frame), bytes touched ~300, record/encode/append ~270, stack lookup ~130 when the stack
-// changed (0 when the walk says it did not), plus two clock reads (TSC, ~10 ns each; clock.h).
-// The writer thread adds ~470 more on the other core (merge, columns, zstd, crc). See
-// docs/design.md.
+// Budget (issue #7), measured with callgrind on bench c_churn (9-16 frames from malloc to
+// _start, plus the shim's own), instructions per malloc/free pair on the app thread: unwind_cfi
+// walk ~360 (two checked words per reused frame), bytes touched ~300, record/encode/append
+// ~270, stack lookup ~130 when the stack changed (0 when the walk says it did not), plus two
+// clock reads (TSC, ~10 ns each; clock.h). The writer thread adds ~470 more on the other core
+// (merge, columns, zstd, crc). See docs/design.md.
 #include "record.h"
 
 #include "config.h"
@@ -37,7 +36,6 @@ static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 static void make_exit_key(void) {
     pthread_key_create(&exit_key, hp_record_thread_exit);
 }
-
 
 static void emit_to_ring(void *ctx, const uint8_t *rec, size_t len) {
     hp_tbuf_append(ctx, rec, len);
@@ -115,6 +113,16 @@ static inline uint8_t *put_addr(uint8_t *p, uint64_t a) {
     return p;
 }
 
+// Publishes the record [start, end): encoded straight into the ring (in_ring, from
+// hp_tbuf_reserve) or aside, where there was no room for it there.
+static inline void publish(hp_ring_t *r, bool in_ring, const uint8_t *start,
+                           const uint8_t *end) {
+    if (HP_LIKELY(in_ring))
+        hp_tbuf_commit(r, (size_t)(end - start));
+    else
+        hp_tbuf_append(r, start, (size_t)(end - start));
+}
+
 void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align) {
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
@@ -132,10 +140,7 @@ void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align) {
     p = hpt_put_varint(p, size);
     if (tag == HPT_REC_ALIGNED)
         p = hpt_put_varint(p, align);
-    if (HP_LIKELY(in_ring))
-        hp_tbuf_commit(r, (size_t)(p - start));
-    else
-        hp_tbuf_append(r, buf, (size_t)(p - buf));
+    publish(r, in_ring != NULL, start, p);
     hp_tbuf_idle(r);
 }
 
@@ -162,10 +167,7 @@ void hp_record_free(const void *ptr) {
     p = put_time(p, t);
     p = put_addr(p, (uint64_t)(uintptr_t)ptr);
     p = put_touch(p, &touch);
-    if (HP_LIKELY(in_ring))
-        hp_tbuf_commit(r, (size_t)(p - start));
-    else
-        hp_tbuf_append(r, buf, (size_t)(p - buf));
+    publish(r, in_ring != NULL, start, p);
     hp_tbuf_idle(r);
 }
 
