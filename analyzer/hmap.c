@@ -308,6 +308,16 @@ void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {
     return s + 1;
 }
 
+// Copies a value taken out to out (if non-NULL).
+static inline void value_out(const hmap_t *h, void *out, const uint64_t *value) {
+    if (!out)
+        return;
+    if (h->value_bytes % 8 == 0)
+        copy_words(out, value, h->stride - 1);
+    else
+        memcpy(out, value, h->value_bytes);
+}
+
 bool hmap_take(hmap_t *h, uint64_t key, void *out) {
     if (key == 0) {
         if (!h->has_zero)
@@ -327,12 +337,7 @@ bool hmap_take(hmap_t *h, uint64_t key, void *out) {
             h->n--;
             return true;
         }
-        if (out) {
-            if (h->value_bytes % 8 == 0)
-                copy_words(out, d + 1, stride - 1);
-            else
-                memcpy(out, d + 1, h->value_bytes);
-        }
+        value_out(h, out, d + 1);
         d[0] = 0;
         h->n--;
         return true;
@@ -346,12 +351,7 @@ bool hmap_take(hmap_t *h, uint64_t key, void *out) {
         if (s[0] == 0)
             return false;
     }
-    if (out) {
-        if (h->value_bytes % 8 == 0)
-            copy_words(out, s + 1, stride - 1);
-        else
-            memcpy(out, s + 1, h->value_bytes);
-    }
+    value_out(h, out, s + 1);
     h->n--;
     // Backward shift: pull later members of the probe run into the hole when their home slot
     // does not lie cyclically in (hole, j]; stop at the first empty slot.
