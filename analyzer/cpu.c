@@ -5,6 +5,7 @@
 // display name, so a function inlined in several places is one row.
 #include "cpu.h"
 
+#include "hmap.h"
 #include "out.h"
 #include "sites.h"
 #include "xalloc.h"
@@ -137,12 +138,52 @@ static const char *fn_location(const symbolize_frame_t *f, char *buf, size_t cap
 
 typedef struct name_count {
     const char *name;
-    const char *location;
+    const char *location; // of the first frame that had this name
     uint64_t self, total;
 } name_count_t;
 
-static int cmp_name(const void *a, const void *b) {
-    return strcmp(((const name_count_t *)a)->name, ((const name_count_t *)b)->name);
+// Rows by display name. A report resolves thousands of sample stacks of tens of frames each:
+// rows are found through a hash of the name (two names with one hash probe on from it), not
+// by sorting every frame's name and merging equal neighbours.
+typedef struct name_rows {
+    hmap_t index; // name hash (+ probe) -> row index
+    name_count_t *v;
+    size_t n, cap;
+} name_rows_t;
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+// The row of name, added with no counts if new; its location is f's (f NULL: none).
+static size_t row_of(name_rows_t *t, const char *name, const symbolize_frame_t *f) {
+    for (uint64_t key = name_hash(name);; key++) {
+        bool existed;
+        size_t *idx = hmap_put(&t->index, key, &existed);
+        if (existed) {
+            if (strcmp(t->v[*idx].name, name) == 0)
+                return *idx;
+            continue;
+        }
+        char loc[NAME_CAP];
+        t->v = xgrow(t->v, &t->cap, t->n + 1, sizeof *t->v);
+        const char *where = f ? fn_location(f, loc, sizeof loc) : "";
+        t->v[t->n] = (name_count_t){xstrdup(name), xstrdup(where), 0, 0};
+        *idx = t->n;
+        return t->n++;
+    }
+}
+
+static void rows_free(name_rows_t *t) {
+    for (size_t i = 0; i < t->n; i++) {
+        free((char *)t->v[i].name);
+        free((char *)t->v[i].location);
+    }
+    free(t->v);
+    hmap_fini(&t->index);
 }
 
 static int cmp_rank(const void *a, const void *b) {
@@ -154,93 +195,73 @@ static int cmp_rank(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-// Sorts v by name and merges equal names into out (allocated). Returns the count.
-static size_t merge(cpu_t *c, name_count_t *v, size_t n, cpu_fn_t **out) {
-    qsort(v, n, sizeof *v, cmp_name);
-    cpu_fn_t *f = xcalloc(n + 1, sizeof *f);
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (o && strcmp(f[o - 1].name, v[i].name) == 0) {
-            f[o - 1].self += v[i].self;
-            f[o - 1].total += v[i].total;
-        } else {
-            f[o].name = keep(c, v[i].name);
-            f[o].location = keep(c, v[i].location);
-            f[o].self = v[i].self;
-            f[o].total = v[i].total;
-            o++;
-        }
+// The rows (distinct names) ranked, into out (allocated). Returns the count.
+static size_t rank(cpu_t *c, const name_rows_t *t, cpu_fn_t **out) {
+    cpu_fn_t *f = xcalloc(t->n + 1, sizeof *f);
+    for (size_t i = 0; i < t->n; i++) {
+        f[i].name = keep(c, t->v[i].name);
+        f[i].location = keep(c, t->v[i].location);
+        f[i].self = t->v[i].self;
+        f[i].total = t->v[i].total;
     }
-    qsort(f, o, sizeof *f, cmp_rank);
+    qsort(f, t->n, sizeof *f, cmp_rank);
     *out = f;
-    return o;
+    return t->n;
 }
 
 static void resolve(cpu_t *c) {
     if (c->resolved)
         return;
     c->resolved = true;
-    name_count_t *rows = NULL, *calls = NULL;
-    size_t n_rows = 0, rows_cap = 0, n_calls = 0, calls_cap = 0;
-    char fn[NAME_CAP], loc[NAME_CAP];
-    // per stack: each distinct name once for total, the innermost for self; names are kept in
-    // a scratch list of this stack so recursion is not counted twice
-    char **seen = NULL;
-    size_t seen_cap = 0;
+    name_rows_t rows = {0}, calls = {0};
+    hmap_init(&rows.index, sizeof(size_t));
+    hmap_init(&calls.index, sizeof(size_t));
+    char fn[NAME_CAP];
+    // per stack: each distinct name once for total, the innermost for self; the rows this
+    // stack already counted are listed so recursion is not counted twice
+    size_t *seen = NULL, seen_cap = 0;
     for (size_t i = 0; i < c->n_stacks; i++) {
         cpu_stack_t *s = &c->stacks[i];
         resolve_stack(c, s);
         if (s->in_allocator) {
             c->alloc_samples += s->count;
             c->shim_samples += s->in_shim ? s->count : 0;
-            calls = xgrow(calls, &calls_cap, n_calls + 1, sizeof *calls);
-            name_count_t *r = &calls[n_calls++];
+            size_t r;
             if (s->user_frame < s->n_frames) {
                 const symbolize_frame_t *f = s->frames[s->user_frame];
-                r->name = xstrdup(sites_frame_function(f, fn, sizeof fn));
-                r->location = xstrdup(fn_location(f, loc, sizeof loc));
+                r = row_of(&calls, sites_frame_function(f, fn, sizeof fn), f);
             } else {
-                r->name = xstrdup("[no user frame]");
-                r->location = xstrdup("");
+                r = row_of(&calls, "[no user frame]", NULL);
             }
-            r->self = r->total = s->count;
+            calls.v[r].self += s->count;
+            calls.v[r].total += s->count;
         }
         if (s->n_frames == 0) {
-            rows = xgrow(rows, &rows_cap, n_rows + 1, sizeof *rows);
-            rows[n_rows++] = (name_count_t){xstrdup("[unknown stack]"), xstrdup(""), s->count,
-                                            s->count};
+            size_t r = row_of(&rows, "[unknown stack]", NULL);
+            rows.v[r].self += s->count;
+            rows.v[r].total += s->count;
             continue;
         }
         size_t n_seen = 0;
         for (size_t j = 0; j < s->n_frames; j++) {
-            const char *name = sites_frame_function(s->frames[j], fn, sizeof fn);
+            size_t r = row_of(&rows, sites_frame_function(s->frames[j], fn, sizeof fn),
+                              s->frames[j]);
             bool dup = false;
             for (size_t k = 0; k < n_seen && !dup; k++)
-                dup = strcmp(seen[k], name) == 0;
+                dup = seen[k] == r;
             if (dup)
                 continue;
             seen = xgrow(seen, &seen_cap, n_seen + 1, sizeof *seen);
-            seen[n_seen++] = xstrdup(name);
-            rows = xgrow(rows, &rows_cap, n_rows + 1, sizeof *rows);
-            rows[n_rows++] = (name_count_t){
-                seen[n_seen - 1], xstrdup(fn_location(s->frames[j], loc, sizeof loc)),
-                j == 0 ? s->count : 0, s->count};
+            seen[n_seen++] = r;
+            rows.v[r].self += j == 0 ? s->count : 0;
+            rows.v[r].total += s->count;
         }
-        // the names now belong to rows; seen is only a scratch index
     }
     free(seen);
-    c->n_fns = merge(c, rows, n_rows, &c->fns);
-    c->n_callers = merge(c, calls, n_calls, &c->callers);
-    for (size_t i = 0; i < n_rows; i++) {
-        free((char *)rows[i].name);
-        free((char *)rows[i].location);
-    }
-    for (size_t i = 0; i < n_calls; i++) {
-        free((char *)calls[i].name);
-        free((char *)calls[i].location);
-    }
-    free(rows);
-    free(calls);
+    c->n_fns = rank(c, &rows, &c->fns);
+    c->n_callers = rank(c, &calls, &c->callers);
+    rows_free(&rows);
+    rows_free(&calls);
 }
 
 const cpu_stack_t *cpu_stacks(cpu_t *c, size_t *n) {

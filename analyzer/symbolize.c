@@ -352,9 +352,6 @@ static chain_t *lookup(symbolize_t *s, uint64_t pc) {
     }
     // a return address points after the call; the call itself is the byte before
     Dwarf_Addr at = pc - 1;
-    GElf_Off sym_off;
-    GElf_Sym sym;
-    const char *sym_name = dwfl_module_addrinfo(m->dm, at, &sym_off, &sym, NULL, NULL, NULL);
 
     Dwarf_Addr bias = 0;
     Dwarf_Die *cudie = dwfl_module_addrdie(m->dm, at, &bias);
@@ -398,9 +395,15 @@ static chain_t *lookup(symbolize_t *s, uint64_t pc) {
         if (k + 1 < n)
             c->f[k + 1].file = call_file(s, cudie, &chain[d], &c->f[k + 1].line);
     }
-    // the outermost (real) function: the DIE's name, else the symbol table's
-    if (!c->f[n - 1].function && sym_name)
-        c->f[n - 1].function = intern_demangled(s, sym_name);
+    // the outermost (real) function: the DIE's name, else the symbol table's. Only then: libdwfl
+    // scans the whole symbol table for every address it is asked about
+    if (!c->f[n - 1].function) {
+        GElf_Off sym_off;
+        GElf_Sym sym;
+        const char *sym_name = dwfl_module_addrinfo(m->dm, at, &sym_off, &sym, NULL, NULL, NULL);
+        if (sym_name)
+            c->f[n - 1].function = intern_demangled(s, sym_name);
+    }
     return c;
 }
 
