@@ -347,11 +347,11 @@ static void on_free(growth_t *g, const reader_event_t *ev, gblock_t *a) {
 }
 
 void growth_event(growth_t *g, const reader_event_t *ev) {
-    gblock_t a;
+    gblock_t *a;
     if (ev->kind == READER_ALLOC)
         on_alloc(g, ev, hmap_put(&g->live, ev->addr, NULL));
-    else if (ev->kind == READER_FREE && hmap_take(&g->live, ev->addr, &a))
-        on_free(g, ev, &a);
+    else if (ev->kind == READER_FREE && (a = hmap_take_ref(&g->live, ev->addr)))
+        on_free(g, ev, a);
 }
 
 static void companion_alloc(void *ctx, const reader_event_t *ev, uint64_t *words) {

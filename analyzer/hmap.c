@@ -14,7 +14,6 @@
 #include <string.h>
 
 #define HMAP_MIN_CAP 64u
-#define HMAP_SMALL_BYTES (2u << 20)
 
 static inline size_t home(const hmap_t *h, uint64_t key) {
     return h->ordered ? (size_t)key & (h->cap - 1) : (size_t)(hmap_hash(key) >> h->shift);
@@ -61,42 +60,6 @@ static inline void copy_words(uint64_t *dst, const uint64_t *src, size_t words) 
     }
 }
 
-static inline void zero_words(uint64_t *dst, size_t words) {
-    switch (words) {
-    case 9:
-        dst[8] = 0;
-        /* fall through */
-    case 8:
-        dst[7] = 0;
-        /* fall through */
-    case 7:
-        dst[6] = 0;
-        /* fall through */
-    case 6:
-        dst[5] = 0;
-        /* fall through */
-    case 5:
-        dst[4] = 0;
-        /* fall through */
-    case 4:
-        dst[3] = 0;
-        /* fall through */
-    case 3:
-        dst[2] = 0;
-        /* fall through */
-    case 2:
-        dst[1] = 0;
-        /* fall through */
-    case 1:
-        dst[0] = 0;
-        /* fall through */
-    case 0:
-        return;
-    default:
-        for (size_t w = 0; w < words; w++)
-            dst[w] = 0;
-    }
-}
 
 static void table_alloc(hmap_t *h, size_t cap) {
     h->cap = cap;
@@ -118,6 +81,7 @@ void hmap_init(hmap_t *h, size_t value_bytes) {
     h->value_bytes = value_bytes;
     h->stride = 1 + (value_bytes + 7) / 8;
     h->zero_value = xcalloc(1, value_bytes);
+    h->taken = xcalloc(1, value_bytes);
     table_alloc(h, HMAP_MIN_CAP);
 }
 
@@ -128,6 +92,7 @@ void hmap_fini(hmap_t *h) {
     }
     free(h->slots);
     free(h->zero_value);
+    free(h->taken);
     memset(h, 0, sizeof *h);
 }
 
@@ -214,20 +179,6 @@ static void rehash(hmap_t *h, size_t new_cap) {
 
 static void grow(hmap_t *h) { rehash(h, h->cap * 2); }
 
-// Ordered mode pays off while few keys are displaced. When they outnumber half of all keys, the
-// keys are not consecutive enough for the capacity: double it while that keeps the table within
-// 4 slots a key, else switch to the scrambling hash for good. A rebuild happens at most once
-// per doubling of the displaced keys, so a forged trace cannot make the table quadratic.
-static bool too_displaced(const hmap_t *h) {
-    if (!h->over)
-        return false;
-    size_t n = h->n - h->has_zero;
-    // a table that fits in the cache doubles sooner: a displaced key costs a hash probe of the
-    // table beside (c_churn's 4,097 live blocks kept 25% there in 8 K slots, 2% in 16 K)
-    bool small = h->cap * h->stride * sizeof(uint64_t) < HMAP_SMALL_BYTES;
-    return h->over->n > (small ? n / 8 : n / 2) + 64;
-}
-
 static void redistribute(hmap_t *h) {
     if (h->cap < 4 * (h->n - h->has_zero)) {
         rehash(h, h->cap * 2);
@@ -243,7 +194,7 @@ void hmap_init_ordered(hmap_t *h, size_t value_bytes) {
     h->grow_at = h->cap / 10 * 7;
 }
 
-void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {
+void *hmap_put_slow(hmap_t *h, uint64_t key, bool *existed) {
     if (key == 0) {
         if (existed)
             *existed = h->has_zero;
@@ -267,7 +218,7 @@ void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {
             grow(h);
             return hmap_put(h, key, existed);
         }
-        if (too_displaced(h)) {
+        if (hmap_too_displaced(h)) {
             redistribute(h);
             return hmap_put(h, key, existed);
         }
@@ -278,7 +229,7 @@ void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {
             to_overflow(h, s[0], s + 1);
         }
         s[0] = key;
-        zero_words(s + 1, stride - 1);
+        hmap_zero_words(s + 1, stride - 1);
         h->n++;
         return s + 1;
     }
@@ -303,7 +254,7 @@ void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {
     }
     uint64_t *s = h->slots + i * stride;
     s[0] = key;
-    zero_words(s + 1, stride - 1);
+    hmap_zero_words(s + 1, stride - 1);
     h->n++;
     return s + 1;
 }
@@ -392,4 +343,8 @@ void *hmap_next(const hmap_t *h, size_t *it, uint64_t *key) {
     void *v = hmap_next(h->over, &over_it, key);
     *it = over_it + 1 + h->cap;
     return v;
+}
+
+void *hmap_take_ref_slow(hmap_t *h, uint64_t key) {
+    return hmap_take(h, key, h->taken) ? h->taken : NULL;
 }

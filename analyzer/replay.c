@@ -25,12 +25,6 @@ typedef struct live_block {
     uint64_t stack; // stack id | BLOCK_COUNTED
 } live_block_t;
 
-// A block taken out of the live table, with the companion's words that follow it in the slot.
-typedef struct taken {
-    live_block_t b;
-    uint64_t words[REPLAY_COMPANION_WORDS_MAX];
-} taken_t;
-
 typedef struct site_acc {
     uint64_t stack;
     uint64_t blocks, bytes;
@@ -296,36 +290,37 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
 }
 
 // The part of a free both modes share: takes the block out of the live table and the totals.
-// Returns false when there is nothing more to do (unknown or uncounted block).
-static inline bool free_block(replay_t *rp, const reader_event_t *ev, taken_t *tk) {
+// Returns the block (in the table's slot, valid until the next change of the table), or NULL
+// when there is nothing more to do (unknown or uncounted block).
+static inline const live_block_t *free_block(replay_t *rp, const reader_event_t *ev) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    live_block_t *b = &tk->b;
-    if (!hmap_take(&rp->live, ev->addr, tk)) {
+    const live_block_t *b = hmap_take_ref(&rp->live, ev->addr);
+    if (!b) {
         t->n_unknown_frees++;
         if (!rp->filtered) {
             note_thread(rp, ev->tid);
             t->n_events += !realloc_half;
         }
-        return false;
+        return NULL;
     }
     if (rp->companion_free)
-        rp->companion_free(rp->companion_ctx, ev, tk->words);
+        rp->companion_free(rp->companion_ctx, ev, (uint64_t *)(b + 1));
     if (!(b->stack & BLOCK_COUNTED))
-        return false;
+        return NULL;
     note_thread(rp, ev->tid);
     t->live_bytes -= b->size;
     t->live_blocks--;
-    return true;
+    return b;
 }
 
 static void on_free_sites(replay_t *rp, const reader_event_t *ev) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    taken_t tk;
-    if (!free_block(rp, ev, &tk))
+    const live_block_t *taken = free_block(rp, ev);
+    if (!taken)
         return;
-    const live_block_t b = tk.b;
+    const live_block_t b = *taken;
     uint32_t idx = (uint32_t)(b.stack & ~BLOCK_COUNTED);
     site_release(rp, idx, &b, ev->time_ns);
     if (ev->touch)
@@ -412,18 +407,21 @@ static void on_alloc(replay_t *rp, const reader_event_t *ev) {
 static void on_free(replay_t *rp, const reader_event_t *ev) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    taken_t tk;
-    if (!free_block(rp, ev, &tk))
+    const live_block_t *b = free_block(rp, ev);
+    if (!b)
         return;
     if (ev->touch)
-        add_touched(rp, NULL, ev, &tk.b);
+        add_touched(rp, NULL, ev, b);
     if (!realloc_half) {
         t->n_frees++;
         t->n_events++;
     }
 }
 
-void replay_event(replay_t *rp, const reader_event_t *ev) {
+// One event; inlined into both entry points so a batch pays no call frame per event (the
+// frame of the old per-event call was 17 of ~220 instructions an event on c_churn).
+static inline __attribute__((always_inline)) void replay_one(replay_t *rp,
+                                                             const reader_event_t *ev) {
     if (ev->time_ns > rp->t.last_time_ns)
         rp->t.last_time_ns = ev->time_ns;
     if (rp->mode & REPLAY_SITES) {
@@ -438,6 +436,8 @@ void replay_event(replay_t *rp, const reader_event_t *ev) {
     }
 }
 
+void replay_event(replay_t *rp, const reader_event_t *ev) { replay_one(rp, ev); }
+
 #define PREFETCH_AHEAD 8
 
 void replay_events(replay_t *rp, const reader_event_t *ev, size_t n) {
@@ -446,10 +446,10 @@ void replay_events(replay_t *rp, const reader_event_t *ev, size_t n) {
         hmap_prefetch(&rp->live, ev[k].addr);
     for (; i + PREFETCH_AHEAD < n; i++) {
         hmap_prefetch(&rp->live, ev[i + PREFETCH_AHEAD].addr);
-        replay_event(rp, &ev[i]);
+        replay_one(rp, &ev[i]);
     }
     for (; i < n; i++)
-        replay_event(rp, &ev[i]);
+        replay_one(rp, &ev[i]);
 }
 
 const replay_totals_t *replay_totals(const replay_t *rp) { return &rp->t; }
