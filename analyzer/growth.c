@@ -55,6 +55,7 @@ typedef struct recent {
 
 typedef struct stack_last {
     uint64_t stack, seq; // seq 0: empty
+    unsigned ring;       // the ring slot its recent_t went to (overwritten since if seq differs)
 } stack_last_t;
 
 typedef struct gthread {
@@ -279,6 +280,7 @@ static void on_alloc(growth_t *g, const reader_event_t *ev, gblock_t *b) {
     uint64_t prev = sl->seq == 0 ? 0 : sl->stack == ev->stack ? sl->seq : PREV_UNKNOWN;
     sl->stack = ev->stack;
     sl->seq = seq;
+    sl->ring = t->ring_pos;
     recent_t *r = &t->ring[t->ring_pos];
     r->addr = ev->addr;
     r->seq = seq;
@@ -290,20 +292,35 @@ static void on_alloc(growth_t *g, const reader_event_t *ev, gblock_t *b) {
     t->ring_pos = (t->ring_pos + 1) % GROWTH_WINDOW;
 }
 
+// The newest of the thread's allocations in the window at a's stack, if newer than a.
+static const recent_t *scan_ring(const gthread_t *t, const gblock_t *a) {
+    for (unsigned k = 1; k <= GROWTH_WINDOW; k++) {
+        const recent_t *e = &t->ring[(t->ring_pos + GROWTH_WINDOW - k) % GROWTH_WINDOW];
+        // empty, out of the window, or older than the old block: so is the rest
+        if (e->seq == 0 || e->ev + GROWTH_WINDOW < t->n_events || e->seq <= seq_of(a))
+            return NULL;
+        if (e->stack == a->stack)
+            return e;
+    }
+    return NULL;
+}
+
 // docs/growth.md#allocate-copy-free: the newest allocation at the old block's stack among the
 // thread's last GROWTH_WINDOW events, made after the old block, larger than it, and with no
 // allocation at that stack between the two. Returns whether it linked a to it.
 static bool find_copy(growth_t *g, gthread_t *t, gblock_t *a, uint64_t now) {
     const recent_t *r = NULL;
-    for (unsigned k = 1; k <= GROWTH_WINDOW; k++) {
-        const recent_t *e = &t->ring[(t->ring_pos + GROWTH_WINDOW - k) % GROWTH_WINDOW];
-        // empty, out of the window, or older than the old block: so is the rest
-        if (e->seq == 0 || e->ev + GROWTH_WINDOW < t->n_events || e->seq <= seq_of(a))
-            break;
-        if (e->stack == a->stack) {
-            r = e;
-            break;
-        }
+    const stack_last_t *sl = &t->last[(a->stack * 0x9E3779B97F4A7C15ull) >> 56];
+    if (sl->seq != 0 && sl->stack == a->stack) {
+        // the thread's newest allocation at the stack is the one the scan below would stop
+        // at, if it is newer than a and still in the window: no scan of the ring
+        if (sl->seq <= seq_of(a))
+            return false;
+        r = &t->ring[sl->ring];
+        if (r->seq != sl->seq || r->ev + GROWTH_WINDOW < t->n_events)
+            return false;
+    } else {
+        r = scan_ring(t, a);
     }
     if (!r || r->size <= a->size || r->prev_seq != seq_of(a))
         return false;
