@@ -189,71 +189,117 @@ static bool copy_timed(hp_resolve_t *rs, hp_hout_t *o, const hpt_rec_t *rec, con
     return true;
 }
 
-bool hp_resolve_rec(hp_resolve_t *rs, hp_hout_t *o, uint32_t tid, const hpt_rec_t *rec,
-                    const uint8_t *raw, const uint8_t *raw_end, int half,
-                    hp_resolve_pending_t *pend) {
+// Appends n (<= 2 * HPT_VARINT_MAX) bytes of varints, taken as they are, to column col. A
+// fixed 16-byte copy (the source has HP_RESOLVE_EV_SLACK readable bytes, a column room for a
+// whole record) costs two loads and two stores; memcpy of a variable length is a call.
+static inline void put_raw(hp_hout_t *o, int col, const uint8_t *p, size_t n) {
+    uint8_t *d = o->col[col] + o->len[col];
+    if (n <= HP_RESOLVE_EV_SLACK)
+        memcpy(d, p, HP_RESOLVE_EV_SLACK);
+    else
+        memcpy(d, p, n);
+    o->len[col] += n;
+}
+
+bool hp_resolve_ev(hp_resolve_t *rs, hp_hout_t *o, uint32_t tid, const hp_resolve_ev_t *ev,
+                   int half, hp_resolve_pending_t *pend) {
     put_tid(rs, o, tid);
-    switch (rec->tag) {
+    switch (ev->tag) {
     case HPT_REC_MALLOC:
     case HPT_REC_CALLOC:
     case HPT_REC_ALIGNED: {
         // may put an H_REUSE first
-        uint64_t serial = born(rs, o, rec->addr, 0, rec->tag == HPT_REC_CALLOC);
+        uint64_t serial = born(rs, o, ev->addr, 0, ev->tag == HPT_REC_CALLOC);
         if (!serial)
             return false;
-        put_htag(rs, o,
-                 rec->tag == HPT_REC_MALLOC   ? HPT_REC_H_MALLOC
-                 : rec->tag == HPT_REC_CALLOC ? HPT_REC_H_CALLOC
-                                              : HPT_REC_H_ALIGNED,
-                 rec->time_ns);
-        put_col(o, HPT_HCOL_STACK, rec->stack);
-        put_col(o, HPT_HCOL_SIZE, rec->size);
-        if (rec->tag == HPT_REC_ALIGNED)
-            put_col(o, HPT_HCOL_SIZE, rec->align);
+        // the H_ tags are the ring's allocation tags shifted by one constant
+        _Static_assert(HPT_REC_H_CALLOC - HPT_REC_CALLOC == HPT_REC_H_MALLOC - HPT_REC_MALLOC &&
+                           HPT_REC_H_ALIGNED - HPT_REC_ALIGNED ==
+                               HPT_REC_H_MALLOC - HPT_REC_MALLOC,
+                       "allocation tags");
+        put_htag(rs, o, (uint8_t)(ev->tag + (HPT_REC_H_MALLOC - HPT_REC_MALLOC)), ev->time_ns);
+        put_raw(o, HPT_HCOL_STACK, ev->stack_p, ev->stack_len);
+        put_raw(o, HPT_HCOL_SIZE, ev->size_p, ev->size_len); // ALIGNED: size, then alignment
         if (serial == rs->enc.addr)
             rs->enc.addr++;
         return true;
     }
     case HPT_REC_FREE: {
-        uint64_t v = take(rs, rec->addr), serial = v >> 1;
-        put_htag(rs, o, HPT_REC_H_FREE, rec->time_ns);
+        uint64_t v = take(rs, ev->addr), serial = v >> 1;
+        put_htag(rs, o, HPT_REC_H_FREE, ev->time_ns);
         put_dying(rs, o, serial);
         // a calloc block was never filled: what it had touched are the bytes not zero (and a
         // filled block's non-zero count, pattern included, would cost bytes for nothing)
         uint8_t *t = o->col[HPT_HCOL_TOUCH] + o->len[HPT_HCOL_TOUCH];
-        t = !rec->touch ? hpt_put_htouch(t, -1, 0)
-                        : hpt_put_htouch(t, rec->touch - 1,
-                                         (v & CALLOC_BIT) ? rec->touched_nz : rec->touched);
+        t = !ev->touch ? hpt_put_htouch(t, -1, 0)
+                       : hpt_put_htouch(t, ev->touch - 1,
+                                        (v & CALLOC_BIT) ? ev->touched_nz : ev->touched);
         o->len[HPT_HCOL_TOUCH] = (size_t)(t - o->col[HPT_HCOL_TOUCH]);
         return true;
     }
     case HPT_REC_REALLOC:
         if (half == 0) {
-            pend->old_addr = rec->old_addr;
+            pend->old_addr = ev->old_addr;
             pend->old_serial = 0;
-            if (!rec->old_addr)
+            if (!ev->old_addr)
                 return true; // realloc(NULL, n): nothing dies
-            pend->old_serial = take(rs, rec->old_addr) >> 1;
-            put_htag(rs, o, HPT_REC_H_REALLOC_FREE, rec->time_ns);
+            pend->old_serial = take(rs, ev->old_addr) >> 1;
+            put_htag(rs, o, HPT_REC_H_REALLOC_FREE, ev->time_ns);
             put_dying(rs, o, pend->old_serial);
             return true;
         } else {
-            bool in_place = pend->old_serial && rec->addr == pend->old_addr;
+            bool in_place = pend->old_serial && ev->addr == pend->old_addr;
             // against the base before this block takes it (an H_REUSE leaves the base alone)
             uint64_t old = pend->old_serial ? (ref_of(rs, pend->old_serial) << 1) | in_place : 0;
             // not calloc'd any more: its bytes past the old size were pattern-filled
-            uint64_t serial = born(rs, o, rec->addr, in_place ? pend->old_serial : 0, false);
+            uint64_t serial = born(rs, o, ev->addr, in_place ? pend->old_serial : 0, false);
             if (!serial)
                 return false;
-            put_htag(rs, o, HPT_REC_H_REALLOC, rec->time2_ns);
-            put_col(o, HPT_HCOL_STACK, rec->stack);
-            put_col(o, HPT_HCOL_SIZE, hpt_realloc_size_code(&rs->enc, rec->size));
+            put_htag(rs, o, HPT_REC_H_REALLOC, ev->time2_ns);
+            put_raw(o, HPT_HCOL_STACK, ev->stack_p, ev->stack_len);
+            put_col(o, HPT_HCOL_SIZE, hpt_realloc_size_code(&rs->enc, ev->size));
             put_col(o, HPT_HCOL_REF, old);
             if (serial == rs->enc.addr && !in_place)
                 rs->enc.addr++;
             return true;
         }
+    default:
+        return false;
+    }
+}
+
+bool hp_resolve_rec(hp_resolve_t *rs, hp_hout_t *o, uint32_t tid, const hpt_rec_t *rec,
+                    const uint8_t *raw, const uint8_t *raw_end, int half,
+                    hp_resolve_pending_t *pend) {
+    switch (rec->tag) {
+    case HPT_REC_MALLOC:
+    case HPT_REC_CALLOC:
+    case HPT_REC_ALIGNED:
+    case HPT_REC_FREE:
+    case HPT_REC_REALLOC: {
+        // the stack id and size as the ring would carry them, with the slack put_raw reads
+        uint8_t stack[HPT_VARINT_MAX + HP_RESOLVE_EV_SLACK] = {0};
+        uint8_t size[2 * HPT_VARINT_MAX + HP_RESOLVE_EV_SLACK] = {0};
+        hp_resolve_ev_t ev = {.tag = rec->tag,
+                              .touch = rec->touch,
+                              .time_ns = rec->time_ns,
+                              .time2_ns = rec->time2_ns,
+                              .addr = rec->addr,
+                              .old_addr = rec->old_addr,
+                              .size = rec->size,
+                              .touched = rec->touched,
+                              .touched_nz = rec->touched_nz,
+                              .stack_p = stack,
+                              .size_p = size};
+        ev.stack_len = (uint8_t)(hpt_put_varint(stack, rec->stack) - stack);
+        uint8_t *q = hpt_put_varint(size, rec->size);
+        if (rec->tag == HPT_REC_ALIGNED)
+            q = hpt_put_varint(q, rec->align);
+        ev.size_len = (uint8_t)(q - size);
+        return hp_resolve_ev(rs, o, tid, &ev, half, pend);
+    }
     case HPT_REC_STACK:
+        put_tid(rs, o, tid);
         if ((size_t)(raw_end - raw) > HP_RESOLVE_REC_MAX)
             return false;
         memcpy(MAIN(o), raw, (size_t)(raw_end - raw));
@@ -264,17 +310,11 @@ bool hp_resolve_rec(hp_resolve_t *rs, hp_hout_t *o, uint32_t tid, const hpt_rec_
     case HPT_REC_THREAD_END:
     case HPT_REC_MODULE_LOAD:
     case HPT_REC_MODULE_UNLOAD:
+        put_tid(rs, o, tid);
         return copy_timed(rs, o, rec, raw, raw_end);
     default:
         return false; // samples and process records never travel in an app thread's ring
     }
-}
-
-size_t hp_hout_bytes(const hp_hout_t *o) {
-    size_t n = 0;
-    for (int i = 0; i < HPT_HCOLS; i++)
-        n += o->len[i];
-    return n;
 }
 
 size_t hp_hout_assemble(hp_hout_t *o, uint8_t *dst) {

@@ -48,17 +48,43 @@ typedef struct hp_hout {
 // Encodes one ring record `rec` (raw bytes raw..raw_end) of thread tid into o. A REALLOC is
 // fed twice: half 0 (the old block dies, at rec->time_ns), then half 1 (the new one is born, at
 // rec->time2_ns), with the same *pend. Returns false: out of memory, or a record that has no
-// place in the heap stream (the writer then stops profiling).
+// place in the heap stream (the writer then stops profiling). Heap events need no raw bytes.
 bool hp_resolve_rec(hp_resolve_t *rs, hp_hout_t *o, uint32_t tid, const hpt_rec_t *rec,
                     const uint8_t *raw, const uint8_t *raw_end, int half,
                     hp_resolve_pending_t *pend);
+
+// One app-thread heap event (MALLOC, CALLOC, ALIGNED, FREE, REALLOC) as the writer's merge
+// decodes it. Its stack id and size stay the ring's own varint bytes: the HEAP columns take
+// them unchanged (both are hpt_put_varint's LEB128), so the writer neither decodes nor
+// re-encodes them. HP_RESOLVE_EV_SLACK bytes from stack_p and from size_p must be readable.
+typedef struct hp_resolve_ev {
+    uint8_t tag;               // HPT_REC_MALLOC .. HPT_REC_REALLOC
+    uint8_t touch;             // FREE: 0 not measured, else 1 + HPT_TOUCH_*
+    uint8_t stack_len;         // bytes of the stack id's varint at stack_p
+    uint8_t size_len;          // bytes at size_p: the size's varint (ALIGNED: and the alignment's)
+    uint64_t time_ns, time2_ns; // REALLOC: before and after the call
+    uint64_t addr, old_addr;    // old_addr: REALLOC only
+    uint64_t size;              // REALLOC only: its code needs the value
+    uint64_t touched, touched_nz; // FREE with touch
+    const uint8_t *stack_p, *size_p;
+} hp_resolve_ev_t;
+#define HP_RESOLVE_EV_SLACK 16
+
+// hp_resolve_rec for a heap event, with the same contract. Hot path of the writer thread.
+bool hp_resolve_ev(hp_resolve_t *rs, hp_hout_t *o, uint32_t tid, const hp_resolve_ev_t *ev,
+                   int half, hp_resolve_pending_t *pend);
 
 // A new HEAP chunk begins: its header takes the state now (rs->enc, rs->tid), and the state
 // of references that a chunk does not carry over restarts (hpt_heap_state).
 void hp_resolve_chunk_start(hp_resolve_t *rs);
 
-// Bytes in o's columns.
-size_t hp_hout_bytes(const hp_hout_t *o);
+// Bytes in o's columns. Inline: the writer asks after every record whether a chunk is full.
+static inline size_t hp_hout_bytes(const hp_hout_t *o) {
+    size_t n = 0;
+    for (int i = 0; i < HPT_HCOLS; i++)
+        n += o->len[i];
+    return n;
+}
 // Writes o as a HEAP payload (column table, then the columns) at dst, which has room for
 // hp_hout_bytes(o) + HP_HOUT_TABLE_MAX, and empties o. Returns the payload's size.
 size_t hp_hout_assemble(hp_hout_t *o, uint8_t *dst);
@@ -84,16 +110,13 @@ static inline size_t hp_resolve_home(const hp_resolve_t *rs, uint64_t addr) {
     return (size_t)h & (rs->cap - 1);
 }
 
-// Hints that rec will be encoded soon: its table slot is fetched while other work goes on.
-static inline void hp_resolve_prefetch(const hp_resolve_t *rs, const hpt_rec_t *rec) {
-    uint64_t a = rec->tag == HPT_REC_REALLOC ? rec->old_addr : rec->addr;
-    if (rec->tag <= HPT_REC_REALLOC && a)
-        __builtin_prefetch(&rs->tab[2 * hp_resolve_home(rs, a)], 1);
-}
-
-// The time a ring record sorts by in the merge (a REALLOC's half 1: its second time).
-static inline uint64_t hp_resolve_key(const hpt_rec_t *rec, int half) {
-    return half ? rec->time2_ns : rec->time_ns;
+// Hints that a block at addr will be looked up soon: its table slot is fetched while other
+// work goes on. always_inline: gcc 12 takes a function whose only effect is __builtin_prefetch
+// for a const one and deletes its calls before inlining them (as in the analyzer's
+// hmap_prefetch); until then the shim's library held no prefetch instruction at all.
+__attribute__((always_inline)) static inline void hp_resolve_prefetch(const hp_resolve_t *rs,
+                                                                      uint64_t addr) {
+    __builtin_prefetch(&rs->tab[2 * hp_resolve_home(rs, addr)], 1);
 }
 
 #endif

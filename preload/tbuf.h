@@ -16,6 +16,15 @@
 #include <stdint.h>
 #include <string.h>
 
+// writer-private: one record of an app thread's stage, decoded ahead by the merge (writer.c).
+#define HP_RING_LOOKAHEAD 8 // a power of two
+typedef struct hp_ring_look {
+    hp_resolve_ev_t ev;    // ev.tag: any ring record's tag; ev.time_ns: the time it sorts by
+                           // (a REALLOC's first half); the rest only for heap events
+    size_t pos;            // where its bytes start in the stage
+    uint64_t time0, addr0; // the delta state before it
+} hp_ring_look_t;
+
 typedef struct hp_ring {
     // written by the owner thread
     _Alignas(64) _Atomic uint64_t head; // bytes ever committed
@@ -37,15 +46,16 @@ typedef struct hp_ring {
     uint8_t *stage;
     size_t stage_len, stage_cap;
     uint32_t stage_nrec;
-    // writer-private: the merge's cursor into an app thread's stage (writer.c)
-    size_t m_pos, m_end;   // the current record is stage[m_pos, m_end)
-    hpt_dstate_t m_state;  // delta state before it
-    hpt_dstate_t m_next_state; // and after it
-    size_t stage_fresh;    // bytes drained since the last merge: what a full stage means
-    uint64_t m_key;        // the time it sorts by
-    uint8_t m_half;        // a REALLOC whose old block is already out
+    size_t stage_fresh; // bytes drained since the last merge: what a full stage means
+    // writer-private: the merge's cursor into an app thread's stage (writer.c): the records it
+    // decoded ahead, oldest first, so that their table slots are fetched well before use
+    uint64_t m_key;        // the time the oldest sorts by
+    uint8_t m_half;        // the oldest is a REALLOC whose old block is already out
+    uint8_t m_qh, m_qn;    // m_q[m_qh] is the oldest of m_qn
+    size_t m_dpos;         // where decoding goes on in the stage
+    uint64_t m_dtime, m_daddr; // the delta state there
     hp_resolve_pending_t m_pend;
-    hpt_rec_t m_rec;
+    hp_ring_look_t m_q[HP_RING_LOOKAHEAD];
 } hp_ring_t;
 
 // Largest record the shim ever appends (a STACK of HPT_MAX_FRAMES frames).

@@ -7,6 +7,7 @@
 
 #include "chunk.h"
 #include "clock.h"
+#include "compiler.h"
 #include "config.h"
 #include "diag.h"
 #include "guard.h"
@@ -31,6 +32,13 @@
 #include <zstd.h>
 
 #define STAGE_FLUSH_BYTES (1u << 20) // write once this much is staged, even before the interval
+// Readable bytes every stage keeps past its records: the merge's decoder (fast_event) reads
+// that far without checking, more than the longest event (a REALLOC: a tag and six varints) and
+// put_raw's copy from an event's stack id or size take.
+#define HP_STAGE_SLACK 64
+_Static_assert(HP_STAGE_SLACK >= 1 + 6 * HPT_VARINT_MAX &&
+                   HP_STAGE_SLACK >= 1 + 3 * HPT_VARINT_MAX + HP_RESOLVE_EV_SLACK,
+               "stage slack");
 #define NO_BARRIER_MARGIN_NS (20u * 1000 * 1000)
 
 static int trace_fd = -1;
@@ -235,12 +243,13 @@ static bool drain(hp_ring_t *r) {
     if (h == t)
         return true;
     size_t n = (size_t)(h - t);
-    if (!r->stage || r->stage_len + n > r->stage_cap) {
+    // HP_STAGE_SLACK: the merge's decoder reads that far past the records
+    if (!r->stage || r->stage_len + n + HP_STAGE_SLACK > r->stage_cap) {
         // Usually a round starts below STAGE_FLUSH_BYTES and drains each ring at most twice; a
         // stage only grows past that when the merge must hold records back for a long time (a
         // thread stopped in the middle of an event keeps the watermark down).
         size_t cap = STAGE_FLUSH_BYTES + 2 * (size_t)r->cap;
-        while (cap < r->stage_len + n)
+        while (cap < r->stage_len + n + HP_STAGE_SLACK)
             cap *= 2;
         uint8_t *fresh = hp_mem_map(cap);
         if (!fresh)
@@ -307,91 +316,167 @@ static bool write_heap(void) {
 }
 
 // An app thread's heap event, decoded without hpt_rec_decode's checks: these bytes are the
-// shim's own, and a record is read only where HP_REC_FAST_ROOM bytes remain (so even damaged
-// bytes are never read past the stage). Returns NULL for any other record. A quarter of the
-// writer's instructions went to the checked decoder (callgrind, c_churn).
-#define HP_REC_FAST_ROOM 64
+// shim's own, and every stage keeps HP_STAGE_SLACK readable bytes past its records, so even
+// damaged bytes are never read past the mapping (an event that ends past the records is
+// damage). Returns NULL for any other record; *t and *a, the delta state, move only for an
+// event. A quarter of the writer's instructions went to the checked decoder (callgrind,
+// c_churn).
+// Unrolled for the lengths that occur (times and address deltas take 2-3 bytes, touch counts
+// 1): a byte costs a load, a test and a shift-or, without a loop counter.
 static inline const uint8_t *fast_varint(const uint8_t *p, uint64_t *v) {
-    uint64_t x = *p & 0x7f;
-    for (unsigned shift = 7; *p++ & 0x80 && shift < 64; shift += 7)
+    uint64_t x = p[0];
+    if (HP_LIKELY(!(x & 0x80))) {
+        *v = x;
+        return p + 1;
+    }
+    x ^= (uint64_t)p[1] << 7 ^ 0x80; // the continuation bit is known to be set: flip it off
+    if (!(p[1] & 0x80)) {
+        *v = x;
+        return p + 2;
+    }
+    x ^= (uint64_t)p[2] << 14 ^ (0x80ull << 7);
+    if (!(p[2] & 0x80)) {
+        *v = x;
+        return p + 3;
+    }
+    x ^= 0x80ull << 14;
+    p += 3;
+    for (unsigned shift = 21; shift < 64; shift += 7) { // up to 10 bytes in all
         x |= (uint64_t)(*p & 0x7f) << shift;
+        if (!(*p++ & 0x80))
+            break;
+    }
     *v = x;
     return p;
 }
 
-static const uint8_t *fast_event(const uint8_t *p, hpt_dstate_t *st, hpt_rec_t *r) {
-    uint64_t v;
-    r->tag = *p++;
-    switch (r->tag) {
+// The byte after the varint at p (at most HPT_VARINT_MAX on): the first byte without the
+// continuation bit, found in one 8-byte load for values below 2^56.
+static inline const uint8_t *skip_varint(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    uint64_t stop = ~w & 0x8080808080808080ull;
+    if (HP_LIKELY(stop))
+        return p + (__builtin_ctzll(stop) >> 3) + 1;
+    return p + (p[8] & 0x80 ? 10 : 9);
+}
+
+static inline __attribute__((always_inline)) const uint8_t *
+fast_event(const uint8_t *p, uint64_t *t, uint64_t *a, hp_resolve_ev_t *e) {
+    uint64_t v, time = *t, addr = *a;
+    e->tag = *p++;
+    switch (e->tag) {
     case HPT_REC_MALLOC:
     case HPT_REC_CALLOC:
     case HPT_REC_ALIGNED:
         p = fast_varint(p, &v);
-        r->time_ns = st->time_ns += v;
-        p = fast_varint(p, &r->stack);
+        e->time_ns = time += v;
+        e->stack_p = p;
+        p = skip_varint(p);
+        e->stack_len = (uint8_t)(p - e->stack_p);
         p = fast_varint(p, &v);
-        r->addr = st->addr += (uint64_t)hpt_unzigzag(v);
-        p = fast_varint(p, &r->size);
-        r->align = 0;
-        if (r->tag == HPT_REC_ALIGNED)
-            p = fast_varint(p, &r->align);
-        return p;
+        e->addr = addr += (uint64_t)hpt_unzigzag(v);
+        e->size_p = p;
+        p = skip_varint(p);
+        if (e->tag == HPT_REC_ALIGNED)
+            p = skip_varint(p);
+        e->size_len = (uint8_t)(p - e->size_p);
+        break;
     case HPT_REC_FREE:
         p = fast_varint(p, &v);
-        r->time_ns = st->time_ns += v;
+        e->time_ns = time += v;
         p = fast_varint(p, &v);
-        r->addr = st->addr += (uint64_t)hpt_unzigzag(v);
+        e->addr = addr += (uint64_t)hpt_unzigzag(v);
         p = fast_varint(p, &v);
-        r->touch = 0;
+        e->touch = 0;
         if (v-- == 0)
-            return p;
+            break;
         if ((v & 3) > HPT_TOUCH_FILL_SAMPLED)
             return NULL;
-        r->touch = (uint8_t)(1 + (v & 3));
-        r->touched = r->touched_nz = v >> 2;
+        e->touch = (uint8_t)(1 + (v & 3));
+        e->touched = e->touched_nz = v >> 2;
         if ((v & 3) != HPT_TOUCH_RESIDENT) {
             p = fast_varint(p, &v);
-            r->touched_nz += (uint64_t)hpt_unzigzag(v);
+            e->touched_nz += (uint64_t)hpt_unzigzag(v);
         }
-        return p;
+        break;
+    case HPT_REC_REALLOC:
+        p = fast_varint(p, &v);
+        e->time_ns = time += v;
+        p = fast_varint(p, &v);
+        e->time2_ns = time += v;
+        e->stack_p = p;
+        p = skip_varint(p);
+        e->stack_len = (uint8_t)(p - e->stack_p);
+        p = fast_varint(p, &v);
+        e->old_addr = addr += (uint64_t)hpt_unzigzag(v);
+        p = fast_varint(p, &v);
+        e->addr = addr += (uint64_t)hpt_unzigzag(v);
+        p = fast_varint(p, &e->size);
+        break;
     default:
         return NULL;
     }
+    *t = time;
+    *a = addr;
+    return p;
 }
 
-// Decodes the record at r's cursor: 1, or 0 when the stage has no more, or -1 if its bytes
-// do not decode (the ring was overwritten: an internal error).
-static int cursor_load(hp_ring_t *r) {
-    if (r->m_pos >= r->stage_len)
-        return 0;
-    r->m_next_state = r->m_state;
-    const uint8_t *p = r->stage + r->m_pos, *q = NULL;
-    if (r->stage_len - r->m_pos >= HP_REC_FAST_ROOM)
-        q = fast_event(p, &r->m_next_state, &r->m_rec);
-    if (!q) {
-        r->m_next_state = r->m_state;
-        q = hpt_rec_decode(p, r->stage + r->stage_len, &r->m_next_state, &r->m_rec);
-    }
+// look_load for a record that is not a heap event: checked now for its length and time, and
+// decoded again when it goes out. Rare (stacks, threads, modules).
+static HP_NOINLINE const uint8_t *look_other(hp_ring_t *r, const uint8_t *p, hp_ring_look_t *l) {
+    hpt_dstate_t st = {.time_ns = r->m_dtime, .addr = r->m_daddr};
+    hpt_rec_t rec;
+    const uint8_t *q = hpt_rec_decode(p, r->stage + r->stage_len, &st, &rec);
     if (!q)
+        return NULL;
+    l->ev.tag = rec.tag;
+    // a STACK is untimed: it goes out before the event that uses it
+    l->ev.time_ns = rec.tag == HPT_REC_STACK ? l->time0 : rec.time_ns;
+    r->m_dtime = st.time_ns;
+    r->m_daddr = st.addr;
+    return q;
+}
+
+// Decodes the record at r's decoding point into its queue (which has room) and fetches the
+// table slot it will look up. Returns 1, or 0 when the stage has no more, or -1 if its bytes do
+// not decode (the ring was overwritten: an internal error).
+static inline __attribute__((always_inline)) int look_load(hp_ring_t *r) {
+    if (r->m_dpos >= r->stage_len)
+        return 0;
+    hp_ring_look_t *l = &r->m_q[(r->m_qh + r->m_qn) & (HP_RING_LOOKAHEAD - 1)];
+    const uint8_t *p = r->stage + r->m_dpos;
+    l->pos = r->m_dpos;
+    l->time0 = r->m_dtime;
+    l->addr0 = r->m_daddr;
+    const uint8_t *q = fast_event(p, &r->m_dtime, &r->m_daddr, &l->ev);
+    if (HP_LIKELY(q)) {
+        if (q > r->stage + r->stage_len)
+            return -1;
+        uint64_t a = l->ev.tag == HPT_REC_REALLOC ? l->ev.old_addr : l->ev.addr;
+        if (a)
+            hp_resolve_prefetch(&heap, a);
+    } else if (!(q = look_other(r, p, l))) {
         return -1;
-    if (r->m_rec.tag == HPT_REC_STACK)
-        r->m_rec.time_ns = r->m_state.time_ns; // untimed: goes out before the event using it
-    r->m_end = (size_t)(q - r->stage);
-    r->m_key = hp_resolve_key(&r->m_rec, r->m_half);
-    hp_resolve_prefetch(&heap, &r->m_rec);
+    }
+    r->m_dpos = (size_t)(q - r->stage);
+    r->m_qn++;
     return 1;
 }
 
-static void cursor_next(hp_ring_t *r) {
-    if (r->m_rec.tag == HPT_REC_REALLOC && !r->m_half) {
-        r->m_half = 1;
-        r->m_key = hp_resolve_key(&r->m_rec, 1);
-        return;
-    }
-    n_events += is_event(r->m_rec.tag);
-    r->m_half = 0;
-    r->m_state = r->m_next_state;
-    r->m_pos = r->m_end;
+// Hands r's oldest record (its half r->m_half of a REALLOC) to the heap stream.
+static bool look_put(hp_ring_t *r, const hp_ring_look_t *l) {
+    if (is_event(l->ev.tag))
+        return hp_resolve_ev(&heap, &heap_out, r->tid, &l->ev, r->m_half, &r->m_pend);
+    hpt_dstate_t st = {.time_ns = l->time0, .addr = l->addr0};
+    hpt_rec_t rec;
+    const uint8_t *p = r->stage + l->pos;
+    const uint8_t *q = hpt_rec_decode(p, r->stage + r->stage_len, &st, &rec);
+    if (!q)
+        return false;
+    if (rec.tag == HPT_REC_STACK)
+        rec.time_ns = l->time0;
+    return hp_resolve_rec(&heap, &heap_out, r->tid, &rec, p, q, 0, &r->m_pend);
 }
 
 static inline bool ring_less(const hp_ring_t *a, const hp_ring_t *b) {
@@ -436,52 +521,75 @@ static bool merge_heap(hp_ring_t *head, uint64_t wq, bool all) {
     for (hp_ring_t *r = head; r; r = r->next) {
         if (r->tid == 0 || !r->stage_len)
             continue; // tid 0: the CPU sampler's stream, written as it is
-        r->m_pos = 0;
-        r->m_state = r->stage_base;
+        r->m_qh = r->m_qn = 0;
+        r->m_dpos = 0;
+        r->m_dtime = r->stage_base.time_ns;
+        r->m_daddr = r->stage_base.addr;
         r->stage_fresh = 0;
-        int got = cursor_load(r);
+        int got = 0;
+        while (r->m_qn < HP_RING_LOOKAHEAD && (got = look_load(r)) > 0)
+            ;
         if (got < 0)
             return false;
-        if (got)
+        if (r->m_qn) {
+            r->m_key = r->m_half ? r->m_q[0].ev.time2_ns : r->m_q[0].ev.time_ns;
             hv[n++] = r;
+        }
     }
     for (size_t i = n / 2; i-- > 0;)
         sift_down(hv, n, i);
     bool ok = true;
-    while (n && ok) {
+    size_t chunk_bytes = (size_t)hp_config.chunk_kb << 10;
+    while (n) {
         hp_ring_t *r = hv[0];
         if (!all && r->m_key >= wq)
             break;
         // every column keeps HP_RESOLVE_REC_MAX beyond HEAP_OUT_BYTES, and no column can be
         // longer than all of them together
-        if (hp_hout_bytes(&heap_out) >= (size_t)hp_config.chunk_kb << 10)
-            ok = write_heap();
-        if (!hp_resolve_rec(&heap, &heap_out, r->tid, &r->m_rec, r->stage + r->m_pos,
-                            r->stage + r->m_end, r->m_half, &r->m_pend)) {
+        if (hp_hout_bytes(&heap_out) >= chunk_bytes && !write_heap()) {
             ok = false;
             break;
         }
-        cursor_next(r);
-        int got = r->m_half ? 1 : cursor_load(r);
-        if (got < 0)
+        hp_ring_look_t *l = &r->m_q[r->m_qh];
+        if (!look_put(r, l)) {
             ok = false;
-        if (got <= 0)
-            hv[0] = hv[--n];
+            break;
+        }
+        if (l->ev.tag == HPT_REC_REALLOC && !r->m_half) {
+            r->m_half = 1; // its new block goes out at its second time
+            r->m_key = l->ev.time2_ns;
+        } else {
+            n_events += is_event(l->ev.tag);
+            r->m_half = 0;
+            r->m_qh = (r->m_qh + 1) & (HP_RING_LOOKAHEAD - 1);
+            r->m_qn--;
+            if (look_load(r) < 0) {
+                ok = false;
+                break;
+            }
+            if (r->m_qn)
+                r->m_key = r->m_q[r->m_qh].ev.time_ns;
+            else
+                hv[0] = hv[--n];
+        }
         sift_down(hv, n, 0);
     }
-    // keep what is left, from the cursor on, for the next round
+    // keep what is left, from the oldest record not written on, for the next round
     for (hp_ring_t *r = head; r; r = r->next) {
         if (r->tid == 0 || !r->stage_len)
             continue;
-        if (r->m_pos >= r->stage_len) {
+        const hp_ring_look_t *l = &r->m_q[r->m_qh];
+        size_t pos = r->m_qn ? l->pos : r->m_dpos;
+        hpt_dstate_t st = {.time_ns = r->m_qn ? l->time0 : r->m_dtime,
+                           .addr = r->m_qn ? l->addr0 : r->m_daddr};
+        if (pos >= r->stage_len) {
             r->stage_len = 0;
-            r->wstate = r->m_state; // the base of what the next drain brings
+            r->wstate = st; // the base of what the next drain brings
             continue;
         }
-        memmove(r->stage, r->stage + r->m_pos, r->stage_len - r->m_pos);
-        r->stage_len -= r->m_pos;
-        r->stage_base = r->m_state;
-        r->m_pos = 0;
+        memmove(r->stage, r->stage + pos, r->stage_len - pos);
+        r->stage_len -= pos;
+        r->stage_base = st;
     }
     return ok && write_heap();
 }
