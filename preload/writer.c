@@ -483,6 +483,15 @@ static inline bool ring_less(const hp_ring_t *a, const hp_ring_t *b) {
     return a->m_key < b->m_key || (a->m_key == b->m_key && a->tid < b->tid);
 }
 
+// The ring that comes next after h[0] (NULL: no other). While h[0]'s next record still sorts
+// before it, h[0] stays on top and the heap needs no sifting: a thread that ran alone for a
+// while leaves a run of records that goes out with one comparison each.
+static inline hp_ring_t *runner_up(hp_ring_t **h, size_t n) {
+    if (n < 3)
+        return n == 2 ? h[1] : NULL;
+    return ring_less(h[2], h[1]) ? h[2] : h[1];
+}
+
 static void sift_down(hp_ring_t **h, size_t n, size_t i) {
     for (;;) {
         size_t c = 2 * i + 1;
@@ -538,6 +547,7 @@ static bool merge_heap(hp_ring_t *head, uint64_t wq, bool all) {
     }
     for (size_t i = n / 2; i-- > 0;)
         sift_down(hv, n, i);
+    hp_ring_t *next = runner_up(hv, n);
     bool ok = true;
     size_t chunk_bytes = (size_t)hp_config.chunk_kb << 10;
     while (n) {
@@ -567,12 +577,18 @@ static bool merge_heap(hp_ring_t *head, uint64_t wq, bool all) {
                 ok = false;
                 break;
             }
-            if (r->m_qn)
-                r->m_key = r->m_q[r->m_qh].ev.time_ns;
-            else
+            if (!r->m_qn) {
                 hv[0] = hv[--n];
+                sift_down(hv, n, 0);
+                next = runner_up(hv, n);
+                continue;
+            }
+            r->m_key = r->m_q[r->m_qh].ev.time_ns;
         }
-        sift_down(hv, n, 0);
+        if (next && !ring_less(r, next)) {
+            sift_down(hv, n, 0);
+            next = runner_up(hv, n);
+        }
     }
     // keep what is left, from the oldest record not written on, for the next round
     for (hp_ring_t *r = head; r; r = r->next) {
