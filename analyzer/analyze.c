@@ -60,6 +60,43 @@ static void progress_done(progress_t *p) {
     p->shown = false;
 }
 
+// Symbolization ahead of time, on the reading thread while replay is behind: the frames of
+// every stack defined so far go through symbolize_warm, so the report after the last event
+// finds them looked up (docs/design.md#analyzer-throughput). Stack ids are dense from 1 in
+// definition order; a module loaded later makes the symbolizer outdated, and it starts over.
+typedef struct warm {
+    symbolize_t *sym;
+    uint64_t next_id; // the next stack to look up
+} warm_t;
+
+#define WARM_STACKS 8 // per idle call: short, so a slot that frees up is filled soon
+
+static bool warm_idle(void *ctx, reader_t *r) {
+    warm_t *w = ctx;
+    if (w->sym && !symbolize_current(w->sym, r)) {
+        symbolize_free(w->sym);
+        w->sym = NULL;
+    }
+    if (!w->sym) {
+        size_t n_mods = 0;
+        reader_modules(r, &n_mods);
+        if (n_mods == 0 || !reader_stack(r, 1, &(uint32_t){0}))
+            return false; // nothing to look up in yet
+        w->sym = symbolize_new(r);
+        w->next_id = 1;
+    }
+    for (int k = 0; k < WARM_STACKS; k++) {
+        uint32_t n;
+        const uint64_t *frames = reader_stack(r, w->next_id, &n);
+        if (!frames)
+            return false; // up to date
+        for (uint32_t i = 0; i < n; i++)
+            symbolize_warm(w->sym, frames[i]);
+        w->next_id++;
+    }
+    return true;
+}
+
 analyze_t *analyze_open(const char *path, unsigned mode, FILE *progress, errmsg_t *err) {
     analyze_opts_t o = {.mode = mode};
     return analyze_open_opts(path, &o, progress, err);
@@ -105,7 +142,8 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     size_t n;
     int got;
     uint64_t n_batches = 0, offset = 0;
-    readahead_t *ra = readahead_new(r);
+    warm_t warm = {0};
+    readahead_t *ra = readahead_new(r, warm_idle, &warm);
     while ((got = readahead_next(ra, &batch, &n, &offset, err)) == 1) {
         if (a->timeline)
             timeline_events(a->timeline, a->rp, batch, n);
@@ -116,11 +154,16 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     }
     readahead_free(ra);
     progress_done(&p);
+    if (warm.sym && !symbolize_current(warm.sym, r)) {
+        symbolize_free(warm.sym);
+        warm.sym = NULL;
+    }
     if (got < 0) {
+        symbolize_free(warm.sym);
         analyze_close(a);
         return NULL;
     }
-    a->sym = symbolize_new(r);
+    a->sym = warm.sym ? warm.sym : symbolize_new(r);
     a->cpu = cpu_new(r, a->sym);
     a->sites = sites_new(r, a->rp, a->sym);
     if (a->growth)

@@ -216,7 +216,7 @@ int cmd_stats_run(const cmd_stats_opts_t *o, FILE *out, errmsg_t *err) {
     const reader_event_t *batch;
     size_t n;
     int got;
-    readahead_t *ra = readahead_new(r);
+    readahead_t *ra = readahead_new(r, NULL, NULL);
     while ((got = readahead_next(ra, &batch, &n, NULL, err)) == 1)
         replay_events(rp, batch, n);
     readahead_free(ra);

@@ -27,6 +27,7 @@ struct cpu {
     uint64_t alloc_samples, shim_samples;
     char **strings; // names and locations the rows point at
     size_t n_strings, strings_cap;
+    hmap_t kinds; // frame (address of its symbolize_frame_t) -> sites_frame_kind_t
 };
 
 #define NAME_CAP 4096
@@ -38,6 +39,7 @@ static const char *keep(cpu_t *c, const char *s) {
 
 cpu_t *cpu_new(const reader_t *r, symbolize_t *sym) {
     cpu_t *c = xcalloc(1, sizeof *c);
+    hmap_init(&c->kinds, 1);
     c->r = r;
     c->sym = sym;
     const uint64_t *ids, *counts;
@@ -65,6 +67,7 @@ void cpu_free(cpu_t *c) {
     for (size_t i = 0; i < c->n_strings; i++)
         free(c->strings[i]);
     free(c->strings);
+    hmap_fini(&c->kinds);
     free(c);
 }
 
@@ -86,6 +89,18 @@ static bool is_vdso(const char *module) {
     return b && (strncmp(b, "linux-vdso", 10) == 0 || strcmp(b, "[vdso]") == 0);
 }
 
+// A frame's kind, classified once per frame (frames are the symbolizer's, shared by every
+// stack through the same address): sample stacks repeat the same frames thousands of times.
+static uint8_t frame_kind(cpu_t *c, const symbolize_frame_t *f) {
+    bool existed;
+    uint8_t *k = hmap_put(&c->kinds, (uint64_t)(uintptr_t)f, &existed);
+    if (!existed)
+        *k = (uint8_t)(is_shim(f->module)   ? SITES_FRAME_ALLOCATOR
+                       : is_vdso(f->module) ? SITES_FRAME_LIBRARY
+                                            : sites_classify(f->function, f->file, f->module));
+    return *k;
+}
+
 static void resolve_stack(cpu_t *c, cpu_stack_t *s) {
     size_t n;
     const symbolize_frame_t **frames = sites_expand_stack(c->r, c->sym, s->id, &n, NULL);
@@ -94,13 +109,8 @@ static void resolve_stack(cpu_t *c, cpu_stack_t *s) {
     s->n_frames = n;
     s->user_frame = n;
     s->in_allocator = false;
-    for (size_t i = 0; i < n; i++) {
-        const symbolize_frame_t *f = frames[i];
-        sites_frame_kind_t k = is_shim(f->module)   ? SITES_FRAME_ALLOCATOR
-                               : is_vdso(f->module) ? SITES_FRAME_LIBRARY
-                                                    : sites_classify(f->function, f->file, f->module);
-        s->kinds[i] = (uint8_t)k;
-    }
+    for (size_t i = 0; i < n; i++)
+        s->kinds[i] = frame_kind(c, frames[i]);
     // inside the allocator: an allocator frame below the first user frame
     for (size_t i = 0; i < n; i++) {
         if (s->kinds[i] == SITES_FRAME_USER) {

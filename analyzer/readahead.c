@@ -26,6 +26,8 @@ typedef struct slot {
 
 struct readahead {
     reader_t *r;
+    readahead_idle_fn idle;
+    void *idle_ctx;
     bool threaded;
     pthread_t thread;
     pthread_mutex_t lock;
@@ -62,10 +64,19 @@ static void *run(void *arg) {
     const reader_event_t *left = NULL;
     size_t n_left = 0;
     int got = 1;
+    bool idle_work = ra->idle != NULL;
     while (got == 1) {
         pthread_mutex_lock(&ra->lock);
-        while (ra->head - ra->tail == RA_SLOTS && !ra->stop)
+        while (ra->head - ra->tail == RA_SLOTS && !ra->stop) {
+            if (idle_work) {
+                // a full ring: do the caller's spare work instead of waiting
+                pthread_mutex_unlock(&ra->lock);
+                idle_work = ra->idle(ra->idle_ctx, ra->r);
+                pthread_mutex_lock(&ra->lock);
+                continue;
+            }
             pthread_cond_wait(&ra->not_full, &ra->lock);
+        }
         bool stop = ra->stop;
         pthread_mutex_unlock(&ra->lock);
         if (stop)
@@ -77,6 +88,7 @@ static void *run(void *arg) {
         pthread_mutex_lock(&ra->lock);
         if (s->n)
             ra->head++;
+        idle_work = ra->idle != NULL; // new definitions may have come with the batch
         if (got != 1) {
             ra->done = true;
             ra->status = got;
@@ -87,9 +99,11 @@ static void *run(void *arg) {
     return NULL;
 }
 
-readahead_t *readahead_new(reader_t *r) {
+readahead_t *readahead_new(reader_t *r, readahead_idle_fn idle, void *idle_ctx) {
     readahead_t *ra = xcalloc(1, sizeof *ra);
     ra->r = r;
+    ra->idle = idle;
+    ra->idle_ctx = idle_ctx;
     errmsg_init(&ra->err);
     for (unsigned i = 0; i < RA_SLOTS; i++)
         ra->slots[i].ev = xmalloc(RA_EVENTS * sizeof(reader_event_t));
@@ -99,6 +113,8 @@ readahead_t *readahead_new(reader_t *r) {
     ra->threaded = pthread_create(&ra->thread, NULL, run, ra) == 0;
     return ra;
 }
+
+bool readahead_threaded(const readahead_t *ra) { return ra->threaded; }
 
 static void copy_err(const readahead_t *ra, errmsg_t *err) {
     if (ra->err.is_set)

@@ -9,14 +9,23 @@
 #include "errmsg.h"
 #include "reader.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct readahead readahead_t;
 
+// Work the reading thread may do while the caller is behind (every batch slot full): called
+// there, with the reader (which it may read from, not advance), until it returns false for
+// nothing left to do now. It runs only while the thread would otherwise wait.
+typedef bool (*readahead_idle_fn)(void *ctx, reader_t *r);
+
 // Starts reading r on a new thread. Falls back to reading on the caller's thread when no thread
-// can be made. Allocates (exits on OOM).
-readahead_t *readahead_new(reader_t *r);
+// can be made (idle is then never called). idle may be NULL. Allocates (exits on OOM).
+readahead_t *readahead_new(reader_t *r, readahead_idle_fn idle, void *idle_ctx);
+
+// Whether reading runs on its own thread (and so idle may have been called).
+bool readahead_threaded(const readahead_t *ra);
 
 // As reader_next_batch: *evs points at *n >= 1 events, valid until the next call; returns 1, 0 at
 // the end, -1 with err filled by the reader's error (after every event read before it).

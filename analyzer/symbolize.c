@@ -45,6 +45,9 @@ typedef struct cu_index {
 } cu_index_t;
 
 typedef struct chain {
+    module_t *m;  // the module that holds pc, NULL if none
+    bool dwarf;   // a CU of m's DWARF covers pc
+    bool counted; // asked for through symbolize_addr: what the per-module figures count
     size_t n;
     symbolize_frame_t f[];
 } chain_t;
@@ -56,6 +59,7 @@ struct symbolize {
     module_t *mods;
     symbolize_module_t *pub; // parallel to mods
     size_t n_mods;
+    const reader_module_t *rm_base; // the reader's module array it was made from
     hmap_t cache;   // pc -> chain_t *
     hmap_t cus;     // address of a CU's DIE data -> cu_index_t *
     hmap_t strings; // FNV-1a hash -> interned string (first one with that hash)
@@ -150,6 +154,7 @@ symbolize_t *symbolize_new(const reader_t *r) {
     s->dwfl = dwfl_begin(&s->cb);
     size_t n = 0;
     const reader_module_t *rm = r ? reader_modules(r, &n) : NULL;
+    s->rm_base = rm;
     s->mods = xcalloc(n, sizeof *s->mods);
     s->pub = xcalloc(n, sizeof *s->pub);
     s->n_mods = n;
@@ -339,14 +344,12 @@ static chain_t *lookup(symbolize_t *s, uint64_t pc) {
     module_t *m = module_of(s, pc);
     symbolize_frame_t base = {.pc = pc};
     if (m) {
-        m->pub->n_addresses++;
         base.module = m->rm->path;
         base.module_offset = pc - m->rm->base;
-        if (m->pub->status == SYMBOLIZE_MODULE_UNUSED)
-            m->pub->status = SYMBOLIZE_MODULE_NO_DEBUG;
     }
     if (!m || !m->dm || pc == 0) {
         chain_t *c = new_chain(1);
+        c->m = m;
         c->f[0] = base;
         return c;
     }
@@ -361,10 +364,6 @@ static chain_t *lookup(symbolize_t *s, uint64_t pc) {
     if (cudie) {
         cu_copy = *cudie;
         cudie = &cu_copy;
-        if (!m->dwarf_checked) {
-            m->dwarf_checked = true;
-            m->pub->status = SYMBOLIZE_MODULE_OK;
-        }
         Dwarf_Die *sub = find_subprogram(cu_index(s, cudie), at - bias);
         if (sub) {
             chain[0] = *sub;
@@ -380,6 +379,8 @@ static chain_t *lookup(symbolize_t *s, uint64_t pc) {
 
     size_t n = depth ? depth : 1;
     chain_t *c = new_chain(n);
+    c->m = m;
+    c->dwarf = cudie != NULL;
     for (size_t k = 0; k < n; k++)
         c->f[k] = base;
     // innermost frame: the line table's location
@@ -407,18 +408,42 @@ static chain_t *lookup(symbolize_t *s, uint64_t pc) {
     return c;
 }
 
-const symbolize_frame_t *symbolize_addr(symbolize_t *s, uint64_t pc, size_t *n) {
+static chain_t *cached(symbolize_t *s, uint64_t pc) {
     chain_t **slot = hmap_get(&s->cache, pc);
-    chain_t *c;
-    if (slot) {
-        c = *slot;
-    } else {
-        c = lookup(s, pc);
-        *(chain_t **)hmap_put(&s->cache, pc, NULL) = c;
+    if (slot)
+        return *slot;
+    chain_t *c = lookup(s, pc);
+    *(chain_t **)hmap_put(&s->cache, pc, NULL) = c;
+    return c;
+}
+
+const symbolize_frame_t *symbolize_addr(symbolize_t *s, uint64_t pc, size_t *n) {
+    chain_t *c = cached(s, pc);
+    if (!c->counted) {
+        // the first time it is asked for, whether or not symbolize_warm looked it up before
+        c->counted = true;
         s->n_addresses++;
+        module_t *m = c->m;
+        if (m) {
+            m->pub->n_addresses++;
+            if (m->pub->status == SYMBOLIZE_MODULE_UNUSED)
+                m->pub->status = SYMBOLIZE_MODULE_NO_DEBUG;
+            if (c->dwarf && !m->dwarf_checked) {
+                m->dwarf_checked = true;
+                m->pub->status = SYMBOLIZE_MODULE_OK;
+            }
+        }
     }
     *n = c->n;
     return c->f;
+}
+
+void symbolize_warm(symbolize_t *s, uint64_t pc) { cached(s, pc); }
+
+bool symbolize_current(const symbolize_t *s, const reader_t *r) {
+    size_t n = 0;
+    const reader_module_t *rm = reader_modules(r, &n);
+    return s->n_mods == n && (n == 0 || s->rm_base == rm);
 }
 
 const symbolize_module_t *symbolize_modules(const symbolize_t *s, size_t *n) {

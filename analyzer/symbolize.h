@@ -51,6 +51,14 @@ void symbolize_free(symbolize_t *s);
 // call instruction. Owned by s and stable until symbolize_free. May allocate.
 const symbolize_frame_t *symbolize_addr(symbolize_t *s, uint64_t pc, size_t *n);
 
+// Looks pc up ahead of need (on a thread with time to spare): a later symbolize_addr finds it
+// done. Changes no figure (symbolize_modules, symbolize_n_addresses count what was asked for).
+void symbolize_warm(symbolize_t *s, uint64_t pc);
+
+// Whether s still covers r's modules: none was added since symbolize_new (a module loaded
+// later in the trace makes s outdated; so may a reader that moved its module table).
+bool symbolize_current(const symbolize_t *s, const reader_t *r);
+
 // The modules in reader order, with what symbolization found in each.
 const symbolize_module_t *symbolize_modules(const symbolize_t *s, size_t *n);
 size_t symbolize_n_addresses(const symbolize_t *s);
