@@ -83,6 +83,8 @@ struct reader {
 
     bool eof;           // no more chunks: release everything
     bool defs_only;     // reader_load_defs: decode for definitions, keep no events
+    bool mixed;         // an EVENTS chunk brought events: the heap stream is not the only
+                        // source any more, and waits for the watermark too
     uint64_t watermark; // highest SYNC watermark read: events below it may be released
     uint64_t next_seq;
 
@@ -98,6 +100,7 @@ struct reader {
                            // ready_buf, or a run of one queue handed out where it lies
     reader_event_t *ready_buf;
     size_t ready_n, ready_pos;
+    tqueue_t *trim; // a drained queue whose buffer goes once its in-place run is no longer valid
 
     hmap_t stacks; // id -> stack_ref_t
     arena_block_t *arena;
@@ -557,8 +560,10 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
     if (q->head == q->tail) {
         q->head = q->tail = 0;
         q->unsorted = false;
-    } else if (q->head > q->cap / 2) {
-        // only here, before the chunk, may indices move: the rollback below relies on it
+    } else if (q->head > q->cap / 2 || (q->head > 0 && q->tail + h->n_records > q->cap)) {
+        // only here, before the chunk, may indices move: the rollback below relies on it. Also
+        // when the chunk would grow the buffer while released room lies before head (a flood
+        // released by BUFFERED_MAX, not by the watermark)
         memmove(q->ev, q->ev + q->head, (q->tail - q->head) * sizeof *q->ev);
         q->tail -= q->head;
         q->head = 0;
@@ -766,6 +771,10 @@ static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p
         q->ev[old_tail].time_ns < q->ev[old_tail - 1].time_ns)
         q->unsorted = true;
     r->damage.late_events += late;
+    // META comes first, so its events (the module map at start) are queued before any heap
+    // event is released, and the merge orders the two; a thread's EVENTS chunk may come late
+    if (h->type == HPT_CHUNK_EVENTS && q->tail > old_tail)
+        r->mixed = true;
     r->n_buffered += q->tail - old_tail;
     r->n_reserved += q->cap - old_cap;
     if (was_empty && q->tail > q->head)
@@ -944,7 +953,22 @@ static int read_chunk(reader_t *r, errmsg_t *err) {
 // stream is one queue that is nearly always alone, so its events are never copied here.
 #define IN_PLACE_MIN 256u
 
+// Frees a drained queue's buffer.
+static void trim(reader_t *r, tqueue_t *q) {
+    r->n_reserved -= q->cap;
+    free(q->ev);
+    q->ev = NULL;
+    q->cap = 0;
+}
+
 static void release(reader_t *r) {
+    if (r->trim) {
+        // the last call's in-place run is no longer valid: its buffer can go, unless decoding
+        // has filled it again since
+        if (r->trim->head == r->trim->tail)
+            trim(r, r->trim);
+        r->trim = NULL;
+    }
     reader_event_t *out = r->ready_buf;
     r->ready = out;
     size_t n = 0;
@@ -957,8 +981,11 @@ static void release(reader_t *r) {
     while (r->heap_n && n < READY_MAX) {
         heap_ent_t *top = &r->heap[0];
         tqueue_t *q = top->q;
-        // bound = min(runner-up's key, (watermark, tid 0)); nothing at or above it leaves q now
-        const heap_ent_t *bound = all || forced ? NULL : &wm;
+        // bound = min(runner-up's key, (watermark, tid 0)); nothing at or above it leaves q now.
+        // The heap stream alone needs no watermark: the writer merged it, and nothing else
+        // brings events (docs/trace-format.md#merge)
+        const bool alone = !r->mixed && q->tid == HEAP_QUEUE_TID;
+        const heap_ent_t *bound = all || forced || alone ? NULL : &wm;
         if (r->heap_n > 1) {
             const heap_ent_t *b =
                 r->heap_n > 2 && key_less(&r->heap[2], &r->heap[1]) ? &r->heap[2] : &r->heap[1];
@@ -997,13 +1024,14 @@ static void release(reader_t *r) {
         if (q->head == q->tail) {
             q->head = q->tail = 0;
             q->unsorted = false;
-            if (!in_place && (q->ended || r->n_reserved > BUFFERED_MAX)) {
+            if (q->ended || r->n_reserved > BUFFERED_MAX) {
                 // its tid may be reused, but this thread will send nothing more; or a flood
-                // grew the buffers, and one kept per thread would add up
-                r->n_reserved -= q->cap;
-                free(q->ev);
-                q->ev = NULL;
-                q->cap = 0;
+                // grew the buffers, and one kept per thread would add up. A run handed out in
+                // place lives in it until the next call: then it goes.
+                if (in_place)
+                    r->trim = q;
+                else
+                    trim(r, q);
             }
             if (--r->heap_n)
                 heap_replace_top(r, r->heap[r->heap_n]);

@@ -461,7 +461,8 @@ static uint32_t write_bomb(const char *path, int n_chunks, bool one_thread) {
 }
 
 // 16 KB that decompress to 160 MiB: 42 million events with no SYNC to release them. The
-// reader must not hold them all (2.0 GiB of events) nor keep each drained thread's buffer.
+// reader must not hold them all (2.0 GiB of events) nor keep each drained thread's buffer
+// (which it did when the buffer's last run was handed out in place: 1.9 GiB peak; ~0.6 now).
 Test(damaged, a_decompression_bomb_is_read_in_bounded_memory, .timeout = 600) {
     char *dir = e2e_tmpdir("bomb");
     char path[4096];
@@ -470,7 +471,7 @@ Test(damaged, a_decompression_bomb_is_read_in_bounded_memory, .timeout = 600) {
     for (int one_thread = 1; one_thread >= 0; one_thread--) {
         uint32_t n = write_bomb(path, n_chunks, one_thread);
         const char *what = one_thread ? "a bomb of one thread" : "a bomb of 10 threads";
-        outcome_t o = stats_limited(path, what, 2ull << 30);
+        outcome_t o = stats_limited(path, what, 1ull << 30);
         cr_assert_eq(o.status, 0, "%s: %s", what, o.err);
         cr_expect_eq(dmg_int(&o, "chunks_ok"), n_chunks, "%s", what);
         cr_expect_eq(e2e_int(json_object_get(o.json, "anomalies"), "unknown_frees"),
