@@ -61,6 +61,18 @@ static inline void copy_words(uint64_t *dst, const uint64_t *src, size_t words) 
 }
 
 
+// hmap_put's inline check for hmap_too_displaced, as a bound on the key count: recomputed
+// when the displaced keys grow or the capacity changes. Keys taken out of over only lower the
+// true bound, so a stale one errs towards the slow path, which checks again.
+static void update_fast_lo(hmap_t *h) {
+    if (!h->over || h->over->n <= 64) {
+        h->fast_lo = 0;
+        return;
+    }
+    bool small = h->cap * h->stride * sizeof(uint64_t) < HMAP_SMALL_BYTES;
+    h->fast_lo = (small ? 8 : 2) * (h->over->n - 64);
+}
+
 static void table_alloc(hmap_t *h, size_t cap) {
     h->cap = cap;
     h->slots = xcalloc(cap, h->stride * sizeof(uint64_t));
@@ -74,6 +86,7 @@ static void table_alloc(hmap_t *h, size_t cap) {
     while (((size_t)1 << bits) < cap)
         bits++;
     h->shift = 64 - bits;
+    update_fast_lo(h);
 }
 
 void hmap_init(hmap_t *h, size_t value_bytes) {
@@ -111,6 +124,7 @@ static void to_overflow(hmap_t *h, uint64_t key, const uint64_t *value) {
     copy_words(hmap_put(h->over, key, NULL), value, h->stride - 1);
     if (key > h->over_max)
         h->over_max = key;
+    update_fast_lo(h);
 }
 
 static inline void *over_get(const hmap_t *h, uint64_t key) {

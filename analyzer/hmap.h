@@ -23,6 +23,8 @@ typedef struct hmap {
     bool ordered;   // keys are mostly consecutive: slot = the key's low bits, no probing
     struct hmap *over; // ordered: keys whose slot a later key took (scattered; NULL: none yet)
     uint64_t over_max; // ordered: the largest key ever moved to over
+    size_t fast_lo;    // ordered: with at least this many keys, an insert cannot make the
+                       // table too displaced (hmap_too_displaced); kept by hmap.c
     uint8_t *zero_value;
     uint8_t *taken; // hmap_take_ref's copy of a value whose slot was reused
 } hmap_t;
@@ -75,6 +77,14 @@ static inline __attribute__((always_inline)) void hmap_prefetch(const hmap_t *h,
     __builtin_prefetch(h->slots + i * h->stride, 1);
     // the slot's last word: replay's blocks with growth's words (80 bytes) often span two lines
     __builtin_prefetch(h->slots + i * h->stride + h->stride - 1, 1);
+}
+
+// hmap_prefetch for a table known to be ordered (hmap_init_ordered, not yet switched).
+static inline __attribute__((always_inline)) void hmap_prefetch_ordered(const hmap_t *h,
+                                                                       uint64_t key) {
+    const uint64_t *s = h->slots + ((size_t)key & (h->cap - 1)) * h->stride;
+    __builtin_prefetch(s, 1);
+    __builtin_prefetch(s + h->stride - 1, 1);
 }
 
 static inline size_t hmap_count(const hmap_t *h) { return h->n; }
@@ -154,8 +164,8 @@ static inline void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {
             return s + 1;
         }
         // a free slot, a key above every displaced one (so not beside either), no rebuild due
-        if (s[0] == 0 && key > h->over_max && h->n - h->has_zero + 1 <= h->grow_at &&
-            !hmap_too_displaced(h)) {
+        size_t n = h->n - h->has_zero;
+        if (s[0] == 0 && key > h->over_max && n + 1 <= h->grow_at && n >= h->fast_lo) {
             if (existed)
                 *existed = false;
             s[0] = key;

@@ -444,6 +444,14 @@ void replay_events(replay_t *rp, const reader_event_t *ev, size_t n) {
     size_t i = 0;
     for (size_t k = 0; k < n && k < PREFETCH_AHEAD; k++)
         hmap_prefetch(&rp->live, ev[k].addr);
+    if (rp->live.ordered) {
+        // the common table: the slot address without hmap_prefetch's choice of rule per event
+        // (a table that stops being ordered within the batch only gets useless hints)
+        for (; i + PREFETCH_AHEAD < n; i++) {
+            hmap_prefetch_ordered(&rp->live, ev[i + PREFETCH_AHEAD].addr);
+            replay_one(rp, &ev[i]);
+        }
+    }
     for (; i + PREFETCH_AHEAD < n; i++) {
         hmap_prefetch(&rp->live, ev[i + PREFETCH_AHEAD].addr);
         replay_one(rp, &ev[i]);
