@@ -361,6 +361,14 @@ static inline const uint8_t *skip_varint(const uint8_t *p) {
     return p + (p[8] & 0x80 ? 10 : 9);
 }
 
+// Skips a varint the HEAP columns take as it is: where its bytes start and how many.
+static inline const uint8_t *raw_varint(const uint8_t *p, const uint8_t **at, uint8_t *len) {
+    *at = p;
+    p = skip_varint(p);
+    *len = (uint8_t)(p - *at);
+    return p;
+}
+
 static inline __attribute__((always_inline)) const uint8_t *
 fast_event(const uint8_t *p, uint64_t *t, uint64_t *a, hp_resolve_ev_t *e) {
     uint64_t v, time = *t, addr = *a;
@@ -371,9 +379,7 @@ fast_event(const uint8_t *p, uint64_t *t, uint64_t *a, hp_resolve_ev_t *e) {
     case HPT_REC_ALIGNED:
         p = fast_varint(p, &v);
         e->time_ns = time += v;
-        e->stack_p = p;
-        p = skip_varint(p);
-        e->stack_len = (uint8_t)(p - e->stack_p);
+        p = raw_varint(p, &e->stack_p, &e->stack_len);
         p = fast_varint(p, &v);
         e->addr = addr += (uint64_t)hpt_unzigzag(v);
         e->size_p = p;
@@ -405,9 +411,7 @@ fast_event(const uint8_t *p, uint64_t *t, uint64_t *a, hp_resolve_ev_t *e) {
         e->time_ns = time += v;
         p = fast_varint(p, &v);
         e->time2_ns = time += v;
-        e->stack_p = p;
-        p = skip_varint(p);
-        e->stack_len = (uint8_t)(p - e->stack_p);
+        p = raw_varint(p, &e->stack_p, &e->stack_len);
         p = fast_varint(p, &v);
         e->old_addr = addr += (uint64_t)hpt_unzigzag(v);
         p = fast_varint(p, &v);
