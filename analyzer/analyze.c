@@ -71,12 +71,17 @@ typedef struct warm {
 
 #define WARM_STACKS 8 // per idle call: short, so a slot that frees up is filled soon
 
-static bool warm_idle(void *ctx, reader_t *r) {
-    warm_t *w = ctx;
+// Drops the symbolizer if a module was added since it was made.
+static void warm_drop_outdated(warm_t *w, const reader_t *r) {
     if (w->sym && !symbolize_current(w->sym, r)) {
         symbolize_free(w->sym);
         w->sym = NULL;
     }
+}
+
+static bool warm_idle(void *ctx, reader_t *r) {
+    warm_t *w = ctx;
+    warm_drop_outdated(w, r);
     if (!w->sym) {
         size_t n_mods = 0;
         reader_modules(r, &n_mods);
@@ -154,10 +159,7 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     }
     readahead_free(ra);
     progress_done(&p);
-    if (warm.sym && !symbolize_current(warm.sym, r)) {
-        symbolize_free(warm.sym);
-        warm.sym = NULL;
-    }
+    warm_drop_outdated(&warm, r);
     if (got < 0) {
         symbolize_free(warm.sym);
         analyze_close(a);

@@ -118,8 +118,6 @@ readahead_t *readahead_new(reader_t *r, readahead_idle_fn idle, void *idle_ctx) 
     return ra;
 }
 
-bool readahead_threaded(const readahead_t *ra) { return ra->threaded; }
-
 static void copy_err(const readahead_t *ra, errmsg_t *err) {
     if (ra->err.is_set)
         errmsg_set(err, "%s", ra->err.msg);

@@ -24,9 +24,6 @@ typedef bool (*readahead_idle_fn)(void *ctx, reader_t *r);
 // can be made (idle is then never called). idle may be NULL. Allocates (exits on OOM).
 readahead_t *readahead_new(reader_t *r, readahead_idle_fn idle, void *idle_ctx);
 
-// Whether reading runs on its own thread (and so idle may have been called).
-bool readahead_threaded(const readahead_t *ra);
-
 // As reader_next_batch: *evs points at *n >= 1 events, valid until the next call; returns 1, 0 at
 // the end, -1 with err filled by the reader's error (after every event read before it).
 // *offset (may be NULL): the reader's file offset when the batch was cut, for progress lines.

@@ -136,6 +136,50 @@ Test(sites, pipeline_on_a_trace_without_files, .fini = cleanup) {
     analyze_close(a);
 }
 
+// symbolize_warm looks addresses up ahead (the reading thread does, while replay is behind)
+// without counting them: the per-module figures are what symbolize_addr was asked for, the
+// same whether or not the address was warmed first.
+Test(sites, warmed_addresses_count_only_when_asked, .fini = cleanup) {
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    cr_assert_gt(len, 0);
+    self[len] = '\0';
+    tb_t *tb = tb_new();
+    tb_begin(tb, HPT_CHUNK_META, 0, 0, 0);
+    tb_rec_module_load(tb, 0, 0x400000, 0x100000, self, NULL, 0);
+    tb_rec_module_load(tb, 0, 0x7f0000000000ull, 0x10000, "/nonexistent/libc.so.6", NULL, 0);
+    tb_end(tb, false);
+    cr_assert_eq(tb_write_tmp(tb, path), 0);
+    tb_free(tb);
+    errmsg_t err;
+    errmsg_init(&err);
+    reader_t *r = reader_open(path, &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    cr_assert_eq(reader_load_defs(r, &err), 0, "%s", err.msg);
+    symbolize_t *s = symbolize_new(r);
+    cr_assert(symbolize_current(s, r));
+    size_t n_mods;
+    const symbolize_module_t *m = symbolize_modules(s, &n_mods);
+    cr_assert_eq(n_mods, 2);
+    cr_expect_eq(m[0].status, SYMBOLIZE_MODULE_UNUSED);
+    symbolize_warm(s, 0x401000);
+    symbolize_warm(s, 0x7f0000000100ull);
+    cr_expect_eq(symbolize_n_addresses(s), 0);
+    cr_expect_eq(m[0].n_addresses, 0);
+    cr_expect_eq(m[1].n_addresses, 0);
+    cr_expect_eq(m[0].status, SYMBOLIZE_MODULE_UNUSED, "warming marked the module used");
+    size_t n;
+    symbolize_addr(s, 0x401000, &n);
+    symbolize_addr(s, 0x401000, &n);
+    cr_expect_eq(symbolize_n_addresses(s), 1);
+    cr_expect_eq(m[0].n_addresses, 1);
+    cr_expect_neq(m[0].status, SYMBOLIZE_MODULE_UNUSED);
+    cr_expect_eq(m[1].n_addresses, 0);
+    cr_expect_eq(m[1].status, SYMBOLIZE_MODULE_MISSING);
+    symbolize_free(s);
+    reader_close(r);
+}
+
 Test(sites, addresses_outside_every_module) {
     symbolize_t *s = symbolize_new(NULL);
     size_t n;
