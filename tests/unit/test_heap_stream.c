@@ -85,6 +85,49 @@ Test(heap_stream, serials_threads_reuse_and_realloc, .fini = cleanup) {
     tb_free(tb);
 }
 
+// Two HEAP chunks and no SYNC, optionally after a thread's EVENTS chunk with an event: where the
+// reader stands when it hands out its first events.
+static uint64_t offset_at_first_batch(bool events_chunk_first, uint64_t *file_size) {
+    tb_t *tb = new_builder(0);
+    if (events_chunk_first) {
+        // later than every heap event: only the watermark rule holds those back
+        tb_begin(tb, HPT_CHUNK_EVENTS, 2, 0, 0);
+        tb_rec_malloc(tb, 500, 1, 0x1000, 8);
+        tb_end(tb, false);
+    }
+    for (uint64_t c = 0; c < 2; c++) {
+        tb_begin(tb, HPT_CHUNK_HEAP, 1, 10 + 100 * c, 1 + 10 * c);
+        for (uint64_t i = 0; i < 10; i++)
+            tb_rec_h_alloc(tb, HPT_REC_H_MALLOC, 10 + 100 * c + i, 1, 16, 0);
+        tb_end(tb, false);
+    }
+    size_t n;
+    tb_data(tb, &n);
+    *file_size = n;
+    reader_t *r = rt_open_built(tb, path);
+    errmsg_t err;
+    errmsg_init(&err);
+    const reader_event_t *evs;
+    size_t got;
+    cr_assert_eq(reader_next_batch(r, &evs, &got, &err), 1);
+    uint64_t at = reader_offset(r);
+    reader_close(r);
+    tb_free(tb);
+    return at;
+}
+
+// The writer merged the heap stream, and nothing else brings events: a chunk's events leave as
+// soon as it is decoded, not at the next SYNC (on c_threads 8 five HEAP chunks come between two
+// SYNCs). Once a thread's EVENTS chunk has brought events, the heap stream waits for the
+// watermark too, so the two merge in time order.
+Test(heap_stream, heap_events_alone_need_no_sync, .fini = cleanup) {
+    uint64_t size;
+    uint64_t at = offset_at_first_batch(false, &size);
+    cr_expect_lt(at, size, "the first chunk's events waited for the end of the file");
+    at = offset_at_first_batch(true, &size);
+    cr_expect_eq(at, size, "with a thread's events about, the heap stream must wait");
+}
+
 Test(heap_stream, a_lost_chunk_costs_only_its_own_blocks, .fini = cleanup) {
     tb_t *tb = new_builder(0);
     tb_begin(tb, HPT_CHUNK_HEAP, 1, 0, 1);
