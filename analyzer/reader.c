@@ -47,6 +47,23 @@ typedef struct tqueue {
     size_t head, tail, cap;
 } tqueue_t;
 
+// A chunk's records as they are being decoded. The heap stream's chunks are decoded a slice at
+// a time (HEAP_SLICE): a chunk holds 150-230 K events, and decoded whole it filled a queue of
+// 7-11 MB, written and read back from beyond the second-level cache.
+typedef struct drun {
+    bool heap, keep;
+    bool thread_chunk; // an EVENTS chunk: its events make the reader mixed
+    hpt_hcur_t cur;         // heap: the columns
+    const uint8_t *p, *end; // a thread's chunk: its records
+    hpt_dstate_t st;
+    hpt_rec_t rec; // hpt_rec_decode fills only the fields of the tag it met: zeroed once a chunk
+    uint32_t tid;
+    uint32_t left;  // records not decoded yet
+    uint64_t wm;    // the watermark when the chunk was read: what counts as late
+    uint64_t late;  // of the records decoded in this step
+    tqueue_t *q;
+} drun_t;
+
 // A queue in the merge heap with its head's key cached: sifting compares keys in one array
 // instead of chasing two pointers per comparison.
 typedef struct heap_ent {
@@ -101,6 +118,11 @@ struct reader {
     reader_event_t *ready_buf;
     size_t ready_n, ready_pos;
     tqueue_t *trim; // a drained queue whose buffer goes once its in-place run is no longer valid
+    drun_t pend;       // the heap chunk being decoded a slice at a time, while pend_active
+    bool pend_active;
+    size_t pend_bytes; // its size in the file (what its damage skips)
+    uint8_t *pend_raw; // its decompressed payload (swapped with raw, which the next chunk needs)
+    size_t pend_raw_cap;
 
     hmap_t stacks; // id -> stack_ref_t
     arena_block_t *arena;
@@ -209,6 +231,7 @@ static void reader_free(reader_t *r) {
     free(r->queues);
     free(r->heap);
     free(r->ready_buf);
+    free(r->pend_raw);
     hmap_fini(&r->tid_map);
     hmap_fini(&r->heap_thread);
     hmap_fini(&r->stacks);
@@ -551,243 +574,318 @@ static void cpu_commit(reader_t *r) {
 // Decodes a verified chunk's payload. Events go to the thread's queue and are rolled back if a
 // later record fails, so a chunk counts entirely or not at all (definitions already taken from
 // its valid records stay: they are correct and harmless).
-static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p,
-                         const uint8_t *end) {
-    const bool heap = h->type == HPT_CHUNK_HEAP;
-    hpt_dstate_t st = heap ? hpt_heap_state(h->base_time_ns, h->base_addr, r->hdr.time_shift)
-                           : (hpt_dstate_t){.time_ns = h->base_time_ns, .addr = h->base_addr};
-    tqueue_t *q = queue_for(r, heap ? HEAP_QUEUE_TID : h->tid);
-    if (q->head == q->tail) {
-        q->head = q->tail = 0;
-        q->unsorted = false;
-    } else if (q->head > q->cap / 2 || (q->head > 0 && q->tail + h->n_records > q->cap)) {
-        // only here, before the chunk, may indices move: the rollback below relies on it. Also
-        // when the chunk would grow the buffer while released room lies before head (a flood
-        // released by BUFFERED_MAX, not by the watermark)
-        memmove(q->ev, q->ev + q->head, (q->tail - q->head) * sizeof *q->ev);
-        q->tail -= q->head;
-        q->head = 0;
-    }
-    const bool keep = !r->defs_only;
-    const bool was_empty = q->head == q->tail;
-    const size_t old_tail = q->tail, old_cap = q->cap;
-    const uint64_t wm = r->watermark;
-    uint64_t late = 0;
-    uint32_t tid = h->tid;
-    reader_event_t *e;
-    // hpt_rec_decode fills only the fields of the tag it met; zeroing once per chunk keeps
-    // every field defined without a per-record cost
-    hpt_rec_t rec = {0};
+#define HEAP_SLICE 16384u
 
-    // each stream has its own records: addresses in a thread's chunk, serials in the heap's
-    // (whose decoder accepts nothing else, and hpt_rec_decode no heap record)
-    hpt_hcur_t cur;
-    if (heap && !hpt_hcur_open(&cur, p, end))
-        goto bad;
-    for (uint32_t i = 0; i < h->n_records; i++) {
-        if (heap ? !hpt_heap_decode(&cur, &st, &rec) : !(p = hpt_rec_decode(p, end, &st, &rec)))
-            goto bad;
-        switch (rec.tag) {
+// Decodes the next n records of d into its queue. False if one does not decode (damage).
+static bool decode_records(reader_t *r, drun_t *d, uint32_t n) {
+    // a local copy: the events written through e could alias *d, which would send every field
+    // of the decoder's state back to memory after each store
+    drun_t l = *d;
+    reader_event_t *e;
+    for (uint32_t i = 0; i < n; i++, l.left--) {
+        if (l.heap ? !hpt_heap_decode(&l.cur, &l.st, &l.rec)
+                    : !(l.p = hpt_rec_decode(l.p, l.end, &l.st, &l.rec)))
+            return false;
+        switch (l.rec.tag) {
         case HPT_REC_H_MALLOC:
         case HPT_REC_H_CALLOC:
         case HPT_REC_H_ALIGNED:
         case HPT_REC_H_REALLOC:
-            if (!keep)
+            if (!l.keep)
                 break;
-            e = q_push(q);
+            e = q_push(l.q);
             e->kind = READER_ALLOC;
-            e->sub = rec.tag == HPT_REC_H_MALLOC   ? READER_MALLOC
-                     : rec.tag == HPT_REC_H_CALLOC ? READER_CALLOC
-                     : rec.tag == HPT_REC_H_ALIGNED ? READER_ALIGNED
+            e->sub = l.rec.tag == HPT_REC_H_MALLOC   ? READER_MALLOC
+                     : l.rec.tag == HPT_REC_H_CALLOC ? READER_CALLOC
+                     : l.rec.tag == HPT_REC_H_ALIGNED ? READER_ALIGNED
                                                     : READER_REALLOC;
             e->flags = 0;
-            e->tid = tid;
-            e->time_ns = rec.time_ns;
-            e->stack = rec.stack;
-            e->addr = rec.serial;
-            e->old_addr = rec.tag == HPT_REC_H_REALLOC ? rec.ref : 0;
-            e->size = rec.size;
-            late += rec.time_ns < wm;
+            e->tid = l.tid;
+            e->time_ns = l.rec.time_ns;
+            e->stack = l.rec.stack;
+            e->addr = l.rec.serial;
+            e->old_addr = l.rec.tag == HPT_REC_H_REALLOC ? l.rec.ref : 0;
+            e->size = l.rec.size;
+            l.late += l.rec.time_ns < l.wm;
             break;
         case HPT_REC_H_FREE:
         case HPT_REC_H_REALLOC_FREE:
-            if (!keep)
+            if (!l.keep)
                 break;
-            e = q_push(q);
+            e = q_push(l.q);
             e->kind = READER_FREE;
-            e->touch = rec.touch;
-            e->flags = rec.tag == HPT_REC_H_REALLOC_FREE ? READER_FREE_OF_REALLOC : 0;
-            e->tid = tid;
-            e->time_ns = rec.time_ns;
+            e->touch = l.rec.touch;
+            e->flags = l.rec.tag == HPT_REC_H_REALLOC_FREE ? READER_FREE_OF_REALLOC : 0;
+            e->tid = l.tid;
+            e->time_ns = l.rec.time_ns;
             e->stack = 0;
-            e->addr = rec.ref; // 0: a block the shim never saw allocated, an unknown free
-            e->touched_nz = rec.touch ? rec.touched_nz : 0;
-            e->touched = rec.touch ? rec.touched : 0;
-            late += rec.time_ns < wm;
+            e->addr = l.rec.ref; // 0: a block the shim never saw allocated, an unknown free
+            e->touched_nz = l.rec.touch ? l.rec.touched_nz : 0;
+            e->touched = l.rec.touch ? l.rec.touched : 0;
+            l.late += l.rec.time_ns < l.wm;
             break;
         case HPT_REC_H_TID:
-            tid = (uint32_t)rec.tid;
+            l.tid = (uint32_t)l.rec.tid;
             break;
         case HPT_REC_H_REUSE: // the codec keeps it for the next allocation
             break;
         case HPT_REC_MALLOC:
         case HPT_REC_CALLOC:
         case HPT_REC_ALIGNED:
-            if (!keep)
+            if (!l.keep)
                 break;
-            e = q_push(q);
+            e = q_push(l.q);
             e->kind = READER_ALLOC;
-            e->sub = rec.tag == HPT_REC_MALLOC   ? READER_MALLOC
-                     : rec.tag == HPT_REC_CALLOC ? READER_CALLOC
+            e->sub = l.rec.tag == HPT_REC_MALLOC   ? READER_MALLOC
+                     : l.rec.tag == HPT_REC_CALLOC ? READER_CALLOC
                                                  : READER_ALIGNED;
             e->flags = 0;
-            e->tid = tid;
-            e->time_ns = rec.time_ns;
-            e->stack = rec.stack;
-            e->addr = rec.addr;
+            e->tid = l.tid;
+            e->time_ns = l.rec.time_ns;
+            e->stack = l.rec.stack;
+            e->addr = l.rec.addr;
             e->old_addr = 0;
-            e->size = rec.size;
-            late += rec.time_ns < wm;
+            e->size = l.rec.size;
+            l.late += l.rec.time_ns < l.wm;
             break;
         case HPT_REC_FREE:
-            if (!keep)
+            if (!l.keep)
                 break;
-            e = q_push(q);
+            e = q_push(l.q);
             e->kind = READER_FREE;
-            e->touch = rec.touch;
+            e->touch = l.rec.touch;
             e->flags = 0;
-            e->tid = tid;
-            e->time_ns = rec.time_ns;
+            e->tid = l.tid;
+            e->time_ns = l.rec.time_ns;
             e->stack = 0;
-            e->addr = rec.addr;
-            e->touched_nz = rec.touch ? rec.touched_nz : 0;
-            e->touched = rec.touch ? rec.touched : 0;
-            late += rec.time_ns < wm;
+            e->addr = l.rec.addr;
+            e->touched_nz = l.rec.touch ? l.rec.touched_nz : 0;
+            e->touched = l.rec.touch ? l.rec.touched : 0;
+            l.late += l.rec.time_ns < l.wm;
             break;
         case HPT_REC_REALLOC:
-            if (!keep)
+            if (!l.keep)
                 break;
             // two halves so the merge places the old block's death and the new block's birth
             // each at its own time (docs/trace-format.md#records)
-            if (rec.old_addr != 0) {
-                e = q_push(q);
+            if (l.rec.old_addr != 0) {
+                e = q_push(l.q);
                 e->kind = READER_FREE;
-                e->touch = rec.touch;
+                e->touch = l.rec.touch;
                 e->flags = READER_FREE_OF_REALLOC;
-                e->tid = tid;
-                e->time_ns = rec.time_ns;
-                e->stack = rec.stack;
-                e->addr = rec.old_addr;
-                e->touched_nz = rec.touch ? rec.touched_nz : 0;
-                e->touched = rec.touch ? rec.touched : 0;
-                late += rec.time_ns < wm;
+                e->tid = l.tid;
+                e->time_ns = l.rec.time_ns;
+                e->stack = l.rec.stack;
+                e->addr = l.rec.old_addr;
+                e->touched_nz = l.rec.touch ? l.rec.touched_nz : 0;
+                e->touched = l.rec.touch ? l.rec.touched : 0;
+                l.late += l.rec.time_ns < l.wm;
             }
-            e = q_push(q);
+            e = q_push(l.q);
             e->kind = READER_ALLOC;
             e->sub = READER_REALLOC;
             e->flags = 0;
-            e->tid = tid;
-            e->time_ns = rec.time2_ns;
-            e->stack = rec.stack;
-            e->addr = rec.addr;
-            e->old_addr = rec.old_addr;
-            e->size = rec.size;
-            late += rec.time2_ns < wm;
+            e->tid = l.tid;
+            e->time_ns = l.rec.time2_ns;
+            e->stack = l.rec.stack;
+            e->addr = l.rec.addr;
+            e->old_addr = l.rec.old_addr;
+            e->size = l.rec.size;
+            l.late += l.rec.time2_ns < l.wm;
             break;
         case HPT_REC_STACK:
-            if (!def_stack(r, &rec))
-                goto bad;
+            if (!def_stack(r, &l.rec))
+                return false;
             break;
         case HPT_REC_THREAD_START:
-            def_thread_start(r, q, &rec, tid);
-            if (!keep)
+            def_thread_start(r, l.q, &l.rec, l.tid);
+            if (!l.keep)
                 break;
-            q_push_meta(q, READER_THREAD_START, tid, rec.time_ns);
-            late += rec.time_ns < wm;
+            q_push_meta(l.q, READER_THREAD_START, l.tid, l.rec.time_ns);
+            l.late += l.rec.time_ns < l.wm;
             break;
         case HPT_REC_THREAD_END:
-            def_thread_end(r, q, &rec, tid);
-            if (!keep)
+            def_thread_end(r, l.q, &l.rec, l.tid);
+            if (!l.keep)
                 break;
-            q_push_meta(q, READER_THREAD_END, tid, rec.time_ns);
-            late += rec.time_ns < wm;
+            q_push_meta(l.q, READER_THREAD_END, l.tid, l.rec.time_ns);
+            l.late += l.rec.time_ns < l.wm;
             break;
         case HPT_REC_MODULE_LOAD: {
-            size_t idx = def_module_load(r, &rec, tid);
-            if (!keep)
+            size_t idx = def_module_load(r, &l.rec, l.tid);
+            if (!l.keep)
                 break;
-            e = q_push_meta(q, READER_MODULE_LOAD, tid, rec.time_ns);
+            e = q_push_meta(l.q, READER_MODULE_LOAD, l.tid, l.rec.time_ns);
             e->stack = idx;
-            e->addr = rec.addr;
-            e->size = rec.size;
-            late += rec.time_ns < wm;
+            e->addr = l.rec.addr;
+            e->size = l.rec.size;
+            l.late += l.rec.time_ns < l.wm;
             break;
         }
         case HPT_REC_MODULE_UNLOAD: {
-            uint64_t idx = def_module_unload(r, &rec);
-            if (!keep)
+            uint64_t idx = def_module_unload(r, &l.rec);
+            if (!l.keep)
                 break;
-            e = q_push_meta(q, READER_MODULE_UNLOAD, tid, rec.time_ns);
+            e = q_push_meta(l.q, READER_MODULE_UNLOAD, l.tid, l.rec.time_ns);
             e->stack = idx;
-            e->addr = rec.addr;
-            late += rec.time_ns < wm;
+            e->addr = l.rec.addr;
+            l.late += l.rec.time_ns < l.wm;
             break;
         }
         case HPT_REC_PROCESS:
-            if (!def_process(r, &rec))
-                goto bad;
+            if (!def_process(r, &l.rec))
+                return false;
             break;
         case HPT_REC_CPU_SAMPLE:
             r->cpu_chunk = xgrow(r->cpu_chunk, &r->cpu_chunk_cap, r->cpu_chunk_n + 1,
                                  sizeof *r->cpu_chunk);
-            r->cpu_chunk[r->cpu_chunk_n++] = rec.stack;
+            r->cpu_chunk[r->cpu_chunk_n++] = l.rec.stack;
             break;
         case HPT_REC_CPU_INFO:
-            if (rec.counters[0] > HPT_CPU_TIMER)
-                goto bad;
+            if (l.rec.counters[0] > HPT_CPU_TIMER)
+                return false;
             r->cpu.has_info = true;
-            r->cpu.source = (uint8_t)rec.counters[0];
-            r->cpu.hz = rec.counters[1] > UINT32_MAX ? UINT32_MAX : (uint32_t)rec.counters[1];
-            r->cpu.n_lost = rec.counters[3];
-            r->cpu.reason = arena_str(r, rec.str, rec.str_len);
+            r->cpu.source = (uint8_t)l.rec.counters[0];
+            r->cpu.hz = l.rec.counters[1] > UINT32_MAX ? UINT32_MAX : (uint32_t)l.rec.counters[1];
+            r->cpu.n_lost = l.rec.counters[3];
+            r->cpu.reason = arena_str(r, l.rec.str, l.rec.str_len);
             break;
         case HPT_REC_TRAILER:
             r->has_trailer = true;
-            r->trailer.n_events = rec.counters[0];
-            r->trailer.n_lost_events = rec.counters[1];
-            r->trailer.n_stacks = rec.counters[2];
-            r->trailer.n_stack_overflows = rec.counters[3];
+            r->trailer.n_events = l.rec.counters[0];
+            r->trailer.n_lost_events = l.rec.counters[1];
+            r->trailer.n_stacks = l.rec.counters[2];
+            r->trailer.n_stack_overflows = l.rec.counters[3];
             // the heap stream was merged by the writer: what it had to place late counts here
-            r->damage.late_events += rec.counters[4];
+            r->damage.late_events += l.rec.counters[4];
             break;
         default:
-            goto bad; // hpt_rec_decode knows a tag this reader does not: treat as damage
+            return false; // hpt_rec_decode knows a tag this reader does not: treat as damage
         }
     }
-    if (heap ? !hpt_hcur_done(&cur) : p != end)
-        goto bad;
+    *d = l;
+    return true;
+}
+
+// Makes room at the end of q before a chunk's records go in: only here may indices move (the
+// rollback of a failed step relies on it).
+static void queue_prepare(tqueue_t *q, uint32_t n_records) {
+    if (q->head == q->tail) {
+        q->head = q->tail = 0;
+        q->unsorted = false;
+    } else if (q->head > q->cap / 2 || (q->head > 0 && q->tail + n_records > q->cap)) {
+        // also when the chunk would grow the buffer while released room lies before head (a
+        // flood released by BUFFERED_MAX, not by the watermark)
+        memmove(q->ev, q->ev + q->head, (q->tail - q->head) * sizeof *q->ev);
+        q->tail -= q->head;
+        q->head = 0;
+    }
+}
+
+// Decodes up to n more records of d and accounts for them; on damage, takes back this step's
+// events. False on damage.
+static bool decode_step(reader_t *r, drun_t *d, uint32_t n) {
+    tqueue_t *q = d->q;
+    queue_prepare(q, n);
+    const bool was_empty = q->head == q->tail;
+    const size_t old_tail = q->tail, old_cap = q->cap;
+    d->late = 0;
+    bool ok = decode_records(r, d, n < d->left ? n : d->left);
+    if (ok && d->left == 0)
+        ok = d->heap ? hpt_hcur_done(&d->cur) : d->p == d->end;
+    if (!ok) {
+        r->cpu_chunk_n = 0;
+        q->tail = old_tail;
+        r->n_reserved += q->cap - old_cap;
+        return false;
+    }
     cpu_commit(r);
     if (old_tail > q->head && q->tail > old_tail &&
         q->ev[old_tail].time_ns < q->ev[old_tail - 1].time_ns)
         q->unsorted = true;
-    r->damage.late_events += late;
-    // META comes first, so its events (the module map at start) are queued before any heap
-    // event is released, and the merge orders the two; a thread's EVENTS chunk may come late
-    if (h->type == HPT_CHUNK_EVENTS && q->tail > old_tail)
-        r->mixed = true;
+    r->damage.late_events += d->late;
+    if (d->thread_chunk && q->tail > old_tail)
+        r->mixed = true; // see the META note in decode_chunk
     r->n_buffered += q->tail - old_tail;
     r->n_reserved += q->cap - old_cap;
     if (was_empty && q->tail > q->head)
         heap_push(r, q);
     return true;
-bad:
-    r->cpu_chunk_n = 0;
-    q->tail = old_tail;
-    r->n_reserved += q->cap - old_cap;
-    return false;
 }
 
-// Verified chunk at buf + pos: decompress and decode. False if its contents are damaged.
+// The next slice of the heap chunk still being decoded: when its queue is drained, or always
+// (force: the reader must move on). A slice that does not decode makes the chunk damaged; what
+// came before it was already handed out.
+static void pending_step(reader_t *r, bool force) {
+    drun_t *d = &r->pend;
+    if (!r->pend_active || (!force && d->q->head != d->q->tail))
+        return;
+    if (!decode_step(r, d, HEAP_SLICE)) {
+        r->damage.chunks_ok--;
+        r->damage.chunks_damaged++;
+        r->damage.bytes_skipped += r->pend_bytes;
+        r->pend_active = false;
+    } else if (d->left == 0) {
+        r->pend_active = false;
+    }
+}
+
+static void pending_finish(reader_t *r) {
+    while (r->pend_active)
+        pending_step(r, true);
+}
+
+static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p,
+                         const uint8_t *end) {
+    const bool heap = h->type == HPT_CHUNK_HEAP;
+    pending_finish(r); // (only if the reader skipped ahead: refill finishes it first)
+    drun_t d = {
+        .heap = heap,
+        .keep = !r->defs_only,
+        .thread_chunk = h->type == HPT_CHUNK_EVENTS,
+        .p = p,
+        .end = end,
+        .st = heap ? hpt_heap_state(h->base_time_ns, h->base_addr, r->hdr.time_shift)
+                   : (hpt_dstate_t){.time_ns = h->base_time_ns, .addr = h->base_addr},
+        .tid = h->tid,
+        .left = h->n_records,
+        .wm = r->watermark,
+        .q = queue_for(r, heap ? HEAP_QUEUE_TID : h->tid),
+    };
+    // each stream has its own records: addresses in a thread's chunk, serials in the heap's
+    // (whose decoder accepts nothing else, and hpt_rec_decode no heap record)
+    if (heap && !hpt_hcur_open(&d.cur, p, end))
+        return false;
+    // META comes first, so its events (the module map at start) are queued before any heap
+    // event is released, and the merge orders the two; a thread's EVENTS chunk may come late
+    // (decode_step marks the reader mixed when one brings events)
+    const bool sliced = heap && d.keep && !r->mixed && h->n_records > HEAP_SLICE;
+    if (!decode_step(r, &d, sliced ? HEAP_SLICE : h->n_records))
+        return false;
+    if (sliced) {
+        // the rest waits in the decompressed payload, which must outlive the next chunk
+        r->pend = d;
+        r->pend_active = true;
+        r->pend_bytes = CHUNK_HDR + h->stored_bytes;
+        if (p == r->raw) {
+            uint8_t *t = r->raw;
+            size_t c = r->raw_cap;
+            r->raw = r->pend_raw;
+            r->raw_cap = r->pend_raw_cap;
+            r->pend_raw = t;
+            r->pend_raw_cap = c;
+        } else {
+            r->pend_raw = xgrow(r->pend_raw, &r->pend_raw_cap, (size_t)(end - p) + 1, 1);
+            memcpy(r->pend_raw, p, (size_t)(end - p));
+            hpt_hcur_open(&r->pend.cur, r->pend_raw, r->pend_raw + (end - p));
+            // re-derive the columns' positions after the slice already decoded
+            for (int i = 0; i < HPT_HCOLS; i++)
+                r->pend.cur.p[i] = r->pend_raw + (d.cur.p[i] - p);
+        }
+    }
+    return true;
+}
+
 static bool process_chunk(reader_t *r, const hpt_chunk_hdr_t *h) {
     const uint8_t *payload = r->buf + r->pos + CHUNK_HDR;
     if (h->type == HPT_CHUNK_SYNC) {
@@ -962,6 +1060,7 @@ static void trim(reader_t *r, tqueue_t *q) {
 }
 
 static void release(reader_t *r) {
+    pending_step(r, false);
     if (r->trim) {
         // the last call's in-place run is no longer valid: its buffer can go, unless decoding
         // has filled it again since
@@ -1056,6 +1155,10 @@ static int refill(reader_t *r, errmsg_t *err) {
         release(r);
         if (r->ready_n)
             return 1;
+        if (r->pend_active) {
+            pending_step(r, true); // a slice with no event to hand out yet: the next one
+            continue;
+        }
         if (r->eof)
             return 0;
         if (read_chunk(r, err) != 0)
@@ -1088,6 +1191,8 @@ int reader_next_batch(reader_t *r, const reader_event_t **evs, size_t *n, errmsg
 
 int reader_load_defs(reader_t *r, errmsg_t *err) {
     r->defs_only = true;
+    r->pend.keep = false; // its definitions still count, its events are dropped below
+    pending_finish(r);
     while (!r->eof)
         if (read_chunk(r, err) != 0)
             return -1;

@@ -128,6 +128,44 @@ Test(heap_stream, heap_events_alone_need_no_sync, .fini = cleanup) {
     cr_expect_eq(at, size, "with a thread's events about, the heap stream must wait");
 }
 
+// A heap chunk larger than a slice (reader.c decodes the heap stream 16,384 records at a time)
+// comes out whole and in order; one whose last slice does not decode (it claims a record more
+// than its columns hold) keeps the slices before it and counts as damaged.
+static void big_heap_chunk(bool damaged) {
+    const uint32_t n = 40000;
+    tb_t *tb = new_builder(0);
+    tb_begin(tb, HPT_CHUNK_HEAP, 1, 0, 1);
+    for (uint32_t i = 0; i < n; i++)
+        tb_rec_h_alloc(tb, HPT_REC_H_MALLOC, i, 1, 16 + i % 7, 0);
+    if (damaged)
+        tb_set_n_records(tb, n + 1);
+    tb_end(tb, false);
+    reader_t *r;
+    evs_t e = read_file(tb, &r);
+    const reader_damage_t *dmg = reader_damage(r);
+    if (damaged) {
+        cr_expect_eq(e.n, 2 * 16384, "the slices before the damage are kept");
+        cr_expect_eq(dmg->chunks_ok, 0);
+        cr_expect_eq(dmg->chunks_damaged, 1);
+    } else {
+        cr_expect_eq(e.n, n);
+        cr_expect_eq(dmg->chunks_ok, 1);
+        cr_expect_eq(dmg->chunks_damaged, 0);
+    }
+    for (size_t i = 0; i < e.n; i++)
+        cr_assert(e.v[i].kind == READER_ALLOC && e.v[i].addr == i + 1 && e.v[i].time_ns == i &&
+                      e.v[i].size == 16 + i % 7,
+                  "event %zu", i);
+    free(e.v);
+    reader_close(r);
+    tb_free(tb);
+}
+
+Test(heap_stream, a_chunk_larger_than_a_slice, .fini = cleanup) {
+    big_heap_chunk(false);
+    big_heap_chunk(true);
+}
+
 Test(heap_stream, a_lost_chunk_costs_only_its_own_blocks, .fini = cleanup) {
     tb_t *tb = new_builder(0);
     tb_begin(tb, HPT_CHUNK_HEAP, 1, 0, 1);
