@@ -23,8 +23,8 @@ typedef struct hmap {
     bool ordered;   // keys are mostly consecutive: slot = the key's low bits, no probing
     struct hmap *over; // ordered: keys whose slot a later key took (scattered; NULL: none yet)
     uint64_t over_max; // ordered: the largest key ever moved to over
-    size_t fast_lo;    // ordered: with at least this many keys, an insert cannot make the
-                       // table too displaced (hmap_too_displaced); kept by hmap.c
+    size_t fast_lo;    // ordered: below this many keys the table is too displaced (hmap.c's
+                       // rule, kept as a bound so the inline insert checks one compare)
     uint8_t *zero_value;
     uint8_t *taken; // hmap_take_ref's copy of a value whose slot was reused
 } hmap_t;
@@ -99,8 +99,6 @@ void *hmap_next(const hmap_t *h, size_t *it, uint64_t *key);
 // hmap_put and hmap_take (prologue, key 0, mode and overflow checks, the copy out) for what is
 // a few loads and stores.
 
-#define HMAP_SMALL_BYTES (2u << 20)
-
 void *hmap_put_slow(hmap_t *h, uint64_t key, bool *existed);
 void *hmap_take_ref_slow(hmap_t *h, uint64_t key);
 
@@ -139,20 +137,6 @@ static inline void hmap_zero_words(uint64_t *dst, size_t words) {
         for (size_t w = 0; w < words; w++)
             dst[w] = 0;
     }
-}
-
-// Ordered mode pays off while few keys are displaced. When they outnumber half of all keys, the
-// keys are not consecutive enough for the capacity: double it while that keeps the table within
-// 4 slots a key, else switch to the scrambling hash for good. A rebuild happens at most once
-// per doubling of the displaced keys, so a forged trace cannot make the table quadratic.
-static inline bool hmap_too_displaced(const hmap_t *h) {
-    if (!h->over)
-        return false;
-    size_t n = h->n - h->has_zero;
-    // a table that fits in the cache doubles sooner: a displaced key costs a hash probe of the
-    // table beside (c_churn's 4,097 live blocks kept 25% there in 8 K slots, 2% in 16 K)
-    bool small = h->cap * h->stride * sizeof(uint64_t) < HMAP_SMALL_BYTES;
-    return h->over->n > (small ? n / 8 : n / 2) + 64;
 }
 
 static inline void *hmap_put(hmap_t *h, uint64_t key, bool *existed) {

@@ -584,7 +584,7 @@ static bool decode_records(reader_t *r, drun_t *d, uint32_t n) {
     reader_event_t *e;
     for (uint32_t i = 0; i < n; i++, l.left--) {
         if (l.heap ? !hpt_heap_decode(&l.cur, &l.st, &l.rec)
-                    : !(l.p = hpt_rec_decode(l.p, l.end, &l.st, &l.rec)))
+                   : !(l.p = hpt_rec_decode(l.p, l.end, &l.st, &l.rec)))
             return false;
         switch (l.rec.tag) {
         case HPT_REC_H_MALLOC:
