@@ -241,3 +241,33 @@ Test(hmap, ordered_displaced_keys_are_first_class) {
     cr_assert_eq(hmap_count(&h), N);
     hmap_fini(&h);
 }
+
+// An ordered table doubles where it lies: the keys whose slot moves up by the old capacity move,
+// the displaced go back to their own slot when the doubled table has one for them, and no value
+// is lost or changed on the way through several doublings.
+Test(hmap, ordered_growth_in_place_keeps_every_key) {
+    hmap_t h;
+    hmap_init_ordered(&h, sizeof(val_t));
+    enum { D = 64, N = 40, MORE = 6000 };
+    for (uint64_t k = 1; k <= N; k++) { // k + D shares k's slot while the table has 64
+        ((val_t *)hmap_put(&h, k, NULL))->a = k;
+        ((val_t *)hmap_put(&h, k + D, NULL))->a = k + D;
+    }
+    for (uint64_t k = 1000; k < 1000 + MORE; k++)
+        ((val_t *)hmap_put(&h, k, NULL))->a = k;
+    cr_assert(h.ordered);
+    cr_assert_geq(h.cap, 8192u);
+    cr_assert(!h.over || hmap_count(h.over) == 0, "every key has its own slot at %zu slots", h.cap);
+    cr_assert_eq(hmap_count(&h), 2 * N + MORE);
+    size_t it = 0, n = 0;
+    uint64_t key;
+    val_t *v;
+    while ((v = hmap_next(&h, &it, &key))) {
+        cr_assert_eq(v->a, key);
+        n++;
+    }
+    cr_assert_eq(n, 2 * N + MORE);
+    for (uint64_t k = 1; k <= N; k++)
+        cr_assert(((val_t *)hmap_get(&h, k))->a == k && ((val_t *)hmap_get(&h, k + D))->a == k + D);
+    hmap_fini(&h);
+}
