@@ -10,6 +10,7 @@
 #include "xalloc.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,14 +36,16 @@ typedef struct short_slot {
     growth_short_t sh; // blocks 0: empty
 } short_slot_t;
 
+// Attached to a replay, a block is replay's live block: the head is replay's (its size and
+// time are the block's; written by replay after on_alloc) and the rest are companion words.
 typedef struct gblock {
-    uint64_t seq; // allocation number, from 1; | BLOCK_HAS_PRED
-    uint64_t size;
-    uint64_t time_ns;
-    uint64_t stack;  // stack of the event that made it
-    uint64_t origin; // the site: the stack of the first block of its realloc chain
-    uint64_t chain;  // index + 1 of the chain it ends, 0 while it is linked to nothing
+    replay_block_t head; // size, time_ns: the block's; stack: replay's own
+    uint64_t seq;        // allocation number, from 1; | BLOCK_HAS_PRED
+    uint64_t stack;      // stack of the event that made it
+    uint64_t origin;     // the site: the stack of the first block of its realloc chain
+    uint64_t chain;      // index + 1 of the chain it ends, 0 while it is linked to nothing
 } gblock_t;
+#define GBLOCK_WORDS ((sizeof(gblock_t) - sizeof(replay_block_t)) / sizeof(uint64_t))
 
 static inline uint64_t seq_of(const gblock_t *b) { return b->seq & ~BLOCK_HAS_PRED; }
 
@@ -186,9 +189,9 @@ static uint64_t chain_new(growth_t *g, const gblock_t *b) {
         i = g->n_chains++;
     }
     g->chains[i] = (chain_t){.origin = b->origin,
-                                       .first = b->size,
-                                       .final = b->size,
-                                       .hb_s0 = b->size,
+                                       .first = b->head.size,
+                                       .final = b->head.size,
+                                       .hb_s0 = b->head.size,
                                        .hb_n = 1,
                                        .doubling = true,
                                        .constant = true,
@@ -238,10 +241,10 @@ static void chain_add(chain_t *c, uint64_t old_size, uint64_t new_size, unsigned
 
 static void chain_end(growth_t *g, uint64_t chain);
 
-// Links old block a to new block b, which continues a's chain.
-static void link_blocks(growth_t *g, gblock_t *a, gblock_t *b, unsigned flags) {
+// Links old block a to new block b of b_size bytes, which continues a's chain.
+static void link_blocks(growth_t *g, gblock_t *a, gblock_t *b, uint64_t b_size, unsigned flags) {
     uint64_t ca = a->chain ? a->chain : chain_new(g, a);
-    chain_add(&g->chains[ca - 1], a->size, b->size, flags);
+    chain_add(&g->chains[ca - 1], a->head.size, b_size, flags);
     b->chain = ca;
     if (flags & LINK_REALLOC)
         b->origin = a->origin; // replay's site of a realloc'd block: where it started
@@ -249,25 +252,25 @@ static void link_blocks(growth_t *g, gblock_t *a, gblock_t *b, unsigned flags) {
 
 // The block at addr, wherever the live blocks are kept.
 static gblock_t *live_get(growth_t *g, uint64_t addr) {
-    return g->rp ? (gblock_t *)replay_companion(g->rp, addr) : hmap_get(&g->live, addr);
+    return g->rp ? (gblock_t *)replay_block(g->rp, addr) : hmap_get(&g->live, addr);
 }
 
-// b: where the new block goes in the live table. Its fields (and the ring entry's) are written
-// one by one, where they stay: a block built aside and copied whole was read back with 16-byte
-// loads from 8-byte stores, a store-forwarding stall that was the largest cost of this function.
+// b: where the new block goes in the live table; its head is the caller's to write (replay's,
+// after this, when attached: the old head is still there if the address was live). Its fields
+// (and the ring entry's) are written one by one, where they stay: a block built aside and copied
+// whole was read back with 16-byte loads from 8-byte stores, a store-forwarding stall that was
+// the largest cost of this function.
 static void on_alloc(growth_t *g, const reader_event_t *ev, gblock_t *b) {
     gthread_t *t = thread_of(g, ev->tid);
     uint64_t seq = ++g->seq;
     b->seq = seq;
-    b->size = ev->size;
-    b->time_ns = ev->time_ns;
     b->stack = ev->stack;
     b->origin = ev->stack;
     b->chain = 0;
     if (ev->sub == READER_REALLOC && ev->old_addr && t->has_pending &&
         t->pending_addr == ev->old_addr) {
         // the same chain whether or not the address moved (docs/growth.md#realloc)
-        link_blocks(g, &t->pending, b,
+        link_blocks(g, &t->pending, b, ev->size,
                     LINK_REALLOC | (ev->addr != ev->old_addr ? LINK_MOVED : 0));
         b->seq |= BLOCK_HAS_PRED;
     }
@@ -322,15 +325,15 @@ static bool find_copy(growth_t *g, gthread_t *t, gblock_t *a, uint64_t now) {
     } else {
         r = scan_ring(t, a);
     }
-    if (!r || r->size <= a->size || r->prev_seq != seq_of(a))
+    if (!r || r->size <= a->head.size || r->prev_seq != seq_of(a))
         return false;
-    if (now - r->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a->size)
+    if (now - r->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a->head.size)
         return false;
     gblock_t *b = live_get(g, r->addr);
     if (!b || b->seq != r->seq) // freed, or already has a predecessor (BLOCK_HAS_PRED)
         return false;
     b->seq |= BLOCK_HAS_PRED;
-    link_blocks(g, a, b, LINK_MOVED);
+    link_blocks(g, a, b, b->head.size, LINK_MOVED);
     return true;
 }
 
@@ -345,7 +348,8 @@ static void on_free(growth_t *g, const reader_event_t *ev, gblock_t *a) {
     }
     t->n_events++;
     // short-lived: within short_ns, or replay's "temporary" (docs/growth.md#short-lived)
-    if ((g->short_ns && ev->time_ns >= a->time_ns && ev->time_ns - a->time_ns <= g->short_ns) ||
+    if ((g->short_ns && ev->time_ns >= a->head.time_ns &&
+         ev->time_ns - a->head.time_ns <= g->short_ns) ||
         t->last_seq == seq_of(a)) {
         short_slot_t *sl = &g->short_slots[(a->origin * 0x9E3779B97F4A7C15ull) >> 56];
         if (sl->sh.blocks && sl->origin != a->origin) {
@@ -356,34 +360,40 @@ static void on_free(growth_t *g, const reader_event_t *ev, gblock_t *a) {
         }
         sl->origin = a->origin;
         sl->sh.blocks++;
-        sl->sh.bytes += a->size;
+        sl->sh.bytes += a->head.size;
     }
-    bool linked = ev->time_ns >= a->time_ns && find_copy(g, t, a, ev->time_ns);
+    bool linked = ev->time_ns >= a->head.time_ns && find_copy(g, t, a, ev->time_ns);
     if (!linked && a->chain)
         chain_end(g, a->chain); // its last block is gone: the chain is complete
 }
 
 void growth_event(growth_t *g, const reader_event_t *ev) {
     gblock_t *a;
-    if (ev->kind == READER_ALLOC)
-        on_alloc(g, ev, hmap_put(&g->live, ev->addr, NULL));
+    if (ev->kind == READER_ALLOC) {
+        gblock_t *b = hmap_put(&g->live, ev->addr, NULL);
+        on_alloc(g, ev, b);
+        b->head.size = ev->size;
+        b->head.time_ns = ev->time_ns;
+    }
     else if (ev->kind == READER_FREE && (a = hmap_take_ref(&g->live, ev->addr)))
         on_free(g, ev, a);
 }
 
-static void companion_alloc(void *ctx, const reader_event_t *ev, uint64_t *words) {
-    on_alloc(ctx, ev, (gblock_t *)words);
+static void companion_alloc(void *ctx, const reader_event_t *ev, replay_block_t *b) {
+    on_alloc(ctx, ev, (gblock_t *)b);
 }
 
-static void companion_free(void *ctx, const reader_event_t *ev, uint64_t *words) {
-    on_free(ctx, ev, (gblock_t *)words);
+static void companion_free(void *ctx, const reader_event_t *ev, replay_block_t *b) {
+    on_free(ctx, ev, (gblock_t *)b);
 }
 
 void growth_attach(growth_t *g, replay_t *rp) {
-    _Static_assert(sizeof(gblock_t) <= REPLAY_COMPANION_WORDS_MAX * sizeof(uint64_t),
+    _Static_assert(GBLOCK_WORDS <= REPLAY_COMPANION_WORDS_MAX,
                    "a growth block must fit replay's companion words");
+    _Static_assert(offsetof(gblock_t, seq) == sizeof(replay_block_t),
+                   "the companion words follow replay's head");
     g->rp = rp;
-    replay_set_companion(rp, sizeof(gblock_t) / sizeof(uint64_t), companion_alloc,
+    replay_set_companion(rp, GBLOCK_WORDS, companion_alloc,
                          companion_free, g);
 }
 

@@ -30,7 +30,9 @@ void growth_events(growth_t *g, const reader_event_t *ev, size_t n);
 
 // Keeps the live blocks in rp's table (replay_set_companion) instead of growth's own, so rp's
 // replay_event feeds growth too and growth_event must not be called. The cheaper way when both
-// passes run (docs/design.md#analyzer-throughput). Call before the first event.
+// passes run (docs/design.md#analyzer-throughput); a block's size and time are then replay's,
+// so rp must not count DHAT's way (REPLAY_DHAT makes a 0-byte block 1 byte). Call before the
+// first event.
 void growth_attach(growth_t *g, replay_t *rp);
 
 // Ends the pass: chains whose last block is still live end, and every chain is summed into its

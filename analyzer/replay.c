@@ -19,11 +19,8 @@
 #define THREAD_SLOTS 64u  // direct-mapped per-thread state; the rest spills to a hash map
 #define STACK_SLOTS 1024u // direct-mapped stack id -> site index cache
 
-typedef struct live_block {
-    uint64_t size;
-    uint64_t time_ns;
-    uint64_t stack; // stack id | BLOCK_COUNTED
-} live_block_t;
+// stack: stack id (or site index with REPLAY_SITES) | BLOCK_COUNTED | BLOCK_ZEROED
+typedef replay_block_t live_block_t;
 
 typedef struct site_acc {
     uint64_t stack;
@@ -128,9 +125,8 @@ void replay_set_companion(replay_t *rp, size_t words, replay_companion_fn on_all
     rp->companion_ctx = ctx;
 }
 
-uint64_t *replay_companion(const replay_t *rp, uint64_t addr) {
-    live_block_t *b = hmap_get(&rp->live, addr);
-    return b ? (uint64_t *)(b + 1) : NULL;
+replay_block_t *replay_block(const replay_t *rp, uint64_t addr) {
+    return hmap_get(&rp->live, addr);
 }
 
 // The slot of a new block at ev->addr; the companion writes its words first. The slot is
@@ -138,7 +134,7 @@ uint64_t *replay_companion(const replay_t *rp, uint64_t addr) {
 static inline live_block_t *put_block(replay_t *rp, const reader_event_t *ev, bool *existed) {
     live_block_t *b = hmap_put(&rp->live, ev->addr, existed);
     if (rp->companion_alloc)
-        rp->companion_alloc(rp->companion_ctx, ev, (uint64_t *)(b + 1));
+        rp->companion_alloc(rp->companion_ctx, ev, b);
     return b;
 }
 
@@ -295,7 +291,7 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
 static inline const live_block_t *free_block(replay_t *rp, const reader_event_t *ev) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    const live_block_t *b = hmap_take_ref(&rp->live, ev->addr);
+    live_block_t *b = hmap_take_ref(&rp->live, ev->addr);
     if (!b) {
         t->n_unknown_frees++;
         if (!rp->filtered) {
@@ -305,7 +301,7 @@ static inline const live_block_t *free_block(replay_t *rp, const reader_event_t 
         return NULL;
     }
     if (rp->companion_free)
-        rp->companion_free(rp->companion_ctx, ev, (uint64_t *)(b + 1));
+        rp->companion_free(rp->companion_ctx, ev, b);
     if (!(b->stack & BLOCK_COUNTED))
         return NULL;
     note_thread(rp, ev->tid);

@@ -54,18 +54,30 @@ void replay_free(replay_t *rp);
 // Sets the mode; call before the first event. The default (0) is what `heapprof stats` shows.
 void replay_set_mode(replay_t *rp, unsigned mode);
 
+// The first words of every block in replay's live table. A companion (below) may read size and
+// time_ns of a block replay has counted: size as replay counts it (DHAT mode takes a 0-byte block
+// as 1 byte), time_ns its allocation time. stack is replay's own (a stack id or, with
+// REPLAY_SITES, a site index, with flags).
+typedef struct replay_block {
+    uint64_t size;
+    uint64_t time_ns;
+    uint64_t stack;
+} replay_block_t;
+
 // A companion pass (growth.c) keeps `words` words of its own per live block in replay's live
-// table instead of a table of its own: one probe per event serves both. on_alloc gets an
-// allocation's slot (zeroed if new, the old block's words if the address was live) before
-// replay counts it; on_free gets a copy of the words of a block just taken out, before replay
-// counts the free, for every free of a live block (counted or not). Call before the first event.
+// table, right after the replay_block_t, instead of a table of its own: one probe per event
+// serves both, and the block's size and time are kept once. on_alloc gets an allocation's slot
+// before replay counts it: the words zeroed if new, the old block's words and head if the
+// address was live (replay writes the head after the call). on_free gets the block just taken
+// out, in place, before replay counts the free, for every free of a live block (counted or not).
+// Call before the first event.
 #define REPLAY_COMPANION_WORDS_MAX 8u
-typedef void (*replay_companion_fn)(void *ctx, const reader_event_t *ev, uint64_t *words);
+typedef void (*replay_companion_fn)(void *ctx, const reader_event_t *ev, replay_block_t *b);
 void replay_set_companion(replay_t *rp, size_t words, replay_companion_fn on_alloc,
                           replay_companion_fn on_free, void *ctx);
 
-// The companion words of the live block at addr, or NULL. Valid until the next event.
-uint64_t *replay_companion(const replay_t *rp, uint64_t addr);
+// The live block at addr (its companion words follow it), or NULL. Valid until the next event.
+replay_block_t *replay_block(const replay_t *rp, uint64_t addr);
 
 // DHAT's figures of one site, in bytes, blocks and nanoseconds.
 typedef struct replay_site {
