@@ -41,7 +41,9 @@ HP_EXPORT void *malloc(size_t n) {
     void *p = hp_real.malloc(n);
     if (p) {
         int e = errno;
-        hp_record_alloc(HPT_REC_MALLOC, p, n, 0);
+        hp_frame_t from;
+        HP_CALLER_FRAME(from);
+        hp_record_alloc(HPT_REC_MALLOC, p, n, 0, &from);
         errno = e;
     }
     hp_tls_guard = 0;
@@ -78,7 +80,9 @@ HP_EXPORT void *calloc(size_t n, size_t m) {
     void *p = hp_real.calloc(n, m);
     if (p) {
         int e = errno;
-        hp_record_alloc(HPT_REC_CALLOC, p, n * m, 0);
+        hp_frame_t from;
+        HP_CALLER_FRAME(from);
+        hp_record_alloc(HPT_REC_CALLOC, p, n * m, 0, &from);
         errno = e;
     }
     hp_tls_guard = 0;
@@ -113,7 +117,9 @@ HP_EXPORT void *realloc(void *old, size_t n) {
     errno = e;
     void *p = hp_real.realloc(old, n);
     e = errno;
-    hp_record_realloc_end(t0, old_usable, old, p, n);
+    hp_frame_t from;
+    HP_CALLER_FRAME(from);
+    hp_record_realloc_end(t0, old_usable, old, p, n, &from);
     errno = e;
     hp_tls_guard = 0;
     return p;
@@ -137,9 +143,11 @@ HP_EXPORT void *reallocarray(void *old, size_t n, size_t m) {
     errno = e;
     void *p = hp_real.reallocarray(old, n, m);
     e = errno;
+    hp_frame_t from;
+    HP_CALLER_FRAME(from);
     // on overflow the real call fails and records nothing, so n * m is exact here
     hp_record_realloc_end(t0, old_usable, old, p,
-                          p || !__builtin_mul_overflow(n, m, &total) ? n * m : 1);
+                          p || !__builtin_mul_overflow(n, m, &total) ? n * m : 1, &from);
     errno = e;
     hp_tls_guard = 0;
     return p;
@@ -160,7 +168,9 @@ HP_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     if (rc == 0) {
         // keep errno as the real call left it: glibc's sets ENOMEM as a side effect on failure
         int e = errno;
-        hp_record_alloc(HPT_REC_ALIGNED, *out, n, align);
+        hp_frame_t from;
+        HP_CALLER_FRAME(from);
+        hp_record_alloc(HPT_REC_ALIGNED, *out, n, align, &from);
         errno = e;
     }
     hp_tls_guard = 0;
@@ -178,7 +188,9 @@ HP_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
         void *p = hp_real.name args;                                                               \
         if (p) {                                                                                   \
             int e = errno;                                                                         \
-            hp_record_alloc(HPT_REC_ALIGNED, p, n, (align_expr));                                  \
+            hp_frame_t from;                                                                       \
+            HP_CALLER_FRAME(from);                                                                 \
+            hp_record_alloc(HPT_REC_ALIGNED, p, n, (align_expr), &from);                           \
             errno = e;                                                                             \
         }                                                                                          \
         hp_tls_guard = 0;                                                                          \

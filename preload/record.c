@@ -84,10 +84,10 @@ HP_NOINLINE HP_COLD static uint32_t new_stack_slow(hp_ring_t *r, uint64_t t, con
     return hp_stacktab_intern(r, f, n);
 }
 
-static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t) {
+static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t *from) {
     uint64_t frames[HPT_MAX_FRAMES];
     bool same;
-    uint32_t n = hp_unwind(frames, hp_config.max_frames, &same);
+    uint32_t n = hp_unwind(from, frames, hp_config.max_frames, &same);
     if (same && hp_tls_last_stack != HPT_STACK_UNKNOWN)
         return hp_tls_last_stack;
     uint32_t id = HPT_STACK_UNKNOWN;
@@ -123,14 +123,15 @@ static inline void publish(hp_ring_t *r, bool in_ring, const uint8_t *start,
         hp_tbuf_append(r, start, (size_t)(end - start));
 }
 
-void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align) {
+void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align,
+                     const hp_frame_t *from) {
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return;
     if (hp_config.touch && tag != HPT_REC_CALLOC)
         hp_touch_fill((void *)ptr, hp_touch_usable(ptr), 0);
     uint64_t t = hp_tbuf_busy_now(r);
-    uint32_t stack = capture_stack(r, t);
+    uint32_t stack = capture_stack(r, t, from);
     uint8_t buf[64], *in_ring = hp_tbuf_reserve(r, sizeof buf);
     uint8_t *start = in_ring ? in_ring : buf, *p = start;
     *p++ = tag;
@@ -184,7 +185,7 @@ uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable) {
 }
 
 void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, const void *ptr,
-                           size_t size) {
+                           size_t size, const hp_frame_t *from) {
     hp_ring_t *r = hp_tls_ring;
     if (HP_UNLIKELY(!r))
         return;
@@ -206,7 +207,7 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
     uint64_t t1 = hp_state_now();
     if (HP_UNLIKELY(t1 < t0))
         t1 = t0; // the clock switched to the TSC in between (clock.h)
-    uint32_t stack = capture_stack(r, t0);
+    uint32_t stack = capture_stack(r, t0, from);
     *p++ = HPT_REC_REALLOC;
     p = put_time(p, t0);
     p = hpt_put_varint(p, t1 - t0);

@@ -4,11 +4,15 @@
 #ifndef HEAPPROF_PRELOAD_RECORD_H
 #define HEAPPROF_PRELOAD_RECORD_H
 
+#include "unwind.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
-// Records a new block (tag HPT_REC_MALLOC, CALLOC or ALIGNED) after the real call returned p.
-void hp_record_alloc(uint8_t tag, const void *p, size_t size, size_t align);
+// Records a new block (tag HPT_REC_MALLOC, CALLOC or ALIGNED) after the real call returned p;
+// from: the entry point's caller (HP_CALLER_FRAME), where its stack starts.
+void hp_record_alloc(uint8_t tag, const void *p, size_t size, size_t align,
+                     const hp_frame_t *from);
 
 // Records a free of p (non-NULL). Must be called before the real free runs.
 void hp_record_free(const void *p);
@@ -17,7 +21,7 @@ void hp_record_free(const void *p);
 // busy and gives the old block's usable size), end after it with the outcome.
 uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable);
 void hp_record_realloc_end(uint64_t t_before, size_t old_usable, const void *old, const void *p,
-                           size_t size);
+                           size_t size, const hp_frame_t *from);
 
 // Thread exit hook (pthread key destructor): writes THREAD_END, marks the ring closed.
 void hp_record_thread_exit(void *ring);

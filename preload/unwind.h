@@ -6,12 +6,32 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-// Fills out[0..max) with return addresses, innermost first, starting at the caller of the
-// interposed allocation function (the shim's own frames are dropped). Returns the count, 0 if
-// unwinding failed. Sets *same_as_last when the stack is exactly this thread's previous one; out
-// is then left unfilled (the caller reuses what it made of the previous stack). Hot path; may
-// call the real allocator through the recursion guard.
-uint32_t hp_unwind(uint64_t *out, uint32_t max, bool *same_as_last);
+// A frame to walk from: the return address into it, its stack pointer (the CFA of the function
+// it called) and its rbp.
+typedef struct hp_frame {
+    uint64_t pc, sp, bp;
+} hp_frame_t;
+
+// The caller of the function this expands in, as that function's frame shows it. The function
+// must keep a frame pointer: interpose.c, where every entry point takes it, is built with
+// -fno-omit-frame-pointer. Starting there, a walk never visits the shim's own frames (malloc,
+// the recorder, the unwinder), which were most of the frames a walk found changed: on
+// rust_hashmap_growth 4.9 of them a walk, and the check of the cached outer frames went the
+// slow way every time malloc was reached from another call site.
+#define HP_CALLER_FRAME(f)                                                                         \
+    do {                                                                                           \
+        const uint64_t *fp_ = __builtin_frame_address(0);                                          \
+        (f).pc = fp_[1];                                                                           \
+        (f).sp = (uint64_t)(uintptr_t)(fp_ + 2);                                                   \
+        (f).bp = fp_[0];                                                                           \
+    } while (0)
+
+// Fills out[0..max) with return addresses, innermost first, from frame `from` outwards (frames
+// inside the shim are dropped). Returns the count, 0 if unwinding failed. Sets *same_as_last
+// when the stack is exactly this thread's previous one; out is then left unfilled (the caller
+// reuses what it made of the previous stack). Hot path; may call the real allocator through the
+// recursion guard.
+uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *same_as_last);
 
 // Walks a copy of a stack taken elsewhere (a CPU sample): ip, sp and bp (rbp) are the
 // interrupted registers, stack[0..len) the memory from sp upwards; no other stack memory is

@@ -350,14 +350,12 @@ static inline uint32_t valid_from(const walk_log_t *w, uint32_t j) {
     return j;
 }
 
-// Walks from this function's caller into cur, reusing prev's outer frames where it can. Returns
-// the log that now describes the stack (cur, or prev updated in place when the walks joined at
-// the same depth, which saves copying the shared frames), or NULL when a frame needs the full
-// unwinder.
-__attribute__((noinline, optimize("no-omit-frame-pointer"))) static walk_log_t *
-walk(walk_log_t *cur, walk_log_t *prev) {
-    const uint64_t *fp = __builtin_frame_address(0);
-    uint64_t pc = fp[1], sp = (uint64_t)(uintptr_t)fp + 16, bp = fp[0];
+// Walks from frame `from` into cur, reusing prev's outer frames where it can. Returns the log
+// that now describes the stack (cur, or prev updated in place when the walks joined at the same
+// depth, which saves copying the shared frames), or NULL when a frame needs the full unwinder.
+__attribute__((noinline)) static walk_log_t *walk(const hp_frame_t *from, walk_log_t *cur,
+                                                  walk_log_t *prev) {
+    uint64_t pc = from->pc, sp = from->sp, bp = from->bp;
     bool bp_ok = true;
     uint32_t i = 0, j = 0;
     uint32_t valid = UINT32_MAX; // frames of prev from here on are unchanged (computed on demand)
@@ -499,12 +497,12 @@ HP_NOINLINE HP_COLD static void check_against_libunwind(const uint64_t *out, uin
         atomic_fetch_add_explicit(&n_differ, 1, memory_order_relaxed);
 }
 
-uint32_t hp_unwind(uint64_t *out, uint32_t max, bool *same_as_last) {
+uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *same_as_last) {
     *same_as_last = false;
     if (hp_config.unwinder == HP_UNWIND_LIBUNWIND)
         return hp_unwind_libunwind(out, max);
     walk_log_t *prev = &hp_tls_walks[hp_tls_walk_cur];
-    walk_log_t *cur = walk(&hp_tls_walks[hp_tls_walk_cur ^ 1], prev);
+    walk_log_t *cur = walk(from, &hp_tls_walks[hp_tls_walk_cur ^ 1], prev);
     if (HP_UNLIKELY(!cur)) {
         prev->complete = false; // the log no longer describes the stack
         return hp_unwind_libunwind(out, max);
