@@ -21,6 +21,7 @@
 #include "unwind.h"
 
 #include <pthread.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -84,17 +85,69 @@ HP_NOINLINE HP_COLD static uint32_t new_stack_slow(hp_ring_t *r, uint64_t t, con
     return hp_stacktab_intern(r, f, n);
 }
 
+// The stack a walk found, from what it shares with the thread's previous one (hp_unwind_delta_t):
+// the previous stack's id, where the shared part starts in it, and the new frames. A thread
+// that alternates between a few call sites keeps making the same few steps; knowing where each
+// led skips copying, hashing and comparing the whole stack (~250 instructions an allocation on
+// rust_hashmap_growth). Direct-mapped; an entry is exact, so a hit is the stack itself.
+#define STEP_CACHE 128u
+typedef struct step_entry {
+    uint32_t from_id, to_id; // to_id 0: empty
+    uint32_t base, n_fresh;
+    uint64_t fresh[HP_DELTA_FRESH_MAX];
+} step_entry_t;
+static HP_TLS step_entry_t hp_tls_steps[STEP_CACHE];
+
+static inline step_entry_t *step_slot(uint32_t from_id, const hp_unwind_delta_t *d) {
+    uint64_t h = ((uint64_t)from_id << 32 | (uint64_t)d->base << 8 | d->n_fresh) *
+                 0x9E3779B97F4A7C15ull;
+    h ^= d->fresh[0] * 0xff51afd7ed558ccdull;
+    return &hp_tls_steps[h >> 57];
+}
+
+static inline bool step_matches(const step_entry_t *e, uint32_t from_id,
+                                const hp_unwind_delta_t *d) {
+    if (e->from_id != from_id || e->base != d->base || e->n_fresh != d->n_fresh || !e->to_id)
+        return false;
+    for (uint32_t k = 0; k < d->n_fresh; k++)
+        if (e->fresh[k] != d->fresh[k])
+            return false;
+    return true;
+}
+
 static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t *from) {
     uint64_t frames[HPT_MAX_FRAMES];
     bool same;
-    uint32_t n = hp_unwind(from, frames, hp_config.max_frames, &same);
-    if (same && hp_tls_last_stack != HPT_STACK_UNKNOWN)
-        return hp_tls_last_stack;
+    hp_unwind_delta_t d;
+    uint32_t last = hp_tls_last_stack;
+    uint32_t n = hp_unwind(from, frames, hp_config.max_frames, &same, &d);
+    if (same && last != HPT_STACK_UNKNOWN)
+        return last;
+    step_entry_t *step = NULL;
+    if (d.valid) {
+        if (last != HPT_STACK_UNKNOWN) {
+            step = step_slot(last, &d);
+            if (step_matches(step, last, &d)) {
+                if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK)) {
+                    n = hp_unwind_frames(frames, hp_config.max_frames);
+                    hp_unwind_check_verdict(hp_stacktab_find(frames, n) == step->to_id);
+                }
+                hp_tls_last_stack = step->to_id;
+                return step->to_id;
+            }
+        }
+        n = hp_unwind_frames(frames, hp_config.max_frames);
+    }
     uint32_t id = HPT_STACK_UNKNOWN;
     if (HP_LIKELY(n != 0 && !same)) {
         id = hp_stacktab_find(frames, n);
         if (HP_UNLIKELY(id == HPT_STACK_UNKNOWN))
             id = new_stack_slow(r, t, frames, n);
+    }
+    if (step && id != HPT_STACK_UNKNOWN) {
+        *step = (step_entry_t){.from_id = last, .to_id = id, .base = d.base, .n_fresh = d.n_fresh};
+        for (uint32_t k = 0; k < d.n_fresh; k++)
+            step->fresh[k] = d.fresh[k];
     }
     hp_tls_last_stack = id;
     return id;
@@ -241,5 +294,6 @@ void hp_record_thread_exit(void *arg) {
 void hp_record_fork_child(void) {
     hp_tls_ring = NULL;
     hp_tls_last_stack = HPT_STACK_UNKNOWN; // ids restart in the child's trace
+    memset(hp_tls_steps, 0, sizeof hp_tls_steps);
     hp_tls_enc = (hpt_dstate_t){0};
 }

@@ -26,12 +26,31 @@ typedef struct hp_frame {
         (f).bp = fp_[0];                                                                           \
     } while (0)
 
+// What a walk shares with this thread's previous one, when that says all there is to say about
+// the new stack: its frames are fresh[0..n_fresh) followed by the previous stack's frames from
+// index base on (both as reported: the shim's frames dropped, at most max of them).
+#define HP_DELTA_FRESH_MAX 4
+typedef struct hp_unwind_delta {
+    bool valid;
+    uint32_t base, n_fresh;
+    uint64_t fresh[HP_DELTA_FRESH_MAX];
+} hp_unwind_delta_t;
+
 // Fills out[0..max) with return addresses, innermost first, from frame `from` outwards (frames
 // inside the shim are dropped). Returns the count, 0 if unwinding failed. Sets *same_as_last
-// when the stack is exactly this thread's previous one; out is then left unfilled (the caller
-// reuses what it made of the previous stack). Hot path; may call the real allocator through the
-// recursion guard.
-uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *same_as_last);
+// when the stack is exactly this thread's previous one, or fills *delta (valid) when the stack
+// is a few new frames on top of part of the previous one; in both cases out is left unfilled
+// (the caller reuses what it made of the previous stack, or calls hp_unwind_frames). Hot path;
+// may call the real allocator through the recursion guard.
+uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *same_as_last,
+                   hp_unwind_delta_t *delta);
+
+// The frames of the stack the last hp_unwind on this thread walked, as hp_unwind would have
+// filled them (and, with HEAPPROF_UNWIND=check, checked against libunwind).
+uint32_t hp_unwind_frames(uint64_t *out, uint32_t max);
+
+// HEAPPROF_UNWIND=check: the caller found the stack by another way too; counts a difference.
+void hp_unwind_check_verdict(bool agree);
 
 // Walks a copy of a stack taken elsewhere (a CPU sample): ip, sp and bp (rbp) are the
 // interrupted registers, stack[0..len) the memory from sp upwards; no other stack memory is

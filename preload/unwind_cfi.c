@@ -319,6 +319,10 @@ typedef struct walk_log {
     uint32_t own;      // leading frames inside the shim (not reported)
     bool same;         // reported frames are exactly the previous walk's
     bool complete;     // ended at the outermost frame (not cut short), so it can be reused
+    // The join with the previous walk, for hp_unwind_delta_t: d_fresh frames walked before it,
+    // at frame d_base of the previous walk's reported frames, of which it had d_prev_reported.
+    bool d_ok; // joined at or past the previous walk's own frames
+    uint32_t d_fresh, d_base, d_prev_reported;
     uint8_t flags[STEPS_MAX];
     step_t s[STEPS_MAX];
 } walk_log_t;
@@ -363,6 +367,7 @@ __attribute__((noinline)) static walk_log_t *walk(const hp_frame_t *from, walk_l
     uint32_t own = 0;
     cur->complete = true;
     cur->same = false;
+    cur->d_ok = false;
     for (;;) {
         if (i == STEPS_MAX) {
             cur->complete = false;
@@ -377,6 +382,8 @@ __attribute__((noinline)) static walk_log_t *walk(const hp_frame_t *from, walk_l
             j >= (valid == UINT32_MAX ? (valid = valid_from(prev, j)) : valid)) {
             // joined where both walks were still inside the shim: the same stack is reported
             bool same = own == i && j <= prev->own;
+            bool d_ok = j >= prev->own;
+            uint32_t d_base = j - prev->own, d_prev_reported = prev->n - prev->own;
             if (own == i && prev->own > j)
                 own = i + (prev->own - j); // the shim's frames continue into the reused part
             if (i == j) {
@@ -399,6 +406,10 @@ __attribute__((noinline)) static walk_log_t *walk(const hp_frame_t *from, walk_l
                 i += tail;
             }
             cur->same = same && cur->complete;
+            cur->d_ok = d_ok && cur->complete;
+            cur->d_fresh = cur == prev ? j : reused; // the frames before the shared ones
+            cur->d_base = d_base;
+            cur->d_prev_reported = d_prev_reported;
             if (cur == prev)
                 reused = j;
             break;
@@ -476,7 +487,7 @@ __attribute__((noinline)) static walk_log_t *walk(const hp_frame_t *from, walk_l
 
 // ---- backend selection --------------------------------------------------------------------------
 
-static _Atomic uint64_t n_checked, n_differ, n_same;
+static _Atomic uint64_t n_checked, n_differ, n_same, n_steps;
 static HP_TLS uint64_t hp_tls_check_last[HPT_MAX_FRAMES]; // check mode: the last stack reported
 static HP_TLS uint32_t hp_tls_check_last_n;
 
@@ -497,8 +508,10 @@ HP_NOINLINE HP_COLD static void check_against_libunwind(const uint64_t *out, uin
         atomic_fetch_add_explicit(&n_differ, 1, memory_order_relaxed);
 }
 
-uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *same_as_last) {
+uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *same_as_last,
+                   hp_unwind_delta_t *delta) {
     *same_as_last = false;
+    delta->valid = false;
     if (hp_config.unwinder == HP_UNWIND_LIBUNWIND)
         return hp_unwind_libunwind(out, max);
     walk_log_t *prev = &hp_tls_walks[hp_tls_walk_cur];
@@ -513,6 +526,17 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
     *same_as_last = cur->same;
     if (HP_LIKELY(cur->same && hp_config.unwinder != HP_UNWIND_CHECK))
         return n;
+    // A few new frames on the previous stack, neither cut at max: the caller may know the stack
+    // from the last time it made this step (record.c), without the frames.
+    if (!cur->same && cur->d_ok && cur->d_prev_reported <= max && cur->n - cur->own <= max &&
+        cur->d_fresh >= cur->own && cur->d_fresh - cur->own <= HP_DELTA_FRESH_MAX) {
+        delta->valid = true;
+        delta->base = cur->d_base;
+        delta->n_fresh = cur->d_fresh - cur->own;
+        for (uint32_t k = 0; k < delta->n_fresh; k++)
+            delta->fresh[k] = cur->s[cur->own + k].pc;
+        return n;
+    }
     for (uint32_t k = 0; k < n; k++)
         out[k] = cur->s[cur->own + k].pc;
     if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK))
@@ -520,13 +544,29 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
     return n;
 }
 
+uint32_t hp_unwind_frames(uint64_t *out, uint32_t max) {
+    const walk_log_t *cur = &hp_tls_walks[hp_tls_walk_cur];
+    uint32_t n = cur->n - cur->own < max ? cur->n - cur->own : max;
+    for (uint32_t k = 0; k < n; k++)
+        out[k] = cur->s[cur->own + k].pc;
+    if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK))
+        check_against_libunwind(out, n, max, false);
+    return n;
+}
+
+void hp_unwind_check_verdict(bool agree) {
+    atomic_fetch_add_explicit(&n_steps, 1, memory_order_relaxed);
+    if (!agree)
+        atomic_fetch_add_explicit(&n_differ, 1, memory_order_relaxed);
+}
+
 void hp_unwind_report(void) {
     if (hp_config.unwinder != HP_UNWIND_CHECK)
         return;
-    char a[21], b[21], c[21];
+    char a[21], b[21], c[21], d[21];
     hp_diag_line("unwinder check: ", hp_diag_u64(a, n_checked), " stacks, ",
                  hp_diag_u64(b, n_differ), " differ from libunwind (", hp_diag_u64(c, n_same),
-                 " found unchanged)", (char *)NULL);
+                 " found unchanged, ", hp_diag_u64(d, n_steps), " by a known step)", (char *)NULL);
 }
 
 // ---- walking a copied stack (CPU samples) --------------------------------------------------------

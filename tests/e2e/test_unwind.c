@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: MIT
 // The shim's own CFI walker (with reuse of the previous walk's outer frames) must give exactly
 // the stacks libunwind gives, event by event, on C (frame pointers), C++ and Rust (release, no
-// frame pointers) and with threads. HEAPPROF_UNWIND=check runs both and counts differences.
+// frame pointers) and with threads. HEAPPROF_UNWIND=check runs both and counts differences;
+// a stack the recorder took from a known step (record.c: the previous stack plus the same new
+// frames as before) is checked too, and programs that change call sites must take that path.
 #include "spawn.h"
 
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void check(const char *prog) {
+static void check(const char *prog, bool expect_steps) {
     if (access(prog, X_OK))
         cr_skip_test("%s was not built", prog);
     char *dir = e2e_tmpdir("unwind");
@@ -26,29 +29,34 @@ static void check(const char *prog) {
     FILE *f = fopen(log, "r");
     cr_assert(f);
     char line[512];
-    unsigned long stacks = 0, differ = ~0ul;
+    unsigned long stacks = 0, differ = ~0ul, unchanged = 0, steps = 0;
     while (fgets(line, sizeof line, f))
-        sscanf(line, "heapprof: unwinder check: %lu stacks, %lu differ", &stacks, &differ);
+        sscanf(line,
+               "heapprof: unwinder check: %lu stacks, %lu differ from libunwind (%lu found "
+               "unchanged, %lu by a known step)",
+               &stacks, &differ, &unchanged, &steps);
     fclose(f);
     cr_expect_gt(stacks, 1000, "%s: no check report (or too few stacks) on stderr", prog);
     cr_expect_eq(differ, 0, "%s: %lu of %lu stacks differ from libunwind's", prog, differ, stacks);
+    if (expect_steps)
+        cr_expect_gt(steps, 1000, "%s: only %lu stacks came from a known step", prog, steps);
     free(dir);
 }
 
 Test(unwind, c_sample_matches_libunwind) {
-    check(E2E_SAMPLES "/exact_counts");
+    check(E2E_SAMPLES "/exact_counts", false);
 }
 Test(unwind, cpp_sample_matches_libunwind) {
-    check(E2E_SAMPLES "/vector_map");
+    check(E2E_SAMPLES "/vector_map", true);
 }
 Test(unwind, rust_samples_without_frame_pointers_match_libunwind) {
-    check(E2E_SAMPLES "/vec_growth");
-    check(E2E_SAMPLES "/hashmap_words");
+    check(E2E_SAMPLES "/vec_growth", true);
+    check(E2E_SAMPLES "/hashmap_words", true);
 }
 Test(unwind, sixteen_threads_match_libunwind, .timeout = 300) {
-    check(E2E_PROGS "/threads16");
+    check(E2E_PROGS "/threads16", false);
 }
 
 Test(unwind, recursion_longjmp_exceptions_and_threads_match_libunwind, .timeout = 300) {
-    check(E2E_PROGS "/unwind_torture");
+    check(E2E_PROGS "/unwind_torture", true);
 }
