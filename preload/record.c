@@ -263,9 +263,17 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
     }
     if (hp_config.touch) // realloc kept min(old usable, size) bytes; the rest is new to the program
         hp_touch_fill((void *)ptr, hp_touch_usable(ptr), old_usable < size ? old_usable : size);
-    uint64_t t1 = hp_state_now();
-    if (HP_UNLIKELY(t1 < t0))
-        t1 = t0; // the clock switched to the TSC in between (clock.h)
+    // The new block's time orders it after any free of its address by another thread, which a
+    // moved block's may have had while the call ran. A block that stayed where it was was this
+    // thread's all along: the time before the call orders it, and a realloc-by-one loop (mostly
+    // in place) saves one clock read of two (17% of the app's samples on realloc_chain were
+    // the clock).
+    uint64_t t1 = t0;
+    if (ptr != old) {
+        t1 = hp_state_now();
+        if (HP_UNLIKELY(t1 < t0))
+            t1 = t0; // the clock switched to the TSC in between (clock.h)
+    }
     uint32_t stack = capture_stack(r, t0, from);
     *p++ = HPT_REC_REALLOC;
     p = put_time(p, t0);
