@@ -365,6 +365,16 @@ __attribute__((noinline)) static walk_log_t *walk(const hp_frame_t *from, walk_l
     uint32_t valid = UINT32_MAX; // frames of prev from here on are unchanged (computed on demand)
     uint32_t reused = UINT32_MAX; // where the reused frames start in cur
     uint32_t own = 0;
+    // The common case first, as the loop below would find it at its first frame: the same
+    // caller at the same depth as last time, and nothing the logged walk read has changed.
+    if (prev->complete && prev->n && prev->s[0].sp == sp && prev->s[0].pc == pc &&
+        (!(prev->flags[0] & STEP_NEEDS_BP) ||
+         (prev->s[0].bp == bp && (prev->flags[0] & STEP_BP_OK))) &&
+        valid_from(prev, 0) == 0) {
+        prev->same = true;
+        prev->d_ok = false;
+        return prev;
+    }
     cur->complete = true;
     cur->same = false;
     cur->d_ok = false;
