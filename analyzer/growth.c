@@ -368,15 +368,15 @@ static void on_free(growth_t *g, const reader_event_t *ev, gblock_t *a) {
 }
 
 void growth_event(growth_t *g, const reader_event_t *ev) {
-    gblock_t *a;
+    gblock_t *b;
     if (ev->kind == READER_ALLOC) {
-        gblock_t *b = hmap_put(&g->live, ev->addr, NULL);
+        b = hmap_put(&g->live, ev->addr, NULL);
         on_alloc(g, ev, b);
-        b->head.size = ev->size;
+        b->head.size = ev->size; // growth's own table: the head is growth's to write
         b->head.time_ns = ev->time_ns;
+    } else if (ev->kind == READER_FREE && (b = hmap_take_ref(&g->live, ev->addr))) {
+        on_free(g, ev, b);
     }
-    else if (ev->kind == READER_FREE && (a = hmap_take_ref(&g->live, ev->addr)))
-        on_free(g, ev, a);
 }
 
 static void companion_alloc(void *ctx, const reader_event_t *ev, replay_block_t *b) {

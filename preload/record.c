@@ -9,8 +9,9 @@
 // bytes touched ~360 (fill ~60, measure ~250), two clock reads ~80 (TSC, ~10 ns each; clock.h),
 // record/encode/append the rest. rust_hashmap_growth (no frame pointers, call sites alternate):
 // ~550 for the stack (walk ~360, copying the shared frames when the depth changed ~45, the step
-// lookup; 97% of stacks come from a known step, with no stack-table probe). The writer thread adds ~470 more on the
-// other core (merge, columns, zstd, crc). See docs/design.md.
+// lookup; 97% of stacks come from a known step, with no stack-table probe). The writer thread
+// adds ~240 an event on the other core (merge ~95, naming blocks ~85, columns, zstd, crc; on
+// c_threads 2). See docs/design.md.
 #include "record.h"
 
 #include "config.h"

@@ -518,6 +518,12 @@ HP_NOINLINE HP_COLD static void check_against_libunwind(const uint64_t *out, uin
         atomic_fetch_add_explicit(&n_differ, 1, memory_order_relaxed);
 }
 
+// The n frames a log reports: its own frames (inside the shim) dropped.
+static inline void report_frames(const walk_log_t *w, uint64_t *out, uint32_t n) {
+    for (uint32_t k = 0; k < n; k++)
+        out[k] = w->s[w->own + k].pc;
+}
+
 uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *same_as_last,
                    hp_unwind_delta_t *delta) {
     *same_as_last = false;
@@ -547,8 +553,7 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
             delta->fresh[k] = cur->s[cur->own + k].pc;
         return n;
     }
-    for (uint32_t k = 0; k < n; k++)
-        out[k] = cur->s[cur->own + k].pc;
+    report_frames(cur, out, n);
     if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK))
         check_against_libunwind(out, n, max, cur->same);
     return n;
@@ -557,8 +562,7 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
 uint32_t hp_unwind_frames(uint64_t *out, uint32_t max) {
     const walk_log_t *cur = &hp_tls_walks[hp_tls_walk_cur];
     uint32_t n = cur->n - cur->own < max ? cur->n - cur->own : max;
-    for (uint32_t k = 0; k < n; k++)
-        out[k] = cur->s[cur->own + k].pc;
+    report_frames(cur, out, n);
     if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK))
         check_against_libunwind(out, n, max, false);
     return n;
