@@ -15,6 +15,7 @@
 #include "record.h"
 #include "stacktab.h"
 #include "tbuf.h"
+#include "touch.h"
 #include "unwind.h"
 #include "writer.h"
 
@@ -215,6 +216,8 @@ static void setup_recording(void) {
         return;
     }
     hp_unwind_init();
+    if (hp_config.touch)
+        hp_touch_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atomic_store(&hp_state, HP_STATE_ON);
 }

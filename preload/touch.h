@@ -16,6 +16,7 @@
 
 #include "format/hpt_format.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,5 +36,11 @@ void hp_touch_measure(const void *p, hp_touch_t *out);
 
 // Usable size of a live block, as the real allocator reports it.
 size_t hp_touch_usable(const void *p);
+
+// Finds out whether the real allocator is glibc's, whose chunk header gives a block's usable
+// size (touch.c). Once, at start-up, after the real allocator is resolved.
+void hp_touch_init(void);
+// Whether hp_touch_usable reads glibc's chunk header now (for tests).
+bool hp_touch_header_trusted(void);
 
 #endif

@@ -118,3 +118,29 @@ Test(touch, large_blocks_are_never_written_and_measured_by_resident_pages, .init
     cr_assert_leq(t.touched, (1u << 20) + 2 * 4096 + 8192);
     free(p);
 }
+
+// With glibc's allocator behind the shim, the usable size read from a block's chunk header is
+// what malloc_usable_size says, for heap blocks of every size class and for mmapped ones (which
+// always take the call), and the header is trusted once enough blocks have agreed.
+Test(touch, glibc_chunk_header_gives_the_usable_size) {
+    cr_assert(hp_real_resolve());
+    hp_touch_init();
+    void *blocks[400];
+    size_t n = 0;
+    for (size_t size = 0; size < 6000; size += 17)
+        blocks[n++] = hp_real.malloc(size);
+    blocks[n++] = hp_real.malloc(1u << 20); // mmapped
+    blocks[n++] = hp_real.calloc(3, 1000);
+    blocks[n++] = hp_real.memalign(4096, 100);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(hp_touch_usable(blocks[i]), hp_real.malloc_usable_size(blocks[i]), "block %zu",
+                     i);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(hp_touch_usable(blocks[i]), hp_real.malloc_usable_size(blocks[i]), "block %zu",
+                     i);
+#if !defined(__SANITIZE_ADDRESS__) // a sanitizer's allocator may be the real one there
+    cr_assert(hp_touch_header_trusted(), "glibc's allocator, but its chunk header is not trusted");
+#endif
+    for (size_t i = 0; i < n; i++)
+        hp_real.free(blocks[i]);
+}
