@@ -21,15 +21,9 @@ static inline size_t home(const hmap_t *h, uint64_t key) {
 
 // Word copy with the common sizes spelled out: a loop over a runtime count costs a branch per
 // word and is never unrolled. The switch is predicted perfectly (one table, one stride). Up to
-// 10: replay's live blocks with growth's words attached (replay_set_companion).
+// 8: a slot of replay's live blocks with growth's words attached (replay_set_companion).
 static inline void copy_words(uint64_t *dst, const uint64_t *src, size_t words) {
     switch (words) {
-    case 10:
-        dst[9] = src[9];
-        /* fall through */
-    case 9:
-        dst[8] = src[8];
-        /* fall through */
     case 8:
         dst[7] = src[7];
         /* fall through */

@@ -75,7 +75,7 @@ static inline uint64_t hmap_hash(uint64_t key) {
 static inline __attribute__((always_inline)) void hmap_prefetch(const hmap_t *h, uint64_t key) {
     size_t i = h->ordered ? (size_t)key & (h->cap - 1) : (size_t)(hmap_hash(key) >> h->shift);
     __builtin_prefetch(h->slots + i * h->stride, 1);
-    // the slot's last word: replay's blocks with growth's words (80 bytes) often span two lines
+    // the slot's last word: replay's blocks with growth's words (64 bytes) mostly span two lines
     __builtin_prefetch(h->slots + i * h->stride + h->stride - 1, 1);
 }
 
@@ -104,9 +104,6 @@ void *hmap_take_ref_slow(hmap_t *h, uint64_t key);
 
 static inline void hmap_zero_words(uint64_t *dst, size_t words) {
     switch (words) {
-    case 9:
-        dst[8] = 0;
-        /* fall through */
     case 8:
         dst[7] = 0;
         /* fall through */
