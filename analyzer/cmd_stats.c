@@ -107,6 +107,10 @@ static void write_text(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
                      "flush interval may be missing\n");
     if (tr && tr->n_lost_events)
         fprintf(out, "shim lost  %s events it could not record\n", out_grouped(tr->n_lost_events, a));
+    if (tr && tr->n_waits)
+        fprintf(out, "waited     %.1f ms: the program's threads waited %s times for heapprof "
+                     "to write their full buffers\n",
+                tr->wait_ns / 1e6, out_grouped(tr->n_waits, a));
     if (tr && tr->n_stack_overflows)
         fprintf(out, "overflow   %s stacks did not fit the shim's stack table\n",
                 out_grouped(tr->n_stack_overflows, a));
@@ -181,6 +185,11 @@ json_t *cmd_stats_json(const reader_t *r, const replay_totals_t *t, const char *
     json_object_set_new(js, "events_lost", tr ? out_json_int(tr->n_lost_events) : json_null());
     json_object_set_new(js, "stacks", tr ? out_json_int(tr->n_stacks) : json_null());
     json_object_set_new(js, "stack_overflows", tr ? out_json_int(tr->n_stack_overflows) : json_null());
+    json_object_set_new(js, "waits", tr ? out_json_int(tr->n_waits) : json_null());
+    json_object_set_new(js, "wait_ns", tr ? out_json_int(tr->wait_ns) : json_null());
+    json_object_set_new(js, "pipeline_workers", tr ? out_json_int(tr->n_workers) : json_null());
+    json_object_set_new(js, "workers_cpu_ns", tr ? out_json_int(tr->workers_cpu_ns) : json_null());
+    json_object_set_new(js, "flusher_cpu_ns", tr ? out_json_int(tr->flusher_cpu_ns) : json_null());
     json_object_set_new(j, "shim", js);
 
     return j;

@@ -465,6 +465,14 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     if (!d->trailer)
         fprintf(f, "unfinished no trailer: the program did not exit cleanly; \"at exit\" is the "
                    "state at its last recorded event\n");
+    const reader_trailer_t *tr = reader_trailer(r);
+    if (tr && tr->n_lost_events)
+        fprintf(f, "lost       %s events heapprof could not record: figures are short by them\n",
+                out_grouped(tr->n_lost_events, b1));
+    if (tr && tr->n_waits)
+        fprintf(f, "waited     %.1f ms: the program's threads waited %s times for heapprof to "
+                   "write their full buffers\n",
+                tr->wait_ns / 1e6, out_grouped(tr->n_waits, b1));
     if (t->n_unknown_frees || t->n_double_allocs)
         fprintf(f, "anomalies  %s frees of unknown addresses, %s allocations at live addresses\n",
                 out_grouped(t->n_unknown_frees, b1), out_grouped(t->n_double_allocs, b2));

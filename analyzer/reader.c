@@ -756,8 +756,12 @@ static bool decode_records(reader_t *r, drun_t *d, uint32_t n) {
             r->trailer.n_lost_events = l.rec.counters[1];
             r->trailer.n_stacks = l.rec.counters[2];
             r->trailer.n_stack_overflows = l.rec.counters[3];
-            // the heap stream was merged by the writer: what it had to place late counts here
-            r->damage.late_events += l.rec.counters[4];
+            r->damage.late_events += l.rec.counters[4]; // v3's writer-side merge; 0 since v4
+            r->trailer.wait_ns = l.rec.counters[5];
+            r->trailer.n_waits = l.rec.counters[6];
+            r->trailer.workers_cpu_ns = l.rec.counters[7];
+            r->trailer.flusher_cpu_ns = l.rec.counters[8];
+            r->trailer.n_workers = l.rec.counters[9];
             break;
         default:
             return false; // hpt_rec_decode knows a tag this reader does not: treat as damage

@@ -93,6 +93,11 @@ typedef struct reader_trailer {
     uint64_t n_lost_events;
     uint64_t n_stacks;
     uint64_t n_stack_overflows;
+    uint64_t wait_ns; // time the program's threads waited for heapprof (full rings)
+    uint64_t n_waits;
+    uint64_t workers_cpu_ns; // CPU time of the shim's pipeline workers
+    uint64_t flusher_cpu_ns; // CPU time of its flusher thread
+    uint64_t n_workers;      // the most pipeline workers that ran at once
 } reader_trailer_t;
 
 // CPU samples (docs/trace-format.md#cpu). They change no heap state, so they are not merged

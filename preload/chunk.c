@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Chunk framing for the trace (docs/trace-format.md#chunks). Runs on the writer thread:
-// no locks, no allocation beyond what zstd does inside its preallocated context.
+// Chunk framing for the trace (docs/trace-format.md#chunks). Runs on the pipeline's drainers:
+// no locks, no allocation beyond what zstd does inside its context.
 #include "chunk.h"
 
 #include <string.h>
@@ -19,8 +19,8 @@ uint32_t hp_chunk_crc(const hpt_chunk_hdr_t *hdr, const uint8_t *payload, size_t
     return (uint32_t)crc32(crc, payload, (uInt)len);
 }
 
-size_t hp_chunk_encode(uint8_t *out, size_t out_cap, hpt_chunk_hdr_t *hdr, const uint8_t *raw,
-                       size_t raw_len, ZSTD_CCtx *cctx) {
+size_t hp_chunk_pack(uint8_t *out, size_t out_cap, hpt_chunk_hdr_t *hdr, const uint8_t *raw,
+                     size_t raw_len, ZSTD_CCtx *cctx, uint32_t *payload_crc) {
     if (raw_len > HPT_CHUNK_MAX_RAW || out_cap < hp_chunk_bound(raw_len))
         return 0;
     uint8_t *payload = out + sizeof *hdr;
@@ -39,7 +39,29 @@ size_t hp_chunk_encode(uint8_t *out, size_t out_cap, hpt_chunk_hdr_t *hdr, const
     hdr->stored_bytes = (uint32_t)stored;
     hdr->raw_bytes = (uint32_t)raw_len;
     hdr->reserved = 0;
-    hdr->crc32 = hp_chunk_crc(hdr, payload, stored);
+    hdr->crc32 = 0;
     memcpy(out, hdr, sizeof *hdr);
+    *payload_crc = (uint32_t)crc32(0L, payload, (uInt)stored);
     return sizeof *hdr + stored;
+}
+
+void hp_chunk_seal(uint8_t *out, uint64_t seq, uint32_t payload_crc) {
+    hpt_chunk_hdr_t h;
+    memcpy(&h, out, sizeof h);
+    h.seq = seq;
+    h.crc32 = 0;
+    uLong crc = crc32(0L, (const Bytef *)&h, sizeof h);
+    h.crc32 = (uint32_t)crc32_combine(crc, payload_crc, (z_off_t)h.stored_bytes);
+    memcpy(out, &h, sizeof h);
+}
+
+size_t hp_chunk_encode(uint8_t *out, size_t out_cap, hpt_chunk_hdr_t *hdr, const uint8_t *raw,
+                       size_t raw_len, ZSTD_CCtx *cctx) {
+    uint32_t pcrc;
+    size_t n = hp_chunk_pack(out, out_cap, hdr, raw, raw_len, cctx, &pcrc);
+    if (!n)
+        return 0;
+    hp_chunk_seal(out, hdr->seq, pcrc);
+    memcpy(hdr, out, sizeof *hdr);
+    return n;
 }

@@ -47,8 +47,8 @@ void hp_config_load(void) {
     memcpy(hp_config.out, default_out, sizeof default_out);
     hp_config.flush_ms = 50;
     hp_config.max_frames = 64;
-    // 1 MiB: with more allocating threads than CPUs a full ring stops its thread until the
-    // writer gets a CPU; with 512 KiB c_threads 2 and 8 added 21% and 24% more (docs/design.md)
+    // the largest a ring grows to (it starts at 64 KiB): a full ring makes its thread drain it
+    // itself, which 1 MiB keeps rare (docs/design.md#the-pipeline)
     uint32_t buffer_kb = 1024;
     uint32_t level = 1;
     hp_config.quiet = false;
@@ -58,10 +58,6 @@ void hp_config_load(void) {
     // measure exactly what was touched
     hp_config.touch_fill_max = 128 * 1024;
     hp_config.touch_sample_bytes = 512;
-    // 4.096 us: a nanosecond delta costs ~2 bytes per event after compression, 1 us ~0.2,
-    // 4 us ~0.1 (rust_vec_growth: 0.48 -> 0.40 bytes per allocation from 1 to 4 us), and
-    // lifetimes, timelines and the 1 ms short-lived mark need no finer
-    hp_config.time_shift = 12;
 
     const char *out = getenv("HEAPPROF_OUT");
     if (out) {
@@ -81,10 +77,11 @@ void hp_config_load(void) {
     parse_bool("HEAPPROF_TOUCH", &hp_config.touch);
     parse_u32("HEAPPROF_TOUCH_FILL_MAX", 0, 1u << 30, &hp_config.touch_fill_max);
     parse_u32("HEAPPROF_TOUCH_SAMPLE_BYTES", 64, 1u << 30, &hp_config.touch_sample_bytes);
-    parse_u32("HEAPPROF_TIME_SHIFT", 0, HPT_TIME_SHIFT_MAX, &hp_config.time_shift);
     // 1 MiB: compresses well; smaller chunks lose less to one damaged byte
     hp_config.chunk_kb = 1024;
     parse_u32("HEAPPROF_CHUNK_KB", 1, 1024, &hp_config.chunk_kb);
+    hp_config.test_drain_delay_ms = 0;
+    parse_u32("HEAPPROF_TEST_DRAIN_DELAY_MS", 0, 10000, &hp_config.test_drain_delay_ms);
     const char *clk = getenv("HEAPPROF_CLOCK");
     hp_config.clock_tsc = true;
     if (clk && !strcmp(clk, "mono"))

@@ -30,6 +30,7 @@ _Atomic int hp_state;
 static uint64_t start_ns;
 static _Atomic bool early_started; // recording set up (maybe before our constructor ran)
 static bool ctor_done;             // the constructor opened the trace (or gave up)
+static bool trace_started;         // this process image has had its trace: never a second one
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
 uint64_t hp_state_now(void) {
@@ -104,6 +105,7 @@ static void meta_process(meta_t *m) {
 
 // Opens this process's trace and starts the writer. Called with start_lock held.
 static bool start_trace(void) {
+    trace_started = true;
     char path[HP_PATH_MAX];
     int fd = hp_writer_create_file(hp_config.out, path, sizeof path);
     if (fd < 0)
@@ -133,7 +135,7 @@ static bool start_trace(void) {
         h.flags |= HPT_FILE_TOUCH;
         h.touch_fill_max = hp_config.touch_fill_max;
     }
-    h.time_shift = hp_config.time_shift;
+    h.time_shift = 0; // EVENTS chunks keep nanoseconds (docs/design.md#the-pipeline)
     bool ok = hp_writer_start(fd, path, &h, m.buf, m.len, m.nrec);
     hp_mem_unmap(m.buf, m.cap);
     if (ok && !hp_config.quiet)
@@ -148,11 +150,18 @@ bool hp_state_ensure_trace(void) {
     // trace and starts the writer.
     if (!ctor_done || hp_writer_running())
         return true;
+    // Only a fork child starts a trace here. A thread whose first event races exit() finds
+    // the writer already stopped: it must not start a second trace (and writer) that the
+    // exiting thread would then wait for (docs/design.md#lifecycle).
     pthread_mutex_lock(&start_lock);
-    bool ok = hp_writer_running() || start_trace();
+    bool ok = hp_writer_running();
+    if (!ok && !trace_started && hp_state_is_on())
+        ok = start_trace();
     pthread_mutex_unlock(&start_lock);
-    if (!ok)
-        atomic_store(&hp_state, HP_STATE_DISABLED);
+    if (!ok) {
+        int on = HP_STATE_ON;
+        atomic_compare_exchange_strong(&hp_state, &on, HP_STATE_DISABLED);
+    }
     return ok;
 }
 
@@ -160,7 +169,8 @@ bool hp_state_ensure_trace(void) {
 
 static void fork_prepare(void) {
     int entered = hp_guard_enter();
-    // Lock order matches the other users: stacktab -> writer round -> ring list; the unwinder's
+    // Lock order matches the other users: stacktab -> pipeline -> trace file -> ring list; none
+    // is held for more than one chunk's write, so a fork never waits for a whole round. The unwinder's
     // rule lock is a leaf (held only around libdw), taken first so no thread holds it in the child.
     hp_unwind_fork_prepare();
     hp_stacktab_fork_prepare();
@@ -190,6 +200,7 @@ static void fork_child(void) {
     hp_record_fork_child();
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     start_lock = fresh;
+    trace_started = false;
     start_ns = hp_clock_mono_ns();
 }
 

@@ -1,21 +1,18 @@
 // SPDX-License-Identifier: MIT
-// Ring creation, the registry of rings, and the cold paths of appending (buffer full, waking
-// the writer). Runs inside malloc: no stdio, no host allocation; locks only on cold paths.
+// Ring creation and growth, the registry of rings, and the cold paths of appending (a ring over
+// half full asks the pipeline for a drain; a full one is drained by its owner). Runs inside
+// malloc: no stdio, no host allocation; locks only on cold paths.
 #include "tbuf.h"
 
+#include "clock.h"
 #include "config.h"
 #include "mem.h"
+#include "pipeline.h"
 #include "state.h"
-#include "writer.h"
 
-#include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
-_Atomic uint32_t hp_tbuf_wake_word;
+#define RING_MIN (64u << 10) // a thread that allocates little keeps 64 KiB
 
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static hp_ring_t *list_head;
@@ -24,13 +21,14 @@ hp_ring_t *hp_tbuf_new(uint32_t tid) {
     hp_ring_t *r = hp_mem_map(sizeof *r);
     if (!r)
         return NULL;
-    r->cap = hp_config.ring_bytes;
+    r->cap = hp_config.ring_bytes < RING_MIN ? hp_config.ring_bytes : RING_MIN;
     r->data = hp_mem_map(r->cap);
     if (!r->data) {
         hp_mem_unmap(r, sizeof *r);
         return NULL;
     }
     r->tid = tid;
+    pthread_mutex_init(&r->drain, NULL);
     pthread_mutex_lock(&list_lock);
     r->next = list_head;
     list_head = r;
@@ -48,12 +46,12 @@ void hp_tbuf_list_unlock(void) {
 }
 
 static void ring_free(hp_ring_t *r) {
-    hp_mem_unmap(r->stage, r->stage_cap);
     hp_mem_unmap(r->data, r->cap);
     hp_mem_unmap(r, sizeof *r);
 }
 
 void hp_tbuf_reap(bool (*dead)(hp_ring_t *)) {
+    pthread_mutex_lock(&list_lock);
     for (hp_ring_t **pp = &list_head; *pp;) {
         hp_ring_t *r = *pp;
         if (dead(r)) {
@@ -63,6 +61,7 @@ void hp_tbuf_reap(bool (*dead)(hp_ring_t *)) {
             pp = &r->next;
         }
     }
+    pthread_mutex_unlock(&list_lock);
 }
 
 void hp_tbuf_forget_all(void) {
@@ -75,43 +74,48 @@ void hp_tbuf_forget_all(void) {
     list_lock = fresh;
 }
 
-void hp_tbuf_wake_writer(void) {
-    atomic_fetch_add_explicit(&hp_tbuf_wake_word, 1, memory_order_release);
-    syscall(SYS_futex, &hp_tbuf_wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+void hp_tbuf_nudge_slow(hp_ring_t *r) {
+    hp_pipeline_enqueue(r);
 }
 
-void hp_tbuf_nudge_slow(hp_ring_t *r) {
-    atomic_store_explicit(&r->wake_pending, 1, memory_order_relaxed);
-    hp_tbuf_wake_writer();
+// The ring filled before the pipeline drained it: the thread makes records faster than a
+// worker gets to them, so a bigger ring saves it the next waits. Caller holds r->drain and the
+// ring is empty, so nothing needs to move.
+static void grow(hp_ring_t *r) {
+    if (r->cap >= hp_config.ring_bytes)
+        return;
+    uint32_t cap = r->cap * 2;
+    uint8_t *data = hp_mem_map(cap);
+    if (!data)
+        return;
+    hp_mem_unmap(r->data, r->cap);
+    r->data = data;
+    r->cap = cap;
 }
 
 bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
-    if (n > r->cap || !hp_writer_running()) {
+    if (n > hp_config.ring_bytes || !hp_pipeline_running()) {
         // nobody will drain it (start-up before the trace exists): drop, but count
         r->n_lost++;
         return false;
     }
-    // The writer drains within microseconds unless it is stuck on the disk; two seconds of
-    // waiting means it is, and the app must not hang on us.
-    for (int i = 0; i < 20000; i++) {
-        if (!hp_state_is_on()) {
-            r->n_lost++;
-            return false;
-        }
-        uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-        uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-        if (h + n - t <= r->cap)
-            return true;
-        if (i == 0 || !atomic_load_explicit(&r->wake_pending, memory_order_relaxed))
-            hp_tbuf_nudge_slow(r);
-        if (i < 50) {
-            sched_yield();
-        } else {
-            struct timespec ts = {0, 100 * 1000};
-            nanosleep(&ts, NULL);
-        }
+    // Back-pressure: wait for a drainer that holds the ring (it is writing our records), then
+    // drain what is left here. Never a spin, never a timeout that drops events: a thread
+    // waits exactly as long as its own records take to write.
+    uint64_t t0 = hp_clock_ns();
+    pthread_mutex_lock(&r->drain);
+    bool ok = true;
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (h + n - atomic_load_explicit(&r->tail, memory_order_relaxed) > r->cap) {
+        ok = hp_pipeline_drain(r);
+        grow(r);
     }
-    r->n_lost++;
-    hp_state_disable("the trace writer stalled for 2 s; profiling stopped");
-    return false;
+    pthread_mutex_unlock(&r->drain);
+    r->wait_ns += hp_clock_ns() - t0;
+    r->n_waits++;
+    if (!ok || !hp_state_is_on()) {
+        r->n_lost++;
+        return false;
+    }
+    return n <= r->cap || (r->n_lost++, false);
 }

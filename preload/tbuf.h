@@ -1,84 +1,65 @@
 // SPDX-License-Identifier: MIT
 // Per-thread record ring: the owner thread appends whole records and publishes them with one
-// release store; the writer thread drains them at any time. Single producer, single consumer,
-// no locks and no read-modify-write on the append path.
+// release store; one drainer at a time (a pipeline worker, the flusher, or the owner itself when
+// the ring is full) turns them into a chunk. Single producer, single consumer, no locks and no
+// read-modify-write on the append path.
 #ifndef HEAPPROF_PRELOAD_TBUF_H
 #define HEAPPROF_PRELOAD_TBUF_H
 
 #include "compiler.h"
 #include "format/hpt_codec.h"
-#include "resolve.h"
 #include "state.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-// writer-private: one record of an app thread's stage, decoded ahead by the merge (writer.c).
-#define HP_RING_LOOKAHEAD 8 // a power of two
-typedef struct hp_ring_look {
-    hp_resolve_ev_t ev;    // ev.tag: any ring record's tag; ev.time_ns: the time it sorts by
-                           // (a REALLOC's first half); the rest only for heap events
-    size_t pos;            // where its bytes start in the stage
-    uint64_t time0, addr0; // the delta state before it
-} hp_ring_look_t;
-
 typedef struct hp_ring {
     // written by the owner thread
     _Alignas(64) _Atomic uint64_t head; // bytes ever committed
     _Atomic uint32_t busy;              // between taking an event's time and committing it
     _Atomic uint64_t last_t;            // time of the event in flight (or the last one)
-    uint64_t n_lost;                    // events dropped (buffer stalled); read at exit
-    // written by the writer thread
-    _Alignas(64) _Atomic uint64_t tail; // bytes ever drained
-    _Atomic uint32_t wake_pending;      // owner asked the writer to drain; writer clears
-    // fixed at creation
+    uint64_t n_lost;                    // events dropped (no pipeline yet, or it failed); read at exit
+    uint64_t wait_ns, n_waits;          // time the owner spent on a full ring (back-pressure)
+    // written by whoever holds `drain` (a pipeline worker, the flusher or the owner itself)
+    _Alignas(64) _Atomic uint64_t tail; // bytes ever drained: written to the file, or given up
+    hpt_dstate_t wstate;                // delta state after the last drained record
+    _Atomic uint32_t queued;            // on the pipeline's work list; the taker clears it
+    pthread_mutex_t drain;              // one drainer at a time; held across the chunk's write
+    // data and cap change only by the owner, holding `drain`, with the ring empty (growth)
     _Alignas(64) uint8_t *data;
-    uint32_t cap; // power of two
-    uint32_t tid;
-    _Atomic int closed; // owner thread ran its exit hook; the writer reaps the ring once it is gone
-    struct hp_ring *next;
-    // writer-private: staging of drained records until the next chunk is written
-    hpt_dstate_t wstate; // delta state after the last drained record
-    hpt_dstate_t stage_base;
-    uint8_t *stage;
-    size_t stage_len, stage_cap;
-    uint32_t stage_nrec;
-    size_t stage_fresh; // bytes drained since the last merge: what a full stage means
-    // writer-private: the merge's cursor into an app thread's stage (writer.c): the records it
-    // decoded ahead, oldest first, so that their table slots are fetched well before use
-    uint64_t m_key;        // the time the oldest sorts by
-    uint8_t m_half;        // the oldest is a REALLOC whose old block is already out
-    uint8_t m_qh, m_qn;    // m_q[m_qh] is the oldest of m_qn
-    size_t m_dpos;         // where decoding goes on in the stage
-    uint64_t m_dtime, m_daddr; // the delta state there
-    hp_resolve_pending_t m_pend;
-    hp_ring_look_t m_q[HP_RING_LOOKAHEAD];
+    uint32_t cap; // power of two, at most hp_config.ring_bytes
+    uint32_t tid; // 0: the CPU sampler's ring
+    _Atomic int closed; // owner thread ran its exit hook; the flusher reaps the ring once it is gone
+    struct hp_ring *next;      // the registry (tbuf.c); only the flusher unlinks
+    struct hp_ring *work_next; // the pipeline's work list (pipeline.c)
+    uint64_t sync_head;        // flusher-private: head when the current watermark was taken
 } hp_ring_t;
 
 // Largest record the shim ever appends (a STACK of HPT_MAX_FRAMES frames).
 #define HP_REC_MAX (16 + HPT_MAX_FRAMES * HPT_VARINT_MAX)
 
-// Creates and registers a ring for thread tid. NULL on failure. Takes the list lock; cold.
+// Creates and registers a ring for thread tid, of the smallest size (it grows with need). NULL
+// on failure. Takes the list lock; cold.
 hp_ring_t *hp_tbuf_new(uint32_t tid);
 
-// The list of rings, for the writer and for fork. Lock before walking, unlock after.
+// The registry of rings, newest first. Rings are unlinked only by hp_tbuf_reap (the flusher),
+// so the flusher may walk a snapshot without the lock; others lock around the walk.
 hp_ring_t *hp_tbuf_list_lock(void);
 void hp_tbuf_list_unlock(void);
-// Unlinks rings for which dead(ring) is true and frees them; caller holds the list lock.
+// Unlinks rings for which dead(ring) is true and frees them. Caller is the flusher.
 void hp_tbuf_reap(bool (*dead)(hp_ring_t *));
 // In a fork child: forgets every ring (they belong to the parent) and reinitialises the lock.
 void hp_tbuf_forget_all(void);
 
-// Wakes the writer (futex). Cold.
-void hp_tbuf_wake_writer(void);
-// Word the writer sleeps on; hp_tbuf_wake_writer changes it.
-extern _Atomic uint32_t hp_tbuf_wake_word;
-
-// Waits until n bytes fit; false if they never will (shim disabled, writer stalled). Cold.
+// The ring is full: drain it on this thread (waiting for a drainer that holds it first), and
+// grow it if it is below its largest size. The owner waits, never loses, while the pipeline
+// lives; false (the event is counted lost) only when there is none. Cold.
 bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n);
+// The ring is over half full: ask the pipeline to drain it. Cold.
 void hp_tbuf_nudge_slow(hp_ring_t *r);
 
 // Marks the ring's owner busy, then takes the time of its next record: the order the writer's
@@ -120,7 +101,7 @@ static inline void hp_tbuf_commit(hp_ring_t *r, size_t n) {
     atomic_store_explicit(&r->head, h + n, memory_order_release);
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
     if (HP_UNLIKELY(h + n - t > r->cap / 2) &&
-        !atomic_load_explicit(&r->wake_pending, memory_order_relaxed))
+        !atomic_load_explicit(&r->queued, memory_order_relaxed))
         hp_tbuf_nudge_slow(r);
 }
 
@@ -142,7 +123,7 @@ static inline bool hp_tbuf_append(hp_ring_t *r, const uint8_t *rec, size_t n) {
     }
     atomic_store_explicit(&r->head, h + n, memory_order_release);
     if (HP_UNLIKELY(h + n - t > r->cap / 2) &&
-        !atomic_load_explicit(&r->wake_pending, memory_order_relaxed))
+        !atomic_load_explicit(&r->queued, memory_order_relaxed))
         hp_tbuf_nudge_slow(r);
     return true;
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The writer thread: owns the trace fd; drains the threads' rings, cuts self-contained chunks,
-// compresses, checksums and writes each with one write(2); emits merge watermarks (SYNC).
+// The trace's lifecycle: file creation, start (header, META, the flusher thread), flushes on
+// demand (exec), the final flush and TRAILER at exit, fork. The flusher writes the merge
+// watermarks (SYNC); the records themselves go out through the pipeline (pipeline.h).
 #ifndef HEAPPROF_PRELOAD_WRITER_H
 #define HEAPPROF_PRELOAD_WRITER_H
 
@@ -15,7 +16,7 @@
 // chosen path into path. Returns the fd, or -1 after saying why on stderr.
 int hp_writer_create_file(const char *tmpl, char *path, size_t path_cap);
 
-// Writes the file header and the META chunk synchronously, then starts the writer thread.
+// Writes the file header and the META chunk synchronously, then starts the flusher thread.
 // Takes ownership of fd, created at path (kept to reopen the file if the program closes the fd).
 // Returns false (fd closed) if any step fails.
 bool hp_writer_start(int fd, const char *path, const hpt_file_hdr_t *hdr, const uint8_t *meta,

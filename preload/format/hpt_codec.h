@@ -85,7 +85,7 @@ typedef struct hpt_rec {
     uint32_t str_len;
     const uint8_t *str2;   // MODULE_LOAD build id (raw bytes), PROCESS args (argc in size)
     uint32_t str2_len;
-    uint64_t counters[5];  // TRAILER (5); CPU_INFO (4): source, hz, n_samples, n_lost (reason in str)
+    uint64_t counters[10]; // TRAILER (10); CPU_INFO (4): source, hz, n_samples, n_lost (reason in str)
     uint64_t tid;          // CPU_SAMPLE: the sampled thread; H_TID: the thread
     uint64_t ref;          // H_FREE, H_REALLOC_FREE, H_REUSE: the block's serial (0 = unknown);
                            // H_REALLOC: the old block's serial (0 = none or unknown)
@@ -252,7 +252,7 @@ static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end
         r->str2_len = (uint32_t)(p - r->str2);
         return p;
     case HPT_REC_TRAILER:
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < 10; i++)
             if (!(p = hpt_get_varint(p, end, &r->counters[i])))
                 return NULL;
         return p;

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define HPT_MAGIC "HEAPPROF" // 8 bytes, no terminator in the file
-#define HPT_VERSION 3u
+#define HPT_VERSION 4u
 
 // File = file header, then chunks back to back until EOF. All integers little-endian.
 typedef struct hpt_file_hdr {
@@ -35,10 +35,10 @@ typedef struct hpt_file_hdr {
 
 enum hpt_chunk_type {
     HPT_CHUNK_META = 1,    // process-wide records (tid 0): PROCESS, MODULE_LOAD at start
-    HPT_CHUNK_EVENTS = 2,  // one thread's records
+    HPT_CHUNK_EVENTS = 2,  // one thread's records (since v4 every heap event comes this way)
     HPT_CHUNK_SYNC = 3,    // no payload; base_time_ns = watermark (see docs/trace-format.md#merge)
     HPT_CHUNK_TRAILER = 4, // written once at a clean exit; payload = TRAILER record
-    HPT_CHUNK_HEAP = 5,    // the heap stream: every app thread's records in one order, blocks
+    HPT_CHUNK_HEAP = 5,    // v3 only, no longer written (TODO(#19): remove): the heap stream: every app thread's records in one order, blocks
                            // named by serial number (docs/trace-format.md#heap). tid = the thread
                            // of the first record, base_addr = the serial base (next new block)
 };
@@ -81,7 +81,9 @@ enum hpt_rec_tag {
     HPT_REC_MODULE_LOAD = 9,  // dt base size path_len path buildid_len buildid
     HPT_REC_MODULE_UNLOAD = 10, // dt base
     HPT_REC_PROCESS = 11,     // exe_len exe argc (arg_len arg)...   META only
-    HPT_REC_TRAILER = 12,     // n_events n_lost_events n_stacks n_stack_overflow n_late  TRAILER only
+    HPT_REC_TRAILER = 12,     // n_events n_lost_events n_stacks n_stack_overflow n_late wait_ns n_waits
+                              //   workers_cpu_ns flusher_cpu_ns n_workers   TRAILER only; wait: time
+                              //   app threads spent on full rings; the rest: the pipeline's cost
     HPT_REC_CPU_SAMPLE = 14,  // zdt tid stack   (zdt: zigzag signed time delta; see docs/trace-format.md#cpu)
     HPT_REC_CPU_INFO = 15,    // source hz n_samples n_lost reason_len reason
 

@@ -91,3 +91,35 @@ Test(host_safety, signal_handlers_destructors_spawn_system_vfork_and_daemons, .t
         cr_expect(found[i], "no trace with %lld blocks (of %d traces)", want[i], traces);
     free(dir);
 }
+
+// Threads that make their first allocation while main runs exit(): every run ends (no hang,
+// no crash) and leaves exactly one trace, under both CPU samplers. A short loop here;
+// tests/e2e/stress_exit_race.sh runs the 2,000.
+static void exit_race_runs(const char *cpu, int runs) {
+    char *dir = e2e_tmpdir("exitrace");
+    char tmpl[4096], cpu_env[64];
+    snprintf(tmpl, sizeof tmpl, "%s/r.%%p.hpt", dir);
+    snprintf(cpu_env, sizeof cpu_env, "HEAPPROF_CPU=%s", cpu);
+    const char *env[] = {cpu_env, "HEAPPROF_QUIET=1", NULL};
+    for (int i = 0; i < runs; i++) {
+        char delay[16];
+        snprintf(delay, sizeof delay, "%d", i % 5 * 30);
+        char *argv[] = {E2E_PROGS "/exitrace", delay, "4", NULL};
+        e2e_run_opts_t o = {.out_template = tmpl, .env = env, .timeout_s = 30};
+        cr_assert_eq(e2e_run(argv, &o, NULL, NULL, NULL), 0, "run %d (%s) did not exit cleanly", i,
+                     cpu);
+    }
+    int traces = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; (e = readdir(d));)
+        traces += e->d_name[0] != '.';
+    closedir(d);
+    cr_expect_eq(traces, runs, "%d traces for %d processes (%s)", traces, runs, cpu);
+    free(dir);
+}
+
+Test(host_safety, threads_starting_while_main_exits_never_hang_or_start_a_second_trace,
+     .timeout = 300) {
+    exit_race_runs("perf", 60);
+    exit_race_runs("timer", 60);
+}

@@ -85,3 +85,29 @@ Test(threads, eight_threads_at_full_speed_keep_every_event, .timeout = 300) {
         free(dir);
     }
 }
+
+// Back-pressure: the pipeline's workers and flusher are slowed down (a test knob), so the
+// threads' rings fill before anyone else drains them and each thread must drain its own. It
+// waits and loses nothing. Rings of 64 KiB fill after ~5,000 events, far sooner than a 200 ms
+// nap, so the threads wait whatever the machine's speed.
+Test(threads, a_slow_pipeline_makes_threads_wait_and_loses_nothing, .timeout = 300) {
+    char *dir = e2e_tmpdir("backpressure");
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    char *argv[] = {E2E_PROGS "/threads16", NULL};
+    const char *env[] = {"HEAPPROF_BUFFER_KB=64", "HEAPPROF_TEST_DRAIN_DELAY_MS=200", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, env, NULL), 0);
+    json_t *s = e2e_stats(trace, "threads16");
+    cr_expect_eq(e2e_int(s, "blocks"), 16 * 101000);
+    cr_expect_eq(e2e_int(s, "frees"), 16 * 101000);
+    cr_expect_eq(e2e_int(s, "end_blocks"), 0);
+    json_t *an = json_object_get(s, "anomalies");
+    cr_expect_eq(e2e_int(an, "unknown_frees"), 0);
+    cr_expect_eq(e2e_int(an, "double_allocs"), 0);
+    json_t *shim = json_object_get(s, "shim");
+    cr_expect_eq(e2e_int(shim, "events_lost"), 0);
+    cr_expect_gt(e2e_int(shim, "waits"), 0, "no thread waited: the knob did not slow the pipeline");
+    cr_expect_gt(e2e_int(shim, "wait_ns"), 0);
+    json_decref(s);
+    free(dir);
+}

@@ -100,7 +100,7 @@ static size_t sample_records(uint8_t *out, size_t *starts, size_t *n) {
     REC(HPT_REC_MODULE_UNLOAD), V(1), V(0x400000);
     REC(HPT_REC_PROCESS), V(2), memcpy(p, "sh", 2), p += 2, V(2), V(2), memcpy(p, "sh", 2), p += 2,
         V(2), memcpy(p, "-c", 2), p += 2;
-    REC(HPT_REC_TRAILER), V(10), V(0), V(3), V(0), V(2);
+    REC(HPT_REC_TRAILER), V(10), V(0), V(3), V(0), V(2), V(123456), V(7), V(900), V(80), V(3);
 #undef REC
 #undef V
     *n = k;
@@ -147,6 +147,9 @@ Test(codec, decodes_every_record_kind) {
             cr_assert_eq(r.counters[0], 10);
             cr_assert_eq(r.counters[2], 3);
             cr_assert_eq(r.counters[4], 2); // events placed late
+            cr_assert_eq(r.counters[5], 123456); // time the program waited
+            cr_assert_eq(r.counters[6], 7);
+            cr_assert_eq(r.counters[9], 3); // most pipeline workers
             break;
         default:
             break;

@@ -562,7 +562,7 @@ Test(reader, rejects_other_version, .fini = cleanup) {
     h.hdr_bytes = sizeof h;
     tb_t *tb = tb_new_hdr(&h);
     cr_assert_eq(tb_write_tmp(tb, path), 0);
-    expect_open_error(path, "unsupported trace version 2");
+    expect_open_error(path, "unsupported trace version 3");
     tb_free(tb);
 }
 

@@ -432,7 +432,12 @@ void tb_rec_trailer(tb_t *tb, uint64_t n_events, uint64_t n_lost, uint64_t n_sta
     put_var(tb, n_lost);
     put_var(tb, n_stacks);
     put_var(tb, n_overflows);
-    put_var(tb, 0); // events placed late
+    put_var(tb, 0); // events placed late (v3)
+    put_var(tb, 0); // wait_ns
+    put_var(tb, 0); // n_waits
+    put_var(tb, 0); // workers_cpu_ns
+    put_var(tb, 0); // flusher_cpu_ns
+    put_var(tb, 0); // n_workers
     tb->hdr.n_records++;
 }
 

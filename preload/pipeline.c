@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: MIT
+// Draining rings into chunks, and the pool of worker threads that does most of it. Runs on our
+// workers, the flusher, and app threads whose ring is full (inside their malloc, with the
+// recursion guard held, so zstd's own allocations pass through unrecorded): no stdio; locks
+// only per drain, never per event.
+#include "pipeline.h"
+
+#include "chunk.h"
+#include "config.h"
+#include "guard.h"
+#include "mem.h"
+#include "traceout.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+// What one drain needs beyond the ring: a compression context and two buffers, about 3 MiB
+// with 1 MiB rings. Kept in a pool, as many as drains run at once, never more than
+// MAX_DRAINERS: threads beyond that wait for one (more would not run faster on the CPUs there
+// are, and 1,000 threads with full rings must not make 1,000 contexts).
+typedef struct drainer {
+    ZSTD_CCtx *cctx;
+    uint8_t *stage; // the ring's bytes, unwrapped
+    uint8_t *out;   // one packed chunk
+    size_t stage_cap, out_cap, chunk_max;
+    struct drainer *next;
+} drainer_t;
+
+#define MAX_WORKERS 16
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
+static drainer_t *pool_free;
+static unsigned n_drainers, max_drainers;
+
+// The work list: rings over half full, and rings the flusher wants written before a watermark.
+static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t drained_cond = PTHREAD_COND_INITIALIZER; // a worker finished a drain
+static hp_ring_t *work_head, *work_tail;
+static unsigned n_workers, n_idle, max_workers;
+static bool stopping;
+static pthread_t workers[MAX_WORKERS];
+
+static _Atomic bool running;
+static _Atomic uint64_t n_events, n_lost, workers_cpu_ns;
+static unsigned most_workers;
+
+static unsigned cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+bool hp_pipeline_start(void) {
+    unsigned c = cpus();
+    max_workers = c / 2 ? c / 2 : 1;
+    if (max_workers > MAX_WORKERS)
+        max_workers = MAX_WORKERS;
+    max_drainers = c + 2 > 8 ? c + 2 : 8;
+    stopping = false;
+    atomic_store(&n_events, 0);
+    atomic_store(&n_lost, 0);
+    atomic_store(&workers_cpu_ns, 0);
+    most_workers = 0;
+    atomic_store(&running, true);
+    return true;
+}
+
+bool hp_pipeline_running(void) {
+    return atomic_load_explicit(&running, memory_order_acquire);
+}
+
+static drainer_t *drainer_new(void) {
+    drainer_t *d = hp_mem_map(sizeof *d);
+    if (!d)
+        return NULL;
+    d->chunk_max = (size_t)hp_config.chunk_kb * 1024;
+    d->stage_cap = hp_config.ring_bytes;
+    d->out_cap = hp_chunk_bound(d->chunk_max + HP_REC_MAX);
+    d->stage = hp_mem_map(d->stage_cap);
+    d->out = hp_mem_map(d->out_cap);
+    d->cctx = ZSTD_createCCtx();
+    if (!d->stage || !d->out || !d->cctx) {
+        hp_mem_unmap(d->stage, d->stage_cap);
+        hp_mem_unmap(d->out, d->out_cap);
+        ZSTD_freeCCtx(d->cctx);
+        hp_mem_unmap(d, sizeof *d);
+        return NULL;
+    }
+    ZSTD_CCtx_setParameter(d->cctx, ZSTD_c_compressionLevel, hp_config.zstd_level);
+    return d;
+}
+
+static drainer_t *drainer_get(void) {
+    pthread_mutex_lock(&pool_lock);
+    while (!pool_free && n_drainers >= max_drainers)
+        pthread_cond_wait(&pool_cond, &pool_lock);
+    drainer_t *d = pool_free;
+    if (d) {
+        pool_free = d->next;
+    } else {
+        n_drainers++;
+        pthread_mutex_unlock(&pool_lock);
+        d = drainer_new(); // outside the lock: zstd allocates
+        if (d)
+            return d;
+        pthread_mutex_lock(&pool_lock);
+        n_drainers--;
+        pthread_cond_signal(&pool_cond);
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return d;
+}
+
+static void drainer_put(drainer_t *d) {
+    pthread_mutex_lock(&pool_lock);
+    d->next = pool_free;
+    pool_free = d;
+    pthread_cond_signal(&pool_cond);
+    pthread_mutex_unlock(&pool_lock);
+}
+
+static bool is_event(uint8_t tag) {
+    return tag == HPT_REC_MALLOC || tag == HPT_REC_CALLOC || tag == HPT_REC_ALIGNED ||
+           tag == HPT_REC_FREE || tag == HPT_REC_REALLOC;
+}
+
+// Writes [p, end) of r's unwrapped records as chunks of at most chunk_max raw bytes (a record
+// is never split), each starting from the delta state reached before it. Returns false if the
+// records do not decode (an internal error) or the trace cannot be written; *events counts the
+// events decoded either way.
+static bool write_records(hp_ring_t *r, drainer_t *d, const uint8_t *p, const uint8_t *end,
+                          uint64_t *events) {
+    bool ok = true;
+    while (p < end) {
+        const uint8_t *start = p;
+        hpt_dstate_t base = r->wstate;
+        uint32_t nrec = 0;
+        hpt_rec_t rec;
+        while (p < end) {
+            hpt_dstate_t before = r->wstate;
+            const uint8_t *next = hpt_rec_decode(p, end, &r->wstate, &rec);
+            if (!next)
+                return false; // the ring was damaged: nothing after this point can be trusted
+            if ((size_t)(next - start) > d->chunk_max && p != start) {
+                r->wstate = before; // this record starts the next chunk
+                break;
+            }
+            *events += is_event(rec.tag);
+            nrec++;
+            p = next;
+        }
+        if (ok)
+            ok = hp_traceout_chunk(HPT_CHUNK_EVENTS, r->tid, start, (size_t)(p - start), nrec,
+                                   base, d->out, d->out_cap, d->cctx);
+        if (ok)
+            hp_traceout_add_bytes((uint64_t)(p - start));
+    }
+    return ok;
+}
+
+bool hp_pipeline_drain(hp_ring_t *r) {
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    if (h == t)
+        return true;
+    drainer_t *d = hp_pipeline_running() ? drainer_get() : NULL;
+    uint64_t events = 0;
+    bool ok = d != NULL;
+    if (ok) {
+        size_t n = (size_t)(h - t);
+        uint32_t off = (uint32_t)t & (r->cap - 1), first = r->cap - off;
+        if (n <= first) {
+            memcpy(d->stage, r->data + off, n);
+        } else {
+            memcpy(d->stage, r->data + off, first);
+            memcpy(d->stage + first, r->data, n - first);
+        }
+        // the bytes are ours now: the owner may go on while they are compressed and written
+        atomic_store_explicit(&r->tail, h, memory_order_release);
+        ok = write_records(r, d, d->stage, d->stage + n, &events);
+        drainer_put(d);
+        if (!ok)
+            hp_state_disable("internal error: the trace cannot be written; profiling stopped");
+    } else {
+        atomic_store_explicit(&r->tail, h, memory_order_release);
+        if (hp_pipeline_running())
+            hp_state_disable("out of memory for the trace pipeline; profiling stopped");
+    }
+    if (ok)
+        atomic_fetch_add_explicit(&n_events, events, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&n_lost, events ? events : 1, memory_order_relaxed);
+    return ok;
+}
+
+void hp_pipeline_enqueue(hp_ring_t *r) {
+    if (atomic_exchange_explicit(&r->queued, 1, memory_order_acq_rel))
+        return;
+    pthread_mutex_lock(&work_lock);
+    r->work_next = NULL;
+    if (work_tail)
+        work_tail->work_next = r;
+    else
+        work_head = r;
+    work_tail = r;
+    if (n_idle)
+        pthread_cond_signal(&work_cond);
+    pthread_mutex_unlock(&work_lock);
+}
+
+// Caller holds work_lock.
+static hp_ring_t *work_pop(void) {
+    hp_ring_t *r = work_head;
+    if (r) {
+        work_head = r->work_next;
+        if (!work_head)
+            work_tail = NULL;
+    }
+    return r;
+}
+
+static void test_delay(void) {
+    if (hp_config.test_drain_delay_ms) {
+        struct timespec ts = {hp_config.test_drain_delay_ms / 1000,
+                              (long)(hp_config.test_drain_delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+// Drains a ring taken from the work list. queued stays set until the drain is over, so the
+// flusher never reaps a ring a worker still holds.
+static void drain_taken(hp_ring_t *r) {
+    test_delay();
+    pthread_mutex_lock(&r->drain);
+    hp_pipeline_drain(r);
+    pthread_mutex_unlock(&r->drain);
+    atomic_store_explicit(&r->queued, 0, memory_order_release);
+}
+
+void hp_pipeline_help(void) {
+    for (;;) {
+        pthread_mutex_lock(&work_lock);
+        hp_ring_t *r = work_pop();
+        pthread_mutex_unlock(&work_lock);
+        if (!r)
+            return;
+        drain_taken(r);
+    }
+}
+
+uint64_t hp_pipeline_thread_cpu_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *worker_main(void *arg) {
+    (void)arg;
+    hp_tls_guard = 1;
+    prctl(PR_SET_NAME, "heapprof-drain", 0, 0, 0);
+    pthread_mutex_lock(&work_lock);
+    for (;;) {
+        hp_ring_t *r = work_pop();
+        if (r) {
+            pthread_mutex_unlock(&work_lock);
+            drain_taken(r);
+            pthread_mutex_lock(&work_lock);
+            pthread_cond_broadcast(&drained_cond);
+            continue;
+        }
+        if (stopping)
+            break;
+        n_idle++;
+        pthread_cond_wait(&work_cond, &work_lock);
+        n_idle--;
+    }
+    pthread_mutex_unlock(&work_lock);
+    atomic_fetch_add(&workers_cpu_ns, hp_pipeline_thread_cpu_ns());
+    return NULL;
+}
+
+void hp_pipeline_settle(hp_ring_t *head) {
+    pthread_mutex_lock(&work_lock);
+    bool have_workers = n_workers > 0;
+    pthread_mutex_unlock(&work_lock);
+    if (!have_workers) {
+        hp_pipeline_help();
+        return;
+    }
+    // The workers drain; this thread only waits for each ring it asked for. A ring its owner
+    // queues again meanwhile costs one more drain's wait, never an unbounded one.
+    pthread_mutex_lock(&work_lock);
+    for (hp_ring_t *r = head; r; r = r->next)
+        while (atomic_load_explicit(&r->queued, memory_order_acquire) && n_workers > 0)
+            pthread_cond_wait(&drained_cond, &work_lock);
+    pthread_mutex_unlock(&work_lock);
+}
+
+void hp_pipeline_grow(void) {
+    pthread_mutex_lock(&work_lock);
+    bool want = work_head && !n_idle && n_workers < max_workers && !stopping;
+    pthread_mutex_unlock(&work_lock);
+    if (!want)
+        return;
+    // all signals blocked, so the host's handlers never run on a thread of ours
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, worker_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc)
+        return; // the flusher and full rings' owners still drain: slower, nothing lost
+    pthread_mutex_lock(&work_lock);
+    workers[n_workers++] = t;
+    if (n_workers > most_workers)
+        most_workers = n_workers;
+    pthread_mutex_unlock(&work_lock);
+}
+
+void hp_pipeline_stop(void) {
+    pthread_mutex_lock(&work_lock);
+    stopping = true;
+    pthread_cond_broadcast(&work_cond);
+    unsigned n = n_workers;
+    pthread_mutex_unlock(&work_lock);
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(workers[i], NULL);
+    pthread_mutex_lock(&work_lock);
+    n_workers = 0;
+    pthread_cond_broadcast(&drained_cond);
+    pthread_mutex_unlock(&work_lock);
+}
+
+void hp_pipeline_end(void) {
+    atomic_store_explicit(&running, false, memory_order_release);
+}
+
+uint64_t hp_pipeline_events(void) {
+    return atomic_load(&n_events);
+}
+
+uint64_t hp_pipeline_lost(void) {
+    return atomic_load(&n_lost);
+}
+
+uint64_t hp_pipeline_workers_cpu_ns(void) {
+    return atomic_load(&workers_cpu_ns);
+}
+
+unsigned hp_pipeline_most_workers(void) {
+    return most_workers;
+}
+
+void hp_pipeline_fork_prepare(void) {
+    pthread_mutex_lock(&work_lock);
+    pthread_mutex_lock(&pool_lock);
+}
+
+void hp_pipeline_fork_parent(void) {
+    pthread_mutex_unlock(&pool_lock);
+    pthread_mutex_unlock(&work_lock);
+}
+
+void hp_pipeline_fork_child(void) {
+    // The parent's contexts and work list stay the parent's (a context may have been in use
+    // on another thread); the child starts with none, and the copies are never touched.
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    work_lock = m;
+    pool_lock = m;
+    work_cond = c;
+    pool_cond = c;
+    drained_cond = c;
+    pool_free = NULL;
+    n_drainers = 0;
+    work_head = work_tail = NULL;
+    n_workers = n_idle = 0;
+    stopping = false;
+    atomic_store(&running, false);
+}
