@@ -4,6 +4,7 @@
 #include "spawn.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,29 +151,47 @@ Test(cli, too_long_or_empty_output_path_is_rejected_and_the_default_used) {
     free(long_out);
 }
 
-// -o FILE is written as FILE.tmp and renamed over FILE, which would replace a symlink, a FIFO or
-// a device (as root, /dev/null itself) with a regular file: those are written in place.
-Test(cli, output_that_is_not_a_regular_file_is_written_in_place) {
+// -o FILE is written to a temporary file renamed over FILE, and only over a regular file: a
+// symlink at FILE (planted in a shared directory, aimed at someone's file) is refused with one
+// line and status 2, and neither the link nor its target is touched (issue 17, item 6).
+Test(cli, output_at_a_symlink_is_refused_and_its_target_untouched) {
     char *dir = e2e_tmpdir("out_link");
     char trace[4096];
     snprintf(trace, sizeof trace, "%s/t.hpt", dir);
     char *argv[] = {E2E_SAMPLES "/exact_counts", NULL};
     cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
-    const char *cmds[][3] = {{"dhat", NULL, NULL}, {"flame", NULL, NULL}, {"flame", "--folded", NULL}};
+    const char *cmds[][3] = {{"dhat", NULL, NULL},
+                             {"flame", NULL, NULL},
+                             {"flame", "--folded", NULL},
+                             {"view", NULL, NULL}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char target[4200], link[4200];
         snprintf(target, sizeof target, "%s/target%zu", dir, i);
         snprintf(link, sizeof link, "%s/link%zu", dir, i);
+        FILE *f = fopen(target, "w");
+        cr_assert_not_null(f);
+        fputs("precious", f);
+        fclose(f);
         cr_assert_eq(symlink(target, link), 0);
         const char *args[8] = {cmds[i][0], trace, "-o", link, cmds[i][1], NULL};
         char *err = NULL;
-        cr_assert_eq(e2e_heapprof(args, NULL, &err), 0, "%s: %s", cmds[i][0], err);
+        cr_expect_eq(e2e_heapprof(args, NULL, &err), 2, "%s -o LINK: %s", cmds[i][0], err);
+        cr_expect(one_line(err) && strstr(err, "symbolic link"), "%s: stderr was: %s", cmds[i][0],
+                  err);
         free(err);
         struct stat st;
         cr_assert_eq(lstat(link, &st), 0);
         cr_expect(S_ISLNK(st.st_mode), "%s -o replaced the symlink", cmds[i][0]);
-        cr_expect(stat(target, &st) == 0 && st.st_size > 100, "%s wrote nothing through the link",
+        cr_expect(stat(target, &st) == 0 && st.st_size == 8, "%s wrote through the link",
                   cmds[i][0]);
     }
+    // nothing else was left in the directory: the trace, and per command a link and its target
+    size_t n = 0;
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    cr_expect_eq(n, 1 + 2 * sizeof cmds / sizeof cmds[0], "a temporary file was left behind");
     free(dir);
 }
