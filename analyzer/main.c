@@ -10,6 +10,7 @@
 #include "cmd_view.h"
 #include "errmsg.h"
 #include "format/hpt_format.h"
+#include "out.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,8 +42,11 @@ static const char usage[] =
 
 typedef int (*cmd_fn)(int argc, char **argv);
 
+// A message may quote the trace (a name, the CPU sampler's reason): out_safe_text.
 static int fail(const errmsg_t *err) {
-    fprintf(stderr, "heapprof: %s\n", err->is_set ? err->msg : "unknown error");
+    char safe[4 * sizeof err->msg];
+    fprintf(stderr, "heapprof: %s\n",
+            err->is_set ? out_safe_text(err->msg, safe, sizeof safe) : "unknown error");
     return EXIT_USAGE;
 }
 

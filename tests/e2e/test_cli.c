@@ -25,6 +25,16 @@ Test(cli, missing_trace_is_one_line_and_status_2) {
     free(err);
 }
 
+// An error line can quote a path or a string from the trace: its control bytes are escaped too.
+Test(cli, error_line_escapes_control_bytes) {
+    const char *args[] = {"stats", "/nonexistent/\x1b]0;PWNED\x07.hpt", NULL};
+    char *err;
+    cr_expect_eq(e2e_heapprof(args, NULL, &err), 2);
+    cr_expect(one_line(err) && strstr(err, "/nonexistent/\\x1b]0;PWNED\\x07.hpt"), "stderr was: %s",
+              err);
+    free(err);
+}
+
 Test(cli, not_a_trace_is_rejected) {
     const char *args[] = {"stats", E2E_PROGS "/forker", NULL};
     char *err;
