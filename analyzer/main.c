@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef HEAPPROF_VERSION
@@ -124,7 +125,10 @@ static int do_run(int argc, char **argv) {
         cmd_run_result_fini(&res);
         return res.exec_failed ? res.exit_status : EXIT_USAGE;
     }
-    if (res.n_traces == 0)
+    // -o /dev/null: the shim wrote the trace into the device, as asked; no file to point at
+    struct stat st;
+    bool to_device = stat(res.expected, &st) == 0 && S_ISCHR(st.st_mode);
+    if (res.n_traces == 0 && !to_device)
         fprintf(stderr, "heapprof: no trace was written (expected %s; was %s loaded?)\n",
                 res.expected, res.preload);
     for (size_t i = 0; i < res.n_traces; i++)

@@ -92,6 +92,106 @@ Test(cli, existing_trace_is_never_overwritten_nor_a_symlink_followed) {
     free(dir);
 }
 
+// Lines of s that contain needle.
+static size_t count_lines_with(const char *s, const char *needle) {
+    size_t n = 0;
+    for (const char *l = s; l && *l;) {
+        const char *nl = strchr(l, '\n');
+        size_t len = nl ? (size_t)(nl - l) : strlen(l);
+        const char *hit = strstr(l, needle);
+        n += hit && hit < l + len;
+        l = nl ? nl + 1 : NULL;
+    }
+    return n;
+}
+
+// Entries of dir whose names start with prefix.
+static size_t count_entries(const char *dir, const char *prefix) {
+    size_t n = 0;
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s", dir);
+    for (struct dirent *e; (e = readdir(d));)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+// Runs execer (stage 2 only: 6 blocks, one process) with HEAPPROF_OUT=out and the extra env;
+// asserts it exits 0 (the host is never broken) and returns its stderr.
+static char *run_execer_to(const char *out, const char *const *env) {
+    char *argv[] = {E2E_PROGS "/execer", "stage2", NULL};
+    e2e_run_opts_t o = {.out_template = out, .env = env, .timeout_s = 120};
+    char *err = NULL;
+    cr_assert_eq(e2e_run(argv, &o, NULL, &err, NULL), 0, "HEAPPROF_OUT=%s: stderr: %s", out, err);
+    return err;
+}
+
+// HEAPPROF_OUT naming a character device: the trace goes into it, never into a regular file
+// created beside it (it was /dev/null.1, issue 17 item 10). /dev/null swallows it; /dev/full
+// fails the first write, and the shim says so once.
+Test(cli, trace_to_a_device_goes_into_it_and_no_file_is_made_beside_it) {
+    const char *env[] = {"HEAPPROF_CPU=0", NULL};
+    size_t null_before = count_entries("/dev", "null.");
+    size_t full_before = count_entries("/dev", "full.");
+    char *err = run_execer_to("/dev/null", env);
+    cr_expect_eq(count_lines_with(err, "heapprof: "), 1, "stderr: %s", err);
+    cr_expect_eq(count_lines_with(err, "writing trace to /dev/null"), 1, "stderr: %s", err);
+    free(err);
+    err = run_execer_to("/dev/full", env);
+    cr_expect_eq(count_lines_with(err, "heapprof: "), 1, "stderr: %s", err);
+    cr_expect_eq(count_lines_with(err, "disk full"), 1, "stderr: %s", err);
+    free(err);
+    // heapprof run -o /dev/null: no "no trace was written (was the shim loaded?)" after it
+    const char *run[] = {"run", "-o", "/dev/null", "--", E2E_PROGS "/execer", "stage2", NULL};
+    cr_expect_eq(e2e_heapprof(run, NULL, &err), 0);
+    cr_expect_eq(count_lines_with(err, "writing trace to /dev/null"), 1, "stderr: %s", err);
+    cr_expect_eq(count_lines_with(err, "no trace"), 0, "stderr: %s", err);
+    free(err);
+    cr_expect_eq(count_entries("/dev", "null."), null_before, "a file was made beside /dev/null");
+    cr_expect_eq(count_entries("/dev", "full."), full_before, "a file was made beside /dev/full");
+}
+
+// A FIFO or a directory at HEAPPROF_OUT cannot hold a trace: one line saying so, the program
+// runs unprofiled (never blocked opening a FIFO without a reader), and no NAME.1.hpt appears.
+Test(cli, trace_path_that_is_a_fifo_or_directory_runs_unprofiled_with_one_line) {
+    char *dir = e2e_tmpdir("out_special");
+    char fifo[4200], sub[4200];
+    snprintf(fifo, sizeof fifo, "%s/fifo.hpt", dir);
+    snprintf(sub, sizeof sub, "%s/sub.hpt", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    const char *env[] = {"HEAPPROF_CPU=0", NULL};
+    const char *paths[] = {fifo, sub}, *kinds[] = {"is a FIFO", "is a directory"};
+    for (size_t i = 0; i < 2; i++) {
+        char *err = run_execer_to(paths[i], env);
+        cr_expect_eq(count_lines_with(err, "heapprof: "), 1, "stderr: %s", err);
+        cr_expect_eq(count_lines_with(err, kinds[i]), 1, "stderr: %s", err);
+        free(err);
+    }
+    cr_expect_eq(count_entries(dir, "fifo."), 1, "a file was created beside the FIFO");
+    cr_expect_eq(count_entries(dir, "sub."), 1, "a file was created beside the directory");
+    free(dir);
+}
+
+// HEAPPROF_QUIET=1 also quiets "NAME exists; writing the trace to NAME.1.hpt instead".
+Test(cli, quiet_also_silences_the_next_free_name_line) {
+    char *dir = e2e_tmpdir("quiet_exists");
+    char trace[4200], next[4200];
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    snprintf(next, sizeof next, "%s/t.1.hpt", dir);
+    FILE *f = fopen(trace, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    const char *env[] = {"HEAPPROF_CPU=0", "HEAPPROF_QUIET=1", NULL};
+    char *err = run_execer_to(trace, env);
+    cr_expect_eq(count_lines_with(err, "heapprof: "), 0, "stderr: %s", err);
+    free(err);
+    json_t *s = e2e_stats(next, "execer");
+    cr_expect_eq(e2e_int(s, "blocks"), 6);
+    json_decref(s);
+    free(dir);
+}
+
 Test(cli, bad_settings_fall_back_to_defaults) {
     char *dir = e2e_tmpdir("env");
     char trace[4096];
