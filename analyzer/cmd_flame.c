@@ -35,7 +35,7 @@ const char cmd_flame_usage[] =
     "  --metric M          what the width shows (see above)\n"
     "  --folded            folded stacks instead (`frame;frame;frame value` per line, root\n"
     "                      first, sorted), as flamegraph.pl and inferno read them; ';' in a\n"
-    "                      name becomes ',', control characters become spaces\n"
+    "                      name becomes ',', control characters become \\xNN\n"
     "  --trim              cut each stack at its site's first frame of the program's own code\n"
     "                      (drops the allocator's and the standard library's frames under it)\n"
     "  -o, --output FILE   write to FILE instead of standard output\n"

@@ -62,12 +62,15 @@ int cmd_stats_parse(int argc, char **argv, cmd_stats_opts_t *o, errmsg_t *err) {
 // 1234567 -> "1,234,567"
 static void write_text(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
                        const replay_totals_t *t, const filter_t *f) {
-    char a[32], b[32], c[32];
+    char a[32], b[32], c[32], s1[4096], s2[4096];
     const hpt_file_hdr_t *h = reader_header(r);
     const char *exe = reader_exe(r);
-    fprintf(out, "trace      %s (pid %u%s%s)\n", o->trace, h->pid, exe ? ", " : "", exe ? exe : "");
+    // the executable (and the CPU sampler's reason below) come from the trace: out_safe_text
+    fprintf(out, "trace      %s (pid %u%s%s)\n", out_safe_text(o->trace, s1, sizeof s1), h->pid,
+            exe ? ", " : "", exe ? out_safe_text(exe, s2, sizeof s2) : "");
     if (f)
-        fprintf(out, "filter     allocations from %s (%zu module%s matched)\n", o->from_module,
+        fprintf(out, "filter     allocations from %s (%zu module%s matched)\n",
+                out_safe_text(o->from_module, s1, sizeof s1),
                 filter_n_matching_modules(f), filter_n_matching_modules(f) == 1 ? "" : "s");
     fprintf(out, "allocated  %s blocks, %s (%s bytes)\n", out_grouped(t->n_blocks, a),
             out_bytes(t->n_bytes, b), out_grouped(t->n_bytes, c));
@@ -81,7 +84,8 @@ static void write_text(FILE *out, const cmd_stats_opts_t *o, const reader_t *r,
     fprintf(out, "events     %s\n", out_grouped(t->n_events, a));
     fprintf(out, "duration   %.3f s\n", (double)t->last_time_ns / 1e9);
     char cpu_line[512];
-    fprintf(out, "cpu        %s\n", cpu_describe(reader_cpu(r), cpu_line, sizeof cpu_line));
+    fprintf(out, "cpu        %s\n",
+            out_safe_text(cpu_describe(reader_cpu(r), cpu_line, sizeof cpu_line), s1, sizeof s1));
     if (reader_header(r)->flags & HPT_FILE_TOUCH) {
         char p[16];
         fprintf(out, "touched    %s of the %s in %s freed blocks (%s)\n",

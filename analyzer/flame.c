@@ -57,30 +57,16 @@ uint64_t flame_site_value(const analyze_t *a, size_t i, flame_metric_t m) {
     }
 }
 
-// flame_frame_text's work; fold: also replace ';'
+// flame_frame_text's work: out_safe_text (visible escapes for control bytes, which XML 1.0
+// forbids and a terminal obeys); fold: also ';', the folded format's frame separator
 static char *safe_text(const char *name, char *buf, size_t cap, bool fold) {
-    size_t o = 0;
-    const unsigned char *s = (const unsigned char *)(name ? name : "");
-    while (*s && o + 1 < cap) {
-        size_t k = out_utf8_len(s);
-        if (k == 0) {
-            buf[o++] = '?';
-            s++;
-        } else if (k > 1) {
-            if (o + k >= cap)
-                break;
-            memcpy(buf + o, s, k);
-            o += k;
-            s += k;
-        } else {
-            // XML 1.0 allows no control characters but tab, newline and return, and the folded
-            // format none at all; ';' separates frames and DEL is invisible
-            buf[o++] = (*s == ';' && fold) ? ',' : (*s < 0x20 || *s == 0x7f) ? ' ' : (char)*s;
-            s++;
-        }
-    }
-    buf[o] = '\0';
-    if (o == 0 && fold)
+    out_safe_text(name, buf, cap);
+    if (!fold)
+        return buf;
+    for (char *c = buf; *c; c++)
+        if (*c == ';')
+            *c = ',';
+    if (buf[0] == '\0')
         snprintf(buf, cap, "[unnamed]");
     return buf;
 }

@@ -10,10 +10,12 @@
 #include "cmd_view.h"
 #include "errmsg.h"
 #include "format/hpt_format.h"
+#include "out.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef HEAPPROF_VERSION
@@ -41,8 +43,11 @@ static const char usage[] =
 
 typedef int (*cmd_fn)(int argc, char **argv);
 
+// A message may quote the trace (a name, the CPU sampler's reason): out_safe_text.
 static int fail(const errmsg_t *err) {
-    fprintf(stderr, "heapprof: %s\n", err->is_set ? err->msg : "unknown error");
+    char safe[4 * sizeof err->msg];
+    fprintf(stderr, "heapprof: %s\n",
+            err->is_set ? out_safe_text(err->msg, safe, sizeof safe) : "unknown error");
     return EXIT_USAGE;
 }
 
@@ -120,7 +125,10 @@ static int do_run(int argc, char **argv) {
         cmd_run_result_fini(&res);
         return res.exec_failed ? res.exit_status : EXIT_USAGE;
     }
-    if (res.n_traces == 0)
+    // -o /dev/null: the shim wrote the trace into the device, as asked; no file to point at
+    struct stat st;
+    bool to_device = stat(res.expected, &st) == 0 && S_ISCHR(st.st_mode);
+    if (res.n_traces == 0 && !to_device)
         fprintf(stderr, "heapprof: no trace was written (expected %s; was %s loaded?)\n",
                 res.expected, res.preload);
     for (size_t i = 0; i < res.n_traces; i++)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Formatting shared by the output writers: thousands separators, binary byte units, durations,
-// percentages, and JSON values that jansson always accepts.
+// percentages, JSON values that jansson always accepts, and text safe to print (out_safe_text).
 #include "out.h"
 
 #include "xalloc.h"
@@ -86,6 +86,36 @@ size_t out_utf8_len(const unsigned char *s) {
         cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF)
         return 0;
     return n;
+}
+
+char *out_safe_text(const char *s, char *buf, size_t cap) {
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t o = 0;
+    while (*p) {
+        size_t k = out_utf8_len(p);
+        bool control = k == 0 || (k == 1 && (*p < 0x20 || *p == 0x7f)) ||
+                       (k == 2 && p[0] == 0xc2 && p[1] < 0xa0);
+        if (!control) {
+            if (o + k >= cap)
+                break;
+            memcpy(buf + o, p, k);
+            o += k;
+            p += k;
+            continue;
+        }
+        size_t n = k ? k : 1; // an invalid byte alone: what follows may be valid again
+        if (o + 4 * n >= cap)
+            break;
+        for (size_t i = 0; i < n; i++, p++) {
+            buf[o++] = '\\';
+            buf[o++] = 'x';
+            buf[o++] = hex[*p >> 4];
+            buf[o++] = hex[*p & 15];
+        }
+    }
+    buf[o] = '\0';
+    return buf;
 }
 
 json_t *out_json_str(const char *s) {

@@ -47,6 +47,15 @@ json_t *out_json_str(const char *s);
 // Length of the valid UTF-8 sequence at s (1-4), or 0 if the bytes there are not one (overlong
 // forms, surrogates and the noncharacters U+FFFE/U+FFFF count as invalid). s is NUL-terminated.
 size_t out_utf8_len(const unsigned char *s);
+// Copies s (NULL: "") into buf (cap >= 1) as text that is safe to print on a terminal and to put
+// in XML, the one sanitiser of every text output (report, stats, folded, SVG, error lines): each
+// byte that is a C0 control (below 0x20, tab and newline included), DEL, part of a UTF-8-encoded
+// C1 control (U+0080-U+009F, which xterm and others obey as ESC-sequences), or not part of valid
+// UTF-8 (a lone 0x80-0xFF byte, C1 included) becomes the visible four characters \xNN; everything
+// else is copied. Not reversible (a literal "\x1b" looks the same): it is for display only; the
+// JSON outputs keep the exact bytes, escaped by JSON's rules. Stops before a character or escape
+// that would not fit whole. Returns buf.
+char *out_safe_text(const char *s, char *buf, size_t cap);
 // A JSON integer, saturated at the largest one JSON libraries read exactly (INT64_MAX).
 json_t *out_json_int(uint64_t v);
 

@@ -136,14 +136,17 @@ static const char *status_name(symbolize_module_status_t st) {
 
 static const char *plural(uint64_t n) { return n == 1 ? "" : "s"; }
 
+// Names and paths come from the trace and the program's symbols: each goes through out_safe_text
+// (docs/design.md, "Text outputs and terminal escapes").
 static void print_frame_line(FILE *f, const char *lead, const symbolize_frame_t *fr) {
-    char fn[FN_CAP], loc[FN_CAP];
+    char fn[FN_CAP], loc[FN_CAP], s1[FN_CAP], s2[FN_CAP];
     const char *name = sites_frame_function(fr, fn, sizeof fn);
     sites_frame_location(fr, loc, sizeof loc);
     if (strcmp(name, loc) == 0)
-        fprintf(f, "%s%s\n", lead, name);
+        fprintf(f, "%s%s\n", lead, out_safe_text(name, s1, sizeof s1));
     else
-        fprintf(f, "%s%s  %s\n", lead, name, loc);
+        fprintf(f, "%s%s  %s\n", lead, out_safe_text(name, s1, sizeof s1),
+                out_safe_text(loc, s2, sizeof s2));
 }
 
 // The site's naming frame; the library function it called, if any (what distinguishes two
@@ -155,9 +158,10 @@ static void print_site(FILE *f, const site_t *s) {
     }
     print_frame_line(f, "       ", s->frames[s->name_frame]);
     if (s->name_frame > 0) {
-        char fn[FN_CAP];
+        char fn[FN_CAP], safe[FN_CAP];
         fprintf(f, "         calls %s\n",
-                sites_frame_function(s->frames[s->name_frame - 1], fn, sizeof fn));
+                out_safe_text(sites_frame_function(s->frames[s->name_frame - 1], fn, sizeof fn),
+                              safe, sizeof safe));
     }
     size_t shown = 0;
     for (size_t i = s->name_frame + 1; i < s->n_frames && shown < 2; i++) {
@@ -426,8 +430,10 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     summary_t m = summarize(a->sites);
     char b1[32], b2[32], b3[32], b4[32], p1[16];
     const char *exe = reader_exe(r);
-    fprintf(f, "heapprof report of %s\n", a->path);
-    fprintf(f, "program    %s (pid %u)\n", exe ? exe : "(unknown)", reader_header(r)->pid);
+    char safe[FN_CAP];
+    fprintf(f, "heapprof report of %s\n", out_safe_text(a->path, safe, sizeof safe));
+    fprintf(f, "program    %s (pid %u)\n",
+            exe ? out_safe_text(exe, safe, sizeof safe) : "(unknown)", reader_header(r)->pid);
     fprintf(f, "duration   %s, %" PRIu64 " thread%s, %s events\n",
             out_duration((double)t->last_time_ns, b1), t->n_threads,
             t->n_threads == 1 ? "" : "s", out_grouped(t->n_events, b2));
@@ -490,11 +496,11 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
         if (mods[i].status == SYMBOLIZE_MODULE_MISSING && mods[i].n_addresses)
             fprintf(f, "symbols    %s: file not found or unreadable; its frames show as "
                        "module+offset\n",
-                    mods[i].path);
+                    out_safe_text(mods[i].path, safe, sizeof safe));
         else if (mods[i].status == SYMBOLIZE_MODULE_CHANGED && mods[i].n_addresses)
             fprintf(f, "symbols    %s: rebuilt since the trace was recorded (build id differs); "
                        "its frames show as module+offset\n",
-                    mods[i].path);
+                    out_safe_text(mods[i].path, safe, sizeof safe));
     }
     // with growth, the short-lived ranking extends (and stands in for) the temporary one
     for (int k = 0; k < N_RANKINGS; k++)

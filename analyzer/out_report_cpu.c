@@ -11,28 +11,30 @@
 
 static void print_fn_rows(FILE *f, const cpu_fn_t *v, size_t n, size_t top, uint64_t total,
                           bool with_total) {
-    char s1[32], s2[32], p1[16], p2[16];
+    char s1[32], s2[32], p1[16], p2[16], name[1024], loc[1024];
     if (n == 0)
         fprintf(f, "  (none)\n");
     for (size_t i = 0; i < n && i < top; i++) {
         if (with_total)
             fprintf(f, "  %8s %6s  %8s %6s  %s", out_grouped(v[i].self, s1),
                     out_percent(v[i].self, total, p1), out_grouped(v[i].total, s2),
-                    out_percent(v[i].total, total, p2), v[i].name);
+                    out_percent(v[i].total, total, p2),
+                    out_safe_text(v[i].name, name, sizeof name));
         else
             fprintf(f, "  %8s %6s  %s", out_grouped(v[i].self, s1),
-                    out_percent(v[i].self, total, p1), v[i].name);
+                    out_percent(v[i].self, total, p1), out_safe_text(v[i].name, name, sizeof name));
         if (v[i].location[0] && strcmp(v[i].location, v[i].name) != 0)
-            fprintf(f, "  %s", v[i].location);
+            fprintf(f, "  %s", out_safe_text(v[i].location, loc, sizeof loc));
         fputc('\n', f);
     }
 }
 
 void out_report_cpu_text(analyze_t *a, size_t top, FILE *f) {
     const reader_cpu_t *ci = reader_cpu(a->r);
-    char line[512], b1[32], p1[16];
+    char line[512], safe[2048], b1[32], p1[16];
     uint64_t total = cpu_total(a->cpu);
-    fprintf(f, "\nCPU samples: %s\n", cpu_describe(ci, line, sizeof line));
+    fprintf(f, "\nCPU samples: %s\n",
+            out_safe_text(cpu_describe(ci, line, sizeof line), safe, sizeof safe));
     if (total == 0)
         return;
     uint64_t in_alloc = cpu_allocator_samples(a->cpu), in_shim = cpu_shim_samples(a->cpu);

@@ -27,7 +27,7 @@ typedef struct hp_config {
     uint32_t max_frames;    // HEAPPROF_MAX_FRAMES: frames kept per stack
     uint32_t ring_bytes;    // HEAPPROF_BUFFER_KB * 1024: per-thread buffer, a power of two
     int zstd_level;         // HEAPPROF_ZSTD_LEVEL
-    bool quiet;             // HEAPPROF_QUIET=1: no "writing trace to" line
+    bool quiet;             // HEAPPROF_QUIET=1: no "writing trace to" nor "exists; writing" line
     bool enabled;           // HEAPPROF_ENABLE=0 turns recording off (the shim passes through)
     int unwinder;           // HEAPPROF_UNWIND: cfi (default), libunwind, check
     int cpu;                // HEAPPROF_CPU: enum hp_cpu_mode

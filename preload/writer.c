@@ -99,6 +99,49 @@ static bool expand(const char *tmpl, char *out, size_t cap, int suffix) {
     return true;
 }
 
+// Keeps the fd out of the range programs reuse or dup2 over (fds 0-99).
+static int keep_high(int fd) {
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, 500);
+    if (high < 0)
+        return fd;
+    close(fd);
+    return high;
+}
+
+// HEAPPROF_OUT names something that exists and is neither a regular file nor a symlink (for
+// those the next free name is taken). A character device (/dev/null, /dev/full) is where the
+// user chose to send the trace: it is opened as it is, never a file made beside it
+// (/dev/null.1, issue 17 item 10); /dev/null swallows the trace, /dev/full fails the first write
+// and the shim stops with its one line. A FIFO, directory, socket, block device or terminal
+// cannot hold a trace: one line, and the program runs unprofiled. Returns the fd or -1.
+static int open_special(const char *path, mode_t mode) {
+    const char *what = S_ISDIR(mode)    ? "a directory"
+                       : S_ISFIFO(mode) ? "a FIFO"
+                       : S_ISSOCK(mode) ? "a socket"
+                       : S_ISBLK(mode)  ? "a block device"
+                                        : NULL;
+    if (!what) {
+        // O_NONBLOCK: should the name have become a FIFO since lstat, open must not wait for a
+        // reader (the fstat below then refuses it); cleared once the device is known
+        int fd = open(path, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0) {
+            hp_diag_line("cannot write the trace to ", path, ": ", strerror(errno),
+                         "; the program runs unprofiled", (char *)NULL);
+            return -1;
+        }
+        struct stat st;
+        bool tty = isatty(fd);
+        if (!tty && fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && fcntl(fd, F_SETFL, 0) == 0)
+            return keep_high(fd);
+        close(fd);
+        what = tty ? "a terminal" : "no longer a character device";
+    }
+    hp_diag_line("HEAPPROF_OUT=", path, " is ", what,
+                 ", not a file or device a trace can go to; the program runs unprofiled",
+                 (char *)NULL);
+    return -1;
+}
+
 int hp_writer_create_file(const char *tmpl, char *path, size_t cap) {
     char first[HP_PATH_MAX];
     for (int i = 0; i < 1000; i++) {
@@ -110,22 +153,20 @@ int hp_writer_create_file(const char *tmpl, char *path, size_t cap) {
             memcpy(first, path, strlen(path) + 1);
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0) {
-            if (i)
+            if (i && !hp_config.quiet)
                 hp_diag_line(first, " exists; writing the trace to ", path, " instead",
                              (char *)NULL);
-            // Keep the fd out of the range programs reuse or dup2 over (fds 0-99).
-            int high = fcntl(fd, F_DUPFD_CLOEXEC, 500);
-            if (high >= 0) {
-                close(fd);
-                fd = high;
-            }
-            return fd;
+            return keep_high(fd);
         }
         if (errno != EEXIST) {
             hp_diag_line("cannot create trace file ", path, ": ", strerror(errno),
                          "; the program runs unprofiled", (char *)NULL);
             return -1;
         }
+        // lstat, not stat: a symlink is judged as itself (and skipped), never followed
+        struct stat st;
+        if (i == 0 && lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+            return open_special(path, st.st_mode);
     }
     hp_diag_line("cannot find a free trace file name like ", first, (char *)NULL);
     return -1;

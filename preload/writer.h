@@ -12,8 +12,10 @@
 #include <stdint.h>
 
 // Creates the trace file from a HEAPPROF_OUT template (%p -> pid) with O_EXCL|O_NOFOLLOW, mode
-// 0600; if the name exists, tries NAME.1.hpt, NAME.2.hpt, ... and says so on stderr. Writes the
-// chosen path into path. Returns the fd, or -1 after saying why on stderr.
+// 0600; if the name is a file or symlink, tries NAME.1.hpt, NAME.2.hpt, ... and says so on
+// stderr (unless HEAPPROF_QUIET). A character device at the name (/dev/null) is opened as is;
+// anything else there (FIFO, directory, terminal) is refused. Writes the chosen path into path.
+// Returns the fd, or -1 after saying why on stderr.
 int hp_writer_create_file(const char *tmpl, char *path, size_t path_cap);
 
 // Writes the file header and the META chunk synchronously, then starts the flusher thread.

@@ -4,6 +4,7 @@
 #include "spawn.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,16 @@ Test(cli, missing_trace_is_one_line_and_status_2) {
     cr_expect_eq(e2e_heapprof(args, &out, &err), 2);
     cr_expect(one_line(err) && !strncmp(err, "heapprof: ", 10), "stderr was: %s", err);
     free(out);
+    free(err);
+}
+
+// An error line can quote a path or a string from the trace: its control bytes are escaped too.
+Test(cli, error_line_escapes_control_bytes) {
+    const char *args[] = {"stats", "/nonexistent/\x1b]0;PWNED\x07.hpt", NULL};
+    char *err;
+    cr_expect_eq(e2e_heapprof(args, NULL, &err), 2);
+    cr_expect(one_line(err) && strstr(err, "/nonexistent/\\x1b]0;PWNED\\x07.hpt"), "stderr was: %s",
+              err);
     free(err);
 }
 
@@ -78,6 +89,106 @@ Test(cli, existing_trace_is_never_overwritten_nor_a_symlink_followed) {
     cr_assert_eq(e2e_run_preloaded(argv, trace2, NULL, NULL), 0);
     cr_expect_neq(access(target, F_OK), 0, "the symlink was followed");
     cr_expect_eq(stat(next2, &st), 0);
+    free(dir);
+}
+
+// Lines of s that contain needle.
+static size_t count_lines_with(const char *s, const char *needle) {
+    size_t n = 0;
+    for (const char *l = s; l && *l;) {
+        const char *nl = strchr(l, '\n');
+        size_t len = nl ? (size_t)(nl - l) : strlen(l);
+        const char *hit = strstr(l, needle);
+        n += hit && hit < l + len;
+        l = nl ? nl + 1 : NULL;
+    }
+    return n;
+}
+
+// Entries of dir whose names start with prefix.
+static size_t count_entries(const char *dir, const char *prefix) {
+    size_t n = 0;
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s", dir);
+    for (struct dirent *e; (e = readdir(d));)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+// Runs execer (stage 2 only: 6 blocks, one process) with HEAPPROF_OUT=out and the extra env;
+// asserts it exits 0 (the host is never broken) and returns its stderr.
+static char *run_execer_to(const char *out, const char *const *env) {
+    char *argv[] = {E2E_PROGS "/execer", "stage2", NULL};
+    e2e_run_opts_t o = {.out_template = out, .env = env, .timeout_s = 120};
+    char *err = NULL;
+    cr_assert_eq(e2e_run(argv, &o, NULL, &err, NULL), 0, "HEAPPROF_OUT=%s: stderr: %s", out, err);
+    return err;
+}
+
+// HEAPPROF_OUT naming a character device: the trace goes into it, never into a regular file
+// created beside it (it was /dev/null.1, issue 17 item 10). /dev/null swallows it; /dev/full
+// fails the first write, and the shim says so once.
+Test(cli, trace_to_a_device_goes_into_it_and_no_file_is_made_beside_it) {
+    const char *env[] = {"HEAPPROF_CPU=0", NULL};
+    size_t null_before = count_entries("/dev", "null.");
+    size_t full_before = count_entries("/dev", "full.");
+    char *err = run_execer_to("/dev/null", env);
+    cr_expect_eq(count_lines_with(err, "heapprof: "), 1, "stderr: %s", err);
+    cr_expect_eq(count_lines_with(err, "writing trace to /dev/null"), 1, "stderr: %s", err);
+    free(err);
+    err = run_execer_to("/dev/full", env);
+    cr_expect_eq(count_lines_with(err, "heapprof: "), 1, "stderr: %s", err);
+    cr_expect_eq(count_lines_with(err, "disk full"), 1, "stderr: %s", err);
+    free(err);
+    // heapprof run -o /dev/null: no "no trace was written (was the shim loaded?)" after it
+    const char *run[] = {"run", "-o", "/dev/null", "--", E2E_PROGS "/execer", "stage2", NULL};
+    cr_expect_eq(e2e_heapprof(run, NULL, &err), 0);
+    cr_expect_eq(count_lines_with(err, "writing trace to /dev/null"), 1, "stderr: %s", err);
+    cr_expect_eq(count_lines_with(err, "no trace"), 0, "stderr: %s", err);
+    free(err);
+    cr_expect_eq(count_entries("/dev", "null."), null_before, "a file was made beside /dev/null");
+    cr_expect_eq(count_entries("/dev", "full."), full_before, "a file was made beside /dev/full");
+}
+
+// A FIFO or a directory at HEAPPROF_OUT cannot hold a trace: one line saying so, the program
+// runs unprofiled (never blocked opening a FIFO without a reader), and no NAME.1.hpt appears.
+Test(cli, trace_path_that_is_a_fifo_or_directory_runs_unprofiled_with_one_line) {
+    char *dir = e2e_tmpdir("out_special");
+    char fifo[4200], sub[4200];
+    snprintf(fifo, sizeof fifo, "%s/fifo.hpt", dir);
+    snprintf(sub, sizeof sub, "%s/sub.hpt", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    const char *env[] = {"HEAPPROF_CPU=0", NULL};
+    const char *paths[] = {fifo, sub}, *kinds[] = {"is a FIFO", "is a directory"};
+    for (size_t i = 0; i < 2; i++) {
+        char *err = run_execer_to(paths[i], env);
+        cr_expect_eq(count_lines_with(err, "heapprof: "), 1, "stderr: %s", err);
+        cr_expect_eq(count_lines_with(err, kinds[i]), 1, "stderr: %s", err);
+        free(err);
+    }
+    cr_expect_eq(count_entries(dir, "fifo."), 1, "a file was created beside the FIFO");
+    cr_expect_eq(count_entries(dir, "sub."), 1, "a file was created beside the directory");
+    free(dir);
+}
+
+// HEAPPROF_QUIET=1 also quiets "NAME exists; writing the trace to NAME.1.hpt instead".
+Test(cli, quiet_also_silences_the_next_free_name_line) {
+    char *dir = e2e_tmpdir("quiet_exists");
+    char trace[4200], next[4200];
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    snprintf(next, sizeof next, "%s/t.1.hpt", dir);
+    FILE *f = fopen(trace, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    const char *env[] = {"HEAPPROF_CPU=0", "HEAPPROF_QUIET=1", NULL};
+    char *err = run_execer_to(trace, env);
+    cr_expect_eq(count_lines_with(err, "heapprof: "), 0, "stderr: %s", err);
+    free(err);
+    json_t *s = e2e_stats(next, "execer");
+    cr_expect_eq(e2e_int(s, "blocks"), 6);
+    json_decref(s);
     free(dir);
 }
 
@@ -150,29 +261,47 @@ Test(cli, too_long_or_empty_output_path_is_rejected_and_the_default_used) {
     free(long_out);
 }
 
-// -o FILE is written as FILE.tmp and renamed over FILE, which would replace a symlink, a FIFO or
-// a device (as root, /dev/null itself) with a regular file: those are written in place.
-Test(cli, output_that_is_not_a_regular_file_is_written_in_place) {
+// -o FILE is written to a temporary file renamed over FILE, and only over a regular file: a
+// symlink at FILE (planted in a shared directory, aimed at someone's file) is refused with one
+// line and status 2, and neither the link nor its target is touched (issue 17, item 6).
+Test(cli, output_at_a_symlink_is_refused_and_its_target_untouched) {
     char *dir = e2e_tmpdir("out_link");
     char trace[4096];
     snprintf(trace, sizeof trace, "%s/t.hpt", dir);
     char *argv[] = {E2E_SAMPLES "/exact_counts", NULL};
     cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
-    const char *cmds[][3] = {{"dhat", NULL, NULL}, {"flame", NULL, NULL}, {"flame", "--folded", NULL}};
+    const char *cmds[][3] = {{"dhat", NULL, NULL},
+                             {"flame", NULL, NULL},
+                             {"flame", "--folded", NULL},
+                             {"view", NULL, NULL}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char target[4200], link[4200];
         snprintf(target, sizeof target, "%s/target%zu", dir, i);
         snprintf(link, sizeof link, "%s/link%zu", dir, i);
+        FILE *f = fopen(target, "w");
+        cr_assert_not_null(f);
+        fputs("precious", f);
+        fclose(f);
         cr_assert_eq(symlink(target, link), 0);
         const char *args[8] = {cmds[i][0], trace, "-o", link, cmds[i][1], NULL};
         char *err = NULL;
-        cr_assert_eq(e2e_heapprof(args, NULL, &err), 0, "%s: %s", cmds[i][0], err);
+        cr_expect_eq(e2e_heapprof(args, NULL, &err), 2, "%s -o LINK: %s", cmds[i][0], err);
+        cr_expect(one_line(err) && strstr(err, "symbolic link"), "%s: stderr was: %s", cmds[i][0],
+                  err);
         free(err);
         struct stat st;
         cr_assert_eq(lstat(link, &st), 0);
         cr_expect(S_ISLNK(st.st_mode), "%s -o replaced the symlink", cmds[i][0]);
-        cr_expect(stat(target, &st) == 0 && st.st_size > 100, "%s wrote nothing through the link",
+        cr_expect(stat(target, &st) == 0 && st.st_size == 8, "%s wrote through the link",
                   cmds[i][0]);
     }
+    // nothing else was left in the directory: the trace, and per command a link and its target
+    size_t n = 0;
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    cr_expect_eq(n, 1 + 2 * sizeof cmds / sizeof cmds[0], "a temporary file was left behind");
     free(dir);
 }

@@ -136,6 +136,66 @@ Test(report, stripped_binary_gives_module_offsets, .timeout = 120) {
     free(dir);
 }
 
+#define EVIL_NAME "\x1b]0;PWNED\x07\x1b[41mRED\x1b[0m"
+#define EVIL_SHOWN "\\x1b]0;PWNED\\x07\\x1b[41mRED\\x1b[0m"
+
+// a control byte other than the line ends
+static const char *control_in(const char *s) {
+    for (; *s; s++)
+        if (((unsigned char)*s < 0x20 && *s != '\n') || *s == 0x7f)
+            return s;
+    return NULL;
+}
+
+// A function named with a terminal escape (progs/hostile_term.c), run from an executable whose
+// name has one too: the text of report and stats shows both as \xNN escapes and sends no control
+// byte to the terminal; the JSON keeps the exact name (issue 17, item 7).
+Test(report, terminal_escapes_in_names_are_shown_escaped, .timeout = 120) {
+    char *dir = e2e_tmpdir("report_escapes");
+    char prog[4200];
+    snprintf(prog, sizeof prog, "%s/hostile\x1b[41mexe", dir);
+    FILE *in = fopen(E2E_PROGS "/hostile_term", "rb"), *copy = fopen(prog, "wb");
+    cr_assert(in && copy);
+    char buf[65536];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, in)) > 0;)
+        cr_assert_eq(fwrite(buf, 1, n, copy), n);
+    fclose(in);
+    cr_assert_eq(fclose(copy), 0);
+    cr_assert_eq(chmod(prog, 0755), 0);
+    char *trace = trace_of(prog, dir);
+
+    int st;
+    char *err = NULL, *out = report_text(trace, &st, &err);
+    cr_assert_eq(st, 0, "%s", err);
+    cr_expect(strstr(out, EVIL_SHOWN), "the function's name is not shown escaped: %s", out);
+    cr_expect(strstr(out, "hostile\\x1b[41mexe"), "the executable is not shown escaped: %s", out);
+    const char *c = control_in(out);
+    cr_expect(!c, "report printed control byte 0x%02x: ...%.40s", c ? (unsigned char)*c : 0, c);
+    free(out);
+    free(err);
+
+    const char *args[] = {"stats", trace, NULL};
+    out = NULL;
+    cr_assert_eq(e2e_heapprof(args, &out, NULL), 0);
+    cr_expect(strstr(out, "hostile\\x1b[41mexe"), "stats: %s", out);
+    c = control_in(out);
+    cr_expect(!c, "stats printed control byte 0x%02x: ...%.40s", c ? (unsigned char)*c : 0, c);
+    free(out);
+
+    json_t *r = e2e_report(trace), *site;
+    long long blocks = 0;
+    size_t i;
+    json_array_foreach(json_object_get(r, "sites"), i, site) {
+        const char *f = json_string_value(json_object_get(site, "function"));
+        if (f && strcmp(f, EVIL_NAME) == 0)
+            blocks += e2e_int(site, "blocks");
+    }
+    cr_expect_eq(blocks, 101, "the JSON does not keep the exact name");
+    json_decref(r);
+    free(trace);
+    free(dir);
+}
+
 Test(report, rebuilt_binary_is_not_misnamed, .timeout = 120) {
     char *dir = e2e_tmpdir("report_rebuilt");
     char prog[4200], cmd[16384];

@@ -132,6 +132,31 @@ Test(cmd_stats, text_summary_names_peak_and_losses, .fini = cleanup) {
     tb_free(tb);
 }
 
+// Strings from the trace reach the text summary through out_safe_text (issue 17, item 7): an
+// executable path and a CPU sampler reason with terminal escapes print as \xNN.
+Test(cmd_stats, text_escapes_control_bytes_from_the_trace, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    tb_begin(tb, HPT_CHUNK_META, 0, 0, 0);
+    const char *argv[] = {"app"};
+    tb_rec_process(tb, "/tmp/\x1b]0;PWNED\x07" "app", 1, argv);
+    tb_end(tb, false);
+    tb_begin(tb, HPT_CHUNK_EVENTS, 100, 10, 0);
+    tb_rec_cpu_info(tb, HPT_CPU_OFF, 997, 0, 0, "refused\x1b[2J\n");
+    tb_rec_stack(tb, 1, 1, (const uint64_t[]){0x401000});
+    tb_rec_malloc(tb, 10, 1, 0x1000, 100);
+    tb_end(tb, false);
+    cr_assert_eq(tb_write_tmp(tb, path), 0);
+    const char *args[] = {"stats", path};
+    char *out = run_stats(args, 2);
+    cr_expect_not_null(strstr(out, "/tmp/\\x1b]0;PWNED\\x07app"), "%s", out);
+    cr_expect_not_null(strstr(out, "off: refused\\x1b[2J\\x0a\n"), "%s", out);
+    for (const char *c = out; *c; c++)
+        cr_expect(*c == '\n' || ((unsigned char)*c >= 0x20 && *c != 0x7f),
+                  "control byte 0x%02x at offset %zu", (unsigned char)*c, (size_t)(c - out));
+    free(out);
+    tb_free(tb);
+}
+
 Test(cmd_stats, from_module_counts_only_that_module, .fini = cleanup) {
     tb_t *tb = sample(true);
     cr_assert_eq(tb_write_tmp(tb, path), 0);

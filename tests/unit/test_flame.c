@@ -111,8 +111,8 @@ Test(flame, frame_names_are_made_safe) {
     char buf[64];
     cr_expect_str_eq(flame_frame_text("<impl Default for [T; 3]>::default", buf, sizeof buf),
                      "<impl Default for [T, 3]>::default");
-    cr_expect_str_eq(flame_frame_text("a\nb\tc\rd", buf, sizeof buf), "a b c d");
-    cr_expect_str_eq(flame_frame_text("bad\xff\xfe utf8", buf, sizeof buf), "bad?? utf8");
+    cr_expect_str_eq(flame_frame_text("a\nb\tc\rd", buf, sizeof buf), "a\\x0ab\\x09c\\x0dd");
+    cr_expect_str_eq(flame_frame_text("bad\xff\xfe utf8", buf, sizeof buf), "bad\\xff\\xfe utf8");
     cr_expect_str_eq(flame_frame_text("caf\xc3\xa9", buf, sizeof buf), "caf\xc3\xa9");
     cr_expect_str_eq(flame_frame_text("", buf, sizeof buf), "[unnamed]");
     cr_expect_str_eq(flame_frame_text(NULL, buf, sizeof buf), "[unnamed]");
