@@ -20,6 +20,7 @@
 #include "stacktab.h"
 #include "state.h"
 #include "tbuf.h"
+#include "thread.h"
 #include "touch.h"
 #include "unwind.h"
 
@@ -29,6 +30,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+// Static TLS stays a few words: glibc takes it out of every thread's stack. The rest of a
+// thread's state is in its block (thread.h).
 HP_TLS int hp_tls_guard;
 static HP_TLS hp_ring_t *hp_tls_ring;
 static HP_TLS hpt_dstate_t hp_tls_enc; // delta state of the last record this thread appended
@@ -57,6 +60,7 @@ HP_NOINLINE HP_COLD static hp_ring_t *thread_start_slow(void) {
     pthread_once(&exit_key_once, make_exit_key);
     pthread_setspecific(exit_key, r);
     hp_tls_ring = r;
+    hp_thread_attach(); // NULL (out of memory) only makes the unwinder take its slow path
     hp_tls_enc = (hpt_dstate_t){0};
 
     char name[17] = {0};
@@ -92,23 +96,19 @@ HP_NOINLINE HP_COLD static uint32_t new_stack_slow(hp_ring_t *r, uint64_t t, con
 // the previous stack's id, where the shared part starts in it, and the new frames. A thread
 // that alternates between a few call sites keeps making the same few steps; knowing where each
 // led skips copying, hashing and comparing the whole stack (~250 instructions an allocation on
-// rust_hashmap_growth). Direct-mapped; an entry is exact, so a hit is the stack itself.
-#define STEP_CACHE 128u
-typedef struct step_entry {
-    uint32_t from_id, to_id; // to_id 0: empty
-    uint32_t base, n_fresh;
-    uint64_t fresh[HP_DELTA_FRESH_MAX];
-} step_entry_t;
-static HP_TLS step_entry_t hp_tls_steps[STEP_CACHE];
+// rust_hashmap_growth). Direct-mapped, in the thread's block (thread.h); an entry is exact, so a
+// hit is the stack itself.
+_Static_assert(HP_STEP_CACHE == 128u, "step_slot takes the hash's top 7 bits");
 
-static inline step_entry_t *step_slot(uint32_t from_id, const hp_unwind_delta_t *d) {
+static inline hp_step_t *step_slot(hp_thread_t *th, uint32_t from_id,
+                                   const hp_unwind_delta_t *d) {
     uint64_t h = ((uint64_t)from_id << 32 | (uint64_t)d->base << 8 | d->n_fresh) *
                  0x9E3779B97F4A7C15ull;
     h ^= d->fresh[0] * 0xff51afd7ed558ccdull;
-    return &hp_tls_steps[h >> 57];
+    return &th->steps[h >> 57];
 }
 
-static inline bool step_matches(const step_entry_t *e, uint32_t from_id,
+static inline bool step_matches(const hp_step_t *e, uint32_t from_id,
                                 const hp_unwind_delta_t *d) {
     if (e->from_id != from_id || e->base != d->base || e->n_fresh != d->n_fresh || !e->to_id)
         return false;
@@ -126,10 +126,11 @@ static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t 
     uint32_t n = hp_unwind(from, frames, hp_config.max_frames, &same, &d);
     if (same && last != HPT_STACK_UNKNOWN)
         return last;
-    step_entry_t *step = NULL;
+    hp_step_t *step = NULL;
     if (d.valid) {
-        if (last != HPT_STACK_UNKNOWN) {
-            step = step_slot(last, &d);
+        hp_thread_t *th = hp_tls_thread; // not NULL: the walk that set d.valid used it
+        if (last != HPT_STACK_UNKNOWN && HP_LIKELY(th != NULL)) {
+            step = step_slot(th, last, &d);
             if (step_matches(step, last, &d)) {
                 if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK)) {
                     n = hp_unwind_frames(frames, hp_config.max_frames);
@@ -148,7 +149,7 @@ static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t 
             id = new_stack_slow(r, t, frames, n);
     }
     if (step && id != HPT_STACK_UNKNOWN) {
-        *step = (step_entry_t){.from_id = last, .to_id = id, .base = d.base, .n_fresh = d.n_fresh};
+        *step = (hp_step_t){.from_id = last, .to_id = id, .base = d.base, .n_fresh = d.n_fresh};
         for (uint32_t k = 0; k < d.n_fresh; k++)
             step->fresh[k] = d.fresh[k];
     }
@@ -290,6 +291,9 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
 
 void hp_record_thread_exit(void *arg) {
     hp_ring_t *r = arg;
+    // The block goes back for the next thread; allocations of later TLS destructors are still
+    // recorded (the ring stays until the thread is gone), their stacks by libunwind.
+    hp_thread_detach();
     if (!r || r != hp_tls_ring)
         return;
     int entered = hp_guard_enter();
@@ -309,6 +313,8 @@ void hp_record_thread_exit(void *arg) {
 void hp_record_fork_child(void) {
     hp_tls_ring = NULL;
     hp_tls_last_stack = HPT_STACK_UNKNOWN; // ids restart in the child's trace
-    memset(hp_tls_steps, 0, sizeof hp_tls_steps);
+    hp_thread_fork_child();
+    if (hp_tls_thread)
+        memset(hp_tls_thread->steps, 0, sizeof hp_tls_thread->steps);
     hp_tls_enc = (hpt_dstate_t){0};
 }
