@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -210,6 +211,25 @@ HP_EXPORT size_t malloc_usable_size(void *p) {
     if (!ready())
         return 0;
     return hp_real.malloc_usable_size(p);
+}
+
+// ---- _exit, _Exit: flush as exit does (which runs our destructor; these do not) ----------------
+
+static _Noreturn void exit_now(int status) {
+    if (ready())
+        hp_state_before_exit_now();
+    if (hp_real.exit_now)
+        hp_real.exit_now(status);
+    for (;;)
+        syscall(SYS_exit_group, status);
+}
+
+HP_EXPORT _Noreturn void _exit(int status) {
+    exit_now(status);
+}
+
+HP_EXPORT _Noreturn void _Exit(int status) {
+    exit_now(status);
 }
 
 // ---- exec: flush what this image recorded; the new image starts its own trace -----------------

@@ -22,6 +22,7 @@ typedef struct hp_real {
     int (*execve)(const char *, char *const[], char *const[]);
     int (*execvpe)(const char *, char *const[], char *const[]);
     int (*fexecve)(int, char *const[], char *const[]);
+    void (*exit_now)(int); // _exit (_Exit is the same function in glibc)
 } hp_real_t;
 
 extern hp_real_t hp_real;

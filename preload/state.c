@@ -31,6 +31,7 @@ static uint64_t start_ns;
 static _Atomic bool early_started; // recording set up (maybe before our constructor ran)
 static bool ctor_done;             // the constructor opened the trace (or gave up)
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t image_pid; // this image's process; a vfork child (no fork handler runs) differs
 
 uint64_t hp_state_now(void) {
     // the TSC clock starts a little behind the vDSO's (clock.h): never before the start
@@ -191,6 +192,7 @@ static void fork_child(void) {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     start_lock = fresh;
     start_ns = hp_clock_mono_ns();
+    image_pid = getpid();
 }
 
 void hp_state_before_exec(void) {
@@ -207,6 +209,7 @@ void hp_state_before_exec(void) {
 static void setup_recording(void) {
     if (atomic_exchange(&early_started, true))
         return;
+    image_pid = getpid();
     hp_real_resolve();
     hp_config_load();
     start_ns = hp_clock_mono_ns();
@@ -264,4 +267,17 @@ __attribute__((destructor)) static void hp_state_fini(void) {
     hp_unwind_report();
     if (entered)
         hp_guard_leave();
+}
+
+bool hp_state_is_vfork_child(void) {
+    return getpid() != image_pid;
+}
+
+void hp_state_before_exit_now(void) {
+    // A vfork child shares the parent's memory, writer and timers: nothing here is its to stop.
+    // A signal handler that calls _exit may have interrupted the shim on this thread, holding
+    // its locks: the last interval is lost rather than risk a deadlock.
+    if (hp_state_is_vfork_child() || hp_tls_guard)
+        return;
+    hp_state_fini(); // what exit() does last: the same trace
 }
