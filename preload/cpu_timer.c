@@ -65,8 +65,8 @@ static void on_signal(int signo, siginfo_t *si, void *ucv) {
         }
     } while (!atomic_compare_exchange_weak_explicit(&claimed, &c, c + 1, memory_order_acq_rel,
                                                     memory_order_relaxed));
-    int guard = hp_tls_guard;
-    hp_tls_guard = 1;
+    uintptr_t guard = hp_tls_guard;
+    hp_tls_guard = HP_GUARD_FOREVER;
     slot_t *sl = &slots[c & (N_SLOTS - 1)];
     const ucontext_t *uc = ucv;
     sl->s.time_ns = hp_clock_mono_ns(); // CLOCK_MONOTONIC, as perf's samples (async-signal-safe)

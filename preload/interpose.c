@@ -20,11 +20,14 @@
 
 extern char **environ;
 
-// True when this call should be recorded; otherwise the caller passes straight through.
-static inline int should_record(void) {
+// True when this call should be recorded; otherwise the caller passes straight through. here:
+// the entry point's frame (HP_GUARD_HERE), which it stores in the guard when it records.
+static inline int should_record(uintptr_t here) {
     if (HP_LIKELY(!hp_tls_guard && hp_state_is_on()))
         return 1;
-    return !hp_tls_guard && atomic_load_explicit(&hp_state, memory_order_relaxed) == HP_STATE_OFF &&
+    if (hp_tls_guard) // nested, or the holder was abandoned by a longjmp (guard.h)
+        return hp_record_guard_slow(here);
+    return atomic_load_explicit(&hp_state, memory_order_relaxed) == HP_STATE_OFF &&
            hp_state_start_early();
 }
 
@@ -36,9 +39,9 @@ static inline int ready(void) {
 HP_EXPORT void *malloc(size_t n) {
     if (!ready())
         return hp_real_boot_alloc(n, 16);
-    if (!should_record())
+    if (!should_record(HP_GUARD_HERE()))
         return hp_real.malloc(n);
-    hp_tls_guard = 1;
+    hp_tls_guard = HP_GUARD_HERE();
     void *p = hp_real.malloc(n);
     if (p) {
         int e = errno;
@@ -56,11 +59,11 @@ HP_EXPORT void free(void *p) {
         return;
     if (!ready())
         return; // cannot happen: only the boot arena exists before resolution
-    if (!should_record()) {
+    if (!should_record(HP_GUARD_HERE())) {
         hp_real.free(p);
         return;
     }
-    hp_tls_guard = 1;
+    hp_tls_guard = HP_GUARD_HERE();
     int e = errno;
     hp_record_free(p);
     errno = e;
@@ -75,9 +78,9 @@ HP_EXPORT void *calloc(size_t n, size_t m) {
             return NULL;
         return hp_real_boot_alloc(total, 16); // static memory: already zero
     }
-    if (!should_record())
+    if (!should_record(HP_GUARD_HERE()))
         return hp_real.calloc(n, m);
-    hp_tls_guard = 1;
+    hp_tls_guard = HP_GUARD_HERE();
     void *p = hp_real.calloc(n, m);
     if (p) {
         int e = errno;
@@ -109,9 +112,9 @@ HP_EXPORT void *realloc(void *old, size_t n) {
     }
     if (old && hp_real_is_boot(old))
         return realloc_from_boot(old, n);
-    if (!should_record())
+    if (!should_record(HP_GUARD_HERE()))
         return hp_real.realloc(old, n);
-    hp_tls_guard = 1;
+    hp_tls_guard = HP_GUARD_HERE();
     int e = errno;
     size_t old_usable;
     uint64_t t0 = hp_record_realloc_begin(old, &old_usable);
@@ -135,9 +138,9 @@ HP_EXPORT void *reallocarray(void *old, size_t n, size_t m) {
         }
         return realloc(old, total);
     }
-    if (!should_record())
+    if (!should_record(HP_GUARD_HERE()))
         return hp_real.reallocarray(old, n, m);
-    hp_tls_guard = 1;
+    hp_tls_guard = HP_GUARD_HERE();
     int e = errno;
     size_t old_usable;
     uint64_t t0 = hp_record_realloc_begin(old, &old_usable);
@@ -162,9 +165,9 @@ HP_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
         *out = p;
         return 0;
     }
-    if (!should_record())
+    if (!should_record(HP_GUARD_HERE()))
         return hp_real.posix_memalign(out, align, n);
-    hp_tls_guard = 1;
+    hp_tls_guard = HP_GUARD_HERE();
     int rc = hp_real.posix_memalign(out, align, n);
     if (rc == 0) {
         // keep errno as the real call left it: glibc's sets ENOMEM as a side effect on failure
@@ -183,9 +186,9 @@ HP_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     HP_EXPORT void *name params {                                                                  \
         if (!ready())                                                                              \
             return hp_real_boot_alloc(n, (align_expr));                                            \
-        if (!should_record())                                                                      \
+        if (!should_record(HP_GUARD_HERE()))                                                       \
             return hp_real.name args;                                                              \
-        hp_tls_guard = 1;                                                                          \
+        hp_tls_guard = HP_GUARD_HERE();                                                            \
         void *p = hp_real.name args;                                                               \
         if (p) {                                                                                   \
             int e = errno;                                                                         \

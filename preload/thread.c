@@ -41,6 +41,11 @@ void hp_thread_detach(void) {
     pthread_mutex_unlock(&free_lock);
 }
 
+void hp_thread_reset(void) {
+    if (hp_tls_thread)
+        memset(hp_tls_thread, 0, sizeof *hp_tls_thread);
+}
+
 void hp_thread_fork_child(void) {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     free_lock = fresh;

@@ -42,6 +42,9 @@ hp_thread_t *hp_thread_attach(void);
 // Thread exit: puts this thread's block on the free list; hp_tls_thread becomes NULL. Cold.
 void hp_thread_detach(void);
 
+// Empties this thread's block, as a new thread finds it (its caches were left half-written).
+void hp_thread_reset(void);
+
 // fork child: the free list's lock may have been held by a thread that does not exist here.
 // Blocks of the parent's other threads stay with them (unreachable here, bounded by their number).
 void hp_thread_fork_child(void);

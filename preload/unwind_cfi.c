@@ -12,6 +12,7 @@
 #include "config.h"
 #include "diag.h"
 #include "format/hpt_format.h"
+#include "guard.h"
 #include "mem.h"
 #include "thread.h"
 
@@ -244,6 +245,7 @@ static table_t *table_with_room(void) {
 }
 
 HP_NOINLINE HP_COLD static rule_t rule_slow(uint64_t pc) {
+    uintptr_t g = hp_guard_cold_enter(); // the rule lock and libdw's: see guard.h
     pthread_mutex_lock(&lock);
     rule_t r = compute_rule(pc);
     table_t *t = table_with_room();
@@ -259,6 +261,7 @@ HP_NOINLINE HP_COLD static rule_t rule_slow(uint64_t pc) {
         }
     }
     pthread_mutex_unlock(&lock);
+    hp_guard_cold_leave(g);
     return r;
 }
 
