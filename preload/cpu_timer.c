@@ -116,8 +116,8 @@ bool hp_cpu_timer_open(uint64_t period_ns, const char **reason) {
         *reason = "cannot install the CPU-time timer's signal handler; CPU samples are off";
         return false;
     }
-    atomic_store(&claimed, 0);
-    atomic_store(&consumed, 0);
+    // claimed and consumed go on counting: a slot's seq is only meaningful against them (a
+    // second open, after a failed exec or in a fork child, must not read old slots as new)
     atomic_store(&n_lost, 0);
     atomic_store_explicit(&active, 1, memory_order_release);
     return true;

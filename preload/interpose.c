@@ -241,7 +241,9 @@ HP_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     if (!ready())
         return -1;
     hp_state_before_exec();
-    return hp_real.execve(path, argv, envp);
+    int rc = hp_real.execve(path, argv, envp);
+    hp_state_exec_failed(); // it returned: it failed
+    return rc;
 }
 
 HP_EXPORT int execv(const char *path, char *const argv[]) {
@@ -252,7 +254,9 @@ HP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) 
     if (!ready())
         return -1;
     hp_state_before_exec();
-    return hp_real.execvpe(file, argv, envp);
+    int rc = hp_real.execvpe(file, argv, envp);
+    hp_state_exec_failed(); // it returned: it failed
+    return rc;
 }
 
 HP_EXPORT int execvp(const char *file, char *const argv[]) {
@@ -263,7 +267,9 @@ HP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
     if (!ready())
         return -1;
     hp_state_before_exec();
-    return hp_real.fexecve(fd, argv, envp);
+    int rc = hp_real.fexecve(fd, argv, envp);
+    hp_state_exec_failed(); // it returned: it failed
+    return rc;
 }
 
 // execl* collect their variadic arguments into an array; past 4096 of them, E2BIG.

@@ -19,6 +19,7 @@
 #include "unwind.h"
 #include "writer.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
@@ -198,6 +199,8 @@ static void fork_child(void) {
 void hp_state_before_exec(void) {
     // The trace of this image ends here, cleanly; if exec fails, recording simply goes on and
     // the trailer written at exit supersedes this one.
+    if (hp_state_is_vfork_child())
+        return; // the writer and the timers are the parent's, which goes on
     hp_cpu_before_exec();
     if (hp_state_is_on())
         hp_writer_flush_sync(true);
@@ -280,4 +283,15 @@ void hp_state_before_exit_now(void) {
     if (hp_state_is_vfork_child() || hp_tls_guard)
         return;
     hp_state_fini(); // what exit() does last: the same trace
+}
+
+void hp_state_exec_failed(void) {
+    if (hp_state_is_vfork_child())
+        return;
+    int e = errno;
+    int entered = hp_guard_enter(); // the sampling thread's set-up is not the program's
+    hp_cpu_exec_failed();
+    if (entered)
+        hp_guard_leave();
+    errno = e;
 }
