@@ -3,6 +3,7 @@
 // the real result and errno reach the caller untouched; recording happens after an allocation
 // returns and before a free runs (docs/trace-format.md#records).
 #include "compiler.h"
+#include "cpu_timer.h"
 #include "format/hpt_format.h"
 #include "guard.h"
 #include "real.h"
@@ -11,6 +12,7 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +235,37 @@ HP_EXPORT _Noreturn void _exit(int status) {
 
 HP_EXPORT _Noreturn void _Exit(int status) {
     exit_now(status);
+}
+
+// ---- signals: the CPU-time timer's signal stays the shim's (cpu_timer.c) -----------------------
+
+HP_EXPORT int sigaction(int s, const struct sigaction *act, struct sigaction *old) {
+    int rc;
+    if (hp_cpu_timer_sigaction(s, act, old, &rc))
+        return rc;
+    if (!hp_real.sigaction && !hp_real_resolve()) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return hp_real.sigaction(s, act, old);
+}
+
+HP_EXPORT void (*signal(int s, void (*handler)(int)))(int) {
+    // glibc's signal(): BSD semantics, the signal blocked in its own handler, calls restarted
+    struct sigaction act, old;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = handler;
+    act.sa_flags = SA_RESTART;
+    sigemptyset(&act.sa_mask);
+    sigaddset(&act.sa_mask, s);
+    int rc;
+    if (s > 0 && s < NSIG && hp_cpu_timer_sigaction(s, &act, &old, &rc))
+        return old.sa_handler;
+    if (!hp_real.signal && !hp_real_resolve()) {
+        errno = ENOSYS;
+        return SIG_ERR;
+    }
+    return hp_real.signal(s, handler);
 }
 
 // ---- exec: flush what this image recorded; the new image starts its own trace -----------------
