@@ -619,11 +619,57 @@ void hp_cpu_stop(void) {
     close_all();
 }
 
+// The timer's sampling thread was stopped for an exec (its timers deleted, its final CPU_INFO
+// written); the record ring and the counts are kept, so that a failed exec resumes sampling.
+static bool paused_for_exec;
+
 void hp_cpu_before_exec(void) {
     // a timer signal still queued when the image is replaced would meet the default action
     // (terminate): delete the timers first (perf events go by themselves: remove_on_exec)
-    if (source == HPT_CPU_TIMER)
-        hp_cpu_stop();
+    if (source != HPT_CPU_TIMER || !thread_started)
+        return;
+    thread_started = false;
+    atomic_store_explicit(&stop_req, true, memory_order_release);
+    char one = 1;
+    if (stop_fd_ok(stop_fd[1])) {
+        ssize_t w = write(stop_fd[1], &one, 1);
+        (void)w;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    if (pthread_timedjoin_np(thread, NULL, &until) != 0) {
+        hp_cpu_timer_close(); // stuck (should not happen): no timer may fire on
+        return;
+    }
+    char drop;
+    while (stop_fd_ok(stop_fd[0]) && read(stop_fd[0], &drop, 1) == 1)
+        ; // the wake-up byte, so the resumed thread does not stop at once
+    paused_for_exec = true;
+}
+
+void hp_cpu_exec_failed(void) {
+    if (!paused_for_exec)
+        return;
+    paused_for_exec = false;
+    atomic_store_explicit(&stop_req, false, memory_order_release);
+    const char *why = reason;
+    if (!hp_cpu_timer_open(1000000000u / hz, &why)) {
+        reason = why;
+        write_info(); // the sampling thread is gone: this thread may write its ring
+        return;
+    }
+    // go is still 1: the new thread goes straight to timer_main
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    thread_started = pthread_create(&thread, NULL, cpu_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!thread_started) {
+        hp_cpu_timer_close();
+        reason = "cannot restart the sampling thread after a failed exec; CPU samples stopped";
+        write_info();
+    }
 }
 
 void hp_cpu_fork_child(void) {

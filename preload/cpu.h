@@ -22,8 +22,13 @@ void hp_cpu_start(void);
 void hp_cpu_stop(void);
 
 // Before execve: with the timer fallback, stops sampling (deletes the timers, whose queued
-// signal would kill the new image); nothing to do for perf events. Cold.
+// signal would kill the new image); nothing to do for perf events. Never in a vfork child (the
+// timers and the thread are the parent's). Cold.
 void hp_cpu_before_exec(void);
+
+// After an exec that failed (the image goes on): resumes what hp_cpu_before_exec stopped. Cold;
+// creates a thread.
+void hp_cpu_exec_failed(void);
 
 // fork child: the parent's events, rings and thread are not ours; forget them (closes the
 // fds, unmaps the rings). The child starts its own sampling with its trace.

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "guard.h"
 #include "mem.h"
+#include "real.h"
 #include "unwind.h"
 
 #include <errno.h>
@@ -23,8 +24,13 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <sched.h>
 #include <ucontext.h>
 #include <unistd.h>
+
+// Our timers' sigev_value: this in the high 32 bits, the thread id in the low ones. A timer of
+// the program's on the same signal carries its own value, so its signals are the program's.
+#define OUR_VALUE_TAG 0x68707466u // "hptf"
 
 #define N_SLOTS 1024u // power of two
 #define MAX_THREADS 4096
@@ -45,14 +51,136 @@ static _Atomic uint64_t claimed, consumed;
 static _Atomic uint64_t n_lost;
 static _Atomic int active;
 static int sig;
+static _Atomic int sig_owned; // the signal our handler keeps for good (0: none yet)
 static uint64_t period;
 static tthread_t threads[MAX_THREADS];
 static unsigned n_threads;
 
+// ---- the signal stays ours (docs/design.md#cpu-samples) ----------------------------------------
+//
+// Once picked, our handler stays installed for the rest of the process. The program's
+// sigaction and signal calls for that signal are answered from `prog` (what the program
+// believes is installed) and never reach the kernel, so a signal of our timers can never run a
+// handler of the program's, not even while it is being installed (the bug this replaced: the
+// sampling thread saw the new handler up to 20 ms later, and signals in flight went to it).
+// Signals that are not our timers' (kill, sigqueue, the program's own timers) are handed to the
+// program's handler as the kernel would: its mask, SA_NODEFER, SA_RESETHAND, SA_SIGINFO; its
+// SIG_DFL terminates, SIG_IGN drops. The handler is installed with SA_RESTART (our samples must
+// never make a system call fail with EINTR) and SA_ONSTACK where the program asked for it.
+// Programs that install handlers with the raw system call are still found by the scan.
+
+static struct sigaction prog[2]; // the program's action for sig: prog[prog_gen & 1]
+static _Atomic unsigned prog_gen;
+static atomic_flag prog_lock = ATOMIC_FLAG_INIT;
+
+static int real_sigaction(int s, const struct sigaction *act, struct sigaction *old) {
+    if (!hp_real.sigaction && !hp_real_resolve())
+        return -1;
+    return hp_real.sigaction ? hp_real.sigaction(s, act, old) : -1;
+}
+
+static void on_signal(int signo, siginfo_t *si, void *ucv);
+
+static void install_ours(int flags_from_prog) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | (flags_from_prog & SA_ONSTACK);
+    sigfillset(&sa.sa_mask);
+    real_sigaction(sig, &sa, NULL);
+}
+
+// Reads the program's action without a lock (from the handler): retries if it changed meanwhile.
+static void prog_read(struct sigaction *out) {
+    unsigned g;
+    do {
+        g = atomic_load_explicit(&prog_gen, memory_order_acquire);
+        memcpy(out, &prog[g & 1], sizeof *out);
+        atomic_thread_fence(memory_order_acquire);
+    } while (g != atomic_load_explicit(&prog_gen, memory_order_relaxed));
+}
+
+// wait: false from the handler, which may have interrupted this thread's own write (it then
+// gives up rather than spin for ever).
+static bool prog_write(const struct sigaction *act, bool wait) {
+    while (atomic_flag_test_and_set_explicit(&prog_lock, memory_order_acquire)) {
+        if (!wait)
+            return false;
+        sched_yield();
+    }
+    unsigned g = atomic_load_explicit(&prog_gen, memory_order_relaxed);
+    prog[(g + 1) & 1] = *act;
+    atomic_store_explicit(&prog_gen, g + 1, memory_order_release);
+    atomic_flag_clear_explicit(&prog_lock, memory_order_release);
+    return true;
+}
+
+bool hp_cpu_timer_sigaction(int s, const struct sigaction *act, struct sigaction *old, int *rc) {
+    if (s != atomic_load_explicit(&sig_owned, memory_order_acquire) || s == 0)
+        return false;
+    struct sigaction cur;
+    prog_read(&cur);
+    if (act) {
+        prog_write(act, true);
+        install_ours(act->sa_flags);
+    }
+    if (old)
+        *old = cur;
+    *rc = 0;
+    return true;
+}
+
+// A signal that is not one of our timers': what the kernel would have done with the program's
+// action. Runs inside our handler, all signals blocked.
+static void forward(int signo, siginfo_t *si, void *ucv) {
+    struct sigaction a;
+    prog_read(&a);
+    const ucontext_t *uc = ucv;
+    if (!(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_IGN)
+        return;
+    if (!(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL) {
+        // real-time signals terminate by default: let the kernel do it
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        real_sigaction(signo, &dfl, NULL);
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, signo);
+        pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+        syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), signo);
+        install_ours(a.sa_flags); // not reached unless the signal was blocked after all
+        return;
+    }
+    if (a.sa_flags & SA_RESETHAND) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        prog_write(&dfl, false);
+    }
+    sigset_t mask = uc->uc_sigmask, old;
+    for (int s = 1; s < NSIG; s++)
+        if (sigismember(&a.sa_mask, s) == 1)
+            sigaddset(&mask, s);
+    if (!(a.sa_flags & SA_NODEFER))
+        sigaddset(&mask, signo);
+    pthread_sigmask(SIG_SETMASK, &mask, &old);
+    if (a.sa_flags & SA_SIGINFO)
+        a.sa_sigaction(signo, si, ucv);
+    else
+        a.sa_handler(signo);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 static void on_signal(int signo, siginfo_t *si, void *ucv) {
-    (void)signo;
     int saved = errno;
-    if (!atomic_load_explicit(&active, memory_order_acquire) || si->si_code != SI_TIMER)
+    if (si->si_code != SI_TIMER || (uint64_t)(uintptr_t)si->si_value.sival_ptr >> 32 != OUR_VALUE_TAG) {
+        errno = saved;
+        forward(signo, si, ucv);
+        errno = saved;
+        return;
+    }
+    if (!atomic_load_explicit(&active, memory_order_acquire))
         goto out;
     // Inside the shim (guard held) the sample is still taken: nothing here touches the
     // thread's ring, stack table or rule cache, only the shared rule table (read lock-free)
@@ -65,12 +193,12 @@ static void on_signal(int signo, siginfo_t *si, void *ucv) {
         }
     } while (!atomic_compare_exchange_weak_explicit(&claimed, &c, c + 1, memory_order_acq_rel,
                                                     memory_order_relaxed));
-    int guard = hp_tls_guard;
-    hp_tls_guard = 1;
+    uintptr_t guard = hp_tls_guard;
+    hp_tls_guard = HP_GUARD_FOREVER;
     slot_t *sl = &slots[c & (N_SLOTS - 1)];
     const ucontext_t *uc = ucv;
     sl->s.time_ns = hp_clock_mono_ns(); // CLOCK_MONOTONIC, as perf's samples (async-signal-safe)
-    sl->s.tid = (uint32_t)si->si_value.sival_int;
+    sl->s.tid = (uint32_t)(uintptr_t)si->si_value.sival_ptr;
 #if defined(__x86_64__)
     sl->s.n_frames = hp_unwind_signal((uint64_t)uc->uc_mcontext.gregs[REG_RIP],
                                       (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
@@ -94,30 +222,35 @@ bool hp_cpu_timer_open(uint64_t period_ns, const char **reason) {
         return false;
     }
     // a real-time signal nobody handles (glibc keeps the first few for itself: SIGRTMIN is
-    // already past them); the highest first, since programs that use some take the lowest
-    sig = 0;
+    // already past them); the highest first, since programs that use some take the lowest.
+    // Once ours, it stays ours (a fork child, a second open after a failed exec keep it).
+    sig = atomic_load_explicit(&sig_owned, memory_order_relaxed);
     for (int s = SIGRTMAX; s >= SIGRTMIN + 2 && !sig; s--) {
         struct sigaction old;
-        if (sigaction(s, NULL, &old) == 0 &&
-            ((!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) ||
-             ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == on_signal))) // a fork child
+        if (real_sigaction(s, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+            old.sa_handler == SIG_DFL)
             sig = s;
     }
     if (!sig) {
         *reason = "no free real-time signal for the CPU-time timer; CPU samples are off";
         return false;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigfillset(&sa.sa_mask);
-    if (sigaction(sig, &sa, NULL) != 0) {
-        *reason = "cannot install the CPU-time timer's signal handler; CPU samples are off";
-        return false;
+    if (!atomic_load_explicit(&sig_owned, memory_order_relaxed)) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        prog[0] = prog[1] = dfl; // what the program would find: nothing installed
+        install_ours(0);
+        struct sigaction now;
+        if (real_sigaction(sig, NULL, &now) != 0 || !(now.sa_flags & SA_SIGINFO) ||
+            now.sa_sigaction != on_signal) {
+            *reason = "cannot install the CPU-time timer's signal handler; CPU samples are off";
+            return false;
+        }
+        atomic_store_explicit(&sig_owned, sig, memory_order_release);
     }
-    atomic_store(&claimed, 0);
-    atomic_store(&consumed, 0);
+    // claimed and consumed go on counting: a slot's seq is only meaningful against them (a
+    // second open, after a failed exec or in a fork child, must not read old slots as new)
     atomic_store(&n_lost, 0);
     atomic_store_explicit(&active, 1, memory_order_release);
     return true;
@@ -151,7 +284,7 @@ static void arm(uint32_t tid) {
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
     sev.sigev_signo = sig;
-    sev.sigev_value.sival_int = (int)tid;
+    sev.sigev_value.sival_ptr = (void *)(uintptr_t)((uint64_t)OUR_VALUE_TAG << 32 | tid);
     sev._sigev_un._tid = (pid_t)tid;
     // the kernel's clock id of thread tid's CPU time: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)
     clockid_t clk = (clockid_t)((~(uint32_t)tid << 3) | 6);
@@ -180,7 +313,7 @@ bool hp_cpu_timer_scan(uint32_t self_tid, const char **reason) {
     if (!atomic_load(&active))
         return false;
     struct sigaction cur;
-    if (sigaction(sig, NULL, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
+    if (real_sigaction(sig, NULL, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
         cur.sa_sigaction != on_signal) {
         *reason = "the program took over the CPU-time timer's signal; CPU samples stopped";
         hp_cpu_timer_close();

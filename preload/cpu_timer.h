@@ -2,10 +2,12 @@
 // The CPU-sampling fallback when perf events are refused: a timer on each thread's CPU-time
 // clock, armed from the sampling thread (no thread hook), a signal handler that walks the
 // live stack with known unwind rules only and leaves the sample in a lock-free slot array.
-// Only cpu.c uses it. See docs/design.md#cpu-samples.
+// cpu.c runs it; interpose.c hands it the program's sigaction calls. See
+// docs/design.md#cpu-samples.
 #ifndef HEAPPROF_PRELOAD_CPU_TIMER_H
 #define HEAPPROF_PRELOAD_CPU_TIMER_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -37,6 +39,12 @@ uint64_t hp_cpu_timer_lost(void);
 // Deletes every timer; the handler stays installed but does nothing (a signal still queued
 // must not meet the default action). Any thread.
 void hp_cpu_timer_close(void);
+
+// The program's sigaction(s, act, old) (also signal()): when s is the timer's signal, keeps our
+// handler installed, records act as the program's (forwarded every signal that is not one of
+// our timers'), fills old with the program's previous one, sets *rc and returns true; false:
+// not ours, the caller calls the real function. Async-signal-safe.
+bool hp_cpu_timer_sigaction(int s, const struct sigaction *act, struct sigaction *old, int *rc);
 
 // fork child: timers are not inherited; forget the parent's.
 void hp_cpu_timer_fork_child(void);

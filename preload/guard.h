@@ -1,21 +1,48 @@
 // SPDX-License-Identifier: MIT
 // Thread-local recursion guard. While it is held, every entry point goes straight to the real
 // allocator: allocations made by the shim itself (libunwind, dlsym, zstd) are never recorded.
+//
+// The guard holds the frame address of the entry point that took it (HP_GUARD_HERE), so that a
+// holder abandoned by a longjmp out of a signal handler that interrupted the shim can be told
+// from a real nesting: a later entry from a shallower frame (a higher address) than the holder's
+// knows that frame is gone (record.c, hp_record_guard_slow; issue #17 item 9). Its low bit marks
+// a holder in a cold path that may hold a lock (HP_GUARD_COLD): abandoned there, the thread
+// cannot resume. Small values mean "held for good": HP_GUARD_FOREVER (the shim's own threads
+// store 1), HP_GUARD_LOST (abandoned in a cold path: events pass through and are counted lost).
 #ifndef HEAPPROF_PRELOAD_GUARD_H
 #define HEAPPROF_PRELOAD_GUARD_H
 
 #include "compiler.h"
 
-extern HP_TLS int hp_tls_guard;
+#include <stdint.h>
 
-static inline int hp_guard_enter(void) {
+extern HP_TLS uintptr_t hp_tls_guard;
+
+#define HP_GUARD_FOREVER ((uintptr_t)1)
+#define HP_GUARD_LOST ((uintptr_t)3)
+#define HP_GUARD_COLD ((uintptr_t)1)
+// The frame of the function this expands in (inlined helpers: of the function they are in).
+#define HP_GUARD_HERE() ((uintptr_t)__builtin_frame_address(0))
+
+static inline __attribute__((always_inline)) int hp_guard_enter(void) {
     if (hp_tls_guard)
         return 0;
-    hp_tls_guard = 1;
+    hp_tls_guard = HP_GUARD_HERE();
     return 1;
 }
 static inline void hp_guard_leave(void) {
     hp_tls_guard = 0;
+}
+
+// Marks the holder as in a cold path (locks, libdw, libunwind) until the returned value is
+// given back to hp_guard_cold_leave. Cold.
+static inline uintptr_t hp_guard_cold_enter(void) {
+    uintptr_t g = hp_tls_guard;
+    hp_tls_guard = g | HP_GUARD_COLD;
+    return g;
+}
+static inline void hp_guard_cold_leave(uintptr_t g) {
+    hp_tls_guard = g;
 }
 
 #endif

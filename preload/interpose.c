@@ -3,6 +3,7 @@
 // the real result and errno reach the caller untouched; recording happens after an allocation
 // returns and before a free runs (docs/trace-format.md#records).
 #include "compiler.h"
+#include "cpu_timer.h"
 #include "format/hpt_format.h"
 #include "guard.h"
 #include "real.h"
@@ -11,19 +12,24 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 extern char **environ;
 
-// True when this call should be recorded; otherwise the caller passes straight through.
-static inline int should_record(void) {
+// True when this call should be recorded; otherwise the caller passes straight through. here:
+// the entry point's frame (HP_GUARD_HERE), which it stores in the guard when it records.
+static inline int should_record(uintptr_t here) {
     if (HP_LIKELY(!hp_tls_guard && hp_state_is_on()))
         return 1;
-    return !hp_tls_guard && atomic_load_explicit(&hp_state, memory_order_relaxed) == HP_STATE_OFF &&
+    if (hp_tls_guard) // nested, or the holder was abandoned by a longjmp (guard.h)
+        return hp_record_guard_slow(here);
+    return atomic_load_explicit(&hp_state, memory_order_relaxed) == HP_STATE_OFF &&
            hp_state_start_early();
 }
 
@@ -35,9 +41,9 @@ static inline int ready(void) {
 HP_EXPORT void *malloc(size_t n) {
     if (!ready())
         return hp_real_boot_alloc(n, 16);
-    if (!should_record())
+    if (!should_record(HP_GUARD_HERE()))
         return hp_real.malloc(n);
-    hp_tls_guard = 1;
+    hp_tls_guard = HP_GUARD_HERE();
     void *p = hp_real.malloc(n);
     if (p) {
         int e = errno;
@@ -55,11 +61,11 @@ HP_EXPORT void free(void *p) {
         return;
     if (!ready())
         return; // cannot happen: only the boot arena exists before resolution
-    if (!should_record()) {
+    if (!should_record(HP_GUARD_HERE())) {
         hp_real.free(p);
         return;
     }
-    hp_tls_guard = 1;
+    hp_tls_guard = HP_GUARD_HERE();
     int e = errno;
     hp_record_free(p);
     errno = e;
@@ -74,9 +80,9 @@ HP_EXPORT void *calloc(size_t n, size_t m) {
             return NULL;
         return hp_real_boot_alloc(total, 16); // static memory: already zero
     }
-    if (!should_record())
+    if (!should_record(HP_GUARD_HERE()))
         return hp_real.calloc(n, m);
-    hp_tls_guard = 1;
+    hp_tls_guard = HP_GUARD_HERE();
     void *p = hp_real.calloc(n, m);
     if (p) {
         int e = errno;
@@ -108,9 +114,9 @@ HP_EXPORT void *realloc(void *old, size_t n) {
     }
     if (old && hp_real_is_boot(old))
         return realloc_from_boot(old, n);
-    if (!should_record())
+    if (!should_record(HP_GUARD_HERE()))
         return hp_real.realloc(old, n);
-    hp_tls_guard = 1;
+    hp_tls_guard = HP_GUARD_HERE();
     int e = errno;
     size_t old_usable;
     uint64_t t0 = hp_record_realloc_begin(old, &old_usable);
@@ -134,9 +140,9 @@ HP_EXPORT void *reallocarray(void *old, size_t n, size_t m) {
         }
         return realloc(old, total);
     }
-    if (!should_record())
+    if (!should_record(HP_GUARD_HERE()))
         return hp_real.reallocarray(old, n, m);
-    hp_tls_guard = 1;
+    hp_tls_guard = HP_GUARD_HERE();
     int e = errno;
     size_t old_usable;
     uint64_t t0 = hp_record_realloc_begin(old, &old_usable);
@@ -161,9 +167,9 @@ HP_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
         *out = p;
         return 0;
     }
-    if (!should_record())
+    if (!should_record(HP_GUARD_HERE()))
         return hp_real.posix_memalign(out, align, n);
-    hp_tls_guard = 1;
+    hp_tls_guard = HP_GUARD_HERE();
     int rc = hp_real.posix_memalign(out, align, n);
     if (rc == 0) {
         // keep errno as the real call left it: glibc's sets ENOMEM as a side effect on failure
@@ -182,9 +188,9 @@ HP_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     HP_EXPORT void *name params {                                                                  \
         if (!ready())                                                                              \
             return hp_real_boot_alloc(n, (align_expr));                                            \
-        if (!should_record())                                                                      \
+        if (!should_record(HP_GUARD_HERE()))                                                       \
             return hp_real.name args;                                                              \
-        hp_tls_guard = 1;                                                                          \
+        hp_tls_guard = HP_GUARD_HERE();                                                            \
         void *p = hp_real.name args;                                                               \
         if (p) {                                                                                   \
             int e = errno;                                                                         \
@@ -212,13 +218,65 @@ HP_EXPORT size_t malloc_usable_size(void *p) {
     return hp_real.malloc_usable_size(p);
 }
 
+// ---- _exit, _Exit: flush as exit does (which runs our destructor; these do not) ----------------
+
+static _Noreturn void exit_now(int status) {
+    if (ready())
+        hp_state_before_exit_now();
+    if (hp_real.exit_now)
+        hp_real.exit_now(status);
+    for (;;)
+        syscall(SYS_exit_group, status);
+}
+
+HP_EXPORT _Noreturn void _exit(int status) {
+    exit_now(status);
+}
+
+HP_EXPORT _Noreturn void _Exit(int status) {
+    exit_now(status);
+}
+
+// ---- signals: the CPU-time timer's signal stays the shim's (cpu_timer.c) -----------------------
+
+HP_EXPORT int sigaction(int s, const struct sigaction *act, struct sigaction *old) {
+    int rc;
+    if (hp_cpu_timer_sigaction(s, act, old, &rc))
+        return rc;
+    if (!hp_real.sigaction && !hp_real_resolve()) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return hp_real.sigaction(s, act, old);
+}
+
+HP_EXPORT void (*signal(int s, void (*handler)(int)))(int) {
+    // glibc's signal(): BSD semantics, the signal blocked in its own handler, calls restarted
+    struct sigaction act, old;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = handler;
+    act.sa_flags = SA_RESTART;
+    sigemptyset(&act.sa_mask);
+    sigaddset(&act.sa_mask, s);
+    int rc;
+    if (s > 0 && s < NSIG && hp_cpu_timer_sigaction(s, &act, &old, &rc))
+        return old.sa_handler;
+    if (!hp_real.signal && !hp_real_resolve()) {
+        errno = ENOSYS;
+        return SIG_ERR;
+    }
+    return hp_real.signal(s, handler);
+}
+
 // ---- exec: flush what this image recorded; the new image starts its own trace -----------------
 
 HP_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     if (!ready())
         return -1;
     hp_state_before_exec();
-    return hp_real.execve(path, argv, envp);
+    int rc = hp_real.execve(path, argv, envp);
+    hp_state_exec_failed(); // it returned: it failed
+    return rc;
 }
 
 HP_EXPORT int execv(const char *path, char *const argv[]) {
@@ -229,7 +287,9 @@ HP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) 
     if (!ready())
         return -1;
     hp_state_before_exec();
-    return hp_real.execvpe(file, argv, envp);
+    int rc = hp_real.execvpe(file, argv, envp);
+    hp_state_exec_failed(); // it returned: it failed
+    return rc;
 }
 
 HP_EXPORT int execvp(const char *file, char *const argv[]) {
@@ -240,7 +300,9 @@ HP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
     if (!ready())
         return -1;
     hp_state_before_exec();
-    return hp_real.fexecve(fd, argv, envp);
+    int rc = hp_real.fexecve(fd, argv, envp);
+    hp_state_exec_failed(); // it returned: it failed
+    return rc;
 }
 
 // execl* collect their variadic arguments into an array; past 4096 of them, E2BIG.

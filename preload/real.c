@@ -60,6 +60,10 @@ bool hp_real_resolve(void) {
     RESOLVE(execve);
     RESOLVE(execvpe);
     RESOLVE(fexecve);
+    RESOLVE(sigaction);
+    RESOLVE(signal);
+    void *exit_sym = dlsym(RTLD_NEXT, "_exit");
+    memcpy(&hp_real.exit_now, &exit_sym, sizeof exit_sym);
     void (*f)(void *);
     void *sym = dlsym(RTLD_NEXT, "free");
     memcpy(&f, &sym, sizeof sym);

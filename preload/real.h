@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct sigaction;
+
 typedef struct hp_real {
     void *(*malloc)(size_t);
     void (*free)(void *);
@@ -22,6 +24,9 @@ typedef struct hp_real {
     int (*execve)(const char *, char *const[], char *const[]);
     int (*execvpe)(const char *, char *const[], char *const[]);
     int (*fexecve)(int, char *const[], char *const[]);
+    void (*exit_now)(int); // _exit (_Exit is the same function in glibc)
+    int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+    void (*(*signal)(int, void (*)(int)))(int);
 } hp_real_t;
 
 extern hp_real_t hp_real;

@@ -15,23 +15,35 @@
 #include "record.h"
 
 #include "config.h"
+#include "diag.h"
 #include "guard.h"
 #include "modmap.h"
 #include "stacktab.h"
 #include "state.h"
 #include "tbuf.h"
+#include "thread.h"
 #include "touch.h"
 #include "unwind.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-HP_TLS int hp_tls_guard;
+// Static TLS stays a few words: glibc takes it out of every thread's stack. The rest of a
+// thread's state is in its block (thread.h).
+HP_TLS uintptr_t hp_tls_guard;
 static HP_TLS hp_ring_t *hp_tls_ring;
-static HP_TLS hpt_dstate_t hp_tls_enc; // delta state of the last record this thread appended
+// The delta state of the last record this thread appended; and the state before the record
+// being encoded, with the ring's head then (enc_checkpoint): what hp_record_guard_slow puts back
+// when a longjmp abandoned the record before its commit. One object: one TLS offset to load.
+typedef struct enc_state {
+    hpt_dstate_t d;
+    uint64_t undo_time, undo_addr, undo_head;
+} enc_state_t;
+static HP_TLS enc_state_t hp_tls_enc = {.undo_head = UINT64_MAX};
 static HP_TLS uint32_t hp_tls_last_stack; // id of this thread's previous stack (0: none)
 
 static pthread_key_t exit_key;
@@ -45,7 +57,7 @@ static void emit_to_ring(void *ctx, const uint8_t *rec, size_t len) {
     hp_tbuf_append(ctx, rec, len);
 }
 
-HP_NOINLINE HP_COLD static hp_ring_t *thread_start_slow(void) {
+HP_NOINLINE HP_COLD static hp_ring_t *thread_start(void) {
     if (!hp_state_ensure_trace())
         return NULL;
     uint32_t tid = (uint32_t)syscall(SYS_gettid);
@@ -54,10 +66,12 @@ HP_NOINLINE HP_COLD static hp_ring_t *thread_start_slow(void) {
         hp_state_disable("out of memory for a thread buffer; profiling stopped");
         return NULL;
     }
+    hp_tls_enc.undo_head = UINT64_MAX; // no checkpoint in this ring yet
     pthread_once(&exit_key_once, make_exit_key);
     pthread_setspecific(exit_key, r);
     hp_tls_ring = r;
-    hp_tls_enc = (hpt_dstate_t){0};
+    hp_thread_attach(); // NULL (out of memory) only makes the unwinder take its slow path
+    hp_tls_enc.d = (hpt_dstate_t){0};
 
     char name[17] = {0};
     prctl(PR_GET_NAME, name, 0, 0, 0);
@@ -65,13 +79,20 @@ HP_NOINLINE HP_COLD static hp_ring_t *thread_start_slow(void) {
     uint8_t buf[40], *p = buf;
     uint64_t t = hp_tbuf_busy_now(r);
     *p++ = HPT_REC_THREAD_START;
-    p = hpt_put_varint(p, t - hp_tls_enc.time_ns);
-    hp_tls_enc.time_ns = t;
+    p = hpt_put_varint(p, t - hp_tls_enc.d.time_ns);
+    hp_tls_enc.d.time_ns = t;
     p = hpt_put_varint(p, len);
     memcpy(p, name, len);
     p += len;
     hp_tbuf_append(r, buf, (size_t)(p - buf));
     hp_tbuf_idle(r);
+    return r;
+}
+
+HP_NOINLINE HP_COLD static hp_ring_t *thread_start_slow(void) {
+    uintptr_t g = hp_guard_cold_enter(); // locks: abandoned in here, the thread cannot resume
+    hp_ring_t *r = thread_start();
+    hp_guard_cold_leave(g);
     return r;
 }
 
@@ -84,31 +105,30 @@ HP_NOINLINE HP_COLD static uint32_t new_stack_slow(hp_ring_t *r, uint64_t t, con
                                                    uint32_t n) {
     // A new stack may come from a newly loaded module: list it first, with the event's time so
     // the thread's times stay in order.
-    hp_modmap_scan(&hp_tls_enc, t, emit_to_ring, r);
-    return hp_stacktab_intern(r, f, n);
+    uintptr_t g = hp_guard_cold_enter(); // the loader's lock, the table's
+    hp_modmap_scan(&hp_tls_enc.d, t, emit_to_ring, r);
+    uint32_t id = hp_stacktab_intern(r, f, n);
+    hp_guard_cold_leave(g);
+    return id;
 }
 
 // The stack a walk found, from what it shares with the thread's previous one (hp_unwind_delta_t):
 // the previous stack's id, where the shared part starts in it, and the new frames. A thread
 // that alternates between a few call sites keeps making the same few steps; knowing where each
 // led skips copying, hashing and comparing the whole stack (~250 instructions an allocation on
-// rust_hashmap_growth). Direct-mapped; an entry is exact, so a hit is the stack itself.
-#define STEP_CACHE 128u
-typedef struct step_entry {
-    uint32_t from_id, to_id; // to_id 0: empty
-    uint32_t base, n_fresh;
-    uint64_t fresh[HP_DELTA_FRESH_MAX];
-} step_entry_t;
-static HP_TLS step_entry_t hp_tls_steps[STEP_CACHE];
+// rust_hashmap_growth). Direct-mapped, in the thread's block (thread.h); an entry is exact, so a
+// hit is the stack itself.
+_Static_assert(HP_STEP_CACHE == 128u, "step_slot takes the hash's top 7 bits");
 
-static inline step_entry_t *step_slot(uint32_t from_id, const hp_unwind_delta_t *d) {
+static inline hp_step_t *step_slot(hp_thread_t *th, uint32_t from_id,
+                                   const hp_unwind_delta_t *d) {
     uint64_t h = ((uint64_t)from_id << 32 | (uint64_t)d->base << 8 | d->n_fresh) *
                  0x9E3779B97F4A7C15ull;
     h ^= d->fresh[0] * 0xff51afd7ed558ccdull;
-    return &hp_tls_steps[h >> 57];
+    return &th->steps[h >> 57];
 }
 
-static inline bool step_matches(const step_entry_t *e, uint32_t from_id,
+static inline bool step_matches(const hp_step_t *e, uint32_t from_id,
                                 const hp_unwind_delta_t *d) {
     if (e->from_id != from_id || e->base != d->base || e->n_fresh != d->n_fresh || !e->to_id)
         return false;
@@ -126,10 +146,11 @@ static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t 
     uint32_t n = hp_unwind(from, frames, hp_config.max_frames, &same, &d);
     if (same && last != HPT_STACK_UNKNOWN)
         return last;
-    step_entry_t *step = NULL;
+    hp_step_t *step = NULL;
     if (d.valid) {
-        if (last != HPT_STACK_UNKNOWN) {
-            step = step_slot(last, &d);
+        hp_thread_t *th = hp_tls_thread; // not NULL: the walk that set d.valid used it
+        if (last != HPT_STACK_UNKNOWN && HP_LIKELY(th != NULL)) {
+            step = step_slot(th, last, &d);
             if (step_matches(step, last, &d)) {
                 if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK)) {
                     n = hp_unwind_frames(frames, hp_config.max_frames);
@@ -148,7 +169,7 @@ static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t 
             id = new_stack_slow(r, t, frames, n);
     }
     if (step && id != HPT_STACK_UNKNOWN) {
-        *step = (step_entry_t){.from_id = last, .to_id = id, .base = d.base, .n_fresh = d.n_fresh};
+        *step = (hp_step_t){.from_id = last, .to_id = id, .base = d.base, .n_fresh = d.n_fresh};
         for (uint32_t k = 0; k < d.n_fresh; k++)
             step->fresh[k] = d.fresh[k];
     }
@@ -156,16 +177,24 @@ static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t 
     return id;
 }
 
+// Before a record changes the encoder state (hp_tls_undo_*). Three stores an event.
+static inline void enc_checkpoint(const hp_ring_t *r) {
+    hp_tls_enc.undo_time = hp_tls_enc.d.time_ns;
+    hp_tls_enc.undo_addr = hp_tls_enc.d.addr;
+    hp_tls_enc.undo_head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); // before the encoder's stores, for a handler
+}
+
 static inline uint8_t *put_time(uint8_t *p, uint64_t t) {
     // Times are per-thread monotonic; a module record may have moved the base to t already.
-    p = hpt_put_varint(p, t - hp_tls_enc.time_ns);
-    hp_tls_enc.time_ns = t;
+    p = hpt_put_varint(p, t - hp_tls_enc.d.time_ns);
+    hp_tls_enc.d.time_ns = t;
     return p;
 }
 
 static inline uint8_t *put_addr(uint8_t *p, uint64_t a) {
-    p = hpt_put_varint(p, hpt_zigzag((int64_t)(a - hp_tls_enc.addr)));
-    hp_tls_enc.addr = a;
+    p = hpt_put_varint(p, hpt_zigzag((int64_t)(a - hp_tls_enc.d.addr)));
+    hp_tls_enc.d.addr = a;
     return p;
 }
 
@@ -188,6 +217,7 @@ void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align,
         hp_touch_fill((void *)ptr, hp_touch_usable(ptr), 0);
     uint64_t t = hp_tbuf_busy_now(r);
     uint32_t stack = capture_stack(r, t, from);
+    enc_checkpoint(r);
     uint8_t buf[64], *in_ring = hp_tbuf_reserve(r, sizeof buf);
     uint8_t *start = in_ring ? in_ring : buf, *p = start;
     *p++ = tag;
@@ -220,6 +250,7 @@ void hp_record_free(const void *ptr) {
     __builtin_prefetch((const char *)ptr - 16);
     __builtin_prefetch(ptr);
     uint64_t t = hp_tbuf_busy_now(r);
+    enc_checkpoint(r);
     uint8_t buf[48], *in_ring = hp_tbuf_reserve(r, sizeof buf);
     uint8_t *start = in_ring ? in_ring : buf, *p = start;
     *p++ = HPT_REC_FREE;
@@ -253,6 +284,7 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
     if (!ptr) {
         // realloc(p, 0) freed p (glibc); a failed realloc left it alone and records nothing
         if (old && size == 0) {
+            enc_checkpoint(r);
             *p++ = HPT_REC_FREE;
             p = put_time(p, t0);
             p = put_addr(p, (uint64_t)(uintptr_t)old);
@@ -276,10 +308,11 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
             t1 = t0; // the clock switched to the TSC in between (clock.h)
     }
     uint32_t stack = capture_stack(r, t0, from);
+    enc_checkpoint(r);
     *p++ = HPT_REC_REALLOC;
     p = put_time(p, t0);
     p = hpt_put_varint(p, t1 - t0);
-    hp_tls_enc.time_ns = t1;
+    hp_tls_enc.d.time_ns = t1;
     p = hpt_put_varint(p, stack);
     p = put_addr(p, (uint64_t)(uintptr_t)old);
     p = put_addr(p, (uint64_t)(uintptr_t)ptr);
@@ -290,6 +323,9 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
 
 void hp_record_thread_exit(void *arg) {
     hp_ring_t *r = arg;
+    // The block goes back for the next thread; allocations of later TLS destructors are still
+    // recorded (the ring stays until the thread is gone), their stacks by libunwind.
+    hp_thread_detach();
     if (!r || r != hp_tls_ring)
         return;
     int entered = hp_guard_enter();
@@ -308,7 +344,61 @@ void hp_record_thread_exit(void *arg) {
 
 void hp_record_fork_child(void) {
     hp_tls_ring = NULL;
+    hp_tls_enc.undo_head = UINT64_MAX;
     hp_tls_last_stack = HPT_STACK_UNKNOWN; // ids restart in the child's trace
-    memset(hp_tls_steps, 0, sizeof hp_tls_steps);
-    hp_tls_enc = (hpt_dstate_t){0};
+    hp_thread_fork_child();
+    if (hp_tls_thread)
+        memset(hp_tls_thread->steps, 0, sizeof hp_tls_thread->steps);
+    hp_tls_enc.d = (hpt_dstate_t){0};
+}
+
+// A signal handler that interrupted the shim on this thread (holding the guard) longjmp'd out of
+// it, and the guard was never given back (issue #17 item 9). Recording resumes wherever the
+// shim's state can be put back exactly, rather than the thread's later events being counted
+// lost: an event's record is wholly in the ring or not at all (the head moves once, after the
+// record is written), the encoder state it advanced is undone from the checkpoint when its
+// record did not make it, and the unwinder's caches, which it may have left half-written, are
+// dropped. Not where the holder was in a cold path (guard.h): a lock of the shim's, the loader's,
+// libdw's or libunwind's may be held, so the thread passes every later event through and counts
+// it lost in its ring, which the trailer reports; the same for the process if a lock is held.
+bool hp_record_guard_slow(uintptr_t here) {
+    uintptr_t g = hp_tls_guard;
+    hp_ring_t *r = hp_tls_ring;
+    if (g == HP_GUARD_LOST) {
+        if (r && hp_state_is_on())
+            r->n_lost++;
+        return false;
+    }
+    // Held for good (the shim's threads, the CPU timer's handler), or by a frame below this
+    // one: a real nesting. An entry from the holder's frame or above it means the frame is gone.
+    if (g <= HP_GUARD_LOST || here < (g & ~HP_GUARD_COLD))
+        return false;
+    // ... on the same stack: a handler on the alternate signal stack may sit anywhere
+    stack_t ss;
+    if (sigaltstack(NULL, &ss) != 0 || (ss.ss_flags & SS_ONSTACK))
+        return false;
+    if (g & HP_GUARD_COLD) {
+        hp_tls_guard = HP_GUARD_LOST;
+        if (r) {
+            hp_tbuf_idle(r); // no event of this thread is in flight: never hold the merge back
+            if (hp_state_is_on())
+                r->n_lost++;
+        }
+        static _Atomic bool said;
+        if (!hp_config.quiet && !atomic_exchange(&said, true))
+            hp_diag_line("a longjmp left the profiler's locks in an unknown state; that thread's "
+                         "later events are counted as lost",
+                         (char *)NULL);
+        return false;
+    }
+    if (r && atomic_load_explicit(&r->head, memory_order_relaxed) == hp_tls_enc.undo_head) {
+        hp_tls_enc.d.time_ns = hp_tls_enc.undo_time;
+        hp_tls_enc.d.addr = hp_tls_enc.undo_addr;
+    }
+    if (r)
+        hp_tbuf_idle(r);
+    hp_tls_last_stack = HPT_STACK_UNKNOWN;
+    hp_thread_reset();
+    hp_tls_guard = 0;
+    return hp_state_is_on();
 }

@@ -26,6 +26,13 @@ void hp_record_realloc_end(uint64_t t_before, size_t old_usable, const void *old
 // Thread exit hook (pthread key destructor): writes THREAD_END, marks the ring closed.
 void hp_record_thread_exit(void *ring);
 
+// An entry point found the recursion guard held (guard.h). Returns whether it may record after
+// all: the holder's frame is gone (a longjmp out of a signal handler that interrupted the shim
+// abandoned it) and the thread's state was put back. Otherwise the call passes through: a real
+// nesting, or a thread that cannot resume, whose later events are counted lost (trailer).
+// here: the entry point's frame (HP_GUARD_HERE). Cold; async-signal-safe.
+bool hp_record_guard_slow(uintptr_t here);
+
 // fork child: this thread's ring and encoder state belong to the parent; forget them.
 void hp_record_fork_child(void);
 

@@ -19,6 +19,7 @@
 #include "unwind.h"
 #include "writer.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
@@ -32,6 +33,7 @@ static _Atomic bool early_started; // recording set up (maybe before our constru
 static bool ctor_done;             // the constructor opened the trace (or gave up)
 static bool trace_started;         // this process image has had its trace: never a second one
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t image_pid; // this image's process; a vfork child (no fork handler runs) differs
 
 uint64_t hp_state_now(void) {
     // the TSC clock starts a little behind the vDSO's (clock.h): never before the start
@@ -202,11 +204,14 @@ static void fork_child(void) {
     start_lock = fresh;
     trace_started = false;
     start_ns = hp_clock_mono_ns();
+    image_pid = getpid();
 }
 
 void hp_state_before_exec(void) {
     // The trace of this image ends here, cleanly; if exec fails, recording simply goes on and
     // the trailer written at exit supersedes this one.
+    if (hp_state_is_vfork_child())
+        return; // the writer and the timers are the parent's, which goes on
     hp_cpu_before_exec();
     if (hp_state_is_on())
         hp_writer_flush_sync(true);
@@ -218,6 +223,7 @@ void hp_state_before_exec(void) {
 static void setup_recording(void) {
     if (atomic_exchange(&early_started, true))
         return;
+    image_pid = getpid();
     hp_real_resolve();
     hp_config_load();
     start_ns = hp_clock_mono_ns();
@@ -275,4 +281,28 @@ __attribute__((destructor)) static void hp_state_fini(void) {
     hp_unwind_report();
     if (entered)
         hp_guard_leave();
+}
+
+bool hp_state_is_vfork_child(void) {
+    return getpid() != image_pid;
+}
+
+void hp_state_before_exit_now(void) {
+    // A vfork child shares the parent's memory, writer and timers: nothing here is its to stop.
+    // A signal handler that calls _exit may have interrupted the shim on this thread, holding
+    // its locks: the last interval is lost rather than risk a deadlock.
+    if (hp_state_is_vfork_child() || hp_tls_guard)
+        return;
+    hp_state_fini(); // what exit() does last: the same trace
+}
+
+void hp_state_exec_failed(void) {
+    if (hp_state_is_vfork_child())
+        return;
+    int e = errno;
+    int entered = hp_guard_enter(); // the sampling thread's set-up is not the program's
+    hp_cpu_exec_failed();
+    if (entered)
+        hp_guard_leave();
+    errno = e;
 }

@@ -33,8 +33,23 @@ bool hp_state_ensure_trace(void);
 // now. Returns whether recording is on. Cold.
 bool hp_state_start_early(void);
 
-// Flushes everything recorded so far before the image is replaced; waits at most ~2 s.
+// Flushes everything recorded so far before the image is replaced; waits at most ~2 s. Nothing
+// in a vfork child: what it would flush and stop is the parent's.
 void hp_state_before_exec(void);
+
+// After a failed exec (the image goes on): resumes what hp_state_before_exec stopped (timer
+// sampling). errno preserved. Cold.
+void hp_state_exec_failed(void);
+
+// _exit/_Exit: the exit flush and trailer the destructor would write, which _exit skips; does
+// nothing in a vfork child (the parent's writer is not its own) or where this thread is inside
+// the shim (a signal handler interrupted it). Waits for the writer. Cold.
+void hp_state_before_exit_now(void);
+
+// Whether this is a vfork child (or another clone sharing the memory of the image that set the
+// shim up): getpid() is not the pid recorded at set-up or by the last fork handler. Such a child
+// must touch nothing the parent owns. Cold (a system call).
+bool hp_state_is_vfork_child(void);
 
 // CLOCK_MONOTONIC nanoseconds since the trace started. Hot path (vDSO).
 uint64_t hp_state_now(void);

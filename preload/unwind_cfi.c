@@ -12,7 +12,9 @@
 #include "config.h"
 #include "diag.h"
 #include "format/hpt_format.h"
+#include "guard.h"
 #include "mem.h"
+#include "thread.h"
 
 #include <dlfcn.h>
 #include <dwarf.h>
@@ -50,13 +52,13 @@ typedef struct slot {
     rule_t rule;
 } slot_t;
 
-// Per-thread direct-mapped cache in front of the shared table: stays in L1.
+// Per-thread direct-mapped cache in front of the shared table (in the thread's block, cfi_thread_t
+// below): stays in L1.
 #define TLS_RULES 256
 typedef struct tls_slot {
     uint64_t pc;
     rule_t rule;
 } tls_slot_t;
-static HP_TLS tls_slot_t hp_tls_rules[TLS_RULES];
 
 typedef struct table {
     uint64_t mask, used;
@@ -243,6 +245,7 @@ static table_t *table_with_room(void) {
 }
 
 HP_NOINLINE HP_COLD static rule_t rule_slow(uint64_t pc) {
+    uintptr_t g = hp_guard_cold_enter(); // the rule lock and libdw's: see guard.h
     pthread_mutex_lock(&lock);
     rule_t r = compute_rule(pc);
     table_t *t = table_with_room();
@@ -258,6 +261,7 @@ HP_NOINLINE HP_COLD static rule_t rule_slow(uint64_t pc) {
         }
     }
     pthread_mutex_unlock(&lock);
+    hp_guard_cold_leave(g);
     return r;
 }
 
@@ -274,8 +278,11 @@ static inline rule_t rule_shared(uint64_t pc) {
     return rule_slow(pc);
 }
 
-static inline rule_t rule_for(uint64_t pc) {
-    tls_slot_t *c = &hp_tls_rules[(pc ^ (pc >> 8)) & (TLS_RULES - 1)];
+// cache: the thread's (may be NULL: no block, the shared table only).
+static inline rule_t rule_for(tls_slot_t *cache, uint64_t pc) {
+    if (HP_UNLIKELY(!cache))
+        return rule_shared(pc);
+    tls_slot_t *c = &cache[(pc ^ (pc >> 8)) & (TLS_RULES - 1)];
     if (HP_LIKELY(c->pc == pc))
         return c->rule;
     rule_t r = rule_shared(pc);
@@ -327,8 +334,22 @@ typedef struct walk_log {
     step_t s[STEPS_MAX];
 } walk_log_t;
 
-static HP_TLS walk_log_t hp_tls_walks[2];
-static HP_TLS uint8_t hp_tls_walk_cur;
+// This backend's part of the thread's block (thread.h): 23.4 KiB, which as static TLS glibc took
+// out of every thread's stack (issue #17).
+typedef struct cfi_thread {
+    tls_slot_t rules[TLS_RULES];
+    walk_log_t walks[2];
+    uint8_t walk_cur;
+    uint32_t check_last_n;                // check mode: the last stack reported
+    uint64_t check_last[HPT_MAX_FRAMES];
+} cfi_thread_t;
+_Static_assert(sizeof(cfi_thread_t) <= HP_UNWIND_THREAD_BYTES, "HP_UNWIND_THREAD_BYTES too small");
+_Static_assert(_Alignof(cfi_thread_t) <= 64, "the block aligns its unwinder part to 64");
+
+// One TLS load; the block's first member is ours (thread.h).
+static inline cfi_thread_t *cfi_thread(void) {
+    return (cfi_thread_t *)(void *)hp_tls_thread;
+}
 
 static inline uint64_t step_changed(const step_t *st) {
     return (*(const uint64_t *)(uintptr_t)st->ra_addr ^ st->ra_val) |
@@ -358,7 +379,7 @@ static inline uint32_t valid_from(const walk_log_t *w, uint32_t j) {
 // that now describes the stack (cur, or prev updated in place when the walks joined at the same
 // depth, which saves copying the shared frames), or NULL when a frame needs the full unwinder.
 __attribute__((noinline)) static walk_log_t *walk(const hp_frame_t *from, walk_log_t *cur,
-                                                  walk_log_t *prev) {
+                                                  walk_log_t *prev, tls_slot_t *rules_cache) {
     uint64_t pc = from->pc, sp = from->sp, bp = from->bp;
     bool bp_ok = true;
     uint32_t i = 0, j = 0;
@@ -434,7 +455,7 @@ __attribute__((noinline)) static walk_log_t *walk(const hp_frame_t *from, walk_l
         st->ra_val = st->bp_val = 0;
         uint8_t fl = bp_ok ? STEP_BP_OK : 0;
         i++;
-        rule_t r = rule_for(pc);
+        rule_t r = rule_for(rules_cache, pc);
         uint64_t cfa;
         if (HP_LIKELY(!(r.flags & (RULE_STOP | RULE_UNSUPPORTED | RULE_CFA_BP | RULE_BP_LOST)))) {
             cfa = sp + (uint64_t)(int64_t)r.cfa_off;
@@ -498,19 +519,17 @@ __attribute__((noinline)) static walk_log_t *walk(const hp_frame_t *from, walk_l
 // ---- backend selection --------------------------------------------------------------------------
 
 static _Atomic uint64_t n_checked, n_differ, n_same, n_steps;
-static HP_TLS uint64_t hp_tls_check_last[HPT_MAX_FRAMES]; // check mode: the last stack reported
-static HP_TLS uint32_t hp_tls_check_last_n;
 
 // HEAPPROF_UNWIND=check: compares with libunwind, and a "same as last" verdict with the last stack.
-HP_NOINLINE HP_COLD static void check_against_libunwind(const uint64_t *out, uint32_t n,
-                                                        uint32_t max, bool same) {
+HP_NOINLINE HP_COLD static void check_against_libunwind(cfi_thread_t *ct, const uint64_t *out,
+                                                        uint32_t n, uint32_t max, bool same) {
     uint64_t ref[HPT_MAX_FRAMES];
     uint32_t m = hp_unwind_libunwind(ref, max);
     bool differ = m != n || memcmp(ref, out, n * sizeof *out);
     if (same)
-        differ |= m != hp_tls_check_last_n || memcmp(ref, hp_tls_check_last, m * sizeof *ref);
-    memcpy(hp_tls_check_last, ref, m * sizeof *ref);
-    hp_tls_check_last_n = m;
+        differ |= m != ct->check_last_n || memcmp(ref, ct->check_last, m * sizeof *ref);
+    memcpy(ct->check_last, ref, m * sizeof *ref);
+    ct->check_last_n = m;
     atomic_fetch_add_explicit(&n_checked, 1, memory_order_relaxed);
     if (same)
         atomic_fetch_add_explicit(&n_same, 1, memory_order_relaxed);
@@ -528,16 +547,19 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
                    hp_unwind_delta_t *delta) {
     *same_as_last = false;
     delta->valid = false;
-    if (hp_config.unwinder == HP_UNWIND_LIBUNWIND)
+    cfi_thread_t *ct = cfi_thread();
+    // No block: the thread gave it back at its exit and a later TLS destructor allocates, or
+    // memory ran out. libunwind needs no state of ours.
+    if (hp_config.unwinder == HP_UNWIND_LIBUNWIND || HP_UNLIKELY(!ct))
         return hp_unwind_libunwind(out, max);
-    walk_log_t *prev = &hp_tls_walks[hp_tls_walk_cur];
-    walk_log_t *cur = walk(from, &hp_tls_walks[hp_tls_walk_cur ^ 1], prev);
+    walk_log_t *prev = &ct->walks[ct->walk_cur];
+    walk_log_t *cur = walk(from, &ct->walks[ct->walk_cur ^ 1], prev, ct->rules);
     if (HP_UNLIKELY(!cur)) {
         prev->complete = false; // the log no longer describes the stack
         return hp_unwind_libunwind(out, max);
     }
     if (cur != prev)
-        hp_tls_walk_cur ^= 1;
+        ct->walk_cur ^= 1;
     uint32_t n = cur->n - cur->own < max ? cur->n - cur->own : max;
     *same_as_last = cur->same;
     if (HP_LIKELY(cur->same && hp_config.unwinder != HP_UNWIND_CHECK))
@@ -555,16 +577,19 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
     }
     report_frames(cur, out, n);
     if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK))
-        check_against_libunwind(out, n, max, cur->same);
+        check_against_libunwind(ct, out, n, max, cur->same);
     return n;
 }
 
 uint32_t hp_unwind_frames(uint64_t *out, uint32_t max) {
-    const walk_log_t *cur = &hp_tls_walks[hp_tls_walk_cur];
+    cfi_thread_t *ct = cfi_thread();
+    if (HP_UNLIKELY(!ct)) // cannot happen after a walk that set *delta; never read a NULL block
+        return hp_unwind_libunwind(out, max);
+    const walk_log_t *cur = &ct->walks[ct->walk_cur];
     uint32_t n = cur->n - cur->own < max ? cur->n - cur->own : max;
     report_frames(cur, out, n);
     if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK))
-        check_against_libunwind(out, n, max, false);
+        check_against_libunwind(ct, out, n, max, false);
     return n;
 }
 
@@ -637,11 +662,13 @@ walk_sample(bool from_copy, uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t
     uint64_t pc = ip + 1;
     bool bp_ok = true;
     uint32_t n = 0;
+    cfi_thread_t *ct = from_copy ? cfi_thread() : NULL; // never touched from a signal handler
+    tls_slot_t *cache = ct ? ct->rules : NULL;
     while (n < max) {
         out[n++] = pc;
         rule_t r;
         if (from_copy) {
-            r = rule_for(pc);
+            r = rule_for(cache, pc);
         } else {
             bool missing = false;
             r = rule_known(pc, &missing);
@@ -692,7 +719,8 @@ uint32_t hp_unwind_signal(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t *out, 
 }
 
 void hp_unwind_prepare(uint64_t pc) {
-    (void)rule_for(pc);
+    cfi_thread_t *ct = cfi_thread();
+    (void)rule_for(ct ? ct->rules : NULL, pc);
 }
 
 void hp_unwind_fork_prepare(void) {

@@ -317,3 +317,61 @@ Test(cpu, refused_perf_falls_back_to_the_timer, .timeout = 120) {
 Test(cpu, refused_perf_with_perf_only_is_recorded_as_off, .timeout = 120) {
     refused("perf", "off", "CPU samples: off: perf_event_open was refused");
 }
+
+// Issue #17: timer sampling stopped for good after a vfork child's exec (the child, sharing our
+// memory, stopped our sampling thread and deleted our timers) and after an exec that failed.
+// exec_burn then spends 0.6 s of CPU in burn_after_exec: some of its samples must be there (at
+// 250/s at most ~150; one is enough to show sampling went on, so no rate is assumed).
+static void sampling_goes_on_after(const char *mode) {
+    static const char *const timer_env[] = {"HEAPPROF_CPU=timer", NULL};
+    char *dir = e2e_tmpdir("exec_burn");
+    char tmpl[4200], trace[4200];
+    snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
+    char *argv[] = {E2E_PROGS "/exec_burn", (char *)mode, "600", NULL};
+    int pid;
+    cr_assert_eq(e2e_run_preloaded(argv, tmpl, timer_env, &pid), 0, "%s", mode);
+    snprintf(trace, sizeof trace, "%s/t.%d.hpt", dir, pid);
+    json_t *s = e2e_stats(trace, NULL);
+    cr_assert_str_eq(str_of(cpu_of(s), "source"), "timer", "%s", str_of(cpu_of(s), "reason"));
+    char *cpu = folded(trace, "cpu");
+    tally_t c = tally(cpu, "burn_after_exec", "main");
+    cr_expect_gt(c.with_fn, 0, "%s: no CPU sample in burn_after_exec (of %lld):\n%s", mode,
+                 c.total, cpu);
+    free(cpu);
+    json_decref(s);
+    free(dir);
+}
+
+Test(cpu, timer_sampling_goes_on_after_a_vfork_child_execs, .timeout = 120) {
+    sampling_goes_on_after("vfork");
+}
+Test(cpu, timer_sampling_goes_on_after_a_failed_exec, .timeout = 120) {
+    sampling_goes_on_after("fail");
+}
+
+// Issue #17: a program that installed its own handler on the timer's signal (SIGRTMAX here)
+// while heapprof sampled had it called 1-3 times with no signal sent, and sampling then stopped.
+// sig_owner installs counting handlers on every real-time signal it may use, burns 0.6 s of CPU
+// and then raises each once: it exits 0 only if no handler ran unasked and each ran once when
+// asked; the trace must have samples in burn_with_handlers (taken after the handlers went in,
+// which before the fix replaced ours: none could be).
+Test(cpu, the_timer_signal_never_reaches_a_handler_the_program_installed, .timeout = 120) {
+    static const char *const timer_env[] = {"HEAPPROF_CPU=timer", NULL};
+    char *dir = e2e_tmpdir("sig_owner");
+    char trace[4200];
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    char *argv[] = {E2E_PROGS "/sig_owner", "600", NULL};
+    char *out = NULL;
+    e2e_run_opts_t o = {.out_template = trace, .env = timer_env};
+    int rc = e2e_run(argv, &o, &out, NULL, NULL);
+    cr_assert_eq(rc, 0, "sig_owner: %s", out);
+    json_t *s = e2e_stats(trace, NULL);
+    cr_assert_str_eq(str_of(cpu_of(s), "source"), "timer", "%s", str_of(cpu_of(s), "reason"));
+    char *cpu = folded(trace, "cpu");
+    tally_t c = tally(cpu, "burn_with_handlers", "main");
+    cr_expect_gt(c.with_fn, 0, "no CPU sample in burn_with_handlers (of %lld):\n%s", c.total, cpu);
+    free(cpu);
+    free(out);
+    json_decref(s);
+    free(dir);
+}

@@ -111,3 +111,42 @@ Test(process, dup2_over_or_closing_the_trace_fd_never_writes_into_the_programs_f
     json_decref(s);
     free(dir);
 }
+
+// Issue #17: _exit and _Exit skip the destructor that writes the last flush interval and the
+// trailer; for a short process that was the whole trace. In vfork mode a child calls _exit
+// between the two halves: it shares the parent's memory and must not stop the parent's writer.
+static void exit_now_keeps_every_block(const char *mode) {
+    char *dir = e2e_tmpdir("exit_now");
+    char tmpl[4096], trace[4096], expect[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
+    snprintf(expect, sizeof expect, "%s/exit_now.expect", E2E_SAMPLES);
+    char *argv[] = {E2E_SAMPLES "/exit_now", (char *)mode, NULL};
+    int pid;
+    cr_assert_eq(e2e_run_preloaded(argv, tmpl, NULL, &pid), 0, "%s", mode);
+    char files[4][4096];
+    cr_assert_eq(traces_in(dir, files, 4), 1, "%s: one trace (a vfork child writes none)", mode);
+    snprintf(trace, sizeof trace, "%s/t.%d.hpt", dir, pid);
+    json_t *s = e2e_stats(trace, "exit_now");
+    const char *keys[] = {"blocks", "bytes", "frees", "peak_blocks", "peak_bytes", "end_blocks",
+                          "end_bytes"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        long long want = e2e_expect(expect, keys[i]);
+        cr_assert_neq(want, -1, "%s missing from %s", keys[i], expect);
+        cr_expect_eq(e2e_int(s, keys[i]), want, "%s: %s: heapprof says %lld, the sample makes %lld",
+                     mode, keys[i], e2e_int(s, keys[i]), want);
+    }
+    cr_expect(json_is_true(json_object_get(json_object_get(s, "damage"), "clean_exit")),
+              "%s: no trailer", mode);
+    json_decref(s);
+    free(dir);
+}
+
+Test(process, underscore_exit_right_after_100000_allocations_keeps_them_all) {
+    exit_now_keeps_every_block("_exit");
+}
+Test(process, underscore_Exit_right_after_100000_allocations_keeps_them_all) {
+    exit_now_keeps_every_block("_Exit");
+}
+Test(process, a_vfork_child_calling_underscore_exit_leaves_the_parents_trace_alone) {
+    exit_now_keeps_every_block("vfork");
+}

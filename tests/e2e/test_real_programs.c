@@ -107,3 +107,45 @@ Test(real_programs, git_perl_sort_tar_gzip, .timeout = 600) {
     }
     free(dir);
 }
+
+// Node.js with worker threads (issue 17): node makes threads with small stacks, which the shim's
+// static TLS once made pthread_create refuse ("pthread_create: Invalid argument"), and its
+// inspector, started by SIGUSR1 on such a thread, never came up. The script waits (without a
+// deadline of its own) until the inspector says where it listens.
+Test(real_programs, node_worker_threads_and_inspector, .timeout = 300) {
+    if (access("/usr/bin/node", X_OK))
+        cr_skip_test("no /usr/bin/node (scripts/deps.sh installs it)");
+    char *dir = e2e_tmpdir("node");
+    char js[4096], trace[4096];
+    snprintf(js, sizeof js, "%s/w.js", dir);
+    snprintf(trace, sizeof trace, "%s/node.%%p.hpt", dir);
+    FILE *f = fopen(js, "w");
+    cr_assert(f);
+    fputs("const { Worker, isMainThread } = require('worker_threads');\n"
+          "if (isMainThread) {\n"
+          "  let done = 0;\n"
+          "  for (let i = 0; i < 4; i++)\n"
+          "    new Worker(__filename).on('exit', () => {\n"
+          "      if (++done < 4) return;\n"
+          "      process.kill(process.pid, 'SIGUSR1');\n"
+          "      const t = setInterval(() => {\n"
+          "        if (require('inspector').url()) { clearInterval(t); console.log('inspector up'); process.exit(0); }\n"
+          "      }, 20);\n"
+          "    });\n"
+          "} else {\n"
+          "  const a = []; for (let i = 0; i < 100000; i++) a.push({ i, s: 'x' + i });\n"
+          "}\n",
+          f);
+    fclose(f);
+    char *argv[] = {"/usr/bin/node", "--inspect-port=0", js, NULL};
+    const char *env[] = {"HEAPPROF_QUIET=1", NULL};
+    e2e_run_opts_t o = {.out_template = trace, .env = env, .timeout_s = 240};
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(e2e_run(argv, &o, &out, &err, NULL), 0, "node failed: %s", err);
+    cr_expect(strstr(out, "inspector up"), "%s", out);
+    cr_expect_null(strstr(err, "pthread_create"), "node could not make a thread: %s", err);
+    cr_expect(strstr(err, "Debugger listening"), "the inspector did not start: %s", err);
+    free(out);
+    free(err);
+    free(dir);
+}

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+// Per-thread blocks (thread.h): mapped from mem.c, never the host's malloc; a free list, so a
+// program that keeps creating threads reuses the blocks of those that exited.
+#include "thread.h"
+
+#include "mem.h"
+
+#include <pthread.h>
+#include <string.h>
+
+HP_TLS hp_thread_t *hp_tls_thread;
+
+static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
+static hp_thread_t *free_list;
+
+hp_thread_t *hp_thread_attach(void) {
+    hp_thread_t *t = hp_tls_thread;
+    if (t)
+        return t;
+    pthread_mutex_lock(&free_lock);
+    t = free_list;
+    if (t)
+        free_list = t->next_free;
+    pthread_mutex_unlock(&free_lock);
+    if (t)
+        memset(t, 0, sizeof *t); // another thread's walk logs name its stack, maybe unmapped now
+    else
+        t = hp_mem_map(sizeof *t); // zeroed
+    hp_tls_thread = t;
+    return t;
+}
+
+void hp_thread_detach(void) {
+    hp_thread_t *t = hp_tls_thread;
+    if (!t)
+        return;
+    hp_tls_thread = NULL;
+    pthread_mutex_lock(&free_lock);
+    t->next_free = free_list;
+    free_list = t;
+    pthread_mutex_unlock(&free_lock);
+}
+
+void hp_thread_reset(void) {
+    if (hp_tls_thread)
+        memset(hp_tls_thread, 0, sizeof *hp_tls_thread);
+}
+
+void hp_thread_fork_child(void) {
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    free_lock = fresh;
+}
