@@ -6,6 +6,7 @@
 #include "reader.h"
 
 #include "format/hpt_codec.h"
+#include "format/hpt_columns.h"
 #include "hmap.h"
 #include "xalloc.h"
 
@@ -97,6 +98,10 @@ struct reader {
     ZSTD_DCtx *dctx;
     uint8_t *raw;
     size_t raw_cap;
+    uint8_t *rows; // a column chunk's records as rows (docs/trace-format.md#columns)
+    size_t rows_cap;
+    hpt_cols_alloc_t *col_allocs; // the untranspose's scratch
+    size_t col_allocs_cap;
 
     bool eof;           // no more chunks: release everything
     bool defs_only;     // reader_load_defs: decode for definitions, keep no events
@@ -250,6 +255,8 @@ static void reader_free(reader_t *r) {
     free(r->threads);
     free(r->argv);
     ZSTD_freeDCtx(r->dctx);
+    free(r->rows);
+    free(r->col_allocs);
     free(r->raw);
     free(r->buf);
     free(r->path);
@@ -531,7 +538,9 @@ static bool def_process(reader_t *r, const hpt_rec_t *rec) {
 static bool hdr_plausible(const hpt_chunk_hdr_t *h) {
     if (h->magic != HPT_CHUNK_MAGIC || h->type < HPT_CHUNK_META || h->type > HPT_CHUNK_HEAP)
         return false;
-    if ((h->flags & ~HPT_CHUNK_ZSTD) || h->raw_bytes > HPT_CHUNK_MAX_RAW)
+    if ((h->flags & ~(HPT_CHUNK_ZSTD | HPT_CHUNK_COLUMNS)) || h->raw_bytes > HPT_CHUNK_MAX_RAW)
+        return false;
+    if ((h->flags & HPT_CHUNK_COLUMNS) && h->type != HPT_CHUNK_EVENTS)
         return false;
     if (h->flags & HPT_CHUNK_ZSTD)
         return h->stored_bytes > 0 && h->stored_bytes <= ZSTD_compressBound(h->raw_bytes);
@@ -910,7 +919,23 @@ static bool process_chunk(reader_t *r, const hpt_chunk_hdr_t *h) {
             return false;
         p = r->raw;
     }
-    if (!decode_chunk(r, h, p, p + h->raw_bytes))
+    const uint8_t *end = p + h->raw_bytes;
+    if (h->flags & HPT_CHUNK_COLUMNS) {
+        hpt_colr_t cols[HPT_COLS];
+        uint64_t row_bytes;
+        if (!hpt_cols_open(p, h->raw_bytes, cols, &row_bytes) || row_bytes > HPT_CHUNK_MAX_RAW)
+            return false;
+        // an allocation record takes at least five row bytes: tag, dt, stack, address, size
+        size_t n_allocs = (size_t)row_bytes / 5 + 1;
+        r->rows = xgrow(r->rows, &r->rows_cap, (size_t)row_bytes + 1, 1);
+        r->col_allocs = xgrow(r->col_allocs, &r->col_allocs_cap, n_allocs, sizeof *r->col_allocs);
+        if (hpt_cols_untranspose(p, h->raw_bytes, r->rows, (size_t)row_bytes, r->col_allocs,
+                                 n_allocs) != row_bytes)
+            return false;
+        p = r->rows;
+        end = p + row_bytes;
+    }
+    if (!decode_chunk(r, h, p, end))
         return false;
     if (h->type == HPT_CHUNK_TRAILER)
         r->damage.trailer = r->has_trailer;

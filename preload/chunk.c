@@ -25,12 +25,12 @@ size_t hp_chunk_pack(uint8_t *out, size_t out_cap, hpt_chunk_hdr_t *hdr, const u
         return 0;
     uint8_t *payload = out + sizeof *hdr;
     size_t stored = raw_len;
-    hdr->flags = 0;
+    hdr->flags &= HPT_CHUNK_COLUMNS;
     if (cctx && raw_len > 64) {
         size_t z = ZSTD_compress2(cctx, payload, out_cap - sizeof *hdr, raw, raw_len);
         if (!ZSTD_isError(z) && z < raw_len) {
             stored = z;
-            hdr->flags = HPT_CHUNK_ZSTD;
+            hdr->flags |= HPT_CHUNK_ZSTD;
         }
     }
     if (!(hdr->flags & HPT_CHUNK_ZSTD) && raw_len)

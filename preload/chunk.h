@@ -15,8 +15,8 @@ typedef struct ZSTD_CCtx_s ZSTD_CCtx;
 size_t hp_chunk_bound(size_t raw_len);
 
 // Writes header + payload into out (capacity out_cap >= hp_chunk_bound(raw_len)). The caller
-// fills hdr->type, tid, n_records, seq, base_time_ns, base_addr; this sets magic, flags, sizes
-// and crc32. cctx NULL stores the payload uncompressed (also done when zstd would not shrink it).
+// fills hdr->type, tid, n_records, seq, base_time_ns, base_addr and flags (only
+// HPT_CHUNK_COLUMNS is kept); this sets magic, HPT_CHUNK_ZSTD, sizes and crc32. cctx NULL stores the payload uncompressed (also done when zstd would not shrink it).
 // Returns the total bytes written, or 0 on failure. Never allocates when cctx is given.
 size_t hp_chunk_encode(uint8_t *out, size_t out_cap, hpt_chunk_hdr_t *hdr, const uint8_t *raw,
                        size_t raw_len, ZSTD_CCtx *cctx);

@@ -7,6 +7,7 @@
 
 #include "chunk.h"
 #include "config.h"
+#include "format/hpt_columns.h"
 #include "guard.h"
 #include "mem.h"
 #include "traceout.h"
@@ -19,15 +20,18 @@
 #include <unistd.h>
 #include <zstd.h>
 
-// What one drain needs beyond the ring: a compression context and two buffers, about 3 MiB
-// with 1 MiB rings. Kept in a pool, as many as drains run at once, never more than
+// What one drain needs beyond the ring: a compression context, three buffers and the column
+// coder's table, about 4 MiB in use with 1 MiB rings (the column buffer is mapped at its worst
+// case, HPT_COLS regions, but only what a chunk's columns fill is ever touched). Kept in a pool, as many as drains run at once, never more than
 // MAX_DRAINERS: threads beyond that wait for one (more would not run faster on the CPUs there
 // are, and 1,000 threads with full rings must not make 1,000 contexts).
 typedef struct drainer {
     ZSTD_CCtx *cctx;
     uint8_t *stage; // the ring's bytes, unwrapped
     uint8_t *out;   // one packed chunk
-    size_t stage_cap, out_cap, chunk_max;
+    uint8_t *cols;  // one chunk's records in columns (docs/trace-format.md#columns)
+    hpt_cols_enc_t *enc;
+    size_t stage_cap, out_cap, cols_cap, chunk_max;
     struct drainer *next;
 } drainer_t;
 
@@ -81,12 +85,17 @@ static drainer_t *drainer_new(void) {
     d->chunk_max = (size_t)hp_config.chunk_kb * 1024;
     d->stage_cap = hp_config.ring_bytes;
     d->out_cap = hp_chunk_bound(d->chunk_max + HP_REC_MAX);
+    d->cols_cap = hpt_cols_bound(d->chunk_max + HP_REC_MAX);
     d->stage = hp_mem_map(d->stage_cap);
     d->out = hp_mem_map(d->out_cap);
+    d->cols = hp_mem_map(d->cols_cap);
+    d->enc = hp_mem_map(sizeof *d->enc);
     d->cctx = ZSTD_createCCtx();
-    if (!d->stage || !d->out || !d->cctx) {
+    if (!d->stage || !d->out || !d->cols || !d->enc || !d->cctx) {
         hp_mem_unmap(d->stage, d->stage_cap);
         hp_mem_unmap(d->out, d->out_cap);
+        hp_mem_unmap(d->cols, d->cols_cap);
+        hp_mem_unmap(d->enc, sizeof *d->enc);
         ZSTD_freeCCtx(d->cctx);
         hp_mem_unmap(d, sizeof *d);
         return NULL;
@@ -154,9 +163,18 @@ static bool write_records(hp_ring_t *r, drainer_t *d, const uint8_t *p, const ui
             nrec++;
             p = next;
         }
-        if (ok)
-            ok = hp_traceout_chunk(HPT_CHUNK_EVENTS, r->tid, start, (size_t)(p - start), nrec,
-                                   base, d->out, d->out_cap, d->cctx);
+        if (ok) {
+            // columns compress to a third to a half of the rows (docs/design.md#the-pipeline);
+            // rows where the column form cannot carry a record or would not be smaller
+            size_t len = (size_t)(p - start);
+            size_t cn = hpt_cols_transpose(start, len, d->cols, d->cols_cap, d->enc);
+            if (cn && cn < len)
+                ok = hp_traceout_chunk(HPT_CHUNK_EVENTS, HPT_CHUNK_COLUMNS, r->tid, d->cols, cn,
+                                       nrec, base, d->out, d->out_cap, d->cctx);
+            else
+                ok = hp_traceout_chunk(HPT_CHUNK_EVENTS, 0, r->tid, start, len, nrec, base,
+                                       d->out, d->out_cap, d->cctx);
+        }
         if (ok)
             hp_traceout_add_bytes((uint64_t)(p - start));
     }

@@ -112,10 +112,12 @@ bool hp_traceout_write(uint8_t *chunk, size_t n, uint32_t payload_crc) {
     return ok;
 }
 
-bool hp_traceout_chunk(uint16_t type, uint32_t tid, const uint8_t *raw, size_t len, uint32_t nrec,
-                       hpt_dstate_t base, uint8_t *out, size_t out_cap, ZSTD_CCtx *cctx) {
+bool hp_traceout_chunk(uint16_t type, uint16_t flags, uint32_t tid, const uint8_t *raw,
+                       size_t len, uint32_t nrec, hpt_dstate_t base, uint8_t *out, size_t out_cap,
+                       ZSTD_CCtx *cctx) {
     hpt_chunk_hdr_t h = {0};
     h.type = type;
+    h.flags = flags;
     h.tid = tid;
     h.n_records = nrec;
     h.base_time_ns = base.time_ns;

@@ -21,10 +21,12 @@ bool hp_traceout_open(int fd, const char *path, const hpt_file_hdr_t *hdr);
 // trace cannot be written (profiling is then disabled, once) or was closed. Thread-safe.
 bool hp_traceout_write(uint8_t *chunk, size_t n, uint32_t payload_crc);
 
-// Packs and writes one chunk from a caller's buffer (rare chunks: META, SYNC, TRAILER).
-// out must hold hp_chunk_bound(len) bytes; cctx may be NULL (stored uncompressed).
-bool hp_traceout_chunk(uint16_t type, uint32_t tid, const uint8_t *raw, size_t len, uint32_t nrec,
-                       hpt_dstate_t base, uint8_t *out, size_t out_cap, ZSTD_CCtx *cctx);
+// Packs and writes one chunk from a caller's buffer. flags: 0 or HPT_CHUNK_COLUMNS (raw is a
+// column payload). out must hold hp_chunk_bound(len) bytes; cctx may be NULL (stored
+// uncompressed).
+bool hp_traceout_chunk(uint16_t type, uint16_t flags, uint32_t tid, const uint8_t *raw,
+                       size_t len, uint32_t nrec, hpt_dstate_t base, uint8_t *out, size_t out_cap,
+                       ZSTD_CCtx *cctx);
 
 // Chunks written since the last call (the flusher writes a SYNC only after new chunks).
 uint64_t hp_traceout_take_count(void);

@@ -177,7 +177,7 @@ int hp_writer_create_file(const char *tmpl, char *path, size_t cap) {
 
 static void write_small(uint16_t type, const uint8_t *raw, size_t len, uint32_t nrec,
                         hpt_dstate_t base) {
-    hp_traceout_chunk(type, 0, raw, len, nrec, base, small_out, sizeof small_out, NULL);
+    hp_traceout_chunk(type, 0, 0, raw, len, nrec, base, small_out, sizeof small_out, NULL);
 }
 
 // Writes every record committed so far, then a SYNC whose watermark bounds all later records
@@ -328,7 +328,7 @@ bool hp_writer_start(int fd, const char *path, const hpt_file_hdr_t *hdr, const 
     n_lost_reaped = wait_ns_reaped = n_waits_reaped = 0;
     size_t cap = hp_chunk_bound(meta_len);
     uint8_t *out = hp_mem_map(cap);
-    bool ok = out && hp_traceout_chunk(HPT_CHUNK_META, 0, meta, meta_len, meta_records,
+    bool ok = out && hp_traceout_chunk(HPT_CHUNK_META, 0, 0, meta, meta_len, meta_records,
                                        (hpt_dstate_t){0}, out, cap, NULL);
     hp_mem_unmap(out, cap);
     if (!ok || !hp_pipeline_start())

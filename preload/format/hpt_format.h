@@ -43,7 +43,9 @@ enum hpt_chunk_type {
                            // of the first record, base_addr = the serial base (next new block)
 };
 
-#define HPT_CHUNK_ZSTD 1u // payload is one zstd frame of raw_bytes
+#define HPT_CHUNK_ZSTD 1u    // payload is one zstd frame of raw_bytes
+#define HPT_CHUNK_COLUMNS 2u // EVENTS only: the payload (after zstd) holds the records in columns,
+                             // not one after another (hpt_columns.h, docs/trace-format.md#columns)
 
 // Every chunk starts with this header. A chunk is self-contained: the delta bases of its first
 // record are in the header, so a reader can decode any intact chunk after a damaged one.

@@ -79,6 +79,10 @@ cp "$tmp/mini.hpt" "$out/mini.hpt"
 "$seedgen" plain "$tmp/mini.hpt" "$out/mini-plain.hpt"
 cp "$tmp/exact_counts.hpt" "$out/exact_counts.hpt"
 "$seedgen" plain "$tmp/exact_counts.hpt" "$out/exact_counts-plain.hpt" 40000
+# the shim writes EVENTS chunks in columns (HPT_CHUNK_COLUMNS) since they came: these two seeds
+# are column chunks, zstd and plain (a rerun makes the two above columns as well)
+cp "$tmp/exact_counts.hpt" "$out/exact_counts-columns.hpt"
+"$seedgen" plain "$tmp/exact_counts.hpt" "$out/exact_counts-columns-plain.hpt" 60000
 "$seedgen" prefix "$tmp/vector_map.hpt" "$out/vector_map-prefix.hpt" 48000
 "$seedgen" plain "$tmp/vector_map.hpt" "$out/vector_map-plain-prefix.hpt" 60000
 if [ -f "$tmp/vec_growth.hpt" ]; then

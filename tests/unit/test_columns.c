@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: MIT
+// hpt_columns.h: records -> columns -> the same record bytes, for every record
+// type, across chunk boundaries (one coder state for many chunks), and damaged
+// column payloads refused without reading or writing out of bounds (each buffer
+// is a heap block of exactly its size, so the ASan build proves it).
+#include "format/hpt_columns.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+static hpt_cols_enc_t enc; // 768 KiB: not on the stack
+
+typedef struct rows {
+    uint8_t b[1 << 16];
+    uint8_t *p;
+    uint64_t addr; // the last address field written (the delta base)
+    uint32_t n;
+} rows_t;
+
+static void r_init(rows_t *r) {
+    r->p = r->b;
+    r->addr = 0x7f0000001000ull;
+    r->n = 0;
+}
+
+static void r_addr(rows_t *r, uint64_t a) {
+    r->p = hpt_put_varint(r->p, hpt_zigzag((int64_t)(a - r->addr)));
+    r->addr = a;
+}
+
+static void r_alloc(rows_t *r, uint8_t tag, uint64_t dt, uint64_t stack, uint64_t a,
+                    uint64_t size) {
+    *r->p++ = tag;
+    r->p = hpt_put_varint(r->p, dt);
+    r->p = hpt_put_varint(r->p, stack);
+    r_addr(r, a);
+    r->p = hpt_put_varint(r->p, size);
+    if (tag == HPT_REC_ALIGNED)
+        r->p = hpt_put_varint(r->p, 64);
+    r->n++;
+}
+
+static void r_free(rows_t *r, uint64_t dt, uint64_t a, int method, uint64_t t, uint64_t nz) {
+    *r->p++ = HPT_REC_FREE;
+    r->p = hpt_put_varint(r->p, dt);
+    r_addr(r, a);
+    r->p = hpt_put_touch(r->p, method, t, nz);
+    r->n++;
+}
+
+static void r_realloc(rows_t *r, uint64_t dt, uint64_t dt2, uint64_t stack, uint64_t old,
+                      uint64_t a, uint64_t size) {
+    *r->p++ = HPT_REC_REALLOC;
+    r->p = hpt_put_varint(r->p, dt);
+    r->p = hpt_put_varint(r->p, dt2);
+    r->p = hpt_put_varint(r->p, stack);
+    r_addr(r, old);
+    r_addr(r, a);
+    r->p = hpt_put_varint(r->p, size);
+    r->n++;
+}
+
+static void r_bytes(rows_t *r, const void *s, size_t n) {
+    memcpy(r->p, s, n);
+    r->p += n;
+    r->n++;
+}
+
+// Every record type the column form carries, frees of blocks of the chunk and
+// of others.
+static void every_kind(rows_t *r) {
+    static const uint8_t stack[] = {HPT_REC_STACK, 5, 3, 0x80, 0x80, 0x04, 0x10, 0x11};
+    static const uint8_t tstart[] = {HPT_REC_THREAD_START, 7, 3, 'a', 'b', 'c'};
+    static const uint8_t tend[] = {HPT_REC_THREAD_END, 0};
+    static const uint8_t mload[] = {HPT_REC_MODULE_LOAD, 1, 0x80, 0x20, 0x10, 2, '/', 'x', 1, 9};
+    static const uint8_t munload[] = {HPT_REC_MODULE_UNLOAD, 3, 0x80, 0x20};
+    static const uint8_t sample[] = {HPT_REC_CPU_SAMPLE, 3, 0x2a, 5};
+    static const uint8_t info[] = {HPT_REC_CPU_INFO, 1, 0xe5, 0x07, 4, 0, 2, 'o', 'k'};
+    r_bytes(r, tstart, sizeof tstart);
+    r_bytes(r, stack, sizeof stack);
+    const uint64_t h = 0x55550000a000ull;
+    r_alloc(r, HPT_REC_MALLOC, 120, 5, h, 24);
+    r_alloc(r, HPT_REC_CALLOC, 300, 5, h + 0x40, 100);
+    r_alloc(r, HPT_REC_ALIGNED, 1, 6, h + 0x1000, 4096);
+    r_free(r, 80, h + 0x40, HPT_TOUCH_FILL, 3, 100);  // a block of the chunk
+    r_free(r, 80, h, HPT_TOUCH_FILL_SAMPLED, 24, 16); // nz below the count
+    r_free(r, 80, h - 0x999, HPT_TOUCH_RESIDENT, 4096,
+           0);                      // not 16-aligned, not of the chunk
+    r_free(r, 9, 0x1234, -1, 0, 0); // not measured
+    r_bytes(r, sample, sizeof sample);
+    r_realloc(r, 10, 0, 7, 0, h + 0x2000, 10); // realloc(NULL, n)
+    r_realloc(r, 10, 0, 7, h + 0x2000, h + 0x2000,
+              11);                                           // in place, size grown by one
+    r_realloc(r, 10, 5000, 7, h + 0x2000, h + 0x8000, 4000); // moved
+    r_realloc(r, 10, 1, 7, 0xdead0, 0xbeef8, 1);             // old not of the chunk
+    r_bytes(r, mload, sizeof mload);
+    r_bytes(r, munload, sizeof munload);
+    r_free(r, 2, h + 0x8000, HPT_TOUCH_FILL, 4000, 4000);
+    r_free(r, 2, h + 0x1000, HPT_TOUCH_FILL, 0, 4096);
+    r_alloc(r, HPT_REC_MALLOC, UINT32_MAX, 0, UINT64_MAX - 15,
+            1ull << 40); // far away
+    r_free(r, 0, UINT64_MAX - 15, HPT_TOUCH_FILL, 1ull << 40, 0);
+    r_bytes(r, info, sizeof info);
+    r_bytes(r, tend, sizeof tend);
+}
+
+// Transposes rows and untransposes them again, each buffer of exactly its size;
+// returns the column payload (caller frees) and checks the round trip.
+static uint8_t *round_trip(const uint8_t *rows, size_t n, size_t *cn_out) {
+    uint8_t *in = malloc(n ? n : 1);
+    memcpy(in, rows, n);
+    size_t cap = hpt_cols_bound(n);
+    uint8_t *cols = malloc(cap);
+    size_t cn = hpt_cols_transpose(in, n, cols, cap, &enc);
+    cr_assert_gt(cn, 0, "transpose refused %zu row bytes", n);
+    uint8_t *payload = malloc(cn);
+    memcpy(payload, cols, cn);
+    free(cols);
+    uint8_t *back = malloc(n ? n : 1);
+    size_t n_allocs = n / 5 + 1;
+    hpt_cols_alloc_t *al = malloc(n_allocs * sizeof *al);
+    cr_assert_eq(hpt_cols_untranspose(payload, cn, back, n, al, n_allocs), n);
+    cr_assert_eq(memcmp(back, in, n), 0, "the rows that came back differ");
+    free(al);
+    free(back);
+    free(in);
+    *cn_out = cn;
+    return payload;
+}
+
+Test(columns, every_record_type_comes_back_byte_for_byte) {
+    static rows_t r;
+    r_init(&r);
+    every_kind(&r);
+    size_t cn;
+    free(round_trip(r.b, (size_t)(r.p - r.b), &cn));
+}
+
+Test(columns, an_empty_chunk_comes_back_empty) {
+    size_t cn;
+    free(round_trip((const uint8_t *)"", 0, &cn));
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void) {
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return rng_state = x;
+}
+
+// A churn of allocations and frees (some of live blocks of earlier chunks, some
+// reallocs), cut into chunks at random record boundaries with one coder for
+// all: each chunk stands alone.
+Test(columns, random_streams_cut_into_chunks_come_back) {
+    static rows_t r;
+    static uint64_t live[512];
+    for (int i = 0; i < 512; i++)
+        live[i] = 0x5555000000ull + (uint64_t)i * 0x100;
+    for (int chunk = 0; chunk < 300; chunk++) {
+        r_init(&r);
+        r.addr = live[rnd() % 512]; // any base: only differences are written
+        int n = (int)(rnd() % 400);
+        for (int i = 0; i < n; i++) {
+            uint64_t x = rnd(), slot = x % 512;
+            uint64_t a = 0x5555000000ull + ((x >> 9) % 65536) * 16 + ((x >> 40) % 8 == 0 ? 8 : 0);
+            switch ((x >> 32) % 8) {
+            case 0:
+            case 1:
+            case 2:
+                r_free(&r, x % 300, live[slot], (int)((x >> 20) % 4) - 1, (x >> 24) % 5000,
+                       (x >> 12) % 5000);
+                live[slot] = a;
+                r_alloc(&r, HPT_REC_MALLOC + (uint8_t)((x >> 50) % 3), x % 1000, x % 7, a,
+                        (x >> 16) % 9000);
+                break;
+            case 3:
+                r_realloc(&r, x % 50, (x >> 8) % 3, 2, live[slot], a, (x >> 20) % 70000);
+                live[slot] = a;
+                break;
+            case 4: {
+                uint8_t end[] = {HPT_REC_THREAD_END, (uint8_t)(x & 0x7f)};
+                r_bytes(&r, end, sizeof end);
+                break;
+            }
+            default:
+                r_free(&r, x % 300, live[slot], HPT_TOUCH_FILL, (x >> 20) % 64, (x >> 12) % 64);
+                live[slot] = a;
+                r_alloc(&r, HPT_REC_MALLOC, x % 1000, x % 7, a, (x >> 16) % 64);
+                break;
+            }
+        }
+        size_t cn;
+        free(round_trip(r.b, (size_t)(r.p - r.b), &cn));
+    }
+}
+
+Test(columns, records_the_column_form_does_not_carry_are_refused) {
+    static const uint8_t process[] = {HPT_REC_PROCESS, 1, 'x', 0};
+    static const uint8_t trailer[] = {HPT_REC_TRAILER, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    static const uint8_t heap[] = {HPT_REC_H_MALLOC, 1, 1};
+    static const uint8_t cut[] = {HPT_REC_MALLOC, 1, 1}; // ends inside the record
+    static uint8_t out[4096];
+    cr_assert_eq(hpt_cols_transpose(process, sizeof process, out, sizeof out, &enc), 0);
+    cr_assert_eq(hpt_cols_transpose(trailer, sizeof trailer, out, sizeof out, &enc), 0);
+    cr_assert_eq(hpt_cols_transpose(heap, sizeof heap, out, sizeof out, &enc), 0);
+    cr_assert_eq(hpt_cols_transpose(cut, sizeof cut, out, sizeof out, &enc), 0);
+    cr_assert_eq(hpt_cols_transpose(cut, sizeof cut, out, hpt_cols_bound(3) - 1, &enc), 0);
+}
+
+// Untransposes a copy of p[0, n) in a block of exactly n bytes, into exactly
+// rows_cap bytes.
+static size_t untranspose_exact(const uint8_t *p, size_t n, size_t rows_cap, size_t n_allocs) {
+    uint8_t *in = malloc(n ? n : 1), *rows = malloc(rows_cap ? rows_cap : 1);
+    hpt_cols_alloc_t *al = malloc((n_allocs ? n_allocs : 1) * sizeof *al);
+    memcpy(in, p, n);
+    size_t got = hpt_cols_untranspose(in, n, rows, rows_cap, al, n_allocs);
+    free(al);
+    free(rows);
+    free(in);
+    return got;
+}
+
+Test(columns, damaged_payloads_fail_cleanly) {
+    static rows_t r;
+    r_init(&r);
+    every_kind(&r);
+    const size_t n = (size_t)(r.p - r.b);
+    size_t cn;
+    uint8_t *cols = round_trip(r.b, n, &cn);
+    // every truncation: the table no longer adds up
+    for (size_t len = 0; len < cn; len++)
+        cr_assert_eq(untranspose_exact(cols, len, n, n), 0, "cut to %zu of %zu bytes", len, cn);
+    // too little room for the rows, or for the allocations
+    cr_assert_eq(untranspose_exact(cols, cn, n - 1, n), 0);
+    cr_assert_eq(untranspose_exact(cols, cn, n, 2), 0);
+    cr_assert_eq(untranspose_exact(cols, cn, n, 0), 0);
+    // every byte changed to a few values: whatever comes out fits the room given
+    static const uint8_t vals[] = {0x00, 0x01, 0x7f, 0x80, 0xff};
+    uint8_t *bad = malloc(cn);
+    for (size_t i = 0; i < cn; i++) {
+        for (size_t k = 0; k < sizeof vals; k++) {
+            memcpy(bad, cols, cn);
+            if (bad[i] == vals[k])
+                continue;
+            bad[i] = vals[k];
+            cr_assert_leq(untranspose_exact(bad, cn, n, n), n);
+        }
+    }
+    // a free that names an allocation the chunk has not made yet (reference 0
+    // before any)
+    free(bad);
+    free(cols);
+    static rows_t f;
+    r_init(&f);
+    r_free(&f, 1, 0x1000, -1, 0, 0);
+    r_alloc(&f, HPT_REC_MALLOC, 1, 1, 0x2000, 16);
+    cols = round_trip(f.b, (size_t)(f.p - f.b), &cn);
+    hpt_colr_t c[HPT_COLS];
+    uint64_t rb;
+    cr_assert(hpt_cols_open(cols, cn, c, &rb));
+    uint8_t *fv = cols + (c[HPT_COL_FREE].p - cols);
+    memset(fv, 0, (size_t)(c[HPT_COL_FREE].end - c[HPT_COL_FREE].p));
+    cr_assert_eq(untranspose_exact(cols, cn, rb, rb), 0);
+    free(cols);
+}
