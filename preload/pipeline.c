@@ -85,7 +85,7 @@ static drainer_t *drainer_new(void) {
     d->chunk_max = (size_t)hp_config.chunk_kb * 1024;
     d->stage_cap = hp_config.ring_bytes;
     d->out_cap = hp_chunk_bound(d->chunk_max + HP_REC_MAX);
-    d->cols_cap = hpt_cols_bound(d->chunk_max + HP_REC_MAX);
+    d->cols_cap = hpt_cols_bound(d->chunk_max + HPT_COLS_REC_MAX);
     d->stage = hp_mem_map(d->stage_cap);
     d->out = hp_mem_map(d->out_cap);
     d->cols = hp_mem_map(d->cols_cap);
@@ -138,47 +138,62 @@ static bool is_event(uint8_t tag) {
            tag == HPT_REC_FREE || tag == HPT_REC_REALLOC;
 }
 
+// The rows [p, end) as they are, in chunks of at most chunk_max bytes: what is written when the
+// column form cannot carry a chunk. Decodes each record for the delta state at the next chunk.
+static bool write_rows(hp_ring_t *r, drainer_t *d, const uint8_t **pp, const uint8_t *end,
+                       uint64_t *events) {
+    const uint8_t *p = *pp, *start = p;
+    hpt_dstate_t base = r->wstate;
+    uint32_t nrec = 0;
+    hpt_rec_t rec;
+    while (p < end) {
+        hpt_dstate_t before = r->wstate;
+        const uint8_t *next = hpt_rec_decode(p, end, &r->wstate, &rec);
+        if (!next)
+            return false; // the ring was damaged: nothing after this point can be trusted
+        if ((size_t)(next - start) > d->chunk_max && p != start) {
+            r->wstate = before; // this record starts the next chunk
+            break;
+        }
+        *events += is_event(rec.tag);
+        nrec++;
+        p = next;
+    }
+    *pp = p;
+    return hp_traceout_chunk(HPT_CHUNK_EVENTS, 0, r->tid, start, (size_t)(p - start), nrec, base,
+                             d->out, d->out_cap, d->cctx);
+}
+
 // Writes [p, end) of r's unwrapped records as chunks of at most chunk_max raw bytes (a record
-// is never split), each starting from the delta state reached before it. Returns false if the
-// records do not decode (an internal error) or the trace cannot be written; *events counts the
-// events decoded either way.
+// is never split), each starting from the delta state reached before it: in columns, which
+// compress to a third to a half of the rows (docs/design.md#the-pipeline), else as rows.
+// Returns false if the records do not decode (an internal error) or the trace cannot be
+// written; *events counts the events written.
 static bool write_records(hp_ring_t *r, drainer_t *d, const uint8_t *p, const uint8_t *end,
                           uint64_t *events) {
-    bool ok = true;
     while (p < end) {
         const uint8_t *start = p;
-        hpt_dstate_t base = r->wstate;
-        uint32_t nrec = 0;
-        hpt_rec_t rec;
-        while (p < end) {
-            hpt_dstate_t before = r->wstate;
-            const uint8_t *next = hpt_rec_decode(p, end, &r->wstate, &rec);
-            if (!next)
-                return false; // the ring was damaged: nothing after this point can be trusted
-            if ((size_t)(next - start) > d->chunk_max && p != start) {
-                r->wstate = before; // this record starts the next chunk
-                break;
-            }
-            *events += is_event(rec.tag);
-            nrec++;
-            p = next;
+        hpt_cols_info_t ci;
+        size_t cn = hpt_cols_transpose(p, (size_t)(end - p), d->chunk_max, d->cols, d->cols_cap,
+                                       d->enc, &ci);
+        bool ok;
+        if (cn && cn < ci.row_bytes) {
+            hpt_dstate_t base = r->wstate;
+            ok = hp_traceout_chunk(HPT_CHUNK_EVENTS, HPT_CHUNK_COLUMNS, r->tid, d->cols, cn,
+                                   ci.n_records, base, d->out, d->out_cap, d->cctx);
+            // the transpose decoded from a zero base: every field it moved is a delta
+            r->wstate.time_ns = base.time_ns + ci.end.time_ns;
+            r->wstate.addr = base.addr + ci.end.addr;
+            *events += ci.n_events;
+            p += ci.row_bytes;
+        } else {
+            ok = write_rows(r, d, &p, end, events);
         }
-        if (ok) {
-            // columns compress to a third to a half of the rows (docs/design.md#the-pipeline);
-            // rows where the column form cannot carry a record or would not be smaller
-            size_t len = (size_t)(p - start);
-            size_t cn = hpt_cols_transpose(start, len, d->cols, d->cols_cap, d->enc);
-            if (cn && cn < len)
-                ok = hp_traceout_chunk(HPT_CHUNK_EVENTS, HPT_CHUNK_COLUMNS, r->tid, d->cols, cn,
-                                       nrec, base, d->out, d->out_cap, d->cctx);
-            else
-                ok = hp_traceout_chunk(HPT_CHUNK_EVENTS, 0, r->tid, start, len, nrec, base,
-                                       d->out, d->out_cap, d->cctx);
-        }
-        if (ok)
-            hp_traceout_add_bytes((uint64_t)(p - start));
+        if (!ok)
+            return false;
+        hp_traceout_add_bytes((uint64_t)(p - start));
     }
-    return ok;
+    return true;
 }
 
 bool hp_pipeline_drain(hp_ring_t *r) {

@@ -100,17 +100,36 @@ static inline size_t hpt_cols_bound(size_t row_bytes) {
     return HPT_COLS_HDR_MAX + (size_t)HPT_COLS * (row_bytes + 2 * HPT_VARINT_MAX);
 }
 
-// Transposes the records [rows, rows + row_bytes) of one chunk into columns at
-// out (capacity out_cap >= hpt_cols_bound(row_bytes)). Returns the payload's
-// size, or 0 if a record does not decode, is of a kind the column form does not
-// carry (PROCESS, TRAILER, heap-stream records) or holds a value the codes
-// cannot express: the caller then writes the rows as they are. enc must stay
-// with the caller across calls (its epoch separates chunks). Hot path of the
-// drainers: one pass, no allocation.
-static inline size_t hpt_cols_transpose(const uint8_t *rows, size_t row_bytes, uint8_t *out,
-                                        size_t out_cap, hpt_cols_enc_t *enc) {
-    const size_t region = row_bytes + 2 * HPT_VARINT_MAX;
-    if (out_cap < hpt_cols_bound(row_bytes))
+// What a transpose consumed: the rows it took (whole records), how many records
+// and heap events they hold, and the delta state after them relative to the
+// chunk's base (add it to the base for the next chunk's).
+typedef struct hpt_cols_info {
+    size_t row_bytes;
+    uint32_t n_records, n_events;
+    hpt_dstate_t end;
+} hpt_cols_info_t;
+
+// Longest record the column form takes whole (a MODULE_LOAD's path and build id,
+// a STACK of HPT_MAX_FRAMES frames): a chunk's rows stop at most this far past
+// max_bytes.
+#define HPT_COLS_REC_MAX 8192u
+
+// Transposes the records at rows (row_bytes available) into the columns of one
+// chunk at out, taking whole records while they stay within max_bytes (at least
+// one); out must hold hpt_cols_bound(min(row_bytes, max_bytes +
+// HPT_COLS_REC_MAX)). Returns the payload's size and fills *info, or 0 if a
+// record does not decode, is of a kind the column form does not carry (PROCESS,
+// TRAILER, heap-stream records) or holds a value the codes cannot express: the
+// caller then writes the rows as they are. enc must stay with the caller across
+// calls (its epoch separates chunks). Hot path of the drainers: one pass (the
+// only decode of each record), no allocation.
+static inline size_t hpt_cols_transpose(const uint8_t *rows, size_t row_bytes, size_t max_bytes,
+                                        uint8_t *out, size_t out_cap, hpt_cols_enc_t *enc,
+                                        hpt_cols_info_t *info) {
+    const size_t take = row_bytes < max_bytes + HPT_COLS_REC_MAX ? row_bytes
+                                                                  : max_bytes + HPT_COLS_REC_MAX;
+    const size_t region = take + 2 * HPT_VARINT_MAX;
+    if (out_cap < hpt_cols_bound(take))
         return 0;
     if (++enc->epoch == 0) { // wrapped: old entries could look current
         memset(enc->slot, 0, sizeof enc->slot);
@@ -126,13 +145,22 @@ static inline size_t hpt_cols_transpose(const uint8_t *rows, size_t row_bytes, u
     hpt_dstate_t st = {0};
     hpt_rec_t r;
     uint64_t prev_free = 0, last_realloc_size = 0;
-    uint32_t n_allocs = 0;
+    uint32_t n_allocs = 0, n_records = 0, n_events = 0;
     const uint8_t *p = rows, *end = rows + row_bytes;
     while (p < end) {
         const uint64_t t0 = st.time_ns, a0 = st.addr;
+        const hpt_dstate_t before = st;
         const uint8_t *next = hpt_rec_decode(p, end, &st, &r);
-        if (!next || !hpt_colw_bytes(&w[HPT_COL_TAG], p, 1))
+        if (!next)
             return 0;
+        if (p != rows && (size_t)(next - rows) > max_bytes) {
+            st = before; // this record starts the next chunk
+            break;
+        }
+        if ((size_t)(next - rows) > take || !hpt_colw_bytes(&w[HPT_COL_TAG], p, 1))
+            return 0;
+        n_records++;
+        n_events += r.tag <= HPT_REC_REALLOC && r.tag >= HPT_REC_MALLOC;
         uint64_t v, old = 0, old_size = 0;
         bool ok = true, known = false, is_alloc = false;
         switch (r.tag) {
@@ -221,8 +249,12 @@ static inline size_t hpt_cols_transpose(const uint8_t *rows, size_t row_bytes, u
     }
     // the table, then the columns moved down behind it (regions only move towards
     // out)
+    info->row_bytes = (size_t)(p - rows);
+    info->n_records = n_records;
+    info->n_events = n_events;
+    info->end = st;
     uint8_t *q = hpt_put_varint(out, HPT_COLS);
-    q = hpt_put_varint(q, row_bytes);
+    q = hpt_put_varint(q, info->row_bytes);
     for (int i = 0; i < HPT_COLS; i++)
         q = hpt_put_varint(q, (uint64_t)(w[i].p - (base + (size_t)i * region)));
     for (int i = 0; i < HPT_COLS; i++) {

@@ -112,8 +112,24 @@ static uint8_t *round_trip(const uint8_t *rows, size_t n, size_t *cn_out) {
     memcpy(in, rows, n);
     size_t cap = hpt_cols_bound(n);
     uint8_t *cols = malloc(cap);
-    size_t cn = hpt_cols_transpose(in, n, cols, cap, &enc);
+    hpt_cols_info_t ci;
+    size_t cn = hpt_cols_transpose(in, n, SIZE_MAX / 2, cols, cap, &enc, &ci);
     cr_assert_gt(cn, 0, "transpose refused %zu row bytes", n);
+    cr_assert_eq(ci.row_bytes, n, "a chunk with no limit took only %zu of %zu bytes", ci.row_bytes,
+                 n);
+    // its end state is the rows' own, decoded from a zero base
+    hpt_dstate_t st = {0};
+    hpt_rec_t rec;
+    uint32_t n_rec = 0, n_ev = 0;
+    for (const uint8_t *p = in; p < in + n; n_rec++) {
+        p = hpt_rec_decode(p, in + n, &st, &rec);
+        cr_assert_not_null(p);
+        n_ev += rec.tag >= HPT_REC_MALLOC && rec.tag <= HPT_REC_REALLOC;
+    }
+    cr_assert_eq(ci.n_records, n_rec);
+    cr_assert_eq(ci.n_events, n_ev);
+    cr_assert_eq(ci.end.time_ns, st.time_ns);
+    cr_assert_eq(ci.end.addr, st.addr);
     uint8_t *payload = malloc(cn);
     memcpy(payload, cols, cn);
     free(cols);
@@ -203,11 +219,57 @@ Test(columns, records_the_column_form_does_not_carry_are_refused) {
     static const uint8_t heap[] = {HPT_REC_H_MALLOC, 1, 1};
     static const uint8_t cut[] = {HPT_REC_MALLOC, 1, 1}; // ends inside the record
     static uint8_t out[4096];
-    cr_assert_eq(hpt_cols_transpose(process, sizeof process, out, sizeof out, &enc), 0);
-    cr_assert_eq(hpt_cols_transpose(trailer, sizeof trailer, out, sizeof out, &enc), 0);
-    cr_assert_eq(hpt_cols_transpose(heap, sizeof heap, out, sizeof out, &enc), 0);
-    cr_assert_eq(hpt_cols_transpose(cut, sizeof cut, out, sizeof out, &enc), 0);
-    cr_assert_eq(hpt_cols_transpose(cut, sizeof cut, out, hpt_cols_bound(3) - 1, &enc), 0);
+    hpt_cols_info_t ci;
+    const size_t all = SIZE_MAX / 2;
+    cr_assert_eq(hpt_cols_transpose(process, sizeof process, all, out, sizeof out, &enc, &ci), 0);
+    cr_assert_eq(hpt_cols_transpose(trailer, sizeof trailer, all, out, sizeof out, &enc, &ci), 0);
+    cr_assert_eq(hpt_cols_transpose(heap, sizeof heap, all, out, sizeof out, &enc, &ci), 0);
+    cr_assert_eq(hpt_cols_transpose(cut, sizeof cut, all, out, sizeof out, &enc, &ci), 0);
+    cr_assert_eq(hpt_cols_transpose(cut, sizeof cut, all, out, hpt_cols_bound(3) - 1, &enc, &ci), 0);
+}
+
+// The drainers cut a ring's records into chunks of at most max_bytes of rows: each chunk
+// takes whole records, starts where the last ended, and its untransposed rows, decoded from
+// the state the previous chunks reached, are the records it took.
+Test(columns, chunks_cut_at_max_bytes_take_whole_records_in_order) {
+    static rows_t r;
+    r_init(&r);
+    while ((size_t)(r.p - r.b) < sizeof r.b / 4)
+        every_kind(&r);
+    const size_t len = (size_t)(r.p - r.b);
+    size_t cap = hpt_cols_bound(256 + HPT_COLS_REC_MAX);
+    uint8_t *cols = malloc(cap), *back = malloc(len);
+    hpt_cols_alloc_t *al = malloc(len * sizeof *al);
+    size_t at = 0, chunks = 0;
+    while (at < len) {
+        hpt_cols_info_t ci;
+        size_t cn = hpt_cols_transpose(r.b + at, len - at, 256, cols, cap, &enc, &ci);
+        cr_assert_gt(cn, 0, "chunk %zu refused", chunks);
+        cr_assert_gt(ci.row_bytes, 0);
+        // whole records: the rows taken decode exactly, and stop at the limit unless one
+        // record alone is longer
+        hpt_dstate_t st = {0};
+        hpt_rec_t rec;
+        const uint8_t *p = r.b + at, *end = p + ci.row_bytes, *first_end = NULL;
+        while (p < end) {
+            p = hpt_rec_decode(p, end, &st, &rec);
+            cr_assert_not_null(p, "chunk %zu does not end on a record boundary", chunks);
+            if (!first_end)
+                first_end = p;
+        }
+        cr_assert(ci.row_bytes <= 256 || first_end == end, "chunk %zu took %zu bytes", chunks,
+                  ci.row_bytes);
+        cr_assert_eq(ci.end.time_ns, st.time_ns);
+        cr_assert_eq(ci.end.addr, st.addr);
+        cr_assert_eq(hpt_cols_untranspose(cols, cn, back, ci.row_bytes, al, len), ci.row_bytes);
+        cr_assert_eq(memcmp(back, r.b + at, ci.row_bytes), 0);
+        at += ci.row_bytes;
+        chunks++;
+    }
+    cr_assert_gt(chunks, 10);
+    free(al);
+    free(back);
+    free(cols);
 }
 
 // Untransposes a copy of p[0, n) in a block of exactly n bytes, into exactly
