@@ -15,6 +15,13 @@ void *hp_mem_map(size_t size) {
     return p == MAP_FAILED ? NULL : p;
 }
 
+void *hp_mem_map_parent_only(size_t size) {
+    void *p = hp_mem_map(size);
+    if (p)
+        madvise(p, page_round(size), MADV_DONTFORK); // advice: a failure only costs speed
+    return p;
+}
+
 void hp_mem_unmap(void *p, size_t size) {
     if (p)
         munmap(p, page_round(size));

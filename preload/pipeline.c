@@ -86,10 +86,10 @@ static drainer_t *drainer_new(void) {
     d->stage_cap = hp_config.ring_bytes;
     d->out_cap = hp_chunk_bound(d->chunk_max + HP_REC_MAX);
     d->cols_cap = hpt_cols_bound(d->chunk_max + HPT_COLS_REC_MAX);
-    d->stage = hp_mem_map(d->stage_cap);
-    d->out = hp_mem_map(d->out_cap);
-    d->cols = hp_mem_map(d->cols_cap);
-    d->enc = hp_mem_map(sizeof *d->enc);
+    d->stage = hp_mem_map_parent_only(d->stage_cap);
+    d->out = hp_mem_map_parent_only(d->out_cap);
+    d->cols = hp_mem_map_parent_only(d->cols_cap);
+    d->enc = hp_mem_map_parent_only(sizeof *d->enc);
     d->cctx = ZSTD_createCCtx();
     if (!d->stage || !d->out || !d->cols || !d->enc || !d->cctx) {
         hp_mem_unmap(d->stage, d->stage_cap);

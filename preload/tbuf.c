@@ -22,7 +22,7 @@ hp_ring_t *hp_tbuf_new(uint32_t tid) {
     if (!r)
         return NULL;
     r->cap = hp_config.ring_bytes < RING_MIN ? hp_config.ring_bytes : RING_MIN;
-    r->data = hp_mem_map(r->cap);
+    r->data = hp_mem_map_parent_only(r->cap);
     if (!r->data) {
         hp_mem_unmap(r, sizeof *r);
         return NULL;
@@ -67,7 +67,7 @@ void hp_tbuf_reap(bool (*dead)(hp_ring_t *)) {
 void hp_tbuf_forget_all(void) {
     for (hp_ring_t *r = list_head, *next; r; r = next) {
         next = r->next;
-        ring_free(r);
+        hp_mem_unmap(r, sizeof *r); // its data was never copied here (hp_mem_map_parent_only)
     }
     list_head = NULL;
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
@@ -85,7 +85,7 @@ static void grow(hp_ring_t *r) {
     if (r->cap >= hp_config.ring_bytes)
         return;
     uint32_t cap = r->cap * 2;
-    uint8_t *data = hp_mem_map(cap);
+    uint8_t *data = hp_mem_map_parent_only(cap);
     if (!data)
         return;
     hp_mem_unmap(r->data, r->cap);
