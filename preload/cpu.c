@@ -596,9 +596,9 @@ void hp_cpu_start(void) {
     }
 }
 
-void hp_cpu_stop(void) {
-    if (!thread_started)
-        return;
+// Asks the sampling thread to stop and waits for it, at most a second. False if it did not
+// stop (should not happen); no timer may fire on then, so the timer's are deleted.
+static bool stop_thread(void) {
     thread_started = false;
     atomic_store_explicit(&stop_req, true, memory_order_release);
     char one = 1;
@@ -611,12 +611,18 @@ void hp_cpu_stop(void) {
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 1;
     if (pthread_timedjoin_np(thread, NULL, &until) != 0) {
-        // stuck (should not happen): leave its fds and rings to exit, but no timer may fire on
         if (source == HPT_CPU_TIMER)
             hp_cpu_timer_close();
-        return;
+        return false;
     }
-    close_all();
+    return true;
+}
+
+void hp_cpu_stop(void) {
+    if (!thread_started)
+        return;
+    if (stop_thread())
+        close_all(); // else stuck: its fds and rings are left to exit
 }
 
 // The timer's sampling thread was stopped for an exec (its timers deleted, its final CPU_INFO
@@ -626,22 +632,8 @@ static bool paused_for_exec;
 void hp_cpu_before_exec(void) {
     // a timer signal still queued when the image is replaced would meet the default action
     // (terminate): delete the timers first (perf events go by themselves: remove_on_exec)
-    if (source != HPT_CPU_TIMER || !thread_started)
+    if (source != HPT_CPU_TIMER || !thread_started || !stop_thread())
         return;
-    thread_started = false;
-    atomic_store_explicit(&stop_req, true, memory_order_release);
-    char one = 1;
-    if (stop_fd_ok(stop_fd[1])) {
-        ssize_t w = write(stop_fd[1], &one, 1);
-        (void)w;
-    }
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
-    if (pthread_timedjoin_np(thread, NULL, &until) != 0) {
-        hp_cpu_timer_close(); // stuck (should not happen): no timer may fire on
-        return;
-    }
     char drop;
     while (stop_fd_ok(stop_fd[0]) && read(stop_fd[0], &drop, 1) == 1)
         ; // the wake-up byte, so the resumed thread does not stop at once
