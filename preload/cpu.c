@@ -22,6 +22,7 @@
 #include "stacktab.h"
 #include "state.h"
 #include "tbuf.h"
+#include "thread.h"
 #include "unwind.h"
 
 #include <errno.h>
@@ -550,13 +551,8 @@ void hp_cpu_start(void) {
     } else {
         // Our thread first (so that the events, opened next, do not cover it), then the events.
         out = NULL;
-        if (open_stop_pipe()) {
-            sigset_t all, old;
-            sigfillset(&all);
-            pthread_sigmask(SIG_SETMASK, &all, &old);
-            thread_started = pthread_create(&thread, NULL, cpu_main, NULL) == 0;
-            pthread_sigmask(SIG_SETMASK, &old, NULL);
-        }
+        if (open_stop_pipe())
+            thread_started = hp_thread_spawn(&thread, cpu_main) == 0;
         if (!thread_started) {
             reason = "cannot start the sampling thread; CPU samples are off";
         } else if (hp_config.cpu != HP_CPU_TIMER && open_events()) {
@@ -652,11 +648,7 @@ void hp_cpu_exec_failed(void) {
         return;
     }
     // go is still 1: the new thread goes straight to timer_main
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    thread_started = pthread_create(&thread, NULL, cpu_main, NULL) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    thread_started = hp_thread_spawn(&thread, cpu_main) == 0;
     if (!thread_started) {
         hp_cpu_timer_close();
         reason = "cannot restart the sampling thread after a failed exec; CPU samples stopped";

@@ -10,6 +10,7 @@
 #include "format/hpt_columns.h"
 #include "guard.h"
 #include "mem.h"
+#include "thread.h"
 #include "traceout.h"
 
 #include <pthread.h>
@@ -341,14 +342,8 @@ void hp_pipeline_grow(void) {
     pthread_mutex_unlock(&work_lock);
     if (!want)
         return;
-    // all signals blocked, so the host's handlers never run on a thread of ours
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_t t;
-    int rc = pthread_create(&t, NULL, worker_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc)
+    if (hp_thread_spawn(&t, worker_main) != 0)
         return; // the flusher and full rings' owners still drain: slower, nothing lost
     pthread_mutex_lock(&work_lock);
     workers[n_workers++] = t;

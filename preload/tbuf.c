@@ -113,9 +113,9 @@ bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
     pthread_mutex_unlock(&r->drain);
     r->wait_ns += hp_clock_ns() - t0;
     r->n_waits++;
-    if (!ok || !hp_state_is_on()) {
+    if (!ok || !hp_state_is_on() || n > r->cap) {
         r->n_lost++;
         return false;
     }
-    return n <= r->cap || (r->n_lost++, false);
+    return true;
 }

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 // Per-thread blocks (thread.h): mapped from mem.c, never the host's malloc; a free list, so a
-// program that keeps creating threads reuses the blocks of those that exited.
+// program that keeps creating threads reuses the blocks of those that exited. And the start of
+// the shim's own threads.
 #include "thread.h"
 
 #include "mem.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 
 HP_TLS hp_thread_t *hp_tls_thread;
@@ -49,4 +51,13 @@ void hp_thread_reset(void) {
 void hp_thread_fork_child(void) {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     free_lock = fresh;
+}
+
+int hp_thread_spawn(pthread_t *t, void *(*fn)(void *)) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(t, NULL, fn, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }

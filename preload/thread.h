@@ -11,6 +11,7 @@
 #include "compiler.h"
 #include "unwind.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 // record.c's known steps: (previous stack id, where the shared part starts, the new frames) ->
@@ -28,6 +29,11 @@ typedef struct hp_thread {
     hp_step_t steps[HP_STEP_CACHE];
     struct hp_thread *next_free;
 } hp_thread_t;
+
+// Starts a thread of the shim's own (the flusher, pipeline workers, the CPU sampler) with every
+// signal blocked, so that the host's handlers never run on it. Returns pthread_create's result.
+// Cold.
+int hp_thread_spawn(pthread_t *t, void *(*fn)(void *));
 
 // This thread's block, or NULL: before its first recorded event, after its exit hook gave the
 // block back (other TLS destructors may still allocate), or when memory ran out. Every user

@@ -18,6 +18,7 @@
 #include "stacktab.h"
 #include "state.h"
 #include "tbuf.h"
+#include "thread.h"
 #include "traceout.h"
 
 #include <errno.h>
@@ -206,14 +207,8 @@ static void flush(void) {
     }
     hp_pipeline_settle(head);
     for (hp_ring_t *r = head; r; r = r->next) {
-        // A drainer moves the tail before it writes: only its lock says the chunk is out.
-        if (!atomic_load_explicit(&r->queued, memory_order_acquire) &&
-            atomic_load_explicit(&r->tail, memory_order_acquire) >= r->sync_head &&
-            pthread_mutex_trylock(&r->drain) == 0) {
-            pthread_mutex_unlock(&r->drain);
-            if (atomic_load_explicit(&r->tail, memory_order_acquire) >= r->sync_head)
-                continue;
-        }
+        // A drainer moves the tail before it writes: only its lock says the chunk is out, so
+        // every ring is locked once, also one that looked empty (its drain may be under way).
         pthread_mutex_lock(&r->drain);
         if (atomic_load_explicit(&r->tail, memory_order_relaxed) < r->sync_head)
             hp_pipeline_drain(r);
@@ -334,12 +329,7 @@ bool hp_writer_start(int fd, const char *path, const hpt_file_hdr_t *hdr, const 
     if (!ok || !hp_pipeline_start())
         goto fail;
     atomic_store(&stop_req, false);
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&thread, NULL, flusher_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc) {
+    if (hp_thread_spawn(&thread, flusher_main) != 0) {
         hp_diag_line("cannot start the trace writer thread; the program runs unprofiled",
                      (char *)NULL);
         hp_pipeline_end();
