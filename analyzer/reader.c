@@ -35,8 +35,6 @@ _Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
 // SYNCs (or a forged trace: 64 KiB of zstd inflates to 100 million events) must not take all
 // memory. Four times what 16 threads at full speed leave between two SYNCs.
 #define BUFFERED_MAX (1u << 23)
-// The heap stream's queue (docs/trace-format.md#heap) under a tid no thread has (tids < 2^22)
-#define HEAP_QUEUE_TID UINT32_MAX
 
 // One thread's decoded, not yet released events: a FIFO in per-thread (= time) order.
 typedef struct tqueue {
@@ -48,14 +46,10 @@ typedef struct tqueue {
     size_t head, tail, cap;
 } tqueue_t;
 
-// A chunk's records as they are being decoded. The heap stream's chunks are decoded a slice at
-// a time (HEAP_SLICE): a chunk holds 150-230 K events, and decoded whole it filled a queue of
-// 7-11 MB, written and read back from beyond the second-level cache.
+// A chunk's records as they are being decoded.
 typedef struct drun {
-    bool heap, keep;
-    bool thread_chunk; // an EVENTS chunk: its events make the reader mixed
-    hpt_hcur_t cur;         // heap: the columns
-    const uint8_t *p, *end; // a thread's chunk: its records
+    bool keep;
+    const uint8_t *p, *end; // the chunk's records
     hpt_dstate_t st;
     hpt_rec_t rec; // hpt_rec_decode fills only the fields of the tag it met: zeroed once a chunk
     uint32_t tid;
@@ -105,13 +99,10 @@ struct reader {
 
     bool eof;           // no more chunks: release everything
     bool defs_only;     // reader_load_defs: decode for definitions, keep no events
-    bool mixed;         // an EVENTS chunk brought events: the heap stream is not the only
-                        // source any more, and waits for the watermark too
     uint64_t watermark; // highest SYNC watermark read: events below it may be released
     uint64_t next_seq;
 
     hmap_t tid_map; // tid -> index into queues
-    hmap_t heap_thread; // heap stream: tid -> its latest entry in threads
     tqueue_t **queues;
     size_t n_queues, queues_cap;
     heap_ent_t *heap; // non-empty queues, min-heap by (head time, tid)
@@ -123,11 +114,6 @@ struct reader {
     reader_event_t *ready_buf;
     size_t ready_n, ready_pos;
     tqueue_t *trim; // a drained queue whose buffer goes once its in-place run is no longer valid
-    drun_t pend;       // the heap chunk being decoded a slice at a time, while pend_active
-    bool pend_active;
-    size_t pend_bytes; // its size in the file (what its damage skips)
-    uint8_t *pend_raw; // its decompressed payload (swapped with raw, which the next chunk needs)
-    size_t pend_raw_cap;
 
     hmap_t stacks; // id -> stack_ref_t
     arena_block_t *arena;
@@ -236,9 +222,7 @@ static void reader_free(reader_t *r) {
     free(r->queues);
     free(r->heap);
     free(r->ready_buf);
-    free(r->pend_raw);
     hmap_fini(&r->tid_map);
-    hmap_fini(&r->heap_thread);
     hmap_fini(&r->stacks);
     hmap_fini(&r->module_top);
     hmap_fini(&r->cpu_index);
@@ -291,10 +275,6 @@ static int read_file_hdr(reader_t *r, errmsg_t *err) {
         errmsg_set(err, "%s: damaged file header (header size %u)", r->path, r->hdr.hdr_bytes);
         return -1;
     }
-    if (r->hdr.time_shift > HPT_TIME_SHIFT_MAX) {
-        errmsg_set(err, "%s: damaged file header (time unit 2^%u ns)", r->path, r->hdr.time_shift);
-        return -1;
-    }
     if ((n = ensure(r, r->hdr.hdr_bytes, err)) < 0)
         return -1;
     if ((size_t)n < r->hdr.hdr_bytes) {
@@ -336,7 +316,6 @@ reader_t *reader_open(const char *path, errmsg_t *err) {
     r->buf = xmalloc(r->cap);
     r->ready_buf = xmalloc(READY_MAX * sizeof *r->ready_buf);
     r->ready = r->ready_buf;
-    hmap_init(&r->heap_thread, sizeof(size_t));
     hmap_init(&r->tid_map, sizeof(size_t));
     hmap_init(&r->stacks, sizeof(stack_ref_t));
     hmap_init(&r->module_top, sizeof(size_t));
@@ -483,18 +462,6 @@ static uint64_t def_module_unload(reader_t *r, const hpt_rec_t *rec) {
     return i;
 }
 
-// The slot that says which entry of r->threads is tid's latest: per queue for a thread's own
-// stream, per tid for the heap stream (one queue for every thread).
-static size_t *thread_slot(reader_t *r, tqueue_t *q, uint32_t tid) {
-    if (q->tid != HEAP_QUEUE_TID)
-        return &q->thread_idx;
-    bool existed;
-    size_t *idx = hmap_put(&r->heap_thread, tid, &existed);
-    if (!existed)
-        *idx = SIZE_MAX;
-    return idx;
-}
-
 static void def_thread_start(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uint32_t tid) {
     r->threads = xgrow(r->threads, &r->threads_cap, r->n_threads + 1, sizeof *r->threads);
     reader_thread_t *t = &r->threads[r->n_threads];
@@ -502,15 +469,15 @@ static void def_thread_start(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uin
     t->name = arena_str(r, rec->str, rec->str_len);
     t->start_ns = rec->time_ns;
     t->end_ns = UINT64_MAX;
-    *thread_slot(r, q, tid) = r->n_threads++;
+    q->thread_idx = r->n_threads++;
     q->ended = false;
 }
 
 static void def_thread_end(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uint32_t tid) {
-    size_t idx = *thread_slot(r, q, tid);
-    if (idx != SIZE_MAX)
-        r->threads[idx].end_ns = rec->time_ns;
-    q->ended = q->tid != HEAP_QUEUE_TID; // the heap stream goes on with other threads
+    (void)tid;
+    if (q->thread_idx != SIZE_MAX)
+        r->threads[q->thread_idx].end_ns = rec->time_ns;
+    q->ended = true;
 }
 
 static bool def_process(reader_t *r, const hpt_rec_t *rec) {
@@ -536,7 +503,7 @@ static bool def_process(reader_t *r, const hpt_rec_t *rec) {
 // ---- chunks ----
 
 static bool hdr_plausible(const hpt_chunk_hdr_t *h) {
-    if (h->magic != HPT_CHUNK_MAGIC || h->type < HPT_CHUNK_META || h->type > HPT_CHUNK_HEAP)
+    if (h->magic != HPT_CHUNK_MAGIC || h->type < HPT_CHUNK_META || h->type > HPT_CHUNK_TRAILER)
         return false;
     if ((h->flags & ~(HPT_CHUNK_ZSTD | HPT_CHUNK_COLUMNS)) || h->raw_bytes > HPT_CHUNK_MAX_RAW)
         return false;
@@ -583,7 +550,6 @@ static void cpu_commit(reader_t *r) {
 // Decodes a verified chunk's payload. Events go to the thread's queue and are rolled back if a
 // later record fails, so a chunk counts entirely or not at all (definitions already taken from
 // its valid records stay: they are correct and harmless).
-#define HEAP_SLICE 16384u
 
 // Decodes the next n records of d into its queue. False if one does not decode (damage).
 static bool decode_records(reader_t *r, drun_t *d, uint32_t n) {
@@ -592,52 +558,9 @@ static bool decode_records(reader_t *r, drun_t *d, uint32_t n) {
     drun_t l = *d;
     reader_event_t *e;
     for (uint32_t i = 0; i < n; i++, l.left--) {
-        if (l.heap ? !hpt_heap_decode(&l.cur, &l.st, &l.rec)
-                   : !(l.p = hpt_rec_decode(l.p, l.end, &l.st, &l.rec)))
+        if (!(l.p = hpt_rec_decode(l.p, l.end, &l.st, &l.rec)))
             return false;
         switch (l.rec.tag) {
-        case HPT_REC_H_MALLOC:
-        case HPT_REC_H_CALLOC:
-        case HPT_REC_H_ALIGNED:
-        case HPT_REC_H_REALLOC:
-            if (!l.keep)
-                break;
-            e = q_push(l.q);
-            e->kind = READER_ALLOC;
-            e->sub = l.rec.tag == HPT_REC_H_MALLOC   ? READER_MALLOC
-                     : l.rec.tag == HPT_REC_H_CALLOC ? READER_CALLOC
-                     : l.rec.tag == HPT_REC_H_ALIGNED ? READER_ALIGNED
-                                                    : READER_REALLOC;
-            e->flags = 0;
-            e->tid = l.tid;
-            e->time_ns = l.rec.time_ns;
-            e->stack = l.rec.stack;
-            e->addr = l.rec.serial;
-            e->old_addr = l.rec.tag == HPT_REC_H_REALLOC ? l.rec.ref : 0;
-            e->size = l.rec.size;
-            l.late += l.rec.time_ns < l.wm;
-            break;
-        case HPT_REC_H_FREE:
-        case HPT_REC_H_REALLOC_FREE:
-            if (!l.keep)
-                break;
-            e = q_push(l.q);
-            e->kind = READER_FREE;
-            e->touch = l.rec.touch;
-            e->flags = l.rec.tag == HPT_REC_H_REALLOC_FREE ? READER_FREE_OF_REALLOC : 0;
-            e->tid = l.tid;
-            e->time_ns = l.rec.time_ns;
-            e->stack = 0;
-            e->addr = l.rec.ref; // 0: a block the shim never saw allocated, an unknown free
-            e->touched_nz = l.rec.touch ? l.rec.touched_nz : 0;
-            e->touched = l.rec.touch ? l.rec.touched : 0;
-            l.late += l.rec.time_ns < l.wm;
-            break;
-        case HPT_REC_H_TID:
-            l.tid = (uint32_t)l.rec.tid;
-            break;
-        case HPT_REC_H_REUSE: // the codec keeps it for the next allocation
-            break;
         case HPT_REC_MALLOC:
         case HPT_REC_CALLOC:
         case HPT_REC_ALIGNED:
@@ -805,7 +728,7 @@ static bool decode_step(reader_t *r, drun_t *d, uint32_t n) {
     d->late = 0;
     bool ok = decode_records(r, d, n < d->left ? n : d->left);
     if (ok && d->left == 0)
-        ok = d->heap ? hpt_hcur_done(&d->cur) : d->p == d->end;
+        ok = d->p == d->end;
     if (!ok) {
         r->cpu_chunk_n = 0;
         q->tail = old_tail;
@@ -817,8 +740,6 @@ static bool decode_step(reader_t *r, drun_t *d, uint32_t n) {
         q->ev[old_tail].time_ns < q->ev[old_tail - 1].time_ns)
         q->unsorted = true;
     r->damage.late_events += d->late;
-    if (d->thread_chunk && q->tail > old_tail)
-        r->mixed = true; // see the META note in decode_chunk
     r->n_buffered += q->tail - old_tail;
     r->n_reserved += q->cap - old_cap;
     if (was_empty && q->tail > q->head)
@@ -826,77 +747,19 @@ static bool decode_step(reader_t *r, drun_t *d, uint32_t n) {
     return true;
 }
 
-// The next slice of the heap chunk still being decoded: when its queue is drained, or always
-// (force: the reader must move on). A slice that does not decode makes the chunk damaged; what
-// came before it was already handed out.
-static void pending_step(reader_t *r, bool force) {
-    drun_t *d = &r->pend;
-    if (!r->pend_active || (!force && d->q->head != d->q->tail))
-        return;
-    if (!decode_step(r, d, HEAP_SLICE)) {
-        r->damage.chunks_ok--;
-        r->damage.chunks_damaged++;
-        r->damage.bytes_skipped += r->pend_bytes;
-        r->pend_active = false;
-    } else if (d->left == 0) {
-        r->pend_active = false;
-    }
-}
-
-static void pending_finish(reader_t *r) {
-    while (r->pend_active)
-        pending_step(r, true);
-}
-
 static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p,
                          const uint8_t *end) {
-    const bool heap = h->type == HPT_CHUNK_HEAP;
-    pending_finish(r); // (only if the reader skipped ahead: refill finishes it first)
     drun_t d = {
-        .heap = heap,
         .keep = !r->defs_only,
-        .thread_chunk = h->type == HPT_CHUNK_EVENTS,
         .p = p,
         .end = end,
-        .st = heap ? hpt_heap_state(h->base_time_ns, h->base_addr, r->hdr.time_shift)
-                   : (hpt_dstate_t){.time_ns = h->base_time_ns, .addr = h->base_addr},
+        .st = {.time_ns = h->base_time_ns, .addr = h->base_addr},
         .tid = h->tid,
         .left = h->n_records,
         .wm = r->watermark,
-        .q = queue_for(r, heap ? HEAP_QUEUE_TID : h->tid),
+        .q = queue_for(r, h->tid),
     };
-    // each stream has its own records: addresses in a thread's chunk, serials in the heap's
-    // (whose decoder accepts nothing else, and hpt_rec_decode no heap record)
-    if (heap && !hpt_hcur_open(&d.cur, p, end))
-        return false;
-    // META comes first, so its events (the module map at start) are queued before any heap
-    // event is released, and the merge orders the two; a thread's EVENTS chunk may come late
-    // (decode_step marks the reader mixed when one brings events)
-    const bool sliced = heap && d.keep && !r->mixed && h->n_records > HEAP_SLICE;
-    if (!decode_step(r, &d, sliced ? HEAP_SLICE : h->n_records))
-        return false;
-    if (sliced) {
-        // the rest waits in the decompressed payload, which must outlive the next chunk
-        r->pend = d;
-        r->pend_active = true;
-        r->pend_bytes = CHUNK_HDR + h->stored_bytes;
-        if (p == r->raw) {
-            uint8_t *t = r->raw;
-            size_t c = r->raw_cap;
-            r->raw = r->pend_raw;
-            r->raw_cap = r->pend_raw_cap;
-            r->pend_raw = t;
-            r->pend_raw_cap = c;
-        } else {
-            r->pend_raw = xgrow(r->pend_raw, &r->pend_raw_cap, (size_t)(end - p) + 1, 1);
-            memcpy(r->pend_raw, p, (size_t)(end - p));
-            hpt_hcur_open(&r->pend.cur, r->pend_raw, r->pend_raw + (end - p));
-            // re-derive the columns' positions after the slice already decoded
-            for (int i = 0; i < HPT_HCOLS; i++)
-                r->pend.cur.p[i] = r->pend_raw + (d.cur.p[i] - p);
-        }
-    }
-    return true;
+    return decode_step(r, &d, h->n_records);
 }
 
 static bool process_chunk(reader_t *r, const hpt_chunk_hdr_t *h) {
@@ -1076,8 +939,8 @@ static int read_chunk(reader_t *r, errmsg_t *err) {
 // queues into r->ready in (time, tid, per-thread) order, at most READY_MAX. The top queue emits
 // a run of events in one go while it stays below the runner-up's head, so a thread that is
 // alone or ahead costs no heap work per event.
-// A run of at least this many events of one queue is handed out in place, not copied: the heap
-// stream is one queue that is nearly always alone, so its events are never copied here.
+// A run of at least this many events of one queue is handed out in place, not copied: a thread
+// that allocates alone for a while (a single-threaded program always) costs no copy here.
 #define IN_PLACE_MIN 256u
 
 // Frees a drained queue's buffer.
@@ -1089,7 +952,6 @@ static void trim(reader_t *r, tqueue_t *q) {
 }
 
 static void release(reader_t *r) {
-    pending_step(r, false);
     if (r->trim) {
         // the last call's in-place run is no longer valid: its buffer can go, unless decoding
         // has filled it again since
@@ -1109,11 +971,8 @@ static void release(reader_t *r) {
     while (r->heap_n && n < READY_MAX) {
         heap_ent_t *top = &r->heap[0];
         tqueue_t *q = top->q;
-        // bound = min(runner-up's key, (watermark, tid 0)); nothing at or above it leaves q now.
-        // The heap stream alone needs no watermark: the writer merged it, and nothing else
-        // brings events (docs/trace-format.md#merge)
-        const bool alone = !r->mixed && q->tid == HEAP_QUEUE_TID;
-        const heap_ent_t *bound = all || forced || alone ? NULL : &wm;
+        // bound = min(runner-up's key, (watermark, tid 0)); nothing at or above it leaves q now
+        const heap_ent_t *bound = all || forced ? NULL : &wm;
         if (r->heap_n > 1) {
             const heap_ent_t *b =
                 r->heap_n > 2 && key_less(&r->heap[2], &r->heap[1]) ? &r->heap[2] : &r->heap[1];
@@ -1184,10 +1043,6 @@ static int refill(reader_t *r, errmsg_t *err) {
         release(r);
         if (r->ready_n)
             return 1;
-        if (r->pend_active) {
-            pending_step(r, true); // a slice with no event to hand out yet: the next one
-            continue;
-        }
         if (r->eof)
             return 0;
         if (read_chunk(r, err) != 0)
@@ -1220,8 +1075,6 @@ int reader_next_batch(reader_t *r, const reader_event_t **evs, size_t *n, errmsg
 
 int reader_load_defs(reader_t *r, errmsg_t *err) {
     r->defs_only = true;
-    r->pend.keep = false; // its definitions still count, its events are dropped below
-    pending_finish(r);
     while (!r->eof)
         if (read_chunk(r, err) != 0)
             return -1;

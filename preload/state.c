@@ -137,7 +137,6 @@ static bool start_trace(void) {
         h.flags |= HPT_FILE_TOUCH;
         h.touch_fill_max = hp_config.touch_fill_max;
     }
-    h.time_shift = 0; // EVENTS chunks keep nanoseconds (docs/design.md#the-pipeline)
     bool ok = hp_writer_start(fd, path, &h, m.buf, m.len, m.nrec);
     hp_mem_unmap(m.buf, m.cap);
     if (ok && !hp_config.quiet)

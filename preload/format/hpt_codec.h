@@ -60,12 +60,7 @@ static inline const uint8_t *hpt_get_varint(const uint8_t *p, const uint8_t *end
 // Delta state of one record stream: what "previous" means for dt and addr.
 typedef struct hpt_dstate {
     uint64_t time_ns;
-    uint64_t addr;       // HEAP chunks: the serial base (docs/trace-format.md#heap)
-    uint32_t time_shift; // HEAP chunks: dt counts 2^time_shift ns; 0 elsewhere
-    uint64_t reuse;      // HEAP chunks: the serial an H_REUSE gave the next allocation (0: none)
-    uint64_t last_free;  // HEAP chunks: the serial of the last block H_FREE or H_REALLOC_FREE
-                         // named (base - 1 at the start of a chunk)
-    uint64_t last_realloc_size; // HEAP chunks: the size of the last H_REALLOC (0 at first)
+    uint64_t addr;
 } hpt_dstate_t;
 
 // One decoded record. Strings and frames point into the decoded buffer.
@@ -86,11 +81,7 @@ typedef struct hpt_rec {
     const uint8_t *str2;   // MODULE_LOAD build id (raw bytes), PROCESS args (argc in size)
     uint32_t str2_len;
     uint64_t counters[10]; // TRAILER (10); CPU_INFO (4): source, hz, n_samples, n_lost (reason in str)
-    uint64_t tid;          // CPU_SAMPLE: the sampled thread; H_TID: the thread
-    uint64_t ref;          // H_FREE, H_REALLOC_FREE, H_REUSE: the block's serial (0 = unknown);
-                           // H_REALLOC: the old block's serial (0 = none or unknown)
-    uint8_t in_place;      // H_REALLOC: the block keeps the old serial
-    uint64_t serial;       // H_MALLOC, H_CALLOC, H_ALIGNED, H_REALLOC: the new block's serial
+    uint64_t tid;          // CPU_SAMPLE: the sampled thread
     uint8_t touch;         // FREE: 0 not measured, else 1 + HPT_TOUCH_*
     uint64_t touched;      // with touch: bytes touched (FILL*: differing from the pattern)
     uint64_t touched_nz;   // with touch: FILL*: bytes that are not zero; RESIDENT: = touched
@@ -122,29 +113,11 @@ static inline const uint8_t *hpt_get_dt(const uint8_t *p, const uint8_t *end, hp
     uint64_t d;
     if (!(p = hpt_get_varint(p, end, &d)))
         return NULL;
-    st->time_ns += d << st->time_shift;
+    st->time_ns += d;
     *t = st->time_ns;
     return p;
 }
 
-// Writes a heap record's tag byte with dt folded in (and the varint when it does not fit).
-static inline uint8_t *hpt_put_htag(uint8_t *p, uint8_t tag, uint64_t dt) {
-    *p++ = (uint8_t)(tag | (dt < 7 ? dt : 7) << 5);
-    return dt < 7 ? p : hpt_put_varint(p, dt - 7);
-}
-
-// The heap stream's touch measure: one count, the one that means "touched" for this block (the
-// writer knows which blocks were calloc'd): v = 0 not measured, else v - 1 = count << 2 | method.
-static inline uint8_t *hpt_put_htouch(uint8_t *p, int method, uint64_t count) {
-    return hpt_put_varint(p, method < 0 ? 0 : ((count << 2) | (uint64_t)method) + 1);
-}
-
-// The serial a new block of the heap stream takes: the one an H_REUSE named, else the base.
-static inline uint64_t hpt_take_serial(hpt_dstate_t *st) {
-    uint64_t s = st->reuse ? st->reuse : st->addr++;
-    st->reuse = 0;
-    return s;
-}
 
 static inline const uint8_t *hpt_get_addr(const uint8_t *p, const uint8_t *end, hpt_dstate_t *st,
                                           uint64_t *a) {
@@ -274,231 +247,6 @@ static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end
         return hpt_get_bytes(p, end, &r->str, &r->str_len);
     default:
         return NULL;
-    }
-}
-
-// ---- the heap stream (docs/trace-format.md#heap) ----
-// A HEAP chunk's payload holds its records' fields in columns, so that each compresses with
-// statistics of its own: varint HPT_HCOLS, the byte sizes of all columns but the last, then
-// the columns back to back. A record's tag byte (and everything of a record that is not a heap
-// event: STACK, THREAD_*, MODULE_*) is in MAIN; its other fields are in their columns, in
-// record order.
-enum hpt_hcol {
-    HPT_HCOL_MAIN,  // tag bytes (dt in the top bits), dt overflow, H_TID's tid, other records
-    HPT_HCOL_STACK, // stack ids of new blocks
-    HPT_HCOL_SIZE,  // sizes of new blocks (and H_ALIGNED's alignment)
-    HPT_HCOL_REF,   // block references: H_FREE, H_REALLOC_FREE, H_REUSE, H_REALLOC's old
-    HPT_HCOL_TOUCH, // H_FREE's touch measure
-    HPT_HCOLS
-};
-
-typedef struct hpt_hcur {
-    const uint8_t *p[HPT_HCOLS], *end[HPT_HCOLS];
-} hpt_hcur_t;
-
-// Splits a HEAP payload into its columns. False if the column table does not fit.
-static inline bool hpt_hcur_open(hpt_hcur_t *c, const uint8_t *p, const uint8_t *end) {
-    uint64_t n, len[HPT_HCOLS - 1];
-    if (!(p = hpt_get_varint(p, end, &n)) || n != HPT_HCOLS)
-        return false;
-    for (int i = 0; i < HPT_HCOLS - 1; i++)
-        if (!(p = hpt_get_varint(p, end, &len[i])))
-            return false;
-    for (int i = 0; i < HPT_HCOLS; i++) {
-        c->p[i] = p;
-        if (i < HPT_HCOLS - 1) {
-            if (len[i] > (uint64_t)(end - p))
-                return false;
-            p += len[i];
-        } else {
-            p = end;
-        }
-        c->end[i] = p;
-    }
-    return true;
-}
-
-// The delta state a HEAP chunk starts from (its header's bases).
-static inline hpt_dstate_t hpt_heap_state(uint64_t base_time_ns, uint64_t base_serial,
-                                          uint32_t time_shift) {
-    hpt_dstate_t st = {.time_ns = base_time_ns,
-                       .addr = base_serial,
-                       .time_shift = time_shift,
-                       .last_free = base_serial - 1};
-    return st;
-}
-
-// The block a free names, as one varint v: 0 = a block never seen allocated; else, with
-// w = v - 1, bit 0 of w picks the form: 0: serial = base - 1 - (w >> 1) (blocks that die young),
-// 1: serial = last_free + 1 + unzigzag(w >> 1) (blocks that die in the order they were made,
-// or backwards: a Vec<String> dropped, a batch freed). The encoder writes whichever is shorter.
-static inline uint64_t hpt_dying_code(const hpt_dstate_t *st, uint64_t serial) {
-    if (!serial)
-        return 0;
-    uint64_t young = st->addr - 1 - serial;
-    uint64_t ordered = hpt_zigzag((int64_t)(serial - st->last_free - 1));
-    return (young <= ordered ? young << 1 : (ordered << 1) | 1) + 1;
-}
-
-// An H_REALLOC's size, as one varint: (size << 1) or (zigzag(size - last_realloc_size) << 1 | 1),
-// whichever is shorter: a string grown a byte at a time costs next to nothing.
-static inline uint64_t hpt_realloc_size_code(hpt_dstate_t *st, uint64_t size) {
-    uint64_t delta = hpt_zigzag((int64_t)(size - st->last_realloc_size));
-    st->last_realloc_size = size;
-    return delta < size ? delta << 1 | 1 : size << 1;
-}
-
-// Every column read to its end: a chunk whose record count and columns agree.
-static inline bool hpt_hcur_done(const hpt_hcur_t *c) {
-    for (int i = 0; i < HPT_HCOLS; i++)
-        if (c->p[i] != c->end[i])
-            return false;
-    return true;
-}
-
-// Writes the column table for columns of these sizes at p (room: 1 + 4 * HPT_VARINT_MAX).
-static inline uint8_t *hpt_hcols_table(uint8_t *p, const size_t len[HPT_HCOLS]) {
-    p = hpt_put_varint(p, HPT_HCOLS);
-    for (int i = 0; i < HPT_HCOLS - 1; i++)
-        p = hpt_put_varint(p, len[i]);
-    return p;
-}
-
-static inline bool hpt_hget(hpt_hcur_t *c, int col, uint64_t *v) {
-    const uint8_t *q = hpt_get_varint(c->p[col], c->end[col], v);
-    if (!q)
-        return false;
-    c->p[col] = q;
-    return true;
-}
-
-// A block reference: ref counts back from the serial base; 0 = unknown.
-static inline bool hpt_hget_ref(hpt_hcur_t *c, const hpt_dstate_t *st, uint64_t *serial) {
-    uint64_t d;
-    if (!hpt_hget(c, HPT_HCOL_REF, &d) || d > st->addr)
-        return false; // a serial below 0 (0 itself is never a block's)
-    *serial = d ? st->addr - d : 0;
-    return true;
-}
-
-// The block an H_FREE or H_REALLOC_FREE names (see hpt_dying_code).
-static inline bool hpt_hget_dying(hpt_hcur_t *c, hpt_dstate_t *st, uint64_t *serial) {
-    uint64_t v;
-    if (!hpt_hget(c, HPT_HCOL_REF, &v))
-        return false;
-    if (v == 0) {
-        *serial = 0;
-        return true;
-    }
-    uint64_t w = v - 1, s;
-    if (w & 1)
-        s = st->last_free + 1 + (uint64_t)hpt_unzigzag(w >> 1);
-    else if ((w >> 1) < st->addr)
-        s = st->addr - 1 - (w >> 1);
-    else
-        return false;
-    if (s == 0 || s >= st->addr)
-        return false; // not a serial given out yet
-    st->last_free = s;
-    *serial = s;
-    return true;
-}
-
-// A heap record's time delta: `small` (the tag byte's top three bits) if below 7, else 7 plus
-// the varint that follows the tag byte in MAIN.
-static inline bool hpt_hget_dt(hpt_hcur_t *c, hpt_dstate_t *st, unsigned small, uint64_t *t) {
-    uint64_t d = small;
-    if (small == 7) {
-        if (!hpt_hget(c, HPT_HCOL_MAIN, &d))
-            return false;
-        d += 7;
-    }
-    st->time_ns += d << st->time_shift;
-    *t = st->time_ns;
-    return true;
-}
-
-static inline bool hpt_hget_alloc(hpt_hcur_t *c, hpt_dstate_t *st, unsigned small,
-                                  hpt_rec_t *r) {
-    r->align = 0;
-    if (!hpt_hget_dt(c, st, small, &r->time_ns) || !hpt_hget(c, HPT_HCOL_STACK, &r->stack) ||
-        !hpt_hget(c, HPT_HCOL_SIZE, &r->size))
-        return false;
-    r->time2_ns = r->time_ns;
-    return true;
-}
-
-// Decodes the next record of a HEAP chunk, advancing st. False if the columns do not hold a
-// well-formed record (or a record that has no place in the heap stream).
-static inline bool hpt_heap_decode(hpt_hcur_t *c, hpt_dstate_t *st, hpt_rec_t *r) {
-    const uint8_t *p = c->p[HPT_HCOL_MAIN], *end = c->end[HPT_HCOL_MAIN];
-    if (p >= end)
-        return false;
-    if ((*p & 31) < HPT_REC_H_MALLOC) {
-        // a whole record in MAIN; only these travel in the heap stream
-        if (*p != HPT_REC_STACK && (*p < HPT_REC_THREAD_START || *p > HPT_REC_MODULE_UNLOAD))
-            return false;
-        if (!(p = hpt_rec_decode(p, end, st, r)))
-            return false;
-        c->p[HPT_HCOL_MAIN] = p;
-        return true;
-    }
-    unsigned small = *p >> 5;
-    r->tag = *p & 31;
-    c->p[HPT_HCOL_MAIN] = p + 1;
-    uint64_t v;
-    switch (r->tag) {
-    case HPT_REC_H_MALLOC:
-    case HPT_REC_H_CALLOC:
-        if (!hpt_hget_alloc(c, st, small, r))
-            return false;
-        r->serial = hpt_take_serial(st);
-        return true;
-    case HPT_REC_H_ALIGNED:
-        if (!hpt_hget_alloc(c, st, small, r) || !hpt_hget(c, HPT_HCOL_SIZE, &r->align))
-            return false;
-        r->serial = hpt_take_serial(st);
-        return true;
-    case HPT_REC_H_FREE:
-        if (!hpt_hget_dt(c, st, small, &r->time_ns) || !hpt_hget_dying(c, st, &r->ref) ||
-            !hpt_hget(c, HPT_HCOL_TOUCH, &v))
-            return false;
-        r->touch = 0;
-        if (v == 0)
-            return true;
-        v--;
-        if ((v & 3) > HPT_TOUCH_FILL_SAMPLED)
-            return false;
-        r->touch = (uint8_t)(1 + (v & 3));
-        r->touched = r->touched_nz = v >> 2;
-        return true;
-    case HPT_REC_H_REALLOC_FREE:
-        r->touch = 0;
-        return hpt_hget_dt(c, st, small, &r->time_ns) && hpt_hget_dying(c, st, &r->ref);
-    case HPT_REC_H_REALLOC:
-        if (!hpt_hget_alloc(c, st, small, r))
-            return false;
-        r->size = (r->size & 1) ? st->last_realloc_size + (uint64_t)hpt_unzigzag(r->size >> 1)
-                                : r->size >> 1;
-        st->last_realloc_size = r->size;
-        if (!hpt_hget(c, HPT_HCOL_REF, &v) || (v >> 1) > st->addr)
-            return false;
-        r->in_place = (uint8_t)(v & 1);
-        r->ref = (v >> 1) ? st->addr - (v >> 1) : 0;
-        if (r->in_place && !r->ref)
-            return false; // nothing to keep the serial of
-        // in place the block keeps its serial; an H_REUSE before it stays pending
-        r->serial = r->in_place ? r->ref : hpt_take_serial(st);
-        return true;
-    case HPT_REC_H_TID:
-        return !small && hpt_hget(c, HPT_HCOL_MAIN, &r->tid) && r->tid <= UINT32_MAX;
-    case HPT_REC_H_REUSE:
-        if (small || !hpt_hget_ref(c, st, &r->ref) || !r->ref)
-            return false;
-        st->reuse = r->ref;
-        return true;
-    default:
-        return false;
     }
 }
 

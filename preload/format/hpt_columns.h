@@ -119,7 +119,7 @@ typedef struct hpt_cols_info {
 // one); out must hold hpt_cols_bound(min(row_bytes, max_bytes +
 // HPT_COLS_REC_MAX)). Returns the payload's size and fills *info, or 0 if a
 // record does not decode, is of a kind the column form does not carry (PROCESS,
-// TRAILER, heap-stream records) or holds a value the codes cannot express: the
+// TRAILER, unknown tags) or holds a value the codes cannot express: the
 // caller then writes the rows as they are. enc must stay with the caller across
 // calls (its epoch separates chunks). Hot path of the drainers: one pass (the
 // only decode of each record), no allocation.

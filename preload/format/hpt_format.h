@@ -22,11 +22,9 @@ typedef struct hpt_file_hdr {
     uint32_t flags;      // HPT_FILE_*
     uint32_t touch_fill_max; // with HPT_FILE_TOUCH: blocks up to this many usable bytes are
                              // pattern-filled (HPT_TOUCH_FILL), larger ones measured by resident pages
-    uint32_t time_shift; // a dt in a HEAP chunk counts units of 2^time_shift ns (docs: #heap)
+    uint32_t reserved0;  // 0 (v3's heap stream kept a time unit here)
     uint32_t reserved;
 } hpt_file_hdr_t;
-
-#define HPT_TIME_SHIFT_MAX 20u // ~1 ms: coarser would blur lifetimes; the reader refuses more
 
 #define HPT_FILE_HAS_MEMBARRIER 1u // sync watermarks are exact (see docs/trace-format.md#merge)
 #define HPT_FILE_TOUCH 2u          // frees carry bytes-touched measures (docs/trace-format.md#touch)
@@ -38,9 +36,7 @@ enum hpt_chunk_type {
     HPT_CHUNK_EVENTS = 2,  // one thread's records (since v4 every heap event comes this way)
     HPT_CHUNK_SYNC = 3,    // no payload; base_time_ns = watermark (see docs/trace-format.md#merge)
     HPT_CHUNK_TRAILER = 4, // written once at a clean exit; payload = TRAILER record
-    HPT_CHUNK_HEAP = 5,    // v3 only, no longer written (TODO(#19): remove): the heap stream: every app thread's records in one order, blocks
-                           // named by serial number (docs/trace-format.md#heap). tid = the thread
-                           // of the first record, base_addr = the serial base (next new block)
+    // 5 was v3's heap stream (the shim's own merge of every thread's events); never reused
 };
 
 #define HPT_CHUNK_ZSTD 1u    // payload is one zstd frame of raw_bytes
@@ -89,20 +85,7 @@ enum hpt_rec_tag {
     HPT_REC_CPU_SAMPLE = 14,  // zdt tid stack   (zdt: zigzag signed time delta; see docs/trace-format.md#cpu)
     HPT_REC_CPU_INFO = 15,    // source hz n_samples n_lost reason_len reason
 
-    // HEAP chunks only (docs/trace-format.md#heap). dt counts 2^time_shift ns; "ref" names a
-    // block by serial: serial = base - ref, base = the serial the next new block gets; ref 0 =
-    // a block the shim never saw allocated. Each new block takes serial base, then base + 1.
-    HPT_REC_H_MALLOC = 16,  // dt stack size
-    HPT_REC_H_CALLOC = 17,  // dt stack size
-    HPT_REC_H_ALIGNED = 18, // dt stack size align
-    HPT_REC_H_FREE = 19,    // dt ref touch
-    HPT_REC_H_REALLOC_FREE = 20, // dt ref            the old block of a realloc dies (before the call)
-    HPT_REC_H_REALLOC = 21, // dt stack size old      the new block (after the call); old = 0 for
-                            //   realloc(NULL, n) or an unknown old block, else (ref << 1) | in_place;
-                            //   in_place: the block keeps the old serial instead of taking base
-    HPT_REC_H_TID = 22,     // tid                    the thread of the records that follow
-    HPT_REC_H_REUSE = 23,   // ref                    the next allocation takes this live block's
-                            //   serial: its free was never seen and its address was handed out again
+    // 16-23 were v3's heap-stream records; never reused
 };
 
 // "touch": how many bytes of the block being freed the program touched (docs/trace-format.md#touch).

@@ -8,6 +8,7 @@
 //   prefix IN OUT [MAX]    the same cut, chunks left as they are (a trace of a killed process)
 #include "chunk.h"
 #include "format/hpt_codec.h"
+#include "format/hpt_columns.h"
 #include "trace_builder.h"
 
 #include <stdio.h>
@@ -72,55 +73,43 @@ static void cut(const char *in, const char *out, size_t max, bool plain) {
             hpt_chunk_hdr_t o = h;
             add = hp_chunk_encode(dst + len, hp_chunk_bound(got), &o, raw, got, NULL);
             if (len + add > max && max > len + sizeof h + 64) {
-                // keep the records that fit: a chunk's prefix decodes from the same bases
-                hpt_dstate_t st =
-                    h.type == HPT_CHUNK_HEAP
-                        ? hpt_heap_state(h.base_time_ns, h.base_addr, fh.time_shift)
-                        : (hpt_dstate_t){.time_ns = h.base_time_ns, .addr = h.base_addr};
+                // keep the records that fit: a chunk's prefix decodes from the same bases. A
+                // column chunk is cut as rows (its untransposed records), stored without the flag
+                hpt_dstate_t st = {.time_ns = h.base_time_ns, .addr = h.base_addr};
                 hpt_rec_t rec;
-                size_t keep = 0, room = max - len - sizeof h - HPT_HCOLS * HPT_VARINT_MAX;
+                size_t keep = 0, room = max - len - sizeof h;
                 uint32_t nrec = 0;
-                uint8_t *cut_raw = raw;
-                if (h.type == HPT_CHUNK_HEAP) {
-                    // a prefix of every column: as far as the first nrec records reach
-                    hpt_hcur_t c, start;
-                    if (!hpt_hcur_open(&c, raw, raw + got))
+                uint8_t *rows = raw;
+                size_t n_rows = got;
+                if (h.flags & HPT_CHUNK_COLUMNS) {
+                    hpt_colr_t cols[HPT_COLS];
+                    uint64_t row_bytes;
+                    if (!hpt_cols_open(raw, got, cols, &row_bytes) || row_bytes > HPT_CHUNK_MAX_RAW)
                         break;
-                    start = c;
-                    hpt_hcur_t fit = c;
-                    while (nrec < h.n_records && hpt_heap_decode(&c, &st, &rec)) {
-                        size_t used = 0;
-                        for (int k = 0; k < HPT_HCOLS; k++)
-                            used += (size_t)(c.p[k] - start.p[k]);
-                        if (used > room)
-                            break;
-                        fit = c;
-                        nrec++;
+                    size_t n_allocs = (size_t)row_bytes / 5 + 1;
+                    hpt_cols_alloc_t *scratch = malloc(n_allocs * sizeof *scratch);
+                    rows = malloc((size_t)row_bytes + 1);
+                    n_rows = hpt_cols_untranspose(raw, got, rows, (size_t)row_bytes, scratch,
+                                                  n_allocs);
+                    free(scratch);
+                    if (n_rows != row_bytes) {
+                        free(rows);
+                        break;
                     }
-                    size_t cl[HPT_HCOLS];
-                    for (int k = 0; k < HPT_HCOLS; k++)
-                        cl[k] = (size_t)(fit.p[k] - start.p[k]);
-                    cut_raw = malloc(room + HPT_HCOLS * HPT_VARINT_MAX);
-                    uint8_t *q = hpt_hcols_table(cut_raw, cl);
-                    for (int k = 0; k < HPT_HCOLS; k++) {
-                        memcpy(q, start.p[k], cl[k]);
-                        q += cl[k];
-                    }
-                    keep = (size_t)(q - cut_raw);
-                } else {
-                    const uint8_t *p = raw, *q;
-                    while (nrec < h.n_records && (q = hpt_rec_decode(p, raw + got, &st, &rec)) &&
-                           (size_t)(q - raw) <= room) {
-                        p = q;
-                        nrec++;
-                    }
-                    keep = (size_t)(p - raw);
                 }
+                const uint8_t *p = rows, *q;
+                while (nrec < h.n_records && (q = hpt_rec_decode(p, rows + n_rows, &st, &rec)) &&
+                       (size_t)(q - rows) <= room) {
+                    p = q;
+                    nrec++;
+                }
+                keep = (size_t)(p - rows);
                 o = h;
                 o.n_records = nrec;
-                add = hp_chunk_encode(dst + len, hp_chunk_bound(keep), &o, cut_raw, keep, NULL);
-                if (cut_raw != raw)
-                    free(cut_raw);
+                o.flags &= (uint16_t)~HPT_CHUNK_COLUMNS;
+                add = hp_chunk_encode(dst + len, hp_chunk_bound(keep), &o, rows, keep, NULL);
+                if (rows != raw)
+                    free(rows);
                 len += add;
                 break;
             }
@@ -271,47 +260,8 @@ static void synth_threads(const char *dir) {
     tb_free(tb);
 }
 
-// The heap stream with every record it has: thread switches, H_REUSE, realloc in place and
-// moved, an unknown free, thread and module records, in two chunks around a SYNC.
-static void synth_heap(const char *dir) {
-    hpt_file_hdr_t h;
-    tb_default_hdr(&h);
-    h.flags |= HPT_FILE_TOUCH;
-    h.time_shift = 4;
-    tb_t *tb = tb_new_hdr(&h);
-    tb_begin(tb, HPT_CHUNK_HEAP, 10, 0, 1);
-    tb_rec_thread_start(tb, 16, "main");
-    tb_rec_stack(tb, 1, 2, (const uint64_t[]){0x401000, 0x401234});
-    uint64_t a = tb_rec_h_alloc(tb, HPT_REC_H_MALLOC, 32, 1, 100, 0);
-    uint64_t b = tb_rec_h_alloc(tb, HPT_REC_H_CALLOC, 32, 1, 64, 0);
-    uint64_t c = tb_rec_h_alloc(tb, HPT_REC_H_ALIGNED, 48, 1, 4096, 4096);
-    tb_rec_h_tid(tb, 11);
-    tb_rec_thread_start(tb, 48, "worker");
-    tb_rec_module_load(tb, 64, 0x7f1000000000, 0x1000, "/tmp/libplug.so", NULL, 0);
-    tb_rec_h_free(tb, 64, b, HPT_TOUCH_FILL, 12); // calloc block: 12 bytes set
-    tb_rec_h_realloc_free(tb, 80, a);
-    uint64_t a2 = tb_rec_h_realloc(tb, 96, 1, 400, a, true);
-    tb_end(tb, true);
-    tb_sync(tb, 112);
-    tb_begin(tb, HPT_CHUNK_HEAP, 11, 112, 4);
-    tb_rec_h_reuse(tb, c);
-    tb_rec_h_alloc(tb, HPT_REC_H_MALLOC, 112, 0, 8, 0);
-    tb_rec_h_tid(tb, 10);
-    tb_rec_h_realloc_free(tb, 128, a2);
-    tb_rec_h_realloc(tb, 144, 1, 9000, a2, false);
-    tb_rec_h_free(tb, 160, 0, HPT_TOUCH_RESIDENT, 4096);
-    tb_rec_module_unload(tb, 176, 0x7f1000000000);
-    tb_rec_thread_end(tb, 192);
-    tb_end(tb, false);
-    char p[4096];
-    out_path(p, dir, "synth-heap.hpt");
-    tb_write(tb, p);
-    tb_free(tb);
-}
-
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "synth")) {
-        synth_heap(argv[2]);
         synth_full(argv[2]);
         synth_damage(argv[2]);
         synth_threads(argv[2]);

@@ -19,15 +19,7 @@ struct tb {
     uint8_t *raw;
     size_t raw_len, raw_cap;
     hpt_chunk_hdr_t hdr;
-    uint64_t prev_t, prev_addr; // HEAP chunks: prev_addr is the serial base
-    uint32_t time_shift;        // the file header's: dt unit of HEAP chunks
-    uint64_t reuse;             // HEAP chunks: the serial the next allocation takes (H_REUSE)
-    uint64_t last_free;         // HEAP chunks: the last serial a free named (base - 1 at first)
-    uint64_t last_realloc_size; // HEAP chunks: the size of the last H_REALLOC (0 at first)
-    // HEAP chunks: raw is the MAIN column; the others are here (index = enum hpt_hcol)
-    uint8_t *hcol[HPT_HCOLS];
-    size_t hlen[HPT_HCOLS], hcap[HPT_HCOLS];
-    bool assembled; // tb_payload gave a whole payload: store it as it is
+    uint64_t prev_t, prev_addr;
     uint64_t seq;
     ZSTD_CCtx *cctx;
     uint8_t *frame;
@@ -62,7 +54,6 @@ tb_t *tb_new_hdr(const hpt_file_hdr_t *hdr) {
     tb_t *tb = must(calloc(1, sizeof *tb));
     tb->cctx = must(ZSTD_createCCtx());
     file_put(tb, hdr, sizeof *hdr);
-    tb->time_shift = hdr->time_shift;
     return tb;
 }
 
@@ -90,8 +81,6 @@ void tb_free(tb_t *tb) {
     ZSTD_freeCCtx(tb->cctx);
     free(tb->file);
     free(tb->raw);
-    for (int i = 0; i < HPT_HCOLS; i++)
-        free(tb->hcol[i]);
     free(tb->frame);
     free(tb);
 }
@@ -105,41 +94,9 @@ void tb_begin(tb_t *tb, uint16_t type, uint32_t tid, uint64_t base_time_ns, uint
     tb->raw_len = 0;
     tb->prev_t = base_time_ns;
     tb->prev_addr = base_addr;
-    tb->reuse = 0;
-    tb->last_free = base_addr - 1;
-    tb->last_realloc_size = 0;
-    memset(tb->hlen, 0, sizeof tb->hlen);
-    tb->assembled = false;
-}
-
-// The columns of a HEAP chunk put together as its payload (docs/trace-format.md#heap).
-static void assemble_heap(tb_t *tb) {
-    size_t len[HPT_HCOLS];
-    memcpy(len, tb->hlen, sizeof len);
-    len[HPT_HCOL_MAIN] = tb->raw_len;
-    uint8_t table[HPT_HCOLS * HPT_VARINT_MAX];
-    size_t tl = (size_t)(hpt_hcols_table(table, len) - table), total = tl;
-    for (int i = 0; i < HPT_HCOLS; i++)
-        total += len[i];
-    uint8_t *out = must(malloc(total)), *p = out;
-    memcpy(p, table, tl);
-    p += tl;
-    memcpy(p, tb->raw, tb->raw_len);
-    p += tb->raw_len;
-    for (int i = 1; i < HPT_HCOLS; i++) {
-        if (len[i])
-            memcpy(p, tb->hcol[i], len[i]);
-        p += len[i];
-    }
-    reserve(&tb->raw, &tb->raw_cap, total);
-    memcpy(tb->raw, out, total);
-    tb->raw_len = total;
-    free(out);
 }
 
 size_t tb_end(tb_t *tb, bool compress) {
-    if (tb->hdr.type == HPT_CHUNK_HEAP && !tb->assembled)
-        assemble_heap(tb);
     size_t off = tb->flushed + tb->file_len;
     size_t bound = hp_chunk_bound(tb->raw_len);
     reserve(&tb->frame, &tb->frame_cap, bound);
@@ -167,7 +124,6 @@ void tb_skip_seq(tb_t *tb, uint64_t n) { tb->seq += n; }
 void tb_raw(tb_t *tb, const void *p, size_t n) { file_put(tb, p, n); }
 
 void tb_payload(tb_t *tb, const void *p, size_t n, uint32_t n_records) {
-    tb->assembled = true;
     reserve(&tb->raw, &tb->raw_cap, tb->raw_len + n);
     memcpy(tb->raw + tb->raw_len, p, n);
     tb->raw_len += n;
@@ -193,13 +149,7 @@ static void put_dt(tb_t *tb, uint64_t t) {
         fprintf(stderr, "trace_builder: time goes backwards within a chunk\n");
         exit(2);
     }
-    // a HEAP chunk counts time in units of 2^time_shift ns
-    unsigned shift = tb->hdr.type == HPT_CHUNK_HEAP ? tb->time_shift : 0;
-    if (((t - tb->prev_t) >> shift) << shift != t - tb->prev_t) {
-        fprintf(stderr, "trace_builder: a heap time that is not a whole unit\n");
-        exit(2);
-    }
-    put_var(tb, (t - tb->prev_t) >> shift);
+    put_var(tb, t - tb->prev_t);
     tb->prev_t = t;
 }
 
@@ -267,107 +217,6 @@ void tb_rec_realloc(tb_t *tb, uint64_t t, uint64_t t2, uint64_t stack, uint64_t 
     put_addr(tb, new_addr);
     put_var(tb, size);
     tb->hdr.n_records++;
-}
-
-// ---- the heap stream (docs/trace-format.md#heap) ----
-
-// Tag byte with the time delta in its top three bits (7: a varint of dt - 7 follows).
-static void put_htag(tb_t *tb, uint8_t tag, uint64_t t) {
-    if (t < tb->prev_t || ((t - tb->prev_t) >> tb->time_shift) << tb->time_shift != t - tb->prev_t) {
-        fprintf(stderr, "trace_builder: heap time backwards or not a whole unit\n");
-        exit(2);
-    }
-    uint64_t dt = (t - tb->prev_t) >> tb->time_shift;
-    tb->prev_t = t;
-    put_u8(tb, (uint8_t)(tag | (dt < 7 ? dt : 7) << 5));
-    if (dt >= 7)
-        put_var(tb, dt - 7);
-}
-
-// A varint into one of a HEAP chunk's side columns.
-static void put_hvar(tb_t *tb, int col, uint64_t v) {
-    reserve(&tb->hcol[col], &tb->hcap[col], tb->hlen[col] + HPT_VARINT_MAX);
-    do {
-        tb->hcol[col][tb->hlen[col]++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
-        v >>= 7;
-    } while (v);
-}
-
-static void put_ref(tb_t *tb, uint64_t serial) {
-    put_hvar(tb, HPT_HCOL_REF, serial ? tb->prev_addr - serial : 0);
-}
-
-// A free's block: 0 unknown, else 1 + (young << 1) with young = base - 1 - serial, or
-// 1 + (zigzag(serial - last_free - 1) << 1 | 1), whichever is smaller.
-static void put_dying(tb_t *tb, uint64_t serial) {
-    if (!serial) {
-        put_hvar(tb, HPT_HCOL_REF, 0);
-        return;
-    }
-    uint64_t young = tb->prev_addr - 1 - serial;
-    int64_t d = (int64_t)(serial - tb->last_free - 1);
-    uint64_t ordered = ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
-    put_hvar(tb, HPT_HCOL_REF, 1 + (young <= ordered ? young << 1 : ordered << 1 | 1));
-    tb->last_free = serial;
-}
-
-static uint64_t next_serial(tb_t *tb) {
-    uint64_t s = tb->reuse ? tb->reuse : tb->prev_addr++;
-    tb->reuse = 0;
-    return s;
-}
-
-uint64_t tb_rec_h_alloc(tb_t *tb, uint8_t tag, uint64_t t, uint64_t stack, uint64_t size,
-                        uint64_t align) {
-    put_htag(tb, tag, t);
-    put_hvar(tb, HPT_HCOL_STACK, stack);
-    put_hvar(tb, HPT_HCOL_SIZE, size);
-    if (tag == HPT_REC_H_ALIGNED)
-        put_hvar(tb, HPT_HCOL_SIZE, align);
-    tb->hdr.n_records++;
-    return next_serial(tb);
-}
-
-void tb_rec_h_free(tb_t *tb, uint64_t t, uint64_t serial, int method, uint64_t touched) {
-    put_htag(tb, HPT_REC_H_FREE, t);
-    put_dying(tb, serial);
-    put_hvar(tb, HPT_HCOL_TOUCH, method < 0 ? 0 : ((touched << 2) | (uint64_t)method) + 1);
-    tb->hdr.n_records++;
-}
-
-void tb_rec_h_realloc_free(tb_t *tb, uint64_t t, uint64_t serial) {
-    put_htag(tb, HPT_REC_H_REALLOC_FREE, t);
-    put_dying(tb, serial);
-    tb->hdr.n_records++;
-}
-
-uint64_t tb_rec_h_realloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t size,
-                          uint64_t old_serial, bool in_place) {
-    put_htag(tb, HPT_REC_H_REALLOC, t);
-    put_hvar(tb, HPT_HCOL_STACK, stack);
-    // the size: plain (<< 1), or as a change from the last realloc's (zigzag, << 1 | 1)
-    int64_t d = (int64_t)(size - tb->last_realloc_size);
-    uint64_t z = ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
-    put_hvar(tb, HPT_HCOL_SIZE, z < size ? z << 1 | 1 : size << 1);
-    tb->last_realloc_size = size;
-    put_hvar(tb, HPT_HCOL_REF, old_serial ? ((tb->prev_addr - old_serial) << 1) | in_place : 0);
-    tb->hdr.n_records++;
-    if (in_place)
-        return old_serial;
-    return next_serial(tb);
-}
-
-void tb_rec_h_tid(tb_t *tb, uint32_t tid) {
-    put_u8(tb, HPT_REC_H_TID);
-    put_var(tb, tid);
-    tb->hdr.n_records++;
-}
-
-void tb_rec_h_reuse(tb_t *tb, uint64_t serial) {
-    put_u8(tb, HPT_REC_H_REUSE);
-    put_ref(tb, serial);
-    tb->hdr.n_records++;
-    tb->reuse = serial;
 }
 
 void tb_rec_stack(tb_t *tb, uint64_t id, uint32_t n, const uint64_t *frames) {

@@ -15,10 +15,10 @@
 
 typedef struct tb tb_t;
 
-// A builder whose file starts with a current-version header (pid 4242, time_shift 0). Exits
+// A builder whose file starts with a current-version header (pid 4242). Exits
 // on OOM.
 tb_t *tb_new(void);
-// The header tb_new writes, for callers that change a field or two (time_shift, flags).
+// The header tb_new writes, for callers that change a field or two (flags).
 void tb_default_hdr(hpt_file_hdr_t *h);
 // The same with a caller-made header, written as is (for bad magic / version tests).
 tb_t *tb_new_hdr(const hpt_file_hdr_t *hdr);
@@ -37,8 +37,8 @@ void tb_set_n_records(tb_t *tb, uint32_t n);
 void tb_skip_seq(tb_t *tb, uint64_t n);
 // Appends raw bytes to the file (garbage, partial chunks).
 void tb_raw(tb_t *tb, const void *p, size_t n);
-// Appends already encoded records (n_records of them) to the open chunk's payload; in a HEAP
-// chunk, a whole payload (column table and columns) stored as it is.
+// Appends already encoded records (n_records of them) to the open chunk's payload (or a whole
+// payload, e.g. a column form, stored as it is).
 void tb_payload(tb_t *tb, const void *p, size_t n, uint32_t n_records);
 
 void tb_rec_malloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t addr, uint64_t size);
@@ -60,18 +60,6 @@ void tb_rec_module_unload(tb_t *tb, uint64_t t, uint64_t base);
 void tb_rec_process(tb_t *tb, const char *exe, int argc, const char *const *argv);
 void tb_rec_trailer(tb_t *tb, uint64_t n_events, uint64_t n_lost, uint64_t n_stacks,
                     uint64_t n_overflows);
-// The heap stream: records of a HEAP chunk (tb_begin's base_addr is the serial base). Times
-// are absolute ns and must be whole units of the header's time_shift. The allocations return
-// the serial the block gets (the base, or the one an H_REUSE named); serial 0 = unknown block.
-uint64_t tb_rec_h_alloc(tb_t *tb, uint8_t tag, uint64_t t, uint64_t stack, uint64_t size,
-                        uint64_t align);
-// touched: the block's one touch count (for a calloc block, its bytes not zero)
-void tb_rec_h_free(tb_t *tb, uint64_t t, uint64_t serial, int method, uint64_t touched);
-void tb_rec_h_realloc_free(tb_t *tb, uint64_t t, uint64_t serial);
-uint64_t tb_rec_h_realloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t size,
-                          uint64_t old_serial, bool in_place);
-void tb_rec_h_tid(tb_t *tb, uint32_t tid);
-void tb_rec_h_reuse(tb_t *tb, uint64_t serial);
 // CPU_SAMPLE (its time may be below the previous record's) and CPU_INFO.
 void tb_rec_cpu_sample(tb_t *tb, uint64_t t, uint32_t tid, uint64_t stack);
 void tb_rec_cpu_info(tb_t *tb, unsigned source, uint32_t hz, uint64_t n_samples, uint64_t n_lost,
