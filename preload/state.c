@@ -11,6 +11,7 @@
 #include "guard.h"
 #include "mem.h"
 #include "modmap.h"
+#include "pipeline.h"
 #include "real.h"
 #include "record.h"
 #include "stacktab.h"
@@ -224,6 +225,9 @@ static void setup_recording(void) {
     if (atomic_exchange(&early_started, true))
         return;
     image_pid = getpid();
+    // Before any ring exists (also when profiling is off: unit tests drive the rings of a
+    // process that does not record).
+    hp_pipeline_attach();
     hp_real_resolve();
     hp_config_load();
     start_ns = hp_clock_mono_ns();
