@@ -9,7 +9,6 @@
 #include "cpu.h"
 #include "diag.h"
 #include "guard.h"
-#include "mem.h"
 #include "modmap.h"
 #include "pipeline.h"
 #include "real.h"
@@ -21,11 +20,8 @@
 #include "writer.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <string.h>
 #include <sys/single_threaded.h>
-#include <time.h>
 #include <unistd.h>
 
 _Atomic int hp_state;
@@ -42,107 +38,20 @@ uint64_t hp_state_now(void) {
     return HP_LIKELY(t > start_ns) ? t - start_ns : 0;
 }
 
+uint64_t hp_state_start_ns(void) {
+    return start_ns;
+}
+
 void hp_state_disable(const char *reason) {
     int expected = HP_STATE_ON;
     if (atomic_compare_exchange_strong(&hp_state, &expected, HP_STATE_DISABLED))
         hp_diag_line(reason, (char *)NULL);
 }
 
-// ---- META chunk: PROCESS record + the module map at start --------------------------------------
-
-typedef struct meta {
-    uint8_t *buf;
-    size_t len, cap;
-    uint32_t nrec;
-} meta_t;
-
-static void meta_emit(void *ctx, const uint8_t *rec, size_t len) {
-    meta_t *m = ctx;
-    if (m->len + len > m->cap)
-        return;
-    memcpy(m->buf + m->len, rec, len);
-    m->len += len;
-    m->nrec++;
-}
-
-static uint8_t *put_bytes(uint8_t *p, const void *s, size_t n) {
-    p = hpt_put_varint(p, n);
-    memcpy(p, s, n);
-    return p + n;
-}
-
-// PROCESS record from /proc/self/exe and /proc/self/cmdline, read without stdio.
-static void meta_process(meta_t *m) {
-    static char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    size_t exe_len = n > 0 ? (size_t)n : 0;
-    static char cmd[64 * 1024];
-    size_t cmd_len = 0;
-    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t r;
-        while (cmd_len < sizeof cmd && (r = read(fd, cmd + cmd_len, sizeof cmd - cmd_len)) > 0)
-            cmd_len += (size_t)r;
-        close(fd);
-    }
-    uint8_t *p = m->buf + m->len, *start = p;
-    if (m->cap - m->len < exe_len + cmd_len + 2 * 4096 * HPT_VARINT_MAX)
-        return;
-    *p++ = HPT_REC_PROCESS;
-    p = put_bytes(p, exe, exe_len);
-    size_t argc = 0;
-    for (size_t i = 0; i < cmd_len; i++)
-        argc += cmd[i] == 0;
-    if (argc > 4096)
-        argc = 4096;
-    p = hpt_put_varint(p, argc);
-    size_t off = 0;
-    for (size_t a = 0; a < argc; a++) {
-        size_t l = strnlen(cmd + off, cmd_len - off);
-        p = put_bytes(p, cmd + off, l < HPT_MAX_STRING ? l : HPT_MAX_STRING);
-        off += l + 1;
-    }
-    m->len += (size_t)(p - start);
-    m->nrec++;
-}
-
-// Opens this process's trace and starts the writer. Called with start_lock held.
+// Starts this process's trace (writer.c) and, with it, CPU sampling. Called with start_lock held.
 static bool start_trace(void) {
     trace_started = true;
-    char path[HP_PATH_MAX];
-    int fd = hp_writer_create_file(hp_config.out, path, sizeof path);
-    if (fd < 0)
-        return false;
-    meta_t m = {0};
-    m.cap = 1u << 20;
-    m.buf = hp_mem_map(m.cap);
-    if (!m.buf) {
-        close(fd);
-        return false;
-    }
-    meta_process(&m);
-    hpt_dstate_t st = {0};
-    hp_modmap_scan(&st, hp_state_now(), meta_emit, &m);
-
-    struct timespec rt;
-    clock_gettime(CLOCK_REALTIME, &rt);
-    hpt_file_hdr_t h = {0};
-    memcpy(h.magic, HPT_MAGIC, sizeof h.magic);
-    h.version = HPT_VERSION;
-    h.hdr_bytes = sizeof h;
-    h.start_ns = start_ns;
-    h.start_unix_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
-    h.pid = (uint32_t)getpid();
-    h.ppid = (uint32_t)getppid();
-    if (hp_config.touch) {
-        h.flags |= HPT_FILE_TOUCH;
-        h.touch_fill_max = hp_config.touch_fill_max;
-    }
-    h.time_shift = 0; // EVENTS chunks keep nanoseconds (docs/design.md#the-pipeline)
-    bool ok = hp_writer_start(fd, path, &h, m.buf, m.len, m.nrec);
-    hp_mem_unmap(m.buf, m.cap);
-    if (ok && !hp_config.quiet)
-        hp_diag_line("writing trace to ", path, (char *)NULL);
+    bool ok = hp_writer_start();
     if (ok)
         hp_cpu_start(); // from this thread: the events cover the threads it creates from now
     return ok;

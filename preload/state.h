@@ -54,4 +54,7 @@ bool hp_state_is_vfork_child(void);
 // CLOCK_MONOTONIC nanoseconds since the trace started. Hot path (vDSO).
 uint64_t hp_state_now(void);
 
+// The trace's start on the CLOCK_MONOTONIC scale (the file header's start_ns).
+uint64_t hp_state_start_ns(void);
+
 #endif
