@@ -6,6 +6,7 @@
 #include "cpu_timer.h"
 #include "format/hpt_format.h"
 #include "guard.h"
+#include "lifecycle.h"
 #include "real.h"
 #include "record.h"
 #include "state.h"
@@ -30,7 +31,7 @@ static inline int should_record(uintptr_t here) {
     if (hp_tls_guard) // nested, or the holder was abandoned by a longjmp (guard.h)
         return hp_record_guard_slow(here);
     return atomic_load_explicit(&hp_state, memory_order_relaxed) == HP_STATE_OFF &&
-           hp_state_start_early();
+           hp_lifecycle_start_early();
 }
 
 // Before the real functions are known (dlsym is running), serve from the bootstrap arena.
@@ -222,7 +223,7 @@ HP_EXPORT size_t malloc_usable_size(void *p) {
 
 static _Noreturn void exit_now(int status) {
     if (ready())
-        hp_state_before_exit_now();
+        hp_lifecycle_before_exit_now();
     if (hp_real.exit_now)
         hp_real.exit_now(status);
     for (;;)
@@ -273,9 +274,9 @@ HP_EXPORT void (*signal(int s, void (*handler)(int)))(int) {
 HP_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
     if (!ready())
         return -1;
-    hp_state_before_exec();
+    hp_lifecycle_before_exec();
     int rc = hp_real.execve(path, argv, envp);
-    hp_state_exec_failed(); // it returned: it failed
+    hp_lifecycle_exec_failed(); // it returned: it failed
     return rc;
 }
 
@@ -286,9 +287,9 @@ HP_EXPORT int execv(const char *path, char *const argv[]) {
 HP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
     if (!ready())
         return -1;
-    hp_state_before_exec();
+    hp_lifecycle_before_exec();
     int rc = hp_real.execvpe(file, argv, envp);
-    hp_state_exec_failed(); // it returned: it failed
+    hp_lifecycle_exec_failed(); // it returned: it failed
     return rc;
 }
 
@@ -299,9 +300,9 @@ HP_EXPORT int execvp(const char *file, char *const argv[]) {
 HP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
     if (!ready())
         return -1;
-    hp_state_before_exec();
+    hp_lifecycle_before_exec();
     int rc = hp_real.fexecve(fd, argv, envp);
-    hp_state_exec_failed(); // it returned: it failed
+    hp_lifecycle_exec_failed(); // it returned: it failed
     return rc;
 }
 

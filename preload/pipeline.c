@@ -10,6 +10,7 @@
 #include "format/hpt_columns.h"
 #include "guard.h"
 #include "mem.h"
+#include "state.h"
 #include "thread.h"
 #include "traceout.h"
 
@@ -58,6 +59,15 @@ static unsigned most_workers;
 static unsigned cpus(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (unsigned)n : 1;
+}
+
+void hp_pipeline_attach(void) {
+    static const hp_tbuf_drainer_t ops = {
+        .running = hp_pipeline_running,
+        .enqueue = hp_pipeline_enqueue,
+        .drain = hp_pipeline_drain,
+    };
+    hp_tbuf_set_drainer(&ops);
 }
 
 bool hp_pipeline_start(void) {

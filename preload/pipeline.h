@@ -13,6 +13,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+// Makes the pipeline the rings' drainer (hp_tbuf_set_drainer): a ring over half full is put on
+// its work list, a full one drained by its owner through it. Once, before the first ring.
+void hp_pipeline_attach(void);
+
 // Makes the pipeline ready for a new trace (no worker yet). False if out of memory.
 bool hp_pipeline_start(void);
 bool hp_pipeline_running(void);

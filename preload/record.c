@@ -48,6 +48,11 @@ static HP_TLS uint32_t hp_tls_last_stack; // id of this thread's previous stack 
 
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static bool (*ensure_trace)(void); // the lifecycle's (hp_record_set_trace_hook)
+
+void hp_record_set_trace_hook(bool (*fn)(void)) {
+    ensure_trace = fn;
+}
 
 static void make_exit_key(void) {
     pthread_key_create(&exit_key, hp_record_thread_exit);
@@ -58,7 +63,7 @@ static void emit_to_ring(void *ctx, const uint8_t *rec, size_t len) {
 }
 
 HP_NOINLINE HP_COLD static hp_ring_t *thread_start(void) {
-    if (!hp_state_ensure_trace())
+    if (ensure_trace && !ensure_trace())
         return NULL;
     uint32_t tid = (uint32_t)syscall(SYS_gettid);
     hp_ring_t *r = hp_tbuf_new(tid);

@@ -6,6 +6,7 @@
 
 #include "unwind.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,12 @@ void hp_record_free(const void *p);
 uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable);
 void hp_record_realloc_end(uint64_t t_before, size_t old_usable, const void *old, const void *p,
                            size_t size, const hp_frame_t *from);
+
+// What a thread's first event calls before it makes the thread's ring: makes sure this process
+// has a trace to write to (a fork child starts its own then). False: the thread records nothing
+// (the hook has already stopped profiling). Registered once by the lifecycle, before recording
+// is switched on; none registered means nothing to make sure of.
+void hp_record_set_trace_hook(bool (*ensure_trace)(void));
 
 // Thread exit hook (pthread key destructor): writes THREAD_END, marks the ring closed.
 void hp_record_thread_exit(void *ring);

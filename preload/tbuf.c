@@ -7,7 +7,6 @@
 #include "clock.h"
 #include "config.h"
 #include "mem.h"
-#include "pipeline.h"
 #include "state.h"
 
 #include <pthread.h>
@@ -16,6 +15,11 @@
 
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static hp_ring_t *list_head;
+static const hp_tbuf_drainer_t *drainer; // the pipeline, once attached
+
+void hp_tbuf_set_drainer(const hp_tbuf_drainer_t *d) {
+    drainer = d;
+}
 
 hp_ring_t *hp_tbuf_new(uint32_t tid) {
     hp_ring_t *r = hp_mem_map(sizeof *r);
@@ -75,7 +79,8 @@ void hp_tbuf_forget_all(void) {
 }
 
 void hp_tbuf_nudge_slow(hp_ring_t *r) {
-    hp_pipeline_enqueue(r);
+    if (drainer)
+        drainer->enqueue(r);
 }
 
 // The ring filled before the pipeline drained it: the thread makes records faster than a
@@ -94,7 +99,7 @@ static void grow(hp_ring_t *r) {
 }
 
 bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
-    if (n > hp_config.ring_bytes || !hp_pipeline_running()) {
+    if (n > hp_config.ring_bytes || !drainer || !drainer->running()) {
         // nobody will drain it (start-up before the trace exists): drop, but count
         r->n_lost++;
         return false;
@@ -107,7 +112,7 @@ bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
     bool ok = true;
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (h + n - atomic_load_explicit(&r->tail, memory_order_relaxed) > r->cap) {
-        ok = hp_pipeline_drain(r);
+        ok = drainer->drain(r);
         grow(r);
     }
     pthread_mutex_unlock(&r->drain);

@@ -55,6 +55,19 @@ void hp_tbuf_reap(bool (*dead)(hp_ring_t *));
 // In a fork child: forgets every ring (they belong to the parent) and reinitialises the lock.
 void hp_tbuf_forget_all(void);
 
+// Who drains the rings: the pipeline (pipeline.c), which sits above this file and registers
+// itself here once, before any ring exists (hp_pipeline_attach). Only the cold paths below call
+// these; the append path never does. running: whether drains write to a trace now; enqueue: as
+// hp_pipeline_enqueue; drain: as hp_pipeline_drain (the caller holds r->drain).
+typedef struct hp_tbuf_drainer {
+    bool (*running)(void);
+    void (*enqueue)(hp_ring_t *r);
+    bool (*drain)(hp_ring_t *r);
+} hp_tbuf_drainer_t;
+
+// Registers the drainer (kept by pointer). Call before the first ring is made; not thread-safe.
+void hp_tbuf_set_drainer(const hp_tbuf_drainer_t *d);
+
 // The ring is full: drain it on this thread (waiting for a drainer that holds it first), and
 // grow it if it is below its largest size. The owner waits, never loses, while the pipeline
 // lives; false (the event is counted lost) only when there is none. Cold.

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
-// The trace's lifecycle and the flusher thread. The flusher bounds how long a record waits
-// (HEAPPROF_FLUSH_MS), writes the merge watermarks (SYNC chunks), starts pipeline workers as
-// they are needed, frees the rings of threads that are gone, and writes the TRAILER. It does
-// no per-event work of its own beyond a drainer's share (pipeline.c), so nothing here grows
-// with the event rate. Runs with the recursion guard held and every signal blocked.
+// The trace file and the flusher thread. The file: its creation (HEAPPROF_OUT), its header and
+// META chunk (PROCESS, the module map at start), written before the flusher starts. The flusher
+// bounds how long a record waits (HEAPPROF_FLUSH_MS), writes the merge watermarks (SYNC chunks),
+// starts pipeline workers as they are needed, frees the rings of threads that are gone, and
+// writes the TRAILER. It does no per-event work of its own beyond a drainer's share
+// (pipeline.c), so nothing here grows with the event rate. Runs with the recursion guard held
+// and every signal blocked.
 // Chunking and watermarks: docs/trace-format.md#chunks and #merge.
 #include "writer.h"
 
@@ -14,6 +16,7 @@
 #include "diag.h"
 #include "guard.h"
 #include "mem.h"
+#include "modmap.h"
 #include "pipeline.h"
 #include "stacktab.h"
 #include "state.h"
@@ -143,7 +146,9 @@ static int open_special(const char *path, mode_t mode) {
     return -1;
 }
 
-int hp_writer_create_file(const char *tmpl, char *path, size_t cap) {
+// Creates the trace file from a HEAPPROF_OUT template (writer.h) and writes the chosen path into
+// path. Returns the fd, or -1 after saying why on stderr.
+static int create_file(const char *tmpl, char *path, size_t cap) {
     char first[HP_PATH_MAX];
     for (int i = 0; i < 1000; i++) {
         if (!expand(tmpl, path, cap, i)) {
@@ -173,6 +178,63 @@ int hp_writer_create_file(const char *tmpl, char *path, size_t cap) {
     return -1;
 }
 
+// ---- META chunk: PROCESS record + the module map at start --------------------------------------
+
+typedef struct meta {
+    uint8_t *buf;
+    size_t len, cap;
+    uint32_t nrec;
+} meta_t;
+
+static void meta_emit(void *ctx, const uint8_t *rec, size_t len) {
+    meta_t *m = ctx;
+    if (m->len + len > m->cap)
+        return;
+    memcpy(m->buf + m->len, rec, len);
+    m->len += len;
+    m->nrec++;
+}
+
+static uint8_t *put_bytes(uint8_t *p, const void *s, size_t n) {
+    p = hpt_put_varint(p, n);
+    memcpy(p, s, n);
+    return p + n;
+}
+
+// PROCESS record from /proc/self/exe and /proc/self/cmdline, read without stdio.
+static void meta_process(meta_t *m) {
+    static char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    size_t exe_len = n > 0 ? (size_t)n : 0;
+    static char cmd[64 * 1024];
+    size_t cmd_len = 0;
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t r;
+        while (cmd_len < sizeof cmd && (r = read(fd, cmd + cmd_len, sizeof cmd - cmd_len)) > 0)
+            cmd_len += (size_t)r;
+        close(fd);
+    }
+    uint8_t *p = m->buf + m->len, *start = p;
+    if (m->cap - m->len < exe_len + cmd_len + 2 * 4096 * HPT_VARINT_MAX)
+        return;
+    *p++ = HPT_REC_PROCESS;
+    p = put_bytes(p, exe, exe_len);
+    size_t argc = 0;
+    for (size_t i = 0; i < cmd_len; i++)
+        argc += cmd[i] == 0;
+    if (argc > 4096)
+        argc = 4096;
+    p = hpt_put_varint(p, argc);
+    size_t off = 0;
+    for (size_t a = 0; a < argc; a++) {
+        size_t l = strnlen(cmd + off, cmd_len - off);
+        p = put_bytes(p, cmd + off, l < HPT_MAX_STRING ? l : HPT_MAX_STRING);
+        off += l + 1;
+    }
+    m->len += (size_t)(p - start);
+    m->nrec++;
+}
 
 // ---- watermarks --------------------------------------------------------------------------------
 
@@ -311,8 +373,11 @@ static void *flusher_main(void *arg) {
     return NULL;
 }
 
-bool hp_writer_start(int fd, const char *path, const hpt_file_hdr_t *hdr, const uint8_t *meta,
-                     size_t meta_len, uint32_t meta_records) {
+// Writes the file header and the META chunk synchronously, then starts the flusher thread.
+// Takes ownership of fd, created at path (kept to reopen the file if the program closes the fd).
+// Returns false (fd closed) if any step fails.
+static bool start(int fd, const char *path, const hpt_file_hdr_t *hdr, const uint8_t *meta,
+                  size_t meta_len, uint32_t meta_records) {
     have_membarrier =
         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
     hpt_file_hdr_t h = *hdr;
@@ -340,6 +405,43 @@ bool hp_writer_start(int fd, const char *path, const hpt_file_hdr_t *hdr, const 
 fail:
     hp_traceout_close();
     return false;
+}
+
+bool hp_writer_start(void) {
+    char path[HP_PATH_MAX];
+    int fd = create_file(hp_config.out, path, sizeof path);
+    if (fd < 0)
+        return false;
+    meta_t m = {0};
+    m.cap = 1u << 20;
+    m.buf = hp_mem_map(m.cap);
+    if (!m.buf) {
+        close(fd);
+        return false;
+    }
+    meta_process(&m);
+    hpt_dstate_t st = {0};
+    hp_modmap_scan(&st, hp_state_now(), meta_emit, &m);
+
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    hpt_file_hdr_t h = {0};
+    memcpy(h.magic, HPT_MAGIC, sizeof h.magic);
+    h.version = HPT_VERSION;
+    h.hdr_bytes = sizeof h;
+    h.start_ns = hp_state_start_ns();
+    h.start_unix_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+    h.pid = (uint32_t)getpid();
+    h.ppid = (uint32_t)getppid();
+    if (hp_config.touch) {
+        h.flags |= HPT_FILE_TOUCH;
+        h.touch_fill_max = hp_config.touch_fill_max;
+    }
+    bool ok = start(fd, path, &h, m.buf, m.len, m.nrec);
+    hp_mem_unmap(m.buf, m.cap);
+    if (ok && !hp_config.quiet)
+        hp_diag_line("writing trace to ", path, (char *)NULL);
+    return ok;
 }
 
 bool hp_writer_running(void) {

@@ -1,28 +1,20 @@
 // SPDX-License-Identifier: MIT
-// The trace's lifecycle: file creation, start (header, META, the flusher thread), flushes on
-// demand (exec), the final flush and TRAILER at exit, fork. The flusher writes the merge
+// The trace file's life: creation, start (header, META, the flusher thread), flushes on demand
+// (exec), the final flush and TRAILER at exit, fork. The flusher writes the merge
 // watermarks (SYNC); the records themselves go out through the pipeline (pipeline.h).
 #ifndef HEAPPROF_PRELOAD_WRITER_H
 #define HEAPPROF_PRELOAD_WRITER_H
 
-#include "format/hpt_format.h"
-
 #include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
 
-// Creates the trace file from a HEAPPROF_OUT template (%p -> pid) with O_EXCL|O_NOFOLLOW, mode
-// 0600; if the name is a file or symlink, tries NAME.1.hpt, NAME.2.hpt, ... and says so on
-// stderr (unless HEAPPROF_QUIET). A character device at the name (/dev/null) is opened as is;
-// anything else there (FIFO, directory, terminal) is refused. Writes the chosen path into path.
-// Returns the fd, or -1 after saying why on stderr.
-int hp_writer_create_file(const char *tmpl, char *path, size_t path_cap);
-
-// Writes the file header and the META chunk synchronously, then starts the flusher thread.
-// Takes ownership of fd, created at path (kept to reopen the file if the program closes the fd).
-// Returns false (fd closed) if any step fails.
-bool hp_writer_start(int fd, const char *path, const hpt_file_hdr_t *hdr, const uint8_t *meta,
-                     size_t meta_len, uint32_t meta_records);
+// Starts this process's trace: creates the file from the HEAPPROF_OUT template (%p -> pid) with
+// O_EXCL|O_NOFOLLOW, mode 0600 (if the name is a file or symlink, tries NAME.1.hpt, NAME.2.hpt,
+// ... and says so on stderr unless HEAPPROF_QUIET; a character device at the name, /dev/null, is
+// opened as is; anything else there, a FIFO, directory or terminal, is refused), writes the file
+// header (start: hp_state_start_ns) and the META chunk (PROCESS, the module map now)
+// synchronously, starts the flusher thread and says where the trace goes (unless quiet). Returns
+// false, after saying why on stderr where the file could not be made, if any step fails. Cold.
+bool hp_writer_start(void);
 
 bool hp_writer_running(void);
 

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: MIT
+// Lifecycle: constructor (config, real functions, trace, writer), the start of each process's
+// trace, fork (the child gets its own trace on its first event), exec (flush first), exit (final
+// flush and trailer). The top of the shim: it may call any module, none calls it except through
+// the hooks registered here. Never aborts: failures end in a disabled state.
+#include "lifecycle.h"
+
+#include "clock.h"
+#include "config.h"
+#include "cpu.h"
+#include "guard.h"
+#include "modmap.h"
+#include "pipeline.h"
+#include "real.h"
+#include "record.h"
+#include "stacktab.h"
+#include "state.h"
+#include "tbuf.h"
+#include "touch.h"
+#include "unwind.h"
+#include "writer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sys/single_threaded.h>
+#include <unistd.h>
+
+static _Atomic bool early_started; // recording set up (maybe before our constructor ran)
+static bool ctor_done;             // the constructor opened the trace (or gave up)
+static bool trace_started;         // this process image has had its trace: never a second one
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t image_pid; // this image's process; a vfork child (no fork handler runs) differs
+
+// Starts this process's trace (writer.c) and, with it, CPU sampling. Called with start_lock held.
+static bool start_trace(void) {
+    trace_started = true;
+    bool ok = hp_writer_start();
+    if (ok)
+        hp_cpu_start(); // from this thread: the events cover the threads it creates from now
+    return ok;
+}
+
+// The record layer's trace hook (hp_record_set_trace_hook): a thread's first event makes sure
+// this process has an open trace and a running writer (a fork child starts its trace then).
+// Returns false if profiling cannot go on. Cold; takes a lock.
+static bool ensure_trace(void) {
+    // Before our constructor runs, events wait in the thread's ring; the constructor opens the
+    // trace and starts the writer.
+    if (!ctor_done || hp_writer_running())
+        return true;
+    // Only a fork child starts a trace here. A thread whose first event races exit() finds
+    // the writer already stopped: it must not start a second trace (and writer) that the
+    // exiting thread would then wait for (docs/design.md#lifecycle).
+    pthread_mutex_lock(&start_lock);
+    bool ok = hp_writer_running();
+    if (!ok && !trace_started && hp_state_is_on())
+        ok = start_trace();
+    pthread_mutex_unlock(&start_lock);
+    if (!ok) {
+        int on = HP_STATE_ON;
+        atomic_compare_exchange_strong(&hp_state, &on, HP_STATE_DISABLED);
+    }
+    return ok;
+}
+
+// ---- fork, exec, exit ------------------------------------------------------------------------
+
+static void fork_prepare(void) {
+    int entered = hp_guard_enter();
+    // Lock order matches the other users: stacktab -> pipeline -> trace file -> ring list; none
+    // is held for more than one chunk's write, so a fork never waits for a whole round. The unwinder's
+    // rule lock is a leaf (held only around libdw), taken first so no thread holds it in the child.
+    hp_unwind_fork_prepare();
+    hp_stacktab_fork_prepare();
+    hp_writer_fork_prepare();
+    hp_tbuf_list_lock();
+    if (entered)
+        hp_guard_leave();
+}
+
+static void fork_parent(void) {
+    hp_tbuf_list_unlock();
+    hp_writer_fork_parent();
+    hp_stacktab_fork_parent();
+    hp_unwind_fork_parent();
+}
+
+static void fork_child(void) {
+    // Only this thread survives. Whatever the parent had buffered is the parent's to write;
+    // the child starts an empty trace of its own when it first allocates.
+    hp_tbuf_list_unlock();
+    hp_tbuf_forget_all();
+    hp_writer_fork_child();
+    hp_stacktab_fork_child();
+    hp_unwind_fork_child();
+    hp_cpu_fork_child();
+    hp_modmap_reset();
+    hp_record_fork_child();
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    start_lock = fresh;
+    trace_started = false;
+    hp_state_set_start_ns(hp_clock_mono_ns());
+    image_pid = getpid();
+}
+
+void hp_lifecycle_before_exec(void) {
+    // The trace of this image ends here, cleanly; if exec fails, recording simply goes on and
+    // the trailer written at exit supersedes this one.
+    if (hp_lifecycle_is_vfork_child())
+        return; // the writer and the timers are the parent's, which goes on
+    hp_cpu_before_exec();
+    if (hp_state_is_on())
+        hp_writer_flush_sync(true);
+}
+
+// Sets up recording; the first caller wins. Called by the first allocation (libraries
+// initialised before ours allocate too: libstdc++'s emergency exception pool, for one) or by
+// the constructor.
+static void setup_recording(void) {
+    if (atomic_exchange(&early_started, true))
+        return;
+    image_pid = getpid();
+    // The lower layers' calls up, registered before any ring exists or any event is recorded
+    // (also when profiling is off: unit tests drive the rings of a process that does not record).
+    hp_pipeline_attach();
+    hp_record_set_trace_hook(ensure_trace);
+    hp_real_resolve();
+    hp_config_load();
+    hp_state_set_start_ns(hp_clock_mono_ns());
+    hp_clock_start();
+    if (!hp_config.enabled || !hp_real.malloc) {
+        atomic_store(&hp_state, HP_STATE_DISABLED);
+        return;
+    }
+    hp_unwind_init();
+    if (hp_config.touch)
+        hp_touch_init();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atomic_store(&hp_state, HP_STATE_ON);
+}
+
+bool hp_lifecycle_start_early(void) {
+    // Only once libc has run its early initialisation (it sets __libc_single_threaded; before
+    // that, ld.so itself may be allocating) and while there is one thread, so no other thread
+    // can race the set-up. Otherwise pass through until the constructor.
+    if (atomic_load_explicit(&hp_state, memory_order_relaxed) != HP_STATE_OFF ||
+        !__libc_single_threaded || atomic_load(&early_started))
+        return hp_state_is_on();
+    int entered = hp_guard_enter();
+    setup_recording();
+    if (entered)
+        hp_guard_leave();
+    return hp_state_is_on();
+}
+
+__attribute__((constructor)) static void hp_lifecycle_init(void) {
+    int entered = hp_guard_enter();
+    setup_recording();
+    if (hp_state_is_on()) {
+        pthread_mutex_lock(&start_lock);
+        bool ok = start_trace();
+        ctor_done = true;
+        pthread_mutex_unlock(&start_lock);
+        if (!ok)
+            atomic_store(&hp_state, HP_STATE_DISABLED);
+    }
+    ctor_done = true;
+    if (entered)
+        hp_guard_leave();
+}
+
+__attribute__((destructor)) static void hp_lifecycle_fini(void) {
+    int entered = hp_guard_enter();
+    // Samples stop first, so the writer's final flush carries the last of them.
+    hp_cpu_stop();
+    int expected = HP_STATE_ON;
+    // Recording stops before the final flush; later frees (other destructors) pass through.
+    atomic_compare_exchange_strong(&hp_state, &expected, HP_STATE_FINISHED);
+    if (expected == HP_STATE_ON || expected == HP_STATE_DISABLED)
+        hp_writer_stop();
+    hp_unwind_report();
+    if (entered)
+        hp_guard_leave();
+}
+
+bool hp_lifecycle_is_vfork_child(void) {
+    return getpid() != image_pid;
+}
+
+void hp_lifecycle_before_exit_now(void) {
+    // A vfork child shares the parent's memory, writer and timers: nothing here is its to stop.
+    // A signal handler that calls _exit may have interrupted the shim on this thread, holding
+    // its locks: the last interval is lost rather than risk a deadlock.
+    if (hp_lifecycle_is_vfork_child() || hp_tls_guard)
+        return;
+    hp_lifecycle_fini(); // what exit() does last: the same trace
+}
+
+void hp_lifecycle_exec_failed(void) {
+    if (hp_lifecycle_is_vfork_child())
+        return;
+    int e = errno;
+    int entered = hp_guard_enter(); // the sampling thread's set-up is not the program's
+    hp_cpu_exec_failed();
+    if (entered)
+        hp_guard_leave();
+    errno = e;
+}

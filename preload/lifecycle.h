@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: MIT
+// The shim's top: start-up (constructor, or the first allocation), the start of each trace, fork,
+// exec and exit. It drives the state (state.h) and calls every module below it; nothing but the
+// entry points (interpose.c) includes this header: the lower modules reach it only through the
+// hooks it registers (the record layer's trace hook).
+#ifndef HEAPPROF_PRELOAD_LIFECYCLE_H
+#define HEAPPROF_PRELOAD_LIFECYCLE_H
+
+#include <stdbool.h>
+
+// Called by an entry point while the state is still OFF: starts recording early if that is safe
+// now. Returns whether recording is on. Cold.
+bool hp_lifecycle_start_early(void);
+
+// Flushes everything recorded so far before the image is replaced; waits at most ~2 s. Nothing
+// in a vfork child: what it would flush and stop is the parent's.
+void hp_lifecycle_before_exec(void);
+
+// After a failed exec (the image goes on): resumes what hp_lifecycle_before_exec stopped (timer
+// sampling). errno preserved. Cold.
+void hp_lifecycle_exec_failed(void);
+
+// _exit/_Exit: the exit flush and trailer the destructor would write, which _exit skips; does
+// nothing in a vfork child (the parent's writer is not its own) or where this thread is inside
+// the shim (a signal handler interrupted it). Waits for the writer. Cold.
+void hp_lifecycle_before_exit_now(void);
+
+// Whether this is a vfork child (or another clone sharing the memory of the image that set the
+// shim up): getpid() is not the pid recorded at set-up or by the last fork handler. Such a child
+// must touch nothing the parent owns. Cold (a system call).
+bool hp_lifecycle_is_vfork_child(void);
+
+#endif
