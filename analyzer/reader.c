@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
-// Streaming trace reader (docs/trace-format.md): framing, verification, resynchronisation after
-// damage, record decoding through hpt_rec_decode (never a decoder of its own), and the k-way
-// merge of per-thread streams released at SYNC watermarks. Trace bytes are untrusted: every
-// length is checked before use. Never prints, never exits (except xalloc on OOM).
+// Streaming trace reader (docs/trace-format.md): framing, verification and resynchronisation
+// after damage on the reader's thread; each verified chunk then goes to the decode pool
+// (chunk_decode.c, on worker threads), and comes back, in file order, to have its definitions
+// applied and its events queued for the k-way merge of per-thread streams released at SYNC
+// watermarks. Trace bytes are untrusted: every length is checked before use. Never prints,
+// never exits (except xalloc on OOM).
 #include "reader.h"
 
+#include "decode_pool.h"
 #include "format/hpt_codec.h"
-#include "format/hpt_columns.h"
 #include "hmap.h"
 #include "xalloc.h"
 
@@ -46,19 +48,6 @@ typedef struct tqueue {
     size_t head, tail, cap;
 } tqueue_t;
 
-// A chunk's records as they are being decoded.
-typedef struct drun {
-    bool keep;
-    const uint8_t *p, *end; // the chunk's records
-    hpt_dstate_t st;
-    hpt_rec_t rec; // hpt_rec_decode fills only the fields of the tag it met: zeroed once a chunk
-    uint32_t tid;
-    uint32_t left;  // records not decoded yet
-    uint64_t wm;    // the watermark when the chunk was read: what counts as late
-    uint64_t late;  // of the records decoded in this step
-    tqueue_t *q;
-} drun_t;
-
 // A queue in the merge heap with its head's key cached: sifting compares keys in one array
 // instead of chasing two pointers per comparison.
 typedef struct heap_ent {
@@ -89,13 +78,8 @@ struct reader {
     uint64_t buf_off;
     bool file_eof;
 
-    ZSTD_DCtx *dctx;
-    uint8_t *raw;
-    size_t raw_cap;
-    uint8_t *rows; // a column chunk's records as rows (docs/trace-format.md#columns)
-    size_t rows_cap;
-    hpt_cols_alloc_t *col_allocs; // the untranspose's scratch
-    size_t col_allocs_cap;
+    decode_pool_t *pool; // chunks framed and verified, being decoded or waiting to be applied
+    bool framed_all;     // the framer reached the end of the file
 
     bool eof;           // no more chunks: release everything
     bool defs_only;     // reader_load_defs: decode for definitions, keep no events
@@ -109,6 +93,8 @@ struct reader {
     size_t heap_n, heap_cap;
     size_t n_buffered;     // events in all queues
     size_t n_reserved;     // room for events in all queues (their capacities)
+    size_t buffer_limit;   // events held past which the oldest are released regardless of the
+                           // watermark: BUFFERED_MAX, less the next chunk's events while they wait
     reader_event_t *ready; // merged, released events: ready[ready_pos, ready_n) not yet handed out;
                            // ready_buf, or a run of one queue handed out where it lies
     reader_event_t *ready_buf;
@@ -139,8 +125,6 @@ struct reader {
     hmap_t cpu_index;          // stack id -> index into cpu_ids/cpu_counts
     uint64_t *cpu_ids, *cpu_counts;
     size_t cpu_n, cpu_cap, cpu_counts_cap;
-    uint64_t *cpu_chunk;       // stack ids of the chunk being decoded, counted once it decodes
-    size_t cpu_chunk_n, cpu_chunk_cap;
 };
 
 static void *arena_alloc(reader_t *r, size_t n) {
@@ -213,6 +197,7 @@ static ptrdiff_t ensure(reader_t *r, size_t need, errmsg_t *err) {
 // ---- opening ----
 
 static void reader_free(reader_t *r) {
+    decode_pool_free(r->pool); // first: its workers may still be decoding
     if (r->fd >= 0)
         close(r->fd);
     for (size_t i = 0; i < r->n_queues; i++) {
@@ -228,7 +213,6 @@ static void reader_free(reader_t *r) {
     hmap_fini(&r->cpu_index);
     free(r->cpu_ids);
     free(r->cpu_counts);
-    free(r->cpu_chunk);
     free(r->module_below);
     while (r->arena) {
         arena_block_t *next = r->arena->next;
@@ -238,10 +222,6 @@ static void reader_free(reader_t *r) {
     free(r->modules);
     free(r->threads);
     free(r->argv);
-    ZSTD_freeDCtx(r->dctx);
-    free(r->rows);
-    free(r->col_allocs);
-    free(r->raw);
     free(r->buf);
     free(r->path);
     free(r);
@@ -321,16 +301,12 @@ reader_t *reader_open(const char *path, errmsg_t *err) {
     hmap_init(&r->module_top, sizeof(size_t));
     hmap_init(&r->cpu_index, sizeof(size_t));
     r->cpu.reason = "";
-    r->dctx = ZSTD_createDCtx();
-    if (!r->dctx) {
-        errmsg_set(err, "%s: cannot create a zstd context", path);
-        reader_free(r);
-        return NULL;
-    }
     if (read_file_hdr(r, err) != 0) {
         reader_free(r);
         return NULL;
     }
+    r->pool = decode_pool_new(decode_pool_default_workers());
+    r->buffer_limit = BUFFERED_MAX;
     return r;
 }
 
@@ -393,22 +369,6 @@ static tqueue_t *queue_for(reader_t *r, uint32_t tid) {
     return q;
 }
 
-static inline reader_event_t *q_push(tqueue_t *q) {
-    if (q->tail == q->cap)
-        q->ev = xgrow(q->ev, &q->cap, q->tail + 1, sizeof *q->ev);
-    return &q->ev[q->tail++];
-}
-
-// A thread or module event (rare, so zeroed whole; allocation events fill their fields only).
-static reader_event_t *q_push_meta(tqueue_t *q, uint8_t kind, uint32_t tid, uint64_t time_ns) {
-    reader_event_t *e = q_push(q);
-    memset(e, 0, sizeof *e);
-    e->kind = kind;
-    e->tid = tid;
-    e->time_ns = time_ns;
-    return e;
-}
-
 // ---- definitions ----
 
 static bool def_stack(reader_t *r, const hpt_rec_t *rec) {
@@ -419,7 +379,7 @@ static bool def_stack(reader_t *r, const hpt_rec_t *rec) {
         return true;
     }
     uint64_t *frames = arena_alloc(r, (size_t)rec->n_frames * sizeof *frames + 1);
-    if (hpt_stack_frames(rec, frames) != 0) {
+    if (hpt_stack_frames(rec, frames) != 0) { // chunk_decode checked them: only for safety
         hmap_take(&r->stacks, rec->stack, NULL);
         return false;
     }
@@ -529,280 +489,174 @@ static bool has_magic_at(const uint8_t *p) {
 }
 
 // Counts the samples of a chunk that decoded whole.
-static void cpu_commit(reader_t *r) {
-    for (size_t i = 0; i < r->cpu_chunk_n; i++) {
+static void cpu_commit(reader_t *r, const dchunk_t *c) {
+    for (size_t i = 0; i < c->n_cpu; i++) {
         bool existed;
-        size_t *idx = hmap_put(&r->cpu_index, r->cpu_chunk[i], &existed);
+        size_t *idx = hmap_put(&r->cpu_index, c->cpu[i], &existed);
         if (!existed) {
             *idx = r->cpu_n;
             r->cpu_ids = xgrow(r->cpu_ids, &r->cpu_cap, r->cpu_n + 1, sizeof *r->cpu_ids);
             r->cpu_counts =
                 xgrow(r->cpu_counts, &r->cpu_counts_cap, r->cpu_n + 1, sizeof *r->cpu_counts);
-            r->cpu_ids[r->cpu_n] = r->cpu_chunk[i];
+            r->cpu_ids[r->cpu_n] = c->cpu[i];
             r->cpu_counts[r->cpu_n++] = 0;
         }
         r->cpu_counts[*idx]++;
     }
-    r->cpu.n_samples += r->cpu_chunk_n;
-    r->cpu_chunk_n = 0;
+    r->cpu.n_samples += c->n_cpu;
 }
 
-// Decodes a verified chunk's payload. Events go to the thread's queue and are rolled back if a
-// later record fails, so a chunk counts entirely or not at all (definitions already taken from
-// its valid records stay: they are correct and harmless).
-
-// Decodes the next n records of d into its queue. False if one does not decode (damage).
-static bool decode_records(reader_t *r, drun_t *d, uint32_t n) {
-    // a local copy: the events written through e could alias *d, which would send every field
-    // of the decoder's state back to memory after each store
-    drun_t l = *d;
-    reader_event_t *e;
-    for (uint32_t i = 0; i < n; i++, l.left--) {
-        if (!(l.p = hpt_rec_decode(l.p, l.end, &l.st, &l.rec)))
-            return false;
-        switch (l.rec.tag) {
-        case HPT_REC_MALLOC:
-        case HPT_REC_CALLOC:
-        case HPT_REC_ALIGNED:
-            if (!l.keep)
-                break;
-            e = q_push(l.q);
-            e->kind = READER_ALLOC;
-            e->sub = l.rec.tag == HPT_REC_MALLOC   ? READER_MALLOC
-                     : l.rec.tag == HPT_REC_CALLOC ? READER_CALLOC
-                                                 : READER_ALIGNED;
-            e->flags = 0;
-            e->tid = l.tid;
-            e->time_ns = l.rec.time_ns;
-            e->stack = l.rec.stack;
-            e->addr = l.rec.addr;
-            e->old_addr = 0;
-            e->size = l.rec.size;
-            l.late += l.rec.time_ns < l.wm;
-            break;
-        case HPT_REC_FREE:
-            if (!l.keep)
-                break;
-            e = q_push(l.q);
-            e->kind = READER_FREE;
-            e->touch = l.rec.touch;
-            e->flags = 0;
-            e->tid = l.tid;
-            e->time_ns = l.rec.time_ns;
-            e->stack = 0;
-            e->addr = l.rec.addr;
-            e->touched_nz = l.rec.touch ? l.rec.touched_nz : 0;
-            e->touched = l.rec.touch ? l.rec.touched : 0;
-            l.late += l.rec.time_ns < l.wm;
-            break;
-        case HPT_REC_REALLOC:
-            if (!l.keep)
-                break;
-            // two halves so the merge places the old block's death and the new block's birth
-            // each at its own time (docs/trace-format.md#records)
-            if (l.rec.old_addr != 0) {
-                e = q_push(l.q);
-                e->kind = READER_FREE;
-                e->touch = l.rec.touch;
-                e->flags = READER_FREE_OF_REALLOC;
-                e->tid = l.tid;
-                e->time_ns = l.rec.time_ns;
-                e->stack = l.rec.stack;
-                e->addr = l.rec.old_addr;
-                e->touched_nz = l.rec.touch ? l.rec.touched_nz : 0;
-                e->touched = l.rec.touch ? l.rec.touched : 0;
-                l.late += l.rec.time_ns < l.wm;
-            }
-            e = q_push(l.q);
-            e->kind = READER_ALLOC;
-            e->sub = READER_REALLOC;
-            e->flags = 0;
-            e->tid = l.tid;
-            e->time_ns = l.rec.time2_ns;
-            e->stack = l.rec.stack;
-            e->addr = l.rec.addr;
-            e->old_addr = l.rec.old_addr;
-            e->size = l.rec.size;
-            l.late += l.rec.time2_ns < l.wm;
-            break;
+// Applies a decoded chunk's definitions, in record order. For a chunk that did not decode
+// whole, those of its records before the damage: they are correct and harmless.
+static void apply_defs(reader_t *r, dchunk_t *c, tqueue_t *q) {
+    const uint32_t tid = c->h.tid;
+    for (size_t i = 0; i < c->n_defs; i++) {
+        const hpt_rec_t *rec = &c->defs[i].rec;
+        const size_t ev = c->defs[i].ev;
+        switch (rec->tag) {
         case HPT_REC_STACK:
-            if (!def_stack(r, &l.rec))
-                return false;
+            def_stack(r, rec);
             break;
         case HPT_REC_THREAD_START:
-            def_thread_start(r, l.q, &l.rec, l.tid);
-            if (!l.keep)
-                break;
-            q_push_meta(l.q, READER_THREAD_START, l.tid, l.rec.time_ns);
-            l.late += l.rec.time_ns < l.wm;
+            def_thread_start(r, q, rec, tid);
             break;
         case HPT_REC_THREAD_END:
-            def_thread_end(r, l.q, &l.rec, l.tid);
-            if (!l.keep)
-                break;
-            q_push_meta(l.q, READER_THREAD_END, l.tid, l.rec.time_ns);
-            l.late += l.rec.time_ns < l.wm;
+            def_thread_end(r, q, rec, tid);
             break;
         case HPT_REC_MODULE_LOAD: {
-            size_t idx = def_module_load(r, &l.rec, l.tid);
-            if (!l.keep)
-                break;
-            e = q_push_meta(l.q, READER_MODULE_LOAD, l.tid, l.rec.time_ns);
-            e->stack = idx;
-            e->addr = l.rec.addr;
-            e->size = l.rec.size;
-            l.late += l.rec.time_ns < l.wm;
+            size_t idx = def_module_load(r, rec, tid);
+            if (ev != SIZE_MAX)
+                c->ev[ev].stack = idx;
             break;
         }
         case HPT_REC_MODULE_UNLOAD: {
-            uint64_t idx = def_module_unload(r, &l.rec);
-            if (!l.keep)
-                break;
-            e = q_push_meta(l.q, READER_MODULE_UNLOAD, l.tid, l.rec.time_ns);
-            e->stack = idx;
-            e->addr = l.rec.addr;
-            l.late += l.rec.time_ns < l.wm;
+            uint64_t idx = def_module_unload(r, rec);
+            if (ev != SIZE_MAX)
+                c->ev[ev].stack = idx;
             break;
         }
         case HPT_REC_PROCESS:
-            if (!def_process(r, &l.rec))
-                return false;
-            break;
-        case HPT_REC_CPU_SAMPLE:
-            r->cpu_chunk = xgrow(r->cpu_chunk, &r->cpu_chunk_cap, r->cpu_chunk_n + 1,
-                                 sizeof *r->cpu_chunk);
-            r->cpu_chunk[r->cpu_chunk_n++] = l.rec.stack;
+            def_process(r, rec);
             break;
         case HPT_REC_CPU_INFO:
-            if (l.rec.counters[0] > HPT_CPU_TIMER)
-                return false;
             r->cpu.has_info = true;
-            r->cpu.source = (uint8_t)l.rec.counters[0];
-            r->cpu.hz = l.rec.counters[1] > UINT32_MAX ? UINT32_MAX : (uint32_t)l.rec.counters[1];
-            r->cpu.n_lost = l.rec.counters[3];
-            r->cpu.reason = arena_str(r, l.rec.str, l.rec.str_len);
+            r->cpu.source = (uint8_t)rec->counters[0];
+            r->cpu.hz = rec->counters[1] > UINT32_MAX ? UINT32_MAX : (uint32_t)rec->counters[1];
+            r->cpu.n_lost = rec->counters[3];
+            r->cpu.reason = arena_str(r, rec->str, rec->str_len);
             break;
         case HPT_REC_TRAILER:
             r->has_trailer = true;
-            r->trailer.n_events = l.rec.counters[0];
-            r->trailer.n_lost_events = l.rec.counters[1];
-            r->trailer.n_stacks = l.rec.counters[2];
-            r->trailer.n_stack_overflows = l.rec.counters[3];
-            r->damage.late_events += l.rec.counters[4]; // v3's writer-side merge; 0 since v4
-            r->trailer.wait_ns = l.rec.counters[5];
-            r->trailer.n_waits = l.rec.counters[6];
-            r->trailer.workers_cpu_ns = l.rec.counters[7];
-            r->trailer.flusher_cpu_ns = l.rec.counters[8];
-            r->trailer.n_workers = l.rec.counters[9];
+            r->trailer.n_events = rec->counters[0];
+            r->trailer.n_lost_events = rec->counters[1];
+            r->trailer.n_stacks = rec->counters[2];
+            r->trailer.n_stack_overflows = rec->counters[3];
+            r->damage.late_events += rec->counters[4]; // v3's writer-side merge; 0 since v4
+            r->trailer.wait_ns = rec->counters[5];
+            r->trailer.n_waits = rec->counters[6];
+            r->trailer.workers_cpu_ns = rec->counters[7];
+            r->trailer.flusher_cpu_ns = rec->counters[8];
+            r->trailer.n_workers = rec->counters[9];
             break;
         default:
-            return false; // hpt_rec_decode knows a tag this reader does not: treat as damage
+            break;
         }
     }
-    *d = l;
-    return true;
 }
 
-// Makes room at the end of q before a chunk's records go in: only here may indices move (the
-// rollback of a failed step relies on it).
-static void queue_prepare(tqueue_t *q, uint32_t n_records) {
+// Makes room at the end of q for n more events.
+static void queue_prepare(reader_t *r, tqueue_t *q, size_t n) {
     if (q->head == q->tail) {
         q->head = q->tail = 0;
         q->unsorted = false;
-    } else if (q->head > q->cap / 2 || (q->head > 0 && q->tail + n_records > q->cap)) {
+    } else if (q->head > q->cap / 2 || (q->head > 0 && q->tail + n > q->cap)) {
         // also when the chunk would grow the buffer while released room lies before head (a
         // flood released by BUFFERED_MAX, not by the watermark)
         memmove(q->ev, q->ev + q->head, (q->tail - q->head) * sizeof *q->ev);
         q->tail -= q->head;
         q->head = 0;
     }
-}
-
-// Decodes up to n more records of d and accounts for them; on damage, takes back this step's
-// events. False on damage.
-static bool decode_step(reader_t *r, drun_t *d, uint32_t n) {
-    tqueue_t *q = d->q;
-    queue_prepare(q, n);
-    const bool was_empty = q->head == q->tail;
-    const size_t old_tail = q->tail, old_cap = q->cap;
-    d->late = 0;
-    bool ok = decode_records(r, d, n < d->left ? n : d->left);
-    if (ok && d->left == 0)
-        ok = d->p == d->end;
-    if (!ok) {
-        r->cpu_chunk_n = 0;
-        q->tail = old_tail;
+    if (q->tail + n > q->cap) {
+        size_t old_cap = q->cap;
+        q->ev = xgrow(q->ev, &q->cap, q->tail + n, sizeof *q->ev);
         r->n_reserved += q->cap - old_cap;
-        return false;
     }
-    cpu_commit(r);
-    if (old_tail > q->head && q->tail > old_tail &&
-        q->ev[old_tail].time_ns < q->ev[old_tail - 1].time_ns)
+}
+
+// Queues a decoded chunk's events behind its thread's earlier ones. Into an empty queue they
+// go without a copy: the queue takes the chunk's buffer and gives the chunk its own. (Only
+// while nothing is handed out: a run handed out in place may live in the queue's buffer.)
+static void queue_events(reader_t *r, tqueue_t *q, dchunk_t *c) {
+    if (c->n_ev == 0)
+        return;
+    const bool was_empty = q->head == q->tail;
+    size_t old_tail = 0;
+    if (was_empty && r->ready_pos == r->ready_n) {
+        reader_event_t *ev = q->ev;
+        size_t cap = q->cap;
+        r->n_reserved = r->n_reserved - q->cap + c->ev_cap;
+        q->ev = c->ev;
+        q->cap = c->ev_cap;
+        c->ev = ev;
+        c->ev_cap = cap;
+        q->head = 0;
+        q->tail = c->n_ev;
+        q->unsorted = false;
+    } else {
+        queue_prepare(r, q, c->n_ev);
+        old_tail = q->tail;
+        memcpy(q->ev + q->tail, c->ev, c->n_ev * sizeof *c->ev);
+        q->tail += c->n_ev;
+    }
+    const reader_event_t *first = &q->ev[old_tail];
+    if (old_tail > q->head && q->ev[old_tail].time_ns < q->ev[old_tail - 1].time_ns)
         q->unsorted = true;
-    r->damage.late_events += d->late;
-    r->n_buffered += q->tail - old_tail;
-    r->n_reserved += q->cap - old_cap;
-    if (was_empty && q->tail > q->head)
+    if (c->min_time_ns < r->watermark) {
+        // below a watermark already read: late (the chunk's times never go down)
+        uint64_t late = 0;
+        while (late < c->n_ev && first[late].time_ns < r->watermark)
+            late++;
+        r->damage.late_events += late;
+    }
+    r->n_buffered += c->n_ev;
+    if (was_empty)
         heap_push(r, q);
-    return true;
 }
 
-static bool decode_chunk(reader_t *r, const hpt_chunk_hdr_t *h, const uint8_t *p,
-                         const uint8_t *end) {
-    drun_t d = {
-        .keep = !r->defs_only,
-        .p = p,
-        .end = end,
-        .st = {.time_ns = h->base_time_ns, .addr = h->base_addr},
-        .tid = h->tid,
-        .left = h->n_records,
-        .wm = r->watermark,
-        .q = queue_for(r, h->tid),
-    };
-    return decode_step(r, &d, h->n_records);
+// Takes back a chunk the pool decoded: the next in file order.
+static void consume(reader_t *r, dchunk_t *c) {
+    const hpt_chunk_hdr_t *h = &c->h;
+    if (h->type != HPT_CHUNK_SYNC) {
+        tqueue_t *q = queue_for(r, h->tid);
+        apply_defs(r, c, q);
+        if (!c->ok) {
+            r->damage.chunks_damaged++;
+            r->damage.bytes_skipped += c->frame_bytes;
+            return;
+        }
+        queue_events(r, q, c);
+        cpu_commit(r, c);
+        if (h->type == HPT_CHUNK_TRAILER)
+            r->damage.trailer = r->has_trailer;
+    } else if (h->base_time_ns > r->watermark) {
+        r->watermark = h->base_time_ns;
+    }
+    if (h->seq > r->next_seq)
+        r->damage.seq_gaps += h->seq - r->next_seq;
+    if (h->seq + 1 > r->next_seq)
+        r->next_seq = h->seq + 1;
+    r->damage.chunks_ok++;
 }
 
-static bool process_chunk(reader_t *r, const hpt_chunk_hdr_t *h) {
-    const uint8_t *payload = r->buf + r->pos + CHUNK_HDR;
-    if (h->type == HPT_CHUNK_SYNC) {
-        if (h->base_time_ns > r->watermark)
-            r->watermark = h->base_time_ns;
-        return true;
-    }
-    if (h->n_records > h->raw_bytes)
-        return false; // every record takes at least two bytes
-    const uint8_t *p = payload;
-    if (h->flags & HPT_CHUNK_ZSTD) {
-        if (ZSTD_getFrameContentSize(payload, h->stored_bytes) != h->raw_bytes ||
-            ZSTD_findFrameCompressedSize(payload, h->stored_bytes) != h->stored_bytes)
-            return false;
-        r->raw = xgrow(r->raw, &r->raw_cap, h->raw_bytes + 1, 1);
-        size_t got = ZSTD_decompressDCtx(r->dctx, r->raw, h->raw_bytes, payload, h->stored_bytes);
-        if (ZSTD_isError(got) || got != h->raw_bytes)
-            return false;
-        p = r->raw;
-    }
-    const uint8_t *end = p + h->raw_bytes;
-    if (h->flags & HPT_CHUNK_COLUMNS) {
-        hpt_colr_t cols[HPT_COLS];
-        uint64_t row_bytes;
-        if (!hpt_cols_open(p, h->raw_bytes, cols, &row_bytes) || row_bytes > HPT_CHUNK_MAX_RAW)
-            return false;
-        // an allocation record takes at least five row bytes: tag, dt, stack, address, size
-        size_t n_allocs = (size_t)row_bytes / 5 + 1;
-        r->rows = xgrow(r->rows, &r->rows_cap, (size_t)row_bytes + 1, 1);
-        r->col_allocs = xgrow(r->col_allocs, &r->col_allocs_cap, n_allocs, sizeof *r->col_allocs);
-        if (hpt_cols_untranspose(p, h->raw_bytes, r->rows, (size_t)row_bytes, r->col_allocs,
-                                 n_allocs) != row_bytes)
-            return false;
-        p = r->rows;
-        end = p + row_bytes;
-    }
-    if (!decode_chunk(r, h, p, end))
-        return false;
-    if (h->type == HPT_CHUNK_TRAILER)
-        r->damage.trailer = r->has_trailer;
-    return true;
+// Hands a verified chunk at buf + pos to the decode pool (which has room).
+static void submit(reader_t *r, const hpt_chunk_hdr_t *h) {
+    dchunk_t *c = decode_pool_next(r->pool);
+    c->h = *h;
+    c->frame_bytes = CHUNK_HDR + h->stored_bytes;
+    c->keep = !r->defs_only;
+    c->in = xgrow(c->in, &c->in_cap, (size_t)h->stored_bytes + 1, 1);
+    memcpy(c->in, r->buf + r->pos + CHUNK_HDR, h->stored_bytes);
+    decode_pool_submit(r->pool);
 }
 
 // The chunk at buf + pos failed. Scans forward byte by byte for the next header whose crc
@@ -875,18 +729,19 @@ static int resync(reader_t *r, bool incomplete, errmsg_t *err) {
         r->damage.bytes_skipped += trunc_at - start;
     }
     r->pos = r->len;
-    r->eof = true;
+    r->framed_all = true;
     return 0;
 }
 
-// Reads and handles one chunk (or one damaged region). Sets r->eof at end of file.
-static int read_chunk(reader_t *r, errmsg_t *err) {
+// Frames one chunk and submits it (or passes over one damaged region). Sets r->framed_all at
+// end of file.
+static int frame_chunk(reader_t *r, errmsg_t *err) {
     for (;;) {
         ptrdiff_t avail = ensure(r, CHUNK_HDR, err);
         if (avail < 0)
             return -1;
         if (avail == 0) {
-            r->eof = true;
+            r->framed_all = true;
             return 0;
         }
         const uint8_t *base = r->buf + r->pos;
@@ -919,20 +774,31 @@ static int read_chunk(reader_t *r, errmsg_t *err) {
             continue;
         }
         // framing verified: the chunk's extent is certain even if its contents are not
-        if (!process_chunk(r, &h)) {
-            r->damage.chunks_damaged++;
-            r->damage.bytes_skipped += total;
-            r->pos += total;
-            return 0;
-        }
-        if (h.seq > r->next_seq)
-            r->damage.seq_gaps += h.seq - r->next_seq;
-        if (h.seq + 1 > r->next_seq)
-            r->next_seq = h.seq + 1;
-        r->damage.chunks_ok++;
+        submit(r, &h);
         r->pos += total;
         return 0;
     }
+}
+
+// Keeps the decode pool full, then applies the oldest chunk; sets r->eof once every chunk of
+// the file has been applied.
+static int advance(reader_t *r, errmsg_t *err) {
+    while (!r->framed_all && decode_pool_has_room(r->pool))
+        if (frame_chunk(r, err) != 0)
+            return -1;
+    dchunk_t *c = decode_pool_oldest(r->pool);
+    if (!c) {
+        r->eof = true; // framed all, applied all
+        return 0;
+    }
+    // what is held plus this chunk must stay within BUFFERED_MAX: else the oldest go first
+    r->buffer_limit = c->n_ev < BUFFERED_MAX ? BUFFERED_MAX - c->n_ev : 0;
+    if (r->n_buffered > r->buffer_limit && !r->defs_only)
+        return 0; // release() now hands out the oldest, until this chunk fits
+    r->buffer_limit = BUFFERED_MAX;
+    consume(r, c);
+    decode_pool_release(r->pool);
+    return 0;
 }
 
 // Moves releasable events (time below the watermark, or all at end of file) from the thread
@@ -966,7 +832,7 @@ static void release(reader_t *r) {
     const bool all = r->eof;
     // too much held back: the oldest go out in merge order regardless of the watermark, which
     // then moves past them so an older event still to come is counted late
-    const bool forced = !all && r->n_buffered > BUFFERED_MAX;
+    const bool forced = !all && r->n_buffered > r->buffer_limit;
     const heap_ent_t wm = {.time_ns = r->watermark, .tid = 0};
     while (r->heap_n && n < READY_MAX) {
         heap_ent_t *top = &r->heap[0];
@@ -1045,7 +911,7 @@ static int refill(reader_t *r, errmsg_t *err) {
             return 1;
         if (r->eof)
             return 0;
-        if (read_chunk(r, err) != 0)
+        if (advance(r, err) != 0)
             return -1;
     }
 }
@@ -1076,7 +942,7 @@ int reader_next_batch(reader_t *r, const reader_event_t **evs, size_t *n, errmsg
 int reader_load_defs(reader_t *r, errmsg_t *err) {
     r->defs_only = true;
     while (!r->eof)
-        if (read_chunk(r, err) != 0)
+        if (advance(r, err) != 0)
             return -1;
     // drop whatever earlier reader_next calls had buffered: reader_next now reports the end
     for (size_t i = 0; i < r->n_queues; i++)

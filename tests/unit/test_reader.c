@@ -589,3 +589,106 @@ Test(reader, rejects_fifo_without_hanging, .timeout = 10) {
 }
 
 Test(reader, rejects_device) { expect_open_error("/dev/null", "not a regular file"); }
+
+// Everything the reader hands out, as one comparable record.
+typedef struct read_result {
+    evs_t events;
+    reader_damage_t damage;
+    size_t n_stacks, n_modules, n_threads;
+    uint64_t cpu_samples;
+} read_result_t;
+
+static read_result_t read_with_workers(const char *workers) {
+    setenv("HEAPPROF_DECODE_THREADS", workers, 1);
+    errmsg_t err;
+    errmsg_init(&err);
+    reader_t *r = reader_open(path, &err);
+    unsetenv("HEAPPROF_DECODE_THREADS");
+    cr_assert_not_null(r, "%s", err.msg);
+    read_result_t o = {.events = read_all(r)};
+    o.damage = *reader_damage(r);
+    o.n_stacks = reader_n_stacks(r);
+    reader_modules(r, &o.n_modules);
+    reader_threads(r, &o.n_threads);
+    o.cpu_samples = reader_cpu(r)->n_samples;
+    reader_close(r);
+    return o;
+}
+
+// Chunks are decoded by worker threads but applied in file order: 0, 1 or 5 workers hand out
+// the same events (byte for byte), definitions and damage counts, on a trace of many small
+// chunks of 9 threads with reallocs, frees, stacks, modules, CPU samples, a chunk whose
+// records do not decode, garbage between chunks and late records.
+Test(reader, decode_workers_change_nothing, .fini = cleanup) {
+    enum { THREADS = 9, ROUNDS = 60 };
+    tb_t *tb = tb_new();
+    uint64_t clock[THREADS] = {0}, next_stack = 1;
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < THREADS; i++) {
+            const bool damaged = (round == 17 && i == 2) || (round == 23 && i == 4);
+            if (rnd() % 4 == 0 && !damaged)
+                continue;
+            uint32_t tid = 200 + (uint32_t)i;
+            tb_begin(tb, HPT_CHUNK_EVENTS, tid, clock[i], 0);
+            if (round == 0)
+                tb_rec_thread_start(tb, clock[i], "w");
+            if (rnd() % 5 == 0) {
+                uint64_t f[3] = {0x401000 + rnd() % 4096, 0x402000, 0x403000};
+                tb_rec_stack(tb, next_stack++, 3, f);
+            }
+            if (rnd() % 7 == 0)
+                tb_rec_module_load(tb, clock[i], 0x7f0000000000 + (rnd() % 8) * 0x100000,
+                                   0x1000, "/lib/x.so", NULL, 0);
+            if (rnd() % 6 == 0)
+                tb_rec_cpu_sample(tb, clock[i], tid, next_stack - 1);
+            int n = (int)(rnd() % 40);
+            for (int m = 0; m < n; m++) {
+                uint64_t a = ((uint64_t)tid << 24) + (rnd() % 64) * 16;
+                switch (rnd() % 3) {
+                case 0:
+                    tb_rec_malloc(tb, clock[i], rnd() % next_stack, a, rnd() % 500);
+                    break;
+                case 1:
+                    tb_rec_free(tb, clock[i], a);
+                    break;
+                default:
+                    tb_rec_realloc(tb, clock[i], clock[i] + 3, rnd() % next_stack, a, a + 16,
+                                   rnd() % 900);
+                    clock[i] += 3;
+                }
+                clock[i] += rnd() % 50;
+            }
+            if (round == 17 && i == 2)
+                tb_payload(tb, "\xff\x00\x13", 3, 1); // a record with no tag: does not decode
+            tb_end(tb, rnd() % 2);
+            if (round == 23 && i == 4)
+                tb_raw(tb, "between chunks", 14);
+        }
+        uint64_t wm = UINT64_MAX;
+        for (int i = 0; i < THREADS; i++)
+            wm = clock[i] < wm ? clock[i] : wm;
+        // now and then a watermark a little too high: some records arrive late
+        tb_sync(tb, round % 11 == 10 ? wm + 40 : wm);
+    }
+    cr_assert_eq(tb_write_tmp(tb, path), 0);
+    read_result_t one = read_with_workers("0");
+    cr_assert_gt(one.events.n, 1000);
+    cr_assert_gt(one.damage.chunks_damaged, 0);
+    cr_assert_gt(one.damage.late_events, 0);
+    cr_assert_gt(one.n_modules, 0);
+    cr_assert_gt(one.cpu_samples, 0);
+    for (int k = 0; k < 2; k++) {
+        read_result_t o = read_with_workers(k == 0 ? "1" : "5");
+        cr_assert_eq(o.events.n, one.events.n);
+        cr_assert(memcmp(o.events.v, one.events.v, one.events.n * sizeof *one.events.v) == 0,
+                  "the events differ with %s workers", k == 0 ? "1" : "5");
+        cr_assert(memcmp(&o.damage, &one.damage, sizeof o.damage) == 0);
+        cr_assert_eq(o.n_stacks, one.n_stacks);
+        cr_assert_eq(o.n_modules, one.n_modules);
+        cr_assert_eq(o.n_threads, one.n_threads);
+        cr_assert_eq(o.cpu_samples, one.cpu_samples);
+        free(o.events.v);
+    }
+    free(one.events.v);
+    tb_free(tb);
+}
