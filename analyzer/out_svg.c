@@ -2,13 +2,15 @@
 // The interactive flamegraph SVG, self-contained (no network, no external files): the folded
 // lines become a tree (sorted lines that share a prefix are adjacent, so one pass with the
 // current path builds it), each frame one <g> with its rect, label and a <title> tooltip; a
-// small script, written for heapprof, adds hover details, click-to-zoom, reset and a regex
-// search with the matched share. Untrusted text (symbol names, paths, the command line) only
-// ever reaches the document XML-escaped in element text, and the script reads it back with
-// textContent and writes it with textContent: no markup is ever built from it.
+// small script, written for heapprof (viewer/flame_svg.js, embedded at build time), adds hover
+// details, click-to-zoom, reset and a regex search with the matched share. Untrusted text
+// (symbol names, paths, the command line) only ever reaches the document XML-escaped in element
+// text, and the script reads it back with textContent and writes it with textContent: no
+// markup is ever built from it.
 #include "flame.h"
 
 #include "out.h"
+#include "viewer_assets.h"
 #include "xalloc.h"
 
 #include <inttypes.h>
@@ -253,105 +255,6 @@ static void write_label(FILE *out, const node_t *nd, double w_px) {
     }
 }
 
-// The script. Written for heapprof (flamegraph.pl's and inferno's are CDDL; nothing is copied).
-// It never parses markup: names come from <title> text and go into <text> via textContent.
-static const char script[] =
-    "(function () {\n"
-    "'use strict';\n"
-    "var root = document.querySelector('svg[data-total]') || document.documentElement;\n"
-    "var W = +root.getAttribute('data-width'), T = +root.getAttribute('data-total');\n"
-    "var PAD = 10, CW = 7.2;\n"
-    "var frames = [], byEl = new Map(), zoomed = null, timer = null;\n"
-    "var status = document.getElementById('status'), matched = "
-    "document.getElementById('matched');\n"
-    "var reset = document.getElementById('reset'), search = document.getElementById('search');\n"
-    "var idle = status.textContent;\n"
-    "var gs = root.getElementsByClassName('f');\n"
-    "for (var i = 0; i < gs.length; i++) {\n"
-    "  var g = gs[i], t = g.getElementsByTagName('title')[0].textContent, nl = t.indexOf('\\n');\n"
-    "  var fr = {g: g, r: g.getElementsByTagName('rect')[0], t: "
-    "g.getElementsByTagName('text')[0],\n"
-    "    name: nl < 0 ? t : t.slice(0, nl), info: nl < 0 ? '' : t.slice(nl + 1),\n"
-    "    x: +g.getAttribute('data-x'), w: +g.getAttribute('data-w'), d: "
-    "+g.getAttribute('data-d')};\n"
-    "  fr.fill = fr.r.getAttribute('fill');\n"
-    "  frames.push(fr);\n"
-    "  byEl.set(g, fr);\n"
-    "}\n"
-    "function frameOf(e) {\n"
-    "  for (var n = e.target; n && n !== root; n = n.parentNode)\n"
-    "    if (byEl.has(n)) return byEl.get(n);\n"
-    "  return null;\n"
-    "}\n"
-    "function label(fr, wp) {\n"
-    "  var fit = Math.floor((wp - 6) / CW), s = fr.name;\n"
-    "  if (fit < 3) return '';\n"
-    "  var cs = Array.from(s);\n"
-    "  return cs.length <= fit ? s : cs.slice(0, fit - 2).join('') + '..';\n"
-    "}\n"
-    "function place(fr, x, w) {\n"
-    "  var xp = PAD + x * (W - 2 * PAD), wp = w * (W - 2 * PAD);\n"
-    "  fr.r.setAttribute('x', xp.toFixed(2));\n"
-    "  fr.r.setAttribute('width', wp.toFixed(2));\n"
-    "  fr.t.setAttribute('x', (xp + 3).toFixed(2));\n"
-    "  fr.t.textContent = label(fr, wp);\n"
-    "}\n"
-    "function zoom(z) {\n"
-    "  if (!T) return;\n"
-    "  zoomed = z;\n"
-    "  var x0 = z ? z.x : 0, w0 = z ? z.w : T, d0 = z ? z.d : 0;\n"
-    "  for (var k = 0; k < frames.length; k++) {\n"
-    "    var f = frames[k], c = f.g.classList;\n"
-    "    if (f.d >= d0 && f.x >= x0 && f.x + f.w <= x0 + w0) {\n"
-    "      c.remove('hide'); c.remove('anc'); place(f, (f.x - x0) / w0, f.w / w0);\n"
-    "    } else if (f.d < d0 && f.x <= x0 && f.x + f.w >= x0 + w0) {\n"
-    "      c.remove('hide'); c.add('anc'); place(f, 0, 1);\n"
-    "    } else {\n"
-    "      c.add('hide');\n"
-    "    }\n"
-    "  }\n"
-    "  reset.classList.toggle('hide', !z);\n"
-    "}\n"
-    "function find() {\n"
-    "  var q = search.value, re = null, iv = [];\n"
-    "  if (q) {\n"
-    "    try { re = new RegExp(q); }\n"
-    "    catch (err) { re = new RegExp(q.replace(/[.*+?^${}()|[\\]\\\\]/g, '\\\\$&')); }\n"
-    "  }\n"
-    "  for (var k = 0; k < frames.length; k++) {\n"
-    "    var f = frames[k], hit = re !== null && f.d > 0 && re.test(f.name);\n"
-    "    f.r.setAttribute('fill', hit ? 'rgb(230,0,230)' : f.fill);\n"
-    "    if (hit) iv.push([f.x, f.x + f.w]);\n"
-    "  }\n"
-    "  if (!re) { matched.textContent = ''; return; }\n"
-    "  iv.sort(function (a, b) { return a[0] - b[0]; });\n"
-    "  var sum = 0, s = 0, e = 0;\n"
-    "  for (var j = 0; j < iv.length; j++) {\n"
-    "    if (iv[j][0] >= e) { sum += e - s; s = iv[j][0]; e = iv[j][1]; }\n"
-    "    else if (iv[j][1] > e) e = iv[j][1];\n"
-    "  }\n"
-    "  sum += e - s;\n"
-    "  matched.textContent = 'Matched: ' + (T ? (100 * sum / T).toFixed(2) : '0') + '%';\n"
-    "}\n"
-    "root.addEventListener('mouseover', function (e) {\n"
-    "  var f = frameOf(e);\n"
-    "  status.textContent = f ? f.name + '  \\u2014  ' + f.info : idle;\n"
-    "});\n"
-    "root.addEventListener('mouseout', function () { status.textContent = idle; });\n"
-    "root.addEventListener('click', function (e) {\n"
-    "  var f = frameOf(e);\n"
-    "  if (f) zoom(f.d === 0 ? null : f);\n"
-    "});\n"
-    "reset.addEventListener('click', function () { zoom(null); });\n"
-    "search.addEventListener('input', function () {\n"
-    "  clearTimeout(timer); timer = setTimeout(find, 120);\n"
-    "});\n"
-    "root.addEventListener('keydown', function (e) {\n"
-    "  if ((e.ctrlKey || e.metaKey) && e.key === 'f') { e.preventDefault(); search.focus(); }\n"
-    "  else if (e.key === 'Escape') { search.value = ''; find(); zoom(null); }\n"
-    "});\n"
-    "})();\n";
-
 static const char *metric_title(flame_metric_t m) {
     switch (m) {
     case FLAME_BYTES:
@@ -511,7 +414,7 @@ int out_svg_write(const flame_t *f, const out_svg_opts_t *o, FILE *out, errmsg_t
     fprintf(out, "<text id=\"matched\" x=\"%u\" y=\"%u\" text-anchor=\"end\"></text>\n",
             width - PAD, height - 10);
     fputs("<script type=\"text/ecmascript\"><![CDATA[\n", out);
-    fputs(script, out);
+    fwrite(flame_svg_js, 1, flame_svg_js_len, out); // viewer/flame_svg.js; has no "]]>"
     fputs("]]></script>\n</svg>\n", out);
     free(drawn);
     free(t.v);

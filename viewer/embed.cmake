@@ -1,18 +1,34 @@
 # SPDX-License-Identifier: MIT
-# Embeds viewer.html, viewer.css and viewer.js into the analyzer as a generated C source
-# (viewer_assets.c, declared by analyzer/viewer_assets.h). Included by analyzer/CMakeLists.txt
-# for hp_viewer_embed(); run with `cmake -P` it is the generator itself. The generator refuses a
-# viewer.html without its three placeholders and CSS/JS that could close their element early.
+# Embeds the browser-side files into the analyzer as a generated C source (viewer_assets.c,
+# declared by analyzer/viewer_assets.h): viewer.html, viewer.css and viewer.js for `heapprof
+# view`, and flame_svg.js, the script of the flamegraph SVG that `heapprof flame` writes
+# (analyzer/out_svg.c). Included by analyzer/CMakeLists.txt for hp_viewer_embed(); run with
+# `cmake -P` it is the generator itself. The generator refuses a viewer.html without its three
+# placeholders, CSS/JS that could close their element early, and a flame_svg.js that could end
+# the CDATA section it is written into.
 set(HP_VIEWER_DIR ${CMAKE_CURRENT_LIST_DIR})
 
 function(hp_viewer_embed target)
   set(out ${CMAKE_CURRENT_BINARY_DIR}/viewer_assets.c)
-  set(inputs ${HP_VIEWER_DIR}/viewer.html ${HP_VIEWER_DIR}/viewer.css ${HP_VIEWER_DIR}/viewer.js)
+  set(inputs ${HP_VIEWER_DIR}/viewer.html ${HP_VIEWER_DIR}/viewer.css ${HP_VIEWER_DIR}/viewer.js
+    ${HP_VIEWER_DIR}/flame_svg.js)
   add_custom_command(OUTPUT ${out}
     COMMAND ${CMAKE_COMMAND} -DHP_VIEWER_OUT=${out} -P ${HP_VIEWER_DIR}/embed.cmake
     DEPENDS ${inputs} ${HP_VIEWER_DIR}/embed.cmake
     COMMENT "Embedding the viewer (viewer/) into viewer_assets.c" VERBATIM)
   target_sources(${target} PRIVATE ${out})
+endfunction()
+
+# hp_embed_array(VAR NAME PATH OFFSET): appends to VAR the bytes of PATH from OFFSET on as
+# `const unsigned char NAME[]` (with a NUL the length leaves out) and `const size_t NAME_len`.
+function(hp_embed_array var name path offset)
+  file(READ ${path} hex OFFSET ${offset} HEX)
+  string(LENGTH "${hex}" n)
+  math(EXPR n "${n} / 2")
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
+  string(REGEX REPLACE "((0x..,){24})" "\\1\n" hex "${hex}")
+  set(${var} "${${var}}const unsigned char ${name}[] = {\n${hex}0x00};\nconst size_t ${name}_len = ${n};\n"
+    PARENT_SCOPE)
 endfunction()
 
 if(CMAKE_SCRIPT_MODE_FILE AND HP_VIEWER_OUT)
@@ -36,14 +52,25 @@ if(CMAKE_SCRIPT_MODE_FILE AND HP_VIEWER_OUT)
         endif()
       endforeach()
     endif()
-    file(READ ${path} hex HEX)
-    string(LENGTH "${hex}" n)
-    math(EXPR n "${n} / 2")
-    string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
-    string(REGEX REPLACE "((0x..,){24})" "\\1\n" hex "${hex}")
-    string(APPEND text "const unsigned char viewer_${name}[] = {\n${hex}0x00};\n")
-    string(APPEND text "const size_t viewer_${name}_len = ${n};\n")
+    hp_embed_array(text viewer_${name} ${path} 0)
   endforeach()
+
+  # flame_svg.js: its opening `//` comment lines describe the file, not the SVG, and are left
+  # out, so the SVG carries the script alone, as it did when the script was a C literal.
+  set(path ${HP_VIEWER_DIR}/flame_svg.js)
+  file(READ ${path} content)
+  string(REGEX MATCH "^(//[^\n]*\n)*" header "${content}")
+  string(LENGTH "${header}" skip)
+  string(SUBSTRING "${content}" ${skip} -1 script)
+  string(FIND "${script}" "]]>" at)
+  if(NOT at EQUAL -1)
+    message(FATAL_ERROR "flame_svg.js contains ']]>', which would end the SVG's CDATA section")
+  endif()
+  if(script STREQUAL "")
+    message(FATAL_ERROR "flame_svg.js has no script after its opening comment")
+  endif()
+  hp_embed_array(text flame_svg_js ${path} ${skip})
+
   file(WRITE ${HP_VIEWER_OUT}.new "${text}")
   file(COPY_FILE ${HP_VIEWER_OUT}.new ${HP_VIEWER_OUT} ONLY_IF_DIFFERENT)
   file(REMOVE ${HP_VIEWER_OUT}.new)
