@@ -139,8 +139,10 @@ int budget_site(const char *spec, budget_t *b, errmsg_t *err) {
         if (*p == ':')
             colon = p;
     if (!le || !colon || colon == spec) {
-        errmsg_set(err, "check: --site '%s': expected 'PATTERN:METRIC<=VALUE', e.g. "
-                        "'parse_*:total<=1MiB'", spec);
+        errmsg_set(err,
+                   "check: --site '%s': expected 'PATTERN:METRIC<=VALUE', e.g. "
+                   "'parse_*:total<=1MiB'",
+                   spec);
         return -1;
     }
     size_t plen = (size_t)(colon - spec), mlen = (size_t)(le - colon - 1);
@@ -155,8 +157,10 @@ int budget_site(const char *spec, budget_t *b, errmsg_t *err) {
     memcpy(metric, colon + 1, mlen);
     metric[mlen] = '\0';
     if (summary_metric_parse(metric, &b->metric) != 0) {
-        errmsg_set(err, "check: --site '%s': unknown metric '%s' (peak, total, blocks, leaked, "
-                        "temporary)", spec, metric);
+        errmsg_set(err,
+                   "check: --site '%s': unknown metric '%s' (peak, total, blocks, leaked, "
+                   "temporary)",
+                   spec, metric);
         return -1;
     }
     const char *value = le + 2;

@@ -92,8 +92,8 @@ static int add_budget(cmd_check_opts_t *o, errmsg_t *err) {
 }
 
 static const char *const total_flags[SUMMARY_N_METRICS] = {
-    [SUMMARY_PEAK] = "--peak",     [SUMMARY_TOTAL] = "--total",
-    [SUMMARY_BLOCKS] = "--blocks", [SUMMARY_LEAKED] = "--leaked",
+    [SUMMARY_PEAK] = "--peak",           [SUMMARY_TOTAL] = "--total",
+    [SUMMARY_BLOCKS] = "--blocks",       [SUMMARY_LEAKED] = "--leaked",
     [SUMMARY_TEMPORARY] = "--temporary",
 };
 
@@ -235,14 +235,24 @@ int cmd_check_parse(int argc, char **argv, cmd_check_opts_t *o, errmsg_t *err) {
 
 // ---- figures ----
 
+// cmd_run.c's error as check's: "run: cannot run X: ..." -> "check: cannot run X: ...".
+static void as_check_error(const errmsg_t *from, errmsg_t *err) {
+    const char *m = from->is_set ? from->msg : "cannot run the command";
+    errmsg_set(err, "check: %s", strncmp(m, "run: ", 5) == 0 ? m + 5 : m);
+}
+
 // The summary of one trace; a damaged one is an error: its figures would fall short and a
 // budget could pass on what was lost.
 static summary_t *trace_summary(const cmd_check_opts_t *o, const char *path, FILE *progress,
                                 errmsg_t *err) {
     analyze_opts_t ao = {.mode = 0, .growth = true, .short_ns = GROWTH_DEFAULT_SHORT_NS};
-    analyze_t *a = analyze_open_opts(path, &ao, progress, err);
-    if (!a)
+    errmsg_t why;
+    errmsg_init(&why);
+    analyze_t *a = analyze_open_opts(path, &ao, progress, &why);
+    if (!a) {
+        errmsg_set(err, "check: %s", why.is_set ? why.msg : "cannot read the trace");
         return NULL;
+    }
     const reader_damage_t *d = reader_damage(a->r);
     const reader_trailer_t *tr = reader_trailer(a->r);
     if (d->chunks_damaged || d->seq_gaps || d->truncated || (tr && tr->n_lost_events)) {
@@ -323,11 +333,11 @@ static void verdict_line(const budget_t *b, const budget_result_t *r, const summ
                     b->max_increase_pct);
     at = append(buf, cap, at, " [%s: %s]", summary_metric_name(m), summary_metric_meaning(m));
     if (r->n_culprits)
-        at = append(buf, cap, at, "; %s",
-                    b->kind == BUDGET_BASELINE ? "grew most" : "most from");
+        at = append(buf, cap, at, "; %s", b->kind == BUDGET_BASELINE ? "grew most" : "most from");
     for (size_t k = 0; k < r->n_culprits; k++) {
         const summary_site_t *s = &cur->sites[r->culprit[k]];
-        at = append(buf, cap, at, "%s %s", k ? "," : ":", out_safe_text(s->function, safe, sizeof safe));
+        at = append(buf, cap, at, "%s %s", k ? "," : ":",
+                    out_safe_text(s->function, safe, sizeof safe));
         if (s->location)
             at = append(buf, cap, at, " (%s)", out_safe_text(s->location, safe, sizeof safe));
         at = append(buf, cap, at, " %s%s", b->kind == BUDGET_BASELINE ? "+" : "",
@@ -359,9 +369,10 @@ static int write_summary(const char *path, const summary_t *s, int cmd_status, e
     if (out_file_open(&of, "check", path, stdout, err) != 0)
         return -1;
     json_t *j = summary_json(s, cmd_status);
-    int rc = json_dumpf(j, of.f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 && fputc('\n', of.f) != EOF
-                 ? 0
-                 : -1;
+    int rc =
+        json_dumpf(j, of.f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 && fputc('\n', of.f) != EOF
+            ? 0
+            : -1;
     json_decref(j);
     if (rc != 0)
         errmsg_set(err, "check: cannot write the summary %s", path);
@@ -406,15 +417,18 @@ static double now_s(void) {
 
 // Runs the command o->runs times; the summary of each run into runs[], the last run's own
 // trace into trace (the others' and every descendant's trace removed).
-static int run_command(const cmd_check_opts_t *o, const char *dir, FILE *progress,
-                       summary_t **runs, char *trace, size_t cap, int *cmd_status, errmsg_t *err) {
+static int run_command(const cmd_check_opts_t *o, const char *dir, FILE *progress, summary_t **runs,
+                       char *trace, size_t cap, int *cmd_status, errmsg_t *err) {
     char pattern[4096];
     if (path_fmt(pattern, sizeof pattern, err, "%s/%s", dir, DEFAULT_TRACE_NAME) != 0)
         return -1;
     for (unsigned k = 0; k < o->runs; k++) {
         cmd_run_opts_t ro = {.out = pattern, .cmd = o->cmd};
         cmd_run_result_t res;
-        if (cmd_run_exec(&ro, &res, err) != 0) {
+        errmsg_t why;
+        errmsg_init(&why);
+        if (cmd_run_exec(&ro, &res, &why) != 0) {
+            as_check_error(&why, err);
             if (res.exec_failed)
                 *cmd_status = res.exit_status;
             cmd_run_result_fini(&res);

@@ -23,14 +23,14 @@ extern const char cmd_check_usage[];
 typedef struct cmd_check_opts {
     budget_t budgets[CHECK_MAX_BUDGETS]; // the absolute ones, in the order given
     size_t n_budgets;
-    const char *baseline;    // --baseline: a trace or a summary JSON; NULL: none
-    double max_increase_pct; // --max-increase (0 unless given)
-    const char *summary_out; // --summary-out FILE
-    const char *junit;       // --junit FILE
+    const char *baseline;                    // --baseline: a trace or a summary JSON; NULL: none
+    double max_increase_pct;                 // --max-increase (0 unless given)
+    const char *summary_out;                 // --summary-out FILE
+    const char *junit;                       // --junit FILE
     const char *exclude[CHECK_MAX_EXCLUDES]; // --exclude FUNC patterns
     size_t n_exclude;
-    unsigned runs;    // --runs N (the command only)
-    bool median;      // --take median (default) or min
+    unsigned runs;     // --runs N (the command only)
+    bool median;       // --take median (default) or min
     const char *trace; // TRACE, or NULL when cmd is given
     char **cmd;        // NULL-terminated argv after "--", or NULL
 } cmd_check_opts_t;

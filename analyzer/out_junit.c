@@ -18,12 +18,23 @@ static void put_xml(FILE *f, const char *s) {
     out_safe_text(s, safe, cap);
     for (const char *p = safe; *p; p++) {
         switch (*p) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default: fputc(*p, f);
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&apos;", f);
+            break;
+        default:
+            fputc(*p, f);
         }
     }
     free(safe);
@@ -56,7 +67,8 @@ int out_junit_write(FILE *f, const char *suite, const out_junit_case_t *cases, s
     }
     if (error) {
         fputs("    <testcase classname=\"heapprof.check\" name=\"check\" time=\"0\">\n"
-              "      <error type=\"error\" message=\"", f);
+              "      <error type=\"error\" message=\"",
+              f);
         put_xml(f, error);
         fputs("\">", f);
         put_xml(f, error);

@@ -21,8 +21,7 @@ static const struct {
     [SUMMARY_BLOCKS] = {"blocks", "blocks allocated, a realloc counting as one", false},
     [SUMMARY_LEAKED] = {"leaked", "bytes still live at exit, DHAT's t-end", true},
     [SUMMARY_TEMPORARY] = {"temporary",
-                           "blocks freed by their thread before it allocated anything else",
-                           false},
+                           "blocks freed by their thread before it allocated anything else", false},
 };
 
 const char *summary_metric_name(summary_metric_t m) { return metrics[m].name; }
@@ -135,8 +134,8 @@ summary_t *summary_from_analyze(analyze_t *a, const char *const *exclude, size_t
             const site_t *ls = sites_get(a->sites, largest_site);
             if (ls->n_frames) {
                 char buf[4096];
-                e->location = xstrdup(sites_frame_location(ls->frames[ls->name_frame], buf,
-                                                           sizeof buf));
+                e->location =
+                    xstrdup(sites_frame_location(ls->frames[ls->name_frame], buf, sizeof buf));
             }
             s->n_sites++;
         }
@@ -265,7 +264,8 @@ json_t *summary_json(const summary_t *s, int exit_status) {
     json_t *j = json_object();
     json_object_set_new(j, "heapprof_check_summary", json_integer(1));
     json_object_set_new(j, "program", out_json_str(s->program));
-    json_object_set_new(j, "exit_status", exit_status >= 0 ? json_integer(exit_status) : json_null());
+    json_object_set_new(j, "exit_status",
+                        exit_status >= 0 ? json_integer(exit_status) : json_null());
     json_t *meaning = json_object();
     for (int m = 0; m < SUMMARY_N_METRICS; m++)
         json_object_set_new(meaning, metrics[m].name, json_string(metrics[m].meaning));

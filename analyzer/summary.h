@@ -35,9 +35,9 @@ const char *summary_metric_meaning(summary_metric_t m);
 bool summary_metric_is_bytes(summary_metric_t m);
 
 typedef struct summary_site {
-    char *function;  // as `report` names the site ("[unknown stack]" when unwinding failed)
-    char *location;  // file:line of its largest site (by bytes allocated); NULL if unknown
-    char *advice;    // growth advice of its site that copied most (growth.h); NULL: no growth
+    char *function; // as `report` names the site ("[unknown stack]" when unwinding failed)
+    char *location; // file:line of its largest site (by bytes allocated); NULL if unknown
+    char *advice;   // growth advice of its site that copied most (growth.h); NULL: no growth
     uint64_t v[SUMMARY_N_METRICS];
 } summary_site_t;
 

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+// budget: how budgets are spelled (sizes, counts, percentages, 'PATTERN:METRIC<=VALUE') and how
+// they are judged against a summary: at the limit holds, one over breaks, the culprits named.
+#include "budget.h"
+#include "summary.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t size_of(const char *s) {
+    uint64_t v = 0;
+    errmsg_t err;
+    errmsg_init(&err);
+    cr_assert_eq(budget_parse_size(s, &v, &err), 0, "'%s': %s", s, err.msg);
+    return v;
+}
+
+static bool size_fails(const char *s) {
+    uint64_t v;
+    errmsg_t err;
+    errmsg_init(&err);
+    int rc = budget_parse_size(s, &v, &err);
+    cr_expect(rc != 0 || !err.is_set);
+    if (rc != 0)
+        cr_expect(strstr(err.msg, "check: ") == err.msg && !strchr(err.msg, '\n'), "%s", err.msg);
+    return rc != 0;
+}
+
+Test(budget, sizes_take_binary_and_decimal_units) {
+    cr_expect_eq(size_of("1048576"), 1048576);
+    cr_expect_eq(size_of("0"), 0);
+    cr_expect_eq(size_of("512K"), 512 * 1024);
+    cr_expect_eq(size_of("512KiB"), 512 * 1024);
+    cr_expect_eq(size_of("1.5MiB"), 3 * 512 * 1024);
+    cr_expect_eq(size_of("0.5k"), 512);
+    cr_expect_eq(size_of("10MB"), 10000000);
+    cr_expect_eq(size_of("2 GB"), 2000000000ull);
+    cr_expect_eq(size_of("3g"), 3ull << 30);
+    cr_expect_eq(size_of("100B"), 100);
+}
+
+Test(budget, sizes_that_are_not_whole_bytes_or_numbers_fail_in_one_line) {
+    cr_expect(size_fails(""));
+    cr_expect(size_fails("abc"));
+    cr_expect(size_fails("-1"));
+    cr_expect(size_fails("1.5"));
+    cr_expect(size_fails("0.001K")); // 1.024 bytes
+    cr_expect(size_fails("12 parsecs"));
+    cr_expect(size_fails("99999999999999999999"));
+    cr_expect(size_fails("20000000T"));
+    cr_expect(size_fails("1e6"));
+}
+
+Test(budget, counts_and_percentages) {
+    uint64_t v;
+    double p;
+    cr_assert_eq(budget_parse_count("1000", &v, NULL), 0);
+    cr_expect_eq(v, 1000);
+    cr_assert_eq(budget_parse_count("10k", &v, NULL), 0);
+    cr_expect_eq(v, 10000);
+    cr_assert_eq(budget_parse_count("1.5M", &v, NULL), 0);
+    cr_expect_eq(v, 1500000);
+    cr_expect_neq(budget_parse_count("1MiB", &v, NULL), 0);
+    cr_expect_neq(budget_parse_count("0.5", &v, NULL), 0);
+    cr_assert_eq(budget_parse_percent("5%", &p, NULL), 0);
+    cr_expect_float_eq(p, 5.0, 1e-12);
+    cr_assert_eq(budget_parse_percent("0.5", &p, NULL), 0);
+    cr_expect_float_eq(p, 0.5, 1e-12);
+    cr_expect_neq(budget_parse_percent("-1%", &p, NULL), 0);
+    cr_expect_neq(budget_parse_percent("5%%", &p, NULL), 0);
+    cr_expect_neq(budget_parse_percent("five", &p, NULL), 0);
+}
+
+Test(budget, site_spec_splits_at_the_last_colon_before_the_metric) {
+    budget_t b;
+    errmsg_t err;
+    errmsg_init(&err);
+    cr_assert_eq(budget_site("std::vector<int>::push_back:total<=1K", &b, &err), 0, "%s", err.msg);
+    cr_expect_str_eq(b.pattern, "std::vector<int>::push_back");
+    cr_expect_eq(b.metric, SUMMARY_TOTAL);
+    cr_expect_eq(b.limit, 1024);
+    cr_assert_eq(budget_site("operator<=:blocks<=3", &b, &err), 0, "%s", err.msg);
+    cr_expect_str_eq(b.pattern, "operator<=");
+    cr_expect_eq(b.metric, SUMMARY_BLOCKS);
+    cr_expect_eq(b.limit, 3);
+    cr_assert_eq(budget_site("parse_*:peak <= 2MiB", &b, &err), 0, "%s", err.msg);
+    cr_expect_eq(b.metric, SUMMARY_PEAK);
+    cr_expect_eq(b.limit, 2u << 20);
+    const char *bad[] = {"f<=1",      ":total<=1", "f:bogus<=1",
+                         "f:total<1", "f:total<=", "f:blocks<=1KiB"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        errmsg_init(&err);
+        cr_expect_neq(budget_site(bad[i], &b, &err), 0, "'%s' was taken", bad[i]);
+        cr_expect(err.is_set && !strchr(err.msg, '\n'), "'%s': %s", bad[i], err.msg);
+    }
+}
+
+static summary_t *summary_of(uint64_t total_bytes, size_t n, const char *const *fn,
+                             const uint64_t *bytes) {
+    summary_t *s = calloc(1, sizeof *s);
+    s->total[SUMMARY_TOTAL] = total_bytes;
+    s->sites = calloc(n, sizeof *s->sites);
+    s->n_sites = n;
+    for (size_t i = 0; i < n; i++) {
+        s->sites[i].function = strdup(fn[i]);
+        s->sites[i].v[SUMMARY_TOTAL] = bytes[i];
+    }
+    return s;
+}
+
+Test(budget, a_whole_process_budget_holds_at_the_limit_and_breaks_one_over) {
+    const char *fn[] = {"a", "b", "c", "d"};
+    uint64_t bytes[] = {10, 400, 90, 500};
+    summary_t *s = summary_of(1000, 4, fn, bytes);
+    budget_t b;
+    budget_result_t r;
+    cr_assert_eq(budget_total(SUMMARY_TOTAL, "1000", &b, NULL), 0);
+    budget_eval(&b, s, NULL, &r);
+    cr_expect_not(r.broken);
+    cr_expect_eq(r.n_culprits, 0);
+    cr_assert_eq(budget_total(SUMMARY_TOTAL, "999", &b, NULL), 0);
+    budget_eval(&b, s, NULL, &r);
+    cr_expect(r.broken);
+    cr_expect_eq(r.figure, 1000);
+    cr_expect_eq(r.limit, 999);
+    cr_assert_eq(r.n_culprits, 3);
+    cr_expect_str_eq(s->sites[r.culprit[0]].function, "d");
+    cr_expect_str_eq(s->sites[r.culprit[1]].function, "b");
+    cr_expect_str_eq(s->sites[r.culprit[2]].function, "c");
+    cr_expect_eq(r.culprit_value[0], 500);
+    summary_free(s);
+}
+
+Test(budget, a_site_budget_sums_the_matching_functions) {
+    const char *fn[] = {"parse_a", "parse_b", "main"};
+    uint64_t bytes[] = {30, 20, 1000};
+    summary_t *s = summary_of(1050, 3, fn, bytes);
+    budget_t b;
+    budget_result_t r;
+    cr_assert_eq(budget_site("parse_*:total<=50", &b, NULL), 0);
+    budget_eval(&b, s, NULL, &r);
+    cr_expect_eq(r.figure, 50);
+    cr_expect_not(r.broken);
+    cr_assert_eq(budget_site("parse_*:total<=49", &b, NULL), 0);
+    budget_eval(&b, s, NULL, &r);
+    cr_expect(r.broken);
+    cr_assert_eq(r.n_culprits, 2);
+    cr_expect_str_eq(s->sites[r.culprit[0]].function, "parse_a");
+    summary_free(s);
+}
+
+Test(budget, a_baseline_allows_its_percentage_rounded_down_and_names_what_grew) {
+    const char *fn0[] = {"load", "keep"};
+    uint64_t b0[] = {100, 900};
+    summary_t *base = summary_of(1000, 2, fn0, b0);
+    const char *fn1[] = {"keep", "load", "new_one"};
+    uint64_t held[] = {900, 150, 0};
+    summary_t *cur = summary_of(1050, 3, fn1, held);
+    budget_t b;
+    budget_result_t r;
+    budget_baseline(SUMMARY_TOTAL, 5.0, &b);
+    budget_eval(&b, cur, base, &r);
+    cr_expect_eq(r.limit, 1050);
+    cr_expect_not(r.broken);
+    cur->total[SUMMARY_TOTAL] = 1051;
+    cur->sites[2].v[SUMMARY_TOTAL] = 1;
+    budget_eval(&b, cur, base, &r);
+    cr_expect(r.broken);
+    cr_assert_eq(r.n_culprits, 2);
+    cr_expect_str_eq(cur->sites[r.culprit[0]].function, "load");
+    cr_expect_eq(r.culprit_value[0], 50);
+    cr_expect_str_eq(cur->sites[r.culprit[1]].function, "new_one"); // absent before: all new
+    budget_baseline(SUMMARY_TOTAL, 0.0, &b);
+    cur->total[SUMMARY_TOTAL] = 1001;
+    budget_eval(&b, cur, base, &r);
+    cr_expect(r.broken, "0%% allows no growth");
+    summary_free(base);
+    summary_free(cur);
+}
+
+Test(budget, summaries_combine_by_minimum_or_median) {
+    const char *fn[] = {"f"};
+    uint64_t v1[] = {10}, v2[] = {30}, v3[] = {20};
+    summary_t *runs[3] = {summary_of(10, 1, fn, v1), summary_of(30, 1, fn, v2),
+                          summary_of(20, 1, fn, v3)};
+    summary_t *med = summary_combine(runs, 3, true), *min = summary_combine(runs, 3, false);
+    cr_expect_eq(med->total[SUMMARY_TOTAL], 20);
+    cr_expect_eq(min->total[SUMMARY_TOTAL], 10);
+    cr_expect_eq(med->sites[0].v[SUMMARY_TOTAL], 20);
+    cr_expect_eq(min->sites[0].v[SUMMARY_TOTAL], 10);
+    summary_free(med);
+    summary_free(min);
+    for (int i = 0; i < 3; i++)
+        summary_free(runs[i]);
+}
