@@ -53,6 +53,8 @@ const char cmd_check_usage[] =
     "  --junit FILE       write JUnit XML, one test case per budget\n"
     "  --exclude FUNC     leave out the sites of functions matching the glob FUNC (repeatable)\n"
     "  --runs N           run CMD N times and take each figure's median (or --take min)\n"
+    "  --budgets FILE     budgets from a YAML file (keys as the flags: peak: 64MiB, sites:\n"
+    "                     [...], baseline:, max-increase:, exclude: [...]; docs/check.md)\n"
     "  -h, --help         this help\n";
 
 #define DEFAULT_TRACE_NAME "heapprof-check.%p.hpt"
@@ -90,6 +92,29 @@ static int add_budget(cmd_check_opts_t *o, errmsg_t *err) {
     }
     return 0;
 }
+
+// --budgets FILE: its budgets and patterns join those given so far.
+static int read_budgets_file(cmd_check_opts_t *o, const char *path, errmsg_t *err) {
+    if (o->file.budgets || o->file.baseline || o->file.exclude || o->file.has_max_increase) {
+        errmsg_set(err, "check: --budgets may be given once");
+        return -1;
+    }
+    if (budget_file_read(path, &o->file, err) != 0)
+        return -1;
+    if (o->n_budgets + o->file.n_budgets > CHECK_MAX_BUDGETS ||
+        o->n_exclude + o->file.n_exclude > CHECK_MAX_EXCLUDES) {
+        errmsg_set(err, "check: more than %d budgets or %d --exclude patterns", CHECK_MAX_BUDGETS,
+                   CHECK_MAX_EXCLUDES);
+        return -1;
+    }
+    for (size_t i = 0; i < o->file.n_budgets; i++)
+        o->budgets[o->n_budgets++] = o->file.budgets[i];
+    for (size_t i = 0; i < o->file.n_exclude; i++)
+        o->exclude[o->n_exclude++] = o->file.exclude[i];
+    return 0;
+}
+
+void cmd_check_opts_fini(cmd_check_opts_t *o) { budget_file_fini(&o->file); }
 
 static const char *const total_flags[SUMMARY_N_METRICS] = {
     [SUMMARY_PEAK] = "--peak",           [SUMMARY_TOTAL] = "--total",
@@ -159,6 +184,8 @@ static int parse_option(int argc, char **argv, int *i, cmd_check_opts_t *o, bool
         *take_given = true;
         return 1;
     }
+    if ((got = opt_value(argc, argv, i, "--budgets", &v, err)) != 0)
+        return got < 0 || read_budgets_file(o, v, err) != 0 ? -1 : 1;
     static const struct {
         const char *name;
         size_t offset;
@@ -209,6 +236,13 @@ int cmd_check_parse(int argc, char **argv, cmd_check_opts_t *o, errmsg_t *err) {
         }
         o->trace = a;
     }
+    // the command line's baseline and increase win over the file's
+    if (!o->baseline)
+        o->baseline = o->file.baseline;
+    if (o->file.has_max_increase && !increase_given) {
+        o->max_increase_pct = o->file.max_increase_pct;
+        increase_given = true;
+    }
     if (o->trace && o->cmd) {
         errmsg_set(err, "check: give a TRACE or '-- CMD ARGS...', not both");
         return -1;
@@ -218,8 +252,8 @@ int cmd_check_parse(int argc, char **argv, cmd_check_opts_t *o, errmsg_t *err) {
         return -1;
     }
     if (o->n_budgets == 0 && !o->baseline && !o->summary_out) {
-        errmsg_set(err, "check: nothing to check: give a budget (--peak SIZE, ...), --baseline "
-                        "FILE or --summary-out FILE");
+        errmsg_set(err, "check: nothing to check: give a budget (--peak SIZE, ...), --budgets "
+                        "FILE, --baseline FILE or --summary-out FILE");
         return -1;
     }
     if (increase_given && !o->baseline) {

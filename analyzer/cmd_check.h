@@ -8,6 +8,7 @@
 #define HEAPPROF_ANALYZER_CMD_CHECK_H
 
 #include "budget.h"
+#include "budget_file.h"
 #include "errmsg.h"
 
 #include <stdbool.h>
@@ -29,15 +30,18 @@ typedef struct cmd_check_opts {
     const char *junit;                       // --junit FILE
     const char *exclude[CHECK_MAX_EXCLUDES]; // --exclude FUNC patterns
     size_t n_exclude;
-    unsigned runs;     // --runs N (the command only)
-    bool median;       // --take median (default) or min
-    const char *trace; // TRACE, or NULL when cmd is given
-    char **cmd;        // NULL-terminated argv after "--", or NULL
+    unsigned runs;      // --runs N (the command only)
+    bool median;        // --take median (default) or min
+    budget_file_t file; // --budgets FILE, read by cmd_check_parse (its budgets are above)
+    const char *trace;  // TRACE, or NULL when cmd is given
+    char **cmd;         // NULL-terminated argv after "--", or NULL
 } cmd_check_opts_t;
 
 // argv[0] is "check". Returns 0, or -1 with err filled (one line: a bad budget, a missing
-// value, nothing to check).
+// value, nothing to check, a budgets file that cannot be read). Call cmd_check_opts_fini after,
+// whatever it returned.
 int cmd_check_parse(int argc, char **argv, cmd_check_opts_t *o, errmsg_t *err);
+void cmd_check_opts_fini(cmd_check_opts_t *o);
 
 // Runs the command (o->runs times) or reads the trace, evaluates the budgets and writes the
 // lines to out and the files asked for. Returns the number of broken budgets, or -1 with err

@@ -161,6 +161,7 @@ static int do_check(int argc, char **argv) {
         if (finish_output() != 0)
             rc = EXIT_USAGE;
     }
+    cmd_check_opts_fini(o);
     free(o);
     return rc;
 }

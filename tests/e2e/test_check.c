@@ -279,3 +279,38 @@ Test(check, runs_take_the_median_or_minimum, .timeout = 120) {
     json_decref(totals);
     free(dir);
 }
+
+Test(check, a_budgets_file_is_judged_with_the_flags, .timeout = 120) {
+    char *dir = e2e_tmpdir("check-file");
+    json_t *totals = base_totals(dir);
+    char yml[4096], bad[4096], trace[4096], text[512];
+    snprintf(yml, sizeof yml, "%s/budgets.yml", dir);
+    snprintf(bad, sizeof bad, "%s/bad.yml", dir);
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    char *const argv[] = {BUDGET, "0", "0", "0", "0", "0", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
+    snprintf(text, sizeof text, "peak: %lld\nblocks: %lld\nsites:\n  - 'leak:leaked<=100'\n",
+             e2e_int(totals, "peak"), e2e_int(totals, "blocks"));
+    FILE *f = fopen(yml, "w");
+    fputs(text, f);
+    fclose(f);
+    f = fopen(bad, "w");
+    fputs("peak: 1M\nleak: 0\n", f);
+    fclose(f);
+    const char *held[] = {"--budgets", yml, trace, NULL};
+    char *out, *err;
+    cr_expect_eq(check(held, &out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "all 3 budgets held"), "%s", out);
+    free(out);
+    // the command line's budgets join the file's
+    const char *more[] = {"--budgets", yml, "--leaked", "99", trace, NULL};
+    cr_expect_eq(check(more, &out, NULL), 1);
+    cr_expect(strstr(out, "FAIL leaked <= 99: 100 bytes, 1 byte over"), "%s", out);
+    free(out);
+    const char *wrong[] = {"--budgets", bad, trace, NULL};
+    cr_expect_eq(check(wrong, NULL, &err), 2);
+    cr_expect(one_line(err) && strstr(err, "bad.yml:2: unknown key 'leak'"), "%s", err);
+    free(err);
+    json_decref(totals);
+    free(dir);
+}

@@ -2,11 +2,13 @@
 // budget: how budgets are spelled (sizes, counts, percentages, 'PATTERN:METRIC<=VALUE') and how
 // they are judged against a summary: at the limit holds, one over breaks, the culprits named.
 #include "budget.h"
+#include "budget_file.h"
 #include "summary.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint64_t size_of(const char *s) {
     uint64_t v = 0;
@@ -193,4 +195,75 @@ Test(budget, summaries_combine_by_minimum_or_median) {
     summary_free(min);
     for (int i = 0; i < 3; i++)
         summary_free(runs[i]);
+}
+
+// A budgets file in a temporary file; its path into path (64 bytes).
+static void write_file(char *path, const char *text) {
+    strcpy(path, "/tmp/test_budget_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+Test(budget, a_budgets_file_reads_as_the_flags_do) {
+    char path[64];
+    write_file(path, "# budgets\n"
+                     "peak: 64MiB\n"
+                     "blocks: 10k\n"
+                     "sites:\n"
+                     "  - 'parse_*:total<=1K'\n"
+                     "  - \"std::vector<*>::*:blocks<=3\"\n"
+                     "baseline: ci/base.json\n"
+                     "max-increase: 5%\n"
+                     "exclude: __libc_*\n");
+    budget_file_t f;
+    errmsg_t err;
+    errmsg_init(&err);
+    cr_assert_eq(budget_file_read(path, &f, &err), 0, "%s", err.msg);
+    unlink(path);
+    cr_assert_eq(f.n_budgets, 4);
+    cr_expect_eq(f.budgets[0].metric, SUMMARY_PEAK);
+    cr_expect_eq(f.budgets[0].limit, 64u << 20);
+    cr_expect_eq(f.budgets[1].limit, 10000);
+    cr_expect_eq(f.budgets[2].kind, BUDGET_SITE);
+    cr_expect_str_eq(f.budgets[3].pattern, "std::vector<*>::*");
+    cr_expect_str_eq(f.baseline, "ci/base.json");
+    cr_expect(f.has_max_increase);
+    cr_expect_float_eq(f.max_increase_pct, 5.0, 1e-12);
+    cr_assert_eq(f.n_exclude, 1);
+    cr_expect_str_eq(f.exclude[0], "__libc_*");
+    budget_file_fini(&f);
+}
+
+Test(budget, a_bad_budgets_file_is_one_line_with_file_and_line) {
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"peak: 1M\nbogus: 3\n", ":2: unknown key 'bogus'"},
+        {"peak: lots\n", ":1: 'lots' is not a size"},
+        {"sites:\n  - 'f:bogus<=1'\n", ":2: --site 'f:bogus<=1': unknown metric"},
+        {"peak: [1, 2]\n", ":1: 'peak' needs a single value"},
+        {"- peak\n", ":1: expected 'key: value' lines"},
+        {"peak: 1M\n  total: : :\n", ": not YAML"},
+        {"", ": empty"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[64];
+        write_file(path, cases[i].text);
+        budget_file_t f;
+        errmsg_t err;
+        errmsg_init(&err);
+        cr_expect_neq(budget_file_read(path, &f, &err), 0, "case %zu taken", i);
+        unlink(path);
+        cr_expect(strstr(err.msg, cases[i].want) && strncmp(err.msg, "check: /tmp/", 12) == 0 &&
+                      !strchr(err.msg, '\n'),
+                  "case %zu: %s", i, err.msg);
+        budget_file_fini(&f);
+    }
+    budget_file_t f;
+    errmsg_t err;
+    errmsg_init(&err);
+    cr_expect_neq(budget_file_read("/nonexistent/budgets.yml", &f, &err), 0);
+    cr_expect(strstr(err.msg, "cannot read the budgets file"), "%s", err.msg);
 }
