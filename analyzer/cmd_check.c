@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -357,6 +358,7 @@ static void verdict_line(const budget_t *b, const budget_result_t *r, const summ
         at = append(buf, cap, at, ", limit %s", figure_text(m, r->limit, f2, sizeof f2));
         if (b->kind == BUDGET_BASELINE)
             at = append(buf, cap, at, " (baseline %s)", figure_text(m, r->base, f3, sizeof f3));
+        append(buf, cap, at, " [%s: %s]", summary_metric_name(m), summary_metric_meaning(m));
         return;
     }
     at = append(buf, cap, at, ", %s over the limit of %s",
@@ -506,6 +508,13 @@ int cmd_check_run(const cmd_check_opts_t *o, FILE *out, FILE *progress, int *cmd
         goto done;
     dir_of(o->summary_out ? o->summary_out : o->trace ? o->trace : "./x", dir, sizeof dir);
     if (o->cmd) {
+        // the shim would run the command unprofiled rather than fail it
+        struct stat st;
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            errmsg_set(err, "check: %s is not a directory: the trace, summary and files go there",
+                       dir);
+            goto done;
+        }
         if (run_command(o, dir, progress, runs, trace, sizeof trace, cmd_status, err) != 0)
             goto done;
         cur = summary_combine(runs, o->runs, o->median);
@@ -557,8 +566,12 @@ int cmd_check_run(const cmd_check_opts_t *o, FILE *out, FILE *progress, int *cmd
     } else {
         if (o->cmd)
             unlink(trace); // nothing to look into
-        fprintf(out, "heapprof check: %s%zu budget%s held\n", n == 1 ? "" : "all ", n,
-                n == 1 ? "" : "s");
+        if (n == 0)
+            fprintf(out, "heapprof check: no budgets; figures written to %s\n",
+                    out_safe_text(o->summary_out, safe, sizeof safe));
+        else
+            fprintf(out, "heapprof check: %s%zu budget%s held\n", n == 1 ? "" : "all ", n,
+                    n == 1 ? "" : "s");
     }
     if (cmd_failed) {
         errmsg_set(err, "%s", cmd_error);

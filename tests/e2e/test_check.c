@@ -221,6 +221,7 @@ Test(check, errors_are_one_line_with_status_2, .timeout = 120) {
         {"--peak", "1M", "/nonexistent/t.hpt", NULL},
         {"--no-such-budget", "1", trace, NULL},
         {"--peak", "1M", "--", "/nonexistent/program", NULL},
+        {"--peak", "1M", "--summary-out", "/nonexistent/dir/s.json", "--", BUDGET, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char *out, *err;
