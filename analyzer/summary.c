@@ -70,9 +70,22 @@ static int cmp_sites(const void *a, const void *b) {
     return strcmp(x->function, y->function);
 }
 
+static const summary_site_t *sort_base; // qsort has no context argument in C11
+
+static int cmp_by_name(const void *a, const void *b) {
+    return strcmp(sort_base[*(const size_t *)a].function, sort_base[*(const size_t *)b].function);
+}
+
+// Puts the sites in their stable order and indexes them by name.
 static void sort_sites(summary_t *s) {
     if (s->n_sites)
         qsort(s->sites, s->n_sites, sizeof *s->sites, cmp_sites);
+    free(s->by_name);
+    s->by_name = xcalloc(s->n_sites ? s->n_sites : 1, sizeof *s->by_name);
+    for (size_t i = 0; i < s->n_sites; i++)
+        s->by_name[i] = i;
+    sort_base = s->sites;
+    qsort(s->by_name, s->n_sites, sizeof *s->by_name, cmp_by_name);
 }
 
 // The function naming site i, as the report prints it (out_report.c, name_json).
@@ -164,9 +177,23 @@ summary_t *summary_from_analyze(analyze_t *a, const char *const *exclude, size_t
 }
 
 const summary_site_t *summary_find(const summary_t *s, const char *function) {
-    for (size_t i = 0; i < s->n_sites; i++)
-        if (strcmp(s->sites[i].function, function) == 0)
-            return &s->sites[i];
+    if (!s->by_name) {
+        for (size_t i = 0; i < s->n_sites; i++)
+            if (strcmp(s->sites[i].function, function) == 0)
+                return &s->sites[i];
+        return NULL;
+    }
+    size_t lo = 0, hi = s->n_sites;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(s->sites[s->by_name[mid]].function, function);
+        if (c == 0)
+            return &s->sites[s->by_name[mid]];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return NULL;
 }
 
@@ -183,6 +210,10 @@ static uint64_t pick(uint64_t *v, size_t n, bool median) {
 
 static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
 
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 summary_t *summary_combine(summary_t *const *runs, size_t n, bool median) {
     summary_t *s = xcalloc(1, sizeof *s);
     s->program = dup_or_null(runs[0]->program);
@@ -192,29 +223,37 @@ summary_t *summary_combine(summary_t *const *runs, size_t n, bool median) {
             v[r] = runs[r]->total[m];
         s->total[m] = pick(v, n, median);
     }
-    size_t cap = 0;
+    // every function of any run, once
+    size_t cap = 0, n_names = 0;
     for (size_t r = 0; r < n; r++)
         cap += runs[r]->n_sites;
+    const char **names = xcalloc(cap ? cap : 1, sizeof *names);
+    const summary_site_t **in = xcalloc(n, sizeof *in); // the function's entry in each run
+    for (size_t r = 0; r < n; r++)
+        for (size_t i = 0; i < runs[r]->n_sites; i++)
+            names[n_names++] = runs[r]->sites[i].function;
+    qsort(names, n_names, sizeof *names, cmp_str);
     s->sites = xcalloc(cap ? cap : 1, sizeof *s->sites);
-    for (size_t r = 0; r < n; r++) {
-        for (size_t i = 0; i < runs[r]->n_sites; i++) {
-            const summary_site_t *src = &runs[r]->sites[i];
-            if (summary_find(s, src->function))
-                continue; // combined when first seen
-            summary_site_t *e = &s->sites[s->n_sites++];
-            e->function = xstrdup(src->function);
-            e->location = dup_or_null(src->location);
-            for (int m = 0; m < SUMMARY_N_METRICS; m++) {
-                for (size_t k = 0; k < n; k++) {
-                    const summary_site_t *o = summary_find(runs[k], src->function);
-                    v[k] = o ? o->v[m] : 0;
-                    if (o && !e->advice && o->advice)
-                        e->advice = xstrdup(o->advice);
-                }
-                e->v[m] = pick(v, n, median);
-            }
+    for (size_t i = 0; i < n_names; i++) {
+        if (i > 0 && strcmp(names[i], names[i - 1]) == 0)
+            continue;
+        summary_site_t *e = &s->sites[s->n_sites++];
+        e->function = xstrdup(names[i]);
+        for (size_t k = 0; k < n; k++) {
+            in[k] = summary_find(runs[k], names[i]);
+            if (in[k] && !e->location && in[k]->location)
+                e->location = xstrdup(in[k]->location);
+            if (in[k] && !e->advice && in[k]->advice)
+                e->advice = xstrdup(in[k]->advice);
+        }
+        for (int m = 0; m < SUMMARY_N_METRICS; m++) {
+            for (size_t k = 0; k < n; k++)
+                v[k] = in[k] ? in[k]->v[m] : 0;
+            e->v[m] = pick(v, n, median);
         }
     }
+    free(in);
+    free(names);
     free(v);
     sort_sites(s);
     return s;
@@ -229,6 +268,7 @@ void summary_free(summary_t *s) {
         free(s->sites[i].advice);
     }
     free(s->sites);
+    free(s->by_name);
     free(s->program);
     free(s);
 }
@@ -242,21 +282,32 @@ static json_t *figures_json(const uint64_t v[SUMMARY_N_METRICS]) {
     return j;
 }
 
-// Ranks in the top SUMMARY_KEEP of s by some figure.
+static summary_metric_t keep_metric; // qsort has no context argument in C11
+
+// by the figure, largest first; ties in the stable order
+static int cmp_figure(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    uint64_t vx = sort_base[x].v[keep_metric], vy = sort_base[y].v[keep_metric];
+    if (vx != vy)
+        return vx > vy ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+// The sites that rank in the top SUMMARY_KEEP by some non-zero figure.
 static bool *kept_sites(const summary_t *s) {
     bool *keep = xcalloc(s->n_sites ? s->n_sites : 1, sizeof *keep);
-    for (size_t i = 0; i < s->n_sites; i++) {
-        for (int m = 0; m < SUMMARY_N_METRICS && !keep[i]; m++) {
-            if (s->sites[i].v[m] == 0)
-                continue;
-            size_t better = 0; // sites ahead of i by m (ties by the stable order)
-            for (size_t k = 0; k < s->n_sites && better < SUMMARY_KEEP; k++)
-                if (s->sites[k].v[m] > s->sites[i].v[m] ||
-                    (s->sites[k].v[m] == s->sites[i].v[m] && k < i))
-                    better++;
-            keep[i] = better < SUMMARY_KEEP;
-        }
+    size_t *order = xcalloc(s->n_sites ? s->n_sites : 1, sizeof *order);
+    for (int m = 0; m < SUMMARY_N_METRICS; m++) {
+        for (size_t i = 0; i < s->n_sites; i++)
+            order[i] = i;
+        sort_base = s->sites;
+        keep_metric = (summary_metric_t)m;
+        qsort(order, s->n_sites, sizeof *order, cmp_figure);
+        for (size_t r = 0; r < s->n_sites && r < SUMMARY_KEEP; r++)
+            if (s->sites[order[r]].v[m])
+                keep[order[r]] = true;
     }
+    free(order);
     return keep;
 }
 

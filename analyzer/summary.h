@@ -46,7 +46,8 @@ typedef struct summary {
     uint64_t total[SUMMARY_N_METRICS];
     summary_site_t *sites; // by bytes allocated, then function name
     size_t n_sites;
-    size_t n_omitted; // read from JSON: functions the writer left out (see summary_write)
+    size_t n_omitted; // read from JSON: functions the writer left out (see summary_json)
+    size_t *by_name;  // site indexes in name order, for summary_find; NULL: none (a scan)
 } summary_t;
 
 // The summary of an analysis opened with growth (analyze_opts_t.growth; mode 0, stats'
@@ -69,7 +70,8 @@ json_t *summary_json(const summary_t *s, int exit_status /* -1: not run by check
 // cannot be read or is not a summary.
 summary_t *summary_read(const char *path, errmsg_t *err);
 
-// The function entry of s named function, or NULL.
+// The function entry of s named function, or NULL. A binary search in the summaries made here;
+// a scan in one built by hand (by_name NULL).
 const summary_site_t *summary_find(const summary_t *s, const char *function);
 
 #endif

@@ -267,3 +267,66 @@ Test(budget, a_bad_budgets_file_is_one_line_with_file_and_line) {
     cr_expect_neq(budget_file_read("/nonexistent/budgets.yml", &f, &err), 0);
     cr_expect(strstr(err.msg, "cannot read the budgets file"), "%s", err.msg);
 }
+
+// summary_json then summary_read gives the figures back; only the top functions are written.
+Test(budget, the_summary_json_reads_back_and_keeps_the_top_functions) {
+    enum { N = SUMMARY_KEEP + 10 };
+    summary_t *s = calloc(1, sizeof *s);
+    s->program = strdup("app");
+    s->sites = calloc(N, sizeof *s->sites);
+    s->n_sites = N;
+    for (size_t i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "f%02zu", i);
+        s->sites[i].function = strdup(name);
+        s->sites[i].location = strdup("app.c:1");
+        s->sites[i].v[SUMMARY_TOTAL] = 1000 - i; // f00 largest
+        s->total[SUMMARY_TOTAL] += 1000 - i;
+    }
+    s->sites[N - 1].v[SUMMARY_LEAKED] = 7; // last by total, but it is the only leak
+    s->total[SUMMARY_LEAKED] = 7;
+    s->total[SUMMARY_PEAK] = 123;
+    json_t *j = summary_json(s, 0);
+    char path[] = "/tmp/test_budget_summary_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert_eq(json_dump_file(j, path, JSON_INDENT(2)), 0);
+    json_decref(j);
+    errmsg_t err;
+    errmsg_init(&err);
+    summary_t *r = summary_read(path, &err);
+    unlink(path);
+    cr_assert(r, "%s", err.msg);
+    cr_expect_str_eq(r->program, "app");
+    for (int m = 0; m < SUMMARY_N_METRICS; m++)
+        cr_expect_eq(r->total[m], s->total[m], "%s", summary_metric_name(m));
+    cr_expect_eq(r->n_sites, SUMMARY_KEEP + 1);
+    cr_expect_eq(r->n_omitted, N - SUMMARY_KEEP - 1);
+    const summary_site_t *leak = summary_find(r, "f59");
+    cr_assert(leak, "the only leak was left out");
+    cr_expect_eq(leak->v[SUMMARY_LEAKED], 7);
+    cr_expect_str_eq(r->sites[0].function, "f00");
+    cr_expect_null(summary_find(r, "f55"));
+    summary_free(r);
+    summary_free(s);
+}
+
+Test(budget, a_file_that_is_no_summary_is_refused_in_one_line) {
+    static const char *const docs[] = {
+        "{\"totals\": {}}", "[1, 2]", "not json", "{\"heapprof_check_summary\": 2, \"totals\": {}}",
+        "{\"heapprof_check_summary\": 1, \"totals\": {\"peak\": 1}}"};
+    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
+        char path[] = "/tmp/test_budget_summary_XXXXXX";
+        int fd = mkstemp(path);
+        cr_assert(fd >= 0);
+        cr_assert_eq(write(fd, docs[i], strlen(docs[i])), (ssize_t)strlen(docs[i]));
+        close(fd);
+        errmsg_t err;
+        errmsg_init(&err);
+        cr_expect_null(summary_read(path, &err), "doc %zu taken", i);
+        unlink(path);
+        cr_expect(strncmp(err.msg, "check: /tmp/", 12) == 0 && !strchr(err.msg, '\n'), "%s",
+                  err.msg);
+    }
+}
