@@ -88,12 +88,13 @@ static int take(ctx_t *c, const char *key, yaml_node_t *v) {
         }
         return 0;
     }
-    if (strcmp(key, "baseline") == 0) {
+    if (strcmp(key, "baseline") == 0 || strcmp(key, "from-module") == 0) {
         const char *s = scalar(c, v, key);
         if (!s)
             return -1;
-        free(c->f->baseline);
-        c->f->baseline = xstrdup(s);
+        char **to = key[0] == 'b' ? &c->f->baseline : &c->f->from_module;
+        free(*to);
+        *to = xstrdup(s);
         return 0;
     }
     if (strcmp(key, "max-increase") == 0) {
@@ -108,7 +109,7 @@ static int take(ctx_t *c, const char *key, yaml_node_t *v) {
     char msg[256];
     snprintf(msg, sizeof msg,
              "unknown key '%.64s' (peak, total, blocks, leaked, temporary, sites, baseline, "
-             "max-increase, exclude)",
+             "max-increase, exclude, from-module)",
              key);
     return fail_at(c, v, msg);
 }
@@ -159,6 +160,7 @@ int budget_file_read(const char *path, budget_file_t *f, errmsg_t *err) {
 void budget_file_fini(budget_file_t *f) {
     free(f->budgets);
     free(f->baseline);
+    free(f->from_module);
     for (size_t i = 0; i < f->n_exclude; i++)
         free(f->exclude[i]);
     free(f->exclude);

@@ -14,7 +14,8 @@
 typedef struct budget_file {
     budget_t *budgets; // whole-process and site budgets, in the file's order
     size_t n_budgets;
-    char *baseline; // NULL unless given
+    char *baseline;    // NULL unless given
+    char *from_module; // NULL unless given
     bool has_max_increase;
     double max_increase_pct;
     char **exclude; // patterns

@@ -9,6 +9,7 @@
 #include "cmd_dhat.h"
 #include "cmd_run.h"
 #include "cmd_view.h"
+#include "filter.h"
 #include "format/hpt_format.h"
 #include "growth.h"
 #include "out.h"
@@ -52,10 +53,13 @@ const char cmd_check_usage[] =
     "  --summary-out FILE write the figures as JSON (totals and per function; small, stable,\n"
     "                     meant to be committed as a baseline)\n"
     "  --junit FILE       write JUnit XML, one test case per budget\n"
+    "  --from-module NAME count only allocations made directly from the module whose file\n"
+    "                     name is NAME (as heapprof stats --from-module), e.g. the program\n"
     "  --exclude FUNC     leave out the sites of functions matching the glob FUNC (repeatable)\n"
     "  --runs N           run CMD N times and take each figure's median (or --take min)\n"
     "  --budgets FILE     budgets from a YAML file (keys as the flags: peak: 64MiB, sites:\n"
-    "                     [...], baseline:, max-increase:, exclude: [...]; docs/check.md)\n"
+    "                     [...], baseline:, max-increase:, exclude: [...], from-module:;\n"
+    "                     docs/check.md)\n"
     "  -h, --help         this help\n";
 
 #define DEFAULT_TRACE_NAME "heapprof-check.%p.hpt"
@@ -96,7 +100,8 @@ static int add_budget(cmd_check_opts_t *o, errmsg_t *err) {
 
 // --budgets FILE: its budgets and patterns join those given so far.
 static int read_budgets_file(cmd_check_opts_t *o, const char *path, errmsg_t *err) {
-    if (o->file.budgets || o->file.baseline || o->file.exclude || o->file.has_max_increase) {
+    if (o->file.budgets || o->file.baseline || o->file.from_module || o->file.exclude ||
+        o->file.has_max_increase) {
         errmsg_set(err, "check: --budgets may be given once");
         return -1;
     }
@@ -194,6 +199,7 @@ static int parse_option(int argc, char **argv, int *i, cmd_check_opts_t *o, bool
         {"--baseline", offsetof(cmd_check_opts_t, baseline)},
         {"--summary-out", offsetof(cmd_check_opts_t, summary_out)},
         {"--junit", offsetof(cmd_check_opts_t, junit)},
+        {"--from-module", offsetof(cmd_check_opts_t, from_module)},
     };
     for (size_t k = 0; k < sizeof paths / sizeof *paths; k++) {
         if ((got = opt_value(argc, argv, i, paths[k].name, &v, err)) != 0) {
@@ -240,6 +246,8 @@ int cmd_check_parse(int argc, char **argv, cmd_check_opts_t *o, errmsg_t *err) {
     // the command line's baseline and increase win over the file's
     if (!o->baseline)
         o->baseline = o->file.baseline;
+    if (!o->from_module)
+        o->from_module = o->file.from_module;
     if (o->file.has_max_increase && !increase_given) {
         o->max_increase_pct = o->file.max_increase_pct;
         increase_given = true;
@@ -283,11 +291,26 @@ static summary_t *trace_summary(const cmd_check_opts_t *o, const char *path, FIL
     analyze_opts_t ao = {.mode = 0, .growth = true, .short_ns = GROWTH_DEFAULT_SHORT_NS};
     errmsg_t why;
     errmsg_init(&why);
-    analyze_t *a = analyze_open_opts(path, &ao, progress, &why);
-    if (!a) {
-        errmsg_set(err, "check: %s", why.is_set ? why.msg : "cannot read the trace");
-        return NULL;
+    reader_t *defs = NULL;
+    filter_t *f = NULL;
+    analyze_t *a = NULL;
+    summary_t *s = NULL;
+    if (o->from_module) {
+        // as `stats --from-module`: a first pass for the stacks and modules (filter.h)
+        if (!(defs = reader_open(path, &why)) || reader_load_defs(defs, &why) != 0)
+            goto done;
+        f = filter_new_from_module(defs, o->from_module);
+        if (filter_n_matching_modules(f) == 0) {
+            // every figure would be 0 and every budget would hold: never what was meant
+            errmsg_set(&why, "%s: --from-module %s matches no module of the trace", path,
+                       o->from_module);
+            goto done;
+        }
+        ao.keep = filter_keep;
+        ao.keep_ctx = f;
     }
+    if (!(a = analyze_open_opts(path, &ao, progress, &why)))
+        goto done;
     const reader_damage_t *d = reader_damage(a->r);
     const reader_trailer_t *tr = reader_trailer(a->r);
     if (d->chunks_damaged || d->seq_gaps || d->truncated || (tr && tr->n_lost_events)) {
@@ -297,11 +320,15 @@ static summary_t *trace_summary(const cmd_check_opts_t *o, const char *path, FIL
                    path, (unsigned long long)d->chunks_damaged, (unsigned long long)d->seq_gaps,
                    d->truncated ? ", truncated" : "",
                    (unsigned long long)(tr ? tr->n_lost_events : 0));
-        analyze_close(a);
-        return NULL;
+        goto done;
     }
-    summary_t *s = summary_from_analyze(a, o->exclude, o->n_exclude);
+    s = summary_from_analyze(a, o->exclude, o->n_exclude);
+done:
+    if (!s && why.is_set)
+        errmsg_set(err, "check: %s", why.msg);
     analyze_close(a);
+    filter_free(f);
+    reader_close(defs);
     return s;
 }
 

@@ -28,6 +28,7 @@ typedef struct cmd_check_opts {
     double max_increase_pct;                 // --max-increase (0 unless given)
     const char *summary_out;                 // --summary-out FILE
     const char *junit;                       // --junit FILE
+    const char *from_module;                 // --from-module NAME: NULL counts every allocation
     const char *exclude[CHECK_MAX_EXCLUDES]; // --exclude FUNC patterns
     size_t n_exclude;
     unsigned runs;      // --runs N (the command only)

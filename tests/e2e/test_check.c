@@ -315,3 +315,35 @@ Test(check, a_budgets_file_is_judged_with_the_flags, .timeout = 120) {
     json_decref(totals);
     free(dir);
 }
+
+// --from-module counts what `stats --from-module` counts; a module that is not there is an error,
+// not a run where every figure is 0 and every budget holds.
+Test(check, from_module_figures_are_those_of_stats, .timeout = 120) {
+    char *dir = e2e_tmpdir("check-module");
+    char trace[4096], summary[4096];
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    snprintf(summary, sizeof summary, "%s/s.json", dir);
+    char *const argv[] = {E2E_PROGS "/growth", NULL}; // its printf buffer comes from libc
+    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
+    const char *args[] = {"--from-module", "growth", "--summary-out", summary, trace, NULL};
+    cr_assert_eq(check(args, NULL, NULL), 0);
+    json_error_t je;
+    json_t *j = json_load_file(summary, 0, &je);
+    cr_assert(j, "%s", je.text);
+    json_t *t = json_object_get(j, "totals");
+    json_t *st = e2e_stats(trace, "growth"), *all = e2e_stats(trace, NULL);
+    cr_expect_eq(e2e_int(t, "blocks"), e2e_int(st, "blocks"));
+    cr_expect_eq(e2e_int(t, "total"), e2e_int(st, "bytes"));
+    cr_expect_eq(e2e_int(t, "peak"), e2e_int(st, "peak_bytes"));
+    cr_expect_eq(e2e_int(t, "leaked"), e2e_int(st, "end_bytes"));
+    cr_expect_lt(e2e_int(t, "blocks"), e2e_int(all, "blocks"), "libc's own blocks still counted");
+    json_decref(st);
+    json_decref(all);
+    json_decref(j);
+    const char *nope[] = {"--from-module", "no-such-module.so", "--peak", "1G", trace, NULL};
+    char *err;
+    cr_expect_eq(check(nope, NULL, &err), 2);
+    cr_expect(one_line(err) && strstr(err, "matches no module"), "%s", err);
+    free(err);
+    free(dir);
+}

@@ -216,7 +216,8 @@ Test(budget, a_budgets_file_reads_as_the_flags_do) {
                      "  - \"std::vector<*>::*:blocks<=3\"\n"
                      "baseline: ci/base.json\n"
                      "max-increase: 5%\n"
-                     "exclude: __libc_*\n");
+                     "exclude: __libc_*\n"
+                     "from-module: app\n");
     budget_file_t f;
     errmsg_t err;
     errmsg_init(&err);
@@ -233,6 +234,7 @@ Test(budget, a_budgets_file_reads_as_the_flags_do) {
     cr_expect_float_eq(f.max_increase_pct, 5.0, 1e-12);
     cr_assert_eq(f.n_exclude, 1);
     cr_expect_str_eq(f.exclude[0], "__libc_*");
+    cr_expect_str_eq(f.from_module, "app");
     budget_file_fini(&f);
 }
 
