@@ -224,7 +224,8 @@ void budget_eval(const budget_t *b, const summary_t *cur, const summary_t *base,
         res->figure = cur->total[m];
         res->base = base->total[m];
         long double lim = (long double)res->base * (100.0L + b->max_increase_pct) / 100.0L;
-        res->limit = lim >= 18446744073709551615.0L ? UINT64_MAX : (uint64_t)floorl(lim);
+        // the cast truncates, which rounds a non-negative limit down (no libm needed)
+        res->limit = lim >= 18446744073709551615.0L ? UINT64_MAX : (uint64_t)lim;
         for (size_t i = 0; i < cur->n_sites; i++) {
             const summary_site_t *o = summary_find(base, cur->sites[i].function);
             uint64_t was = o ? o->v[m] : 0;
