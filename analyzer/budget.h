@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// budget: the limits `heapprof check` holds a run to (docs/check.md#budgets), parsed from their
+// budget: the limits `heapprof check` holds a run to (docs/check.md#figures), parsed from their
 // command-line spelling, and their evaluation against a summary (summary.h): whole-process
 // limits (--peak SIZE ...), per-function limits (--site 'PATTERN:METRIC<=VALUE') and growth
 // over a baseline (--baseline FILE --max-increase P%). Pure: no I/O, never prints.

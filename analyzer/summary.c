@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The check summary: figures per function out of the site table, taken as `report` takes them
 // (totals from replay, temporary blocks summed over the sites as the report sums them), their
-// minimum or median over runs, and the summary JSON (docs/check.md#summary). Never prints.
+// minimum or median over runs, and the summary JSON (docs/check.md#summary-json). Never
+// prints.
 #include "summary.h"
 
 #include "out.h"

@@ -2,8 +2,9 @@
 // summary: the figures `heapprof check` holds budgets against, for one run: the whole-process
 // totals (the very numbers `stats` and `report` print) and the same figures per function (a
 // function being the frame that names a site in `report`; its sites summed). Read from an
-// analysis, or from the compact JSON that `check --summary-out` writes (docs/check.md#summary),
-// so a baseline can be a committed file. Pure data apart from the JSON I/O.
+// analysis, or from the compact JSON that `check --summary-out` writes
+// (docs/check.md#summary-json), so a baseline can be a committed file. Pure data apart from the
+// JSON I/O.
 #ifndef HEAPPROF_ANALYZER_SUMMARY_H
 #define HEAPPROF_ANALYZER_SUMMARY_H
 
@@ -61,7 +62,7 @@ summary_t *summary_combine(summary_t *const *runs, size_t n, bool median);
 
 void summary_free(summary_t *s);
 
-// The JSON form (docs/check.md#summary): the totals and the functions that rank in the top
+// The JSON form (docs/check.md#summary-json): the totals and the functions that rank in the top
 // SUMMARY_KEEP by any figure, in a stable order. New reference.
 #define SUMMARY_KEEP 50
 json_t *summary_json(const summary_t *s, int exit_status /* -1: not run by check */);
