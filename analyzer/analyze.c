@@ -128,7 +128,7 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     a->path = path;
     a->r = r;
     a->progress = progress;
-    a->rp = replay_new(NULL, NULL);
+    a->rp = replay_new(o->keep, o->keep_ctx);
     replay_set_mode(a->rp, mode | REPLAY_SITES);
     if (o->growth) {
         a->growth = growth_new(o->short_ns);

@@ -43,6 +43,8 @@ typedef struct analyze_opts {
     bool growth;       // also detect growth chains and short-lived blocks (growth.h)
     uint64_t short_ns; // with growth: the short-lived threshold
     bool timeline;     // also keep the heap over time (timeline.h; slower: no prefetch)
+    replay_keep_fn keep; // which allocations count (filter.h), as replay_new takes it; NULL: all
+    void *keep_ctx;
 } analyze_opts_t;
 
 // analyze_open with options; with growth, a->growth is finished (growth_finish) on return.

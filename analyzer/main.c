@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The heapprof command: argv -> subcommand. The only file that prints errors and chooses exit
 // codes: 0 ok, 2 usage or unreadable/invalid trace, 127/126 command not found/not runnable,
-// and for `run` the command's own status.
+// for `run` the command's own status, for `check` 1 when a budget is broken.
+#include "cmd_check.h"
 #include "cmd_dhat.h"
 #include "cmd_flame.h"
 #include "cmd_report.h"
@@ -37,6 +38,7 @@ static const char usage[] =
     "  flame TRACE [--metric M]        allocation flamegraph (SVG, or --folded stacks)\n"
     "  diff BEFORE AFTER [--metric M]  sites that changed most; -o FILE: differential SVG\n"
     "  view TRACE [-o FILE]            self-contained HTML viewer (open it in a browser)\n"
+    "  check [BUDGETS] -- CMD ARGS...  heap budgets for CI (or check [BUDGETS] TRACE)\n"
     "\n"
     "  heapprof COMMAND --help         help for one command\n"
     "  heapprof --version\n";
@@ -137,6 +139,33 @@ static int do_run(int argc, char **argv) {
     return res.exit_status;
 }
 
+// Status 0 when every budget held, 1 when one broke, 2 on an error (the command's own failure
+// included: its status is in the summary and the JUnit file).
+static int do_check(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_check_opts_t *o = malloc(sizeof *o);
+    if (!o) {
+        fprintf(stderr, "heapprof: out of memory\n");
+        return EXIT_USAGE;
+    }
+    int cmd_status, rc = EXIT_USAGE;
+    if (cmd_check_parse(argc, argv, o, &err) != 0) {
+        fail(&err);
+    } else {
+        int broken = cmd_check_run(o, stdout, progress_stream(), &cmd_status, &err);
+        if (broken < 0)
+            fail(&err);
+        else
+            rc = broken ? 1 : 0;
+        if (finish_output() != 0)
+            rc = EXIT_USAGE;
+    }
+    cmd_check_opts_fini(o);
+    free(o);
+    return rc;
+}
+
 static const struct {
     const char *name;
     cmd_fn fn;
@@ -149,6 +178,7 @@ static const struct {
     {"flame", do_flame, cmd_flame_usage},
     {"diff", do_flame, cmd_diff_usage},
     {"view", do_view, cmd_view_usage},
+    {"check", do_check, cmd_check_usage},
 };
 
 static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }

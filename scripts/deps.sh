@@ -3,7 +3,7 @@
 # Idempotent: skips apt when every package is already there.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libunwind-dev libzstd-dev zlib1g-dev libjansson-dev
-      libcriterion-dev libdw-dev libelf-dev libiberty-dev valgrind heaptrack hyperfine rustc
+      libcriterion-dev libyaml-dev libdw-dev libelf-dev libiberty-dev valgrind heaptrack hyperfine rustc
       libxml2-utils
       sqlite3 python3 git chromium)
 missing=()
