@@ -5,7 +5,7 @@
 #include "analyze.h"
 
 #include "hmap.h"
-#include "out.h"
+#include "fmt.h"
 #include "readahead.h"
 #include "xalloc.h"
 
@@ -140,7 +140,7 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     struct stat st;
     uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
     char size_text[32];
-    out_bytes(size, size_text);
+    fmt_bytes(size, size_text);
     progress_t p;
     progress_init(&p, progress);
     const reader_event_t *batch;
@@ -177,7 +177,7 @@ void analyze_resolve(analyze_t *a, const size_t *order, size_t n) {
     progress_t p;
     progress_init(&p, a->progress);
     char total[48], num[32];
-    snprintf(total, sizeof total, "%s sites", out_grouped(n, num));
+    snprintf(total, sizeof total, "%s sites", fmt_grouped(n, num));
     for (size_t i = 0; i < n; i++) {
         sites_get(a->sites, order ? order[i] : i);
         if ((i & 63) == 0)

@@ -355,11 +355,11 @@ static summary_t *baseline_summary(const cmd_check_opts_t *o, FILE *progress, er
 static const char *figure_text(summary_metric_t m, uint64_t v, char *buf, size_t cap) {
     char g[32], b[32];
     if (!summary_metric_is_bytes(m))
-        snprintf(buf, cap, "%s block%s", out_grouped(v, g), v == 1 ? "" : "s");
+        snprintf(buf, cap, "%s block%s", fmt_grouped(v, g), v == 1 ? "" : "s");
     else if (v < 1024)
-        snprintf(buf, cap, "%s byte%s", out_grouped(v, g), v == 1 ? "" : "s");
+        snprintf(buf, cap, "%s byte%s", fmt_grouped(v, g), v == 1 ? "" : "s");
     else
-        snprintf(buf, cap, "%s bytes (%s)", out_grouped(v, g), out_bytes(v, b));
+        snprintf(buf, cap, "%s bytes (%s)", fmt_grouped(v, g), fmt_bytes(v, b));
     return buf;
 }
 
@@ -400,13 +400,13 @@ static void verdict_line(const budget_t *b, const budget_result_t *r, const summ
     for (size_t k = 0; k < r->n_culprits; k++) {
         const summary_site_t *s = &cur->sites[r->culprit[k]];
         at = append(buf, cap, at, "%s %s", k ? "," : ":",
-                    out_safe_text(s->function, safe, sizeof safe));
+                    fmt_safe_text(s->function, safe, sizeof safe));
         if (s->location)
-            at = append(buf, cap, at, " (%s)", out_safe_text(s->location, safe, sizeof safe));
+            at = append(buf, cap, at, " (%s)", fmt_safe_text(s->location, safe, sizeof safe));
         at = append(buf, cap, at, " %s%s", b->kind == BUDGET_BASELINE ? "+" : "",
                     figure_text(m, r->culprit_value[k], f1, sizeof f1));
         if (s->advice)
-            at = append(buf, cap, at, " [growth: %s]", out_safe_text(s->advice, safe, sizeof safe));
+            at = append(buf, cap, at, " [growth: %s]", fmt_safe_text(s->advice, safe, sizeof safe));
     }
 }
 
@@ -588,14 +588,14 @@ int cmd_check_run(const cmd_check_opts_t *o, FILE *out, FILE *progress, int *cmd
             goto done;
         char s2[LINE_CAP], s3[LINE_CAP];
         fprintf(out, "heapprof check: %d of %zu budget%s broken; to look into: %s %s %s\n", broken,
-                n, n == 1 ? "" : "s", out_safe_text(trace, safe, sizeof safe),
-                out_safe_text(dhat, s2, sizeof s2), out_safe_text(html, s3, sizeof s3));
+                n, n == 1 ? "" : "s", fmt_safe_text(trace, safe, sizeof safe),
+                fmt_safe_text(dhat, s2, sizeof s2), fmt_safe_text(html, s3, sizeof s3));
     } else {
         if (o->cmd)
             unlink(trace); // nothing to look into
         if (n == 0)
             fprintf(out, "heapprof check: no budgets; figures written to %s\n",
-                    out_safe_text(o->summary_out, safe, sizeof safe));
+                    fmt_safe_text(o->summary_out, safe, sizeof safe));
         else
             fprintf(out, "heapprof check: %s%zu budget%s held\n", n == 1 ? "" : "all ", n,
                     n == 1 ? "" : "s");

@@ -224,7 +224,7 @@ static int cmp_change(const void *a, const void *b) {
 }
 
 static const char *value_cell(flame_metric_t m, uint64_t v, char buf[32]) {
-    return flame_metric_is_bytes(m) ? out_bytes(v, buf) : out_grouped(v, buf);
+    return flame_metric_is_bytes(m) ? fmt_bytes(v, buf) : fmt_grouped(v, buf);
 }
 
 static const char *delta_cell(flame_metric_t m, uint64_t before, uint64_t after, char buf[40]) {

@@ -6,7 +6,7 @@
 #include "cpu.h"
 
 #include "hmap.h"
-#include "out.h"
+#include "fmt.h"
 #include "sites.h"
 #include "xalloc.h"
 
@@ -323,9 +323,9 @@ const char *cpu_describe(const reader_cpu_t *ci, char *buf, size_t cap) {
         snprintf(buf, cap, "off: %s", ci->reason[0] ? ci->reason : "no reason recorded");
     else
         snprintf(buf, cap, "%s samples at %" PRIu32 " Hz (%s), %s lost%s%s",
-                 out_grouped(ci->n_samples, a), ci->hz,
+                 fmt_grouped(ci->n_samples, a), ci->hz,
                  ci->source == HPT_CPU_PERF ? "perf_event cpu-clock" : "CPU-time timer",
-                 out_grouped(ci->n_lost, b), ci->reason[0] ? "; " : "", ci->reason);
+                 fmt_grouped(ci->n_lost, b), ci->reason[0] ? "; " : "", ci->reason);
     return buf;
 }
 
@@ -333,9 +333,9 @@ json_t *cpu_info_json(const reader_cpu_t *ci) {
     json_t *j = json_object();
     json_object_set_new(j, "source",
                         json_string(ci->has_info ? cpu_source_name(ci->source) : "not recorded"));
-    json_object_set_new(j, "hz", out_json_int(ci->hz));
-    json_object_set_new(j, "samples", out_json_int(ci->n_samples));
-    json_object_set_new(j, "lost", out_json_int(ci->n_lost));
-    json_object_set_new(j, "reason", out_json_str(ci->reason));
+    json_object_set_new(j, "hz", fmt_json_int(ci->hz));
+    json_object_set_new(j, "samples", fmt_json_int(ci->n_samples));
+    json_object_set_new(j, "lost", fmt_json_int(ci->n_lost));
+    json_object_set_new(j, "reason", fmt_json_str(ci->reason));
     return j;
 }

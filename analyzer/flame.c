@@ -57,10 +57,10 @@ uint64_t flame_site_value(const analyze_t *a, size_t i, flame_metric_t m) {
     }
 }
 
-// flame_frame_text's work: out_safe_text (visible escapes for control bytes, which XML 1.0
+// flame_frame_text's work: fmt_safe_text (visible escapes for control bytes, which XML 1.0
 // forbids and a terminal obeys); fold: also ';', the folded format's frame separator
 static char *safe_text(const char *name, char *buf, size_t cap, bool fold) {
-    out_safe_text(name, buf, cap);
+    fmt_safe_text(name, buf, cap);
     if (!fold)
         return buf;
     for (char *c = buf; *c; c++)

@@ -73,7 +73,7 @@ flame_t *flame_new(analyze_t *a, flame_metric_t m, bool trim);
 flame_t *flame_diff(const flame_t *before, const flame_t *after);
 void flame_free(flame_t *f);
 
-// Makes a function name safe as a folded frame, into buf (cap >= 2): out_safe_text (control
+// Makes a function name safe as a folded frame, into buf (cap >= 2): fmt_safe_text (control
 // characters and bytes that are not valid UTF-8 become \xNN), then ';' (the frame separator)
 // becomes ',' and an empty name becomes "[unnamed]". Returns buf.
 char *flame_frame_text(const char *name, char *buf, size_t cap);

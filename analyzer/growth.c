@@ -6,7 +6,7 @@
 #include "growth.h"
 
 #include "hmap.h"
-#include "out.h"
+#include "fmt.h"
 #include "xalloc.h"
 
 #include <inttypes.h>
@@ -708,11 +708,11 @@ static uint64_t capacity_of(container_t c, const growth_site_t *gs) {
 const char *growth_advice(const growth_site_t *gs, const site_t *s, char *buf, size_t cap) {
     container_t c = container_of(s);
     char n1[32], b1[32], b2[32], b3[32];
-    const char *steps = out_grouped(gs->n_steps, n1);
+    const char *steps = fmt_grouped(gs->n_steps, n1);
     const char *noun = c == RUST_HASHMAP || c == RUST_HASHSET || c == CXX_UMAP || c == CXX_USET
                            ? (gs->n_steps == 1 ? "rehash" : "rehashes")
                            : (gs->n_steps == 1 ? "reallocation" : "reallocations");
-    const char *copied = out_bytes(gs->bytes_copied, b1);
+    const char *copied = fmt_bytes(gs->bytes_copied, b1);
     uint64_t n = capacity_of(c, gs);
     const char *call = NULL;
     for (size_t i = 0; i < sizeof apis / sizeof *apis; i++)
@@ -726,17 +726,17 @@ const char *growth_advice(const growth_site_t *gs, const site_t *s, char *buf, s
                  steps, noun, copied);
     else if (call)
         snprintf(buf, cap, "`%s(..)` for %s here would save %s %s and %s of copying", call,
-                 out_bytes(gs->final_max, b2), steps, noun, copied);
+                 fmt_bytes(gs->final_max, b2), steps, noun, copied);
     else if (gs->constant_increment && gs->increment)
         snprintf(buf, cap,
                  "grow geometrically, not by a constant (+%s a step): %s %s here "
                  "copied %s",
-                 out_bytes(gs->increment, b3), steps, noun, copied);
+                 fmt_bytes(gs->increment, b3), steps, noun, copied);
     else if (gs->constant_increment)
         snprintf(buf, cap, "grow geometrically, not by a constant: %s %s here copied %s", steps,
                  noun, copied);
     else
         snprintf(buf, cap, "allocate %s up front here: would save %s %s and %s of copying",
-                 out_bytes(gs->final_max, b2), steps, noun, copied);
+                 fmt_bytes(gs->final_max, b2), steps, noun, copied);
     return buf;
 }

@@ -45,11 +45,11 @@ static const char usage[] =
 
 typedef int (*cmd_fn)(int argc, char **argv);
 
-// A message may quote the trace (a name, the CPU sampler's reason): out_safe_text.
+// A message may quote the trace (a name, the CPU sampler's reason): fmt_safe_text.
 static int fail(const errmsg_t *err) {
     char safe[4 * sizeof err->msg];
     fprintf(stderr, "heapprof: %s\n",
-            err->is_set ? out_safe_text(err->msg, safe, sizeof safe) : "unknown error");
+            err->is_set ? fmt_safe_text(err->msg, safe, sizeof safe) : "unknown error");
     return EXIT_USAGE;
 }
 

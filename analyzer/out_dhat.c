@@ -31,7 +31,7 @@ static size_t frame_ref(writer_t *w, const char *text) {
     if (idx)
         return (size_t)json_integer_value(idx);
     size_t i = json_array_size(w->ftbl);
-    json_array_append_new(w->ftbl, out_json_str(text));
+    json_array_append_new(w->ftbl, fmt_json_str(text));
     json_object_set_new_nocheck(w->frame_index, text, json_integer((json_int_t)i));
     return i;
 }
@@ -51,7 +51,7 @@ static void frame_text(const symbolize_frame_t *f, char *buf, size_t cap) {
 static void add_fig(json_t *pp, const char *key, uint64_t v) {
     json_t *old = json_object_get(pp, key);
     uint64_t sum = v + (old ? (uint64_t)json_integer_value(old) : 0);
-    json_object_set_new(pp, key, out_json_int(sum));
+    json_object_set_new(pp, key, fmt_json_int(sum));
 }
 
 static void add_site(writer_t *w, const site_t *s, char *text, size_t text_cap) {
@@ -107,7 +107,7 @@ static json_t *command_line(const reader_t *r) {
     size_t argc = 0;
     const char *const *argv = reader_argv(r, &argc);
     if (!argv || argc == 0)
-        return out_json_str(reader_exe(r) ? reader_exe(r) : "(unknown)");
+        return fmt_json_str(reader_exe(r) ? reader_exe(r) : "(unknown)");
     size_t n = 1;
     for (size_t i = 0; i < argc; i++)
         n += strlen(argv[i] ? argv[i] : "") + 1;
@@ -118,7 +118,7 @@ static json_t *command_line(const reader_t *r) {
             strcat(cmd, " ");
         strcat(cmd, argv[i] ? argv[i] : "");
     }
-    json_t *j = out_json_str(cmd);
+    json_t *j = fmt_json_str(cmd);
     free(cmd);
     return j;
 }
@@ -173,8 +173,8 @@ int out_dhat_write(analyze_t *a, FILE *f, errmsg_t *err) {
     json_object_set_new(root, "cmd", command_line(a->r));
     json_object_set_new(root, "pid", json_integer(reader_header(a->r)->pid));
     uint64_t te = US(t->last_time_ns);
-    json_object_set_new(root, "te", out_json_int(te ? te : 1)); // rates divide by te
-    json_object_set_new(root, "tg", out_json_int(US(t->peak_time_ns)));
+    json_object_set_new(root, "te", fmt_json_int(te ? te : 1)); // rates divide by te
+    json_object_set_new(root, "tg", fmt_json_int(US(t->peak_time_ns)));
 
     writer_t w = {json_array(), json_object(), json_object(), json_array()};
     json_array_append_new(w.ftbl, json_string("[root]"));

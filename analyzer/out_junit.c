@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The JUnit writer. Attribute and text values go through out_safe_text first (no control bytes,
+// The JUnit writer. Attribute and text values go through fmt_safe_text first (no control bytes,
 // which XML 1.0 forbids, and valid UTF-8), then XML's five escapes.
 #include "out_junit.h"
 
@@ -15,7 +15,7 @@ static void put_xml(FILE *f, const char *s) {
         fputs("?", f);
         return;
     }
-    out_safe_text(s, safe, cap);
+    fmt_safe_text(s, safe, cap);
     for (const char *p = safe; *p; p++) {
         switch (*p) {
         case '&':

@@ -136,17 +136,17 @@ static const char *status_name(symbolize_module_status_t st) {
 
 static const char *plural(uint64_t n) { return n == 1 ? "" : "s"; }
 
-// Names and paths come from the trace and the program's symbols: each goes through out_safe_text
+// Names and paths come from the trace and the program's symbols: each goes through fmt_safe_text
 // (docs/design.md, "Text outputs and terminal escapes").
 static void print_frame_line(FILE *f, const char *lead, const symbolize_frame_t *fr) {
     char fn[FN_CAP], loc[FN_CAP], s1[FN_CAP], s2[FN_CAP];
     const char *name = sites_frame_function(fr, fn, sizeof fn);
     sites_frame_location(fr, loc, sizeof loc);
     if (strcmp(name, loc) == 0)
-        fprintf(f, "%s%s\n", lead, out_safe_text(name, s1, sizeof s1));
+        fprintf(f, "%s%s\n", lead, fmt_safe_text(name, s1, sizeof s1));
     else
-        fprintf(f, "%s%s  %s\n", lead, out_safe_text(name, s1, sizeof s1),
-                out_safe_text(loc, s2, sizeof s2));
+        fprintf(f, "%s%s  %s\n", lead, fmt_safe_text(name, s1, sizeof s1),
+                fmt_safe_text(loc, s2, sizeof s2));
 }
 
 // The site's naming frame; the library function it called, if any (what distinguishes two
@@ -160,7 +160,7 @@ static void print_site(FILE *f, const site_t *s) {
     if (s->name_frame > 0) {
         char fn[FN_CAP], safe[FN_CAP];
         fprintf(f, "         calls %s\n",
-                out_safe_text(sites_frame_function(s->frames[s->name_frame - 1], fn, sizeof fn),
+                fmt_safe_text(sites_frame_function(s->frames[s->name_frame - 1], fn, sizeof fn),
                               safe, sizeof safe));
     }
     size_t shown = 0;
@@ -194,8 +194,8 @@ static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m
         else
             fprintf(f, " (all: %s of %s in %s freed blocks never touched; blocks live at exit "
                        "are not measured)\n",
-                    out_bytes(m->touch_bytes - m->touched_bytes, b1), out_bytes(m->touch_bytes, b2),
-                    out_grouped(m->touch_blocks, b3));
+                    fmt_bytes(m->touch_bytes - m->touched_bytes, b1), fmt_bytes(m->touch_bytes, b2),
+                    fmt_grouped(m->touch_blocks, b3));
     } else {
         fprintf(f, "\nTop sites by %s", rankings[k].title);
     }
@@ -203,23 +203,23 @@ static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m
     case RANK_UNTOUCHED:
         break;
     case RANK_BYTES:
-        fprintf(f, " (all: %s in %s blocks)\n", out_bytes(m->bytes, b1),
-                out_grouped(m->blocks, b2));
+        fprintf(f, " (all: %s in %s blocks)\n", fmt_bytes(m->bytes, b1),
+                fmt_grouped(m->blocks, b2));
         break;
     case RANK_BLOCKS:
-        fprintf(f, " (all: %s blocks)\n", out_grouped(m->blocks, b1));
+        fprintf(f, " (all: %s blocks)\n", fmt_grouped(m->blocks, b1));
         break;
     case RANK_PEAK:
-        fprintf(f, " (all: %s in %s blocks)\n", out_bytes(m->peak_bytes, b1),
-                out_grouped(m->peak_blocks, b2));
+        fprintf(f, " (all: %s in %s blocks)\n", fmt_bytes(m->peak_bytes, b1),
+                fmt_grouped(m->peak_blocks, b2));
         break;
     case RANK_END:
-        fprintf(f, " (all: %s in %s blocks)\n", out_bytes(m->end_bytes, b1),
-                out_grouped(m->end_blocks, b2));
+        fprintf(f, " (all: %s in %s blocks)\n", fmt_bytes(m->end_bytes, b1),
+                fmt_grouped(m->end_blocks, b2));
         break;
     default:
         fprintf(f, " (all: %s of %s blocks were freed before their thread's next allocation)\n",
-                out_grouped(m->temp_blocks, b1), out_grouped(m->blocks, b2));
+                fmt_grouped(m->temp_blocks, b1), fmt_grouped(m->blocks, b2));
         break;
     }
     if (n == 0)
@@ -231,37 +231,37 @@ static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m
         switch (k) {
         case RANK_BYTES:
             fprintf(f, "  %2zu. %10s %6s  in %s block%s, avg %s\n", r + 1,
-                    out_bytes(g->bytes, b1), out_percent(g->bytes, m->bytes, p1),
-                    out_grouped(g->blocks, b2), plural(g->blocks), out_bytes(avg, b3));
+                    fmt_bytes(g->bytes, b1), fmt_percent(g->bytes, m->bytes, p1),
+                    fmt_grouped(g->blocks, b2), plural(g->blocks), fmt_bytes(avg, b3));
             break;
         case RANK_BLOCKS:
-            fprintf(f, "  %2zu. %10s %6s  block%s, %s, avg %s\n", r + 1, out_grouped(g->blocks, b1),
-                    out_percent(g->blocks, m->blocks, p1), plural(g->blocks), out_bytes(g->bytes, b2),
-                    out_bytes(avg, b3));
+            fprintf(f, "  %2zu. %10s %6s  block%s, %s, avg %s\n", r + 1, fmt_grouped(g->blocks, b1),
+                    fmt_percent(g->blocks, m->blocks, p1), plural(g->blocks), fmt_bytes(g->bytes, b2),
+                    fmt_bytes(avg, b3));
             break;
         case RANK_PEAK:
             fprintf(f, "  %2zu. %10s %6s  in %s block%s at the peak\n", r + 1,
-                    out_bytes(g->peak_bytes, b1), out_percent(g->peak_bytes, m->peak_bytes, p1),
-                    out_grouped(g->peak_blocks, b2), plural(g->peak_blocks));
+                    fmt_bytes(g->peak_bytes, b1), fmt_percent(g->peak_bytes, m->peak_bytes, p1),
+                    fmt_grouped(g->peak_blocks, b2), plural(g->peak_blocks));
             break;
         case RANK_END:
             fprintf(f, "  %2zu. %10s %6s  in %s block%s never freed\n", r + 1,
-                    out_bytes(g->end_bytes, b1), out_percent(g->end_bytes, m->end_bytes, p1),
-                    out_grouped(g->end_blocks, b2), plural(g->end_blocks));
+                    fmt_bytes(g->end_bytes, b1), fmt_percent(g->end_bytes, m->end_bytes, p1),
+                    fmt_grouped(g->end_blocks, b2), plural(g->end_blocks));
             break;
         case RANK_UNTOUCHED:
             fprintf(f, "  %2zu. %10s %6s  untouched of %s in %s block%s (by %s); avg %s touched of %s\n",
-                    r + 1, out_bytes(g->touch_bytes - g->touched_bytes, b1),
-                    out_percent(g->touch_bytes - g->touched_bytes, g->touch_bytes, p1),
-                    out_bytes(g->touch_bytes, b2), out_grouped(g->touch_blocks, b3),
+                    r + 1, fmt_bytes(g->touch_bytes - g->touched_bytes, b1),
+                    fmt_percent(g->touch_bytes - g->touched_bytes, g->touch_bytes, p1),
+                    fmt_bytes(g->touch_bytes, b2), fmt_grouped(g->touch_blocks, b3),
                     plural(g->touch_blocks), touch_method(g, meth),
-                    out_bytes(g->touched_bytes / g->touch_blocks, b4),
-                    out_bytes(g->touch_bytes / g->touch_blocks, b5));
+                    fmt_bytes(g->touched_bytes / g->touch_blocks, b4),
+                    fmt_bytes(g->touch_bytes / g->touch_blocks, b5));
             break;
         default:
             fprintf(f, "  %2zu. %10s %6s  of its %s block%s were temporary (%s)\n", r + 1,
-                    out_grouped(g->temp_blocks, b1), out_percent(g->temp_blocks, g->blocks, p1),
-                    out_grouped(g->blocks, b2), plural(g->blocks), out_bytes(g->temp_bytes, b3));
+                    fmt_grouped(g->temp_blocks, b1), fmt_percent(g->temp_blocks, g->blocks, p1),
+                    fmt_grouped(g->blocks, b2), plural(g->blocks), fmt_bytes(g->temp_bytes, b3));
             break;
         }
         print_site(f, s);
@@ -316,7 +316,7 @@ static const char *short_rule(analyze_t *a, char buf[64]) {
     char d[32];
     buf[0] = '\0';
     if (growth_short_ns(a->growth))
-        snprintf(buf, 64, "within %s or ", out_duration((double)growth_short_ns(a->growth), d));
+        snprintf(buf, 64, "within %s or ", fmt_duration((double)growth_short_ns(a->growth), d));
     return buf;
 }
 
@@ -376,7 +376,7 @@ static void print_growth(FILE *f, analyze_t *a, size_t top) {
     }
     char b1[32], b2[32], b3[32], b4[32], b5[32], p1[16], adv[1024];
     fprintf(f, "\nGrowth hotspots (all: %s copied in %s growth steps of %s chains)\n",
-            out_bytes(copied, b1), out_grouped(steps, b2), out_grouped(chains, b3));
+            fmt_bytes(copied, b1), fmt_grouped(steps, b2), fmt_grouped(chains, b3));
     if (n == 0)
         fprintf(f, "  (none)\n");
     for (size_t r = 0; r < n && r < top; r++) {
@@ -384,14 +384,14 @@ static void print_growth(FILE *f, analyze_t *a, size_t top) {
         size_t si = analyze_site_of(a, gs->stack);
         const site_t *s = si == SIZE_MAX ? NULL : sites_get(a->sites, si);
         fprintf(f, "  %2zu. %10s copied  %s step%s in %s chain%s, final size max %s, median %s\n",
-                r + 1, out_bytes(gs->bytes_copied, b1), out_grouped(gs->n_steps, b2),
-                plural(gs->n_steps), out_grouped(gs->n_chains, b3), plural(gs->n_chains),
-                out_bytes(gs->final_max, b4), out_bytes(gs->final_median, b5));
+                r + 1, fmt_bytes(gs->bytes_copied, b1), fmt_grouped(gs->n_steps, b2),
+                plural(gs->n_steps), fmt_grouped(gs->n_chains, b3), plural(gs->n_chains),
+                fmt_bytes(gs->final_max, b4), fmt_bytes(gs->final_median, b5));
         fprintf(f, "       %s\n", growth_advice(gs, s, adv, sizeof adv));
         uint64_t cpu = s ? growth_cpu_samples(a, s) : 0;
         if (cpu)
             fprintf(f, "       %s CPU sample%s (%s of all) in the allocator for this call\n",
-                    out_grouped(cpu, b1), plural(cpu), out_percent(cpu, cpu_total(a->cpu), p1));
+                    fmt_grouped(cpu, b1), plural(cpu), fmt_percent(cpu, cpu_total(a->cpu), p1));
         if (s)
             print_site(f, s);
     }
@@ -406,17 +406,17 @@ static void print_short(FILE *f, analyze_t *a, const summary_t *m, size_t top) {
     char b1[32], b2[32], b3[32], p1[16], rule[64];
     fprintf(f, "\nTop sites by short-lived blocks (all: %s of %s blocks were freed %sbefore "
                "their thread's next allocation; %s of them temporary)\n",
-            out_grouped(t.blocks, b1), out_grouped(m->blocks, b2), short_rule(a, rule),
-            out_grouped(m->temp_blocks, b3));
+            fmt_grouped(t.blocks, b1), fmt_grouped(m->blocks, b2), short_rule(a, rule),
+            fmt_grouped(m->temp_blocks, b3));
     if (n == 0)
         fprintf(f, "  (none)\n");
     for (size_t r = 0; r < n && r < top; r++) {
         const site_t *s = sites_get(a->sites, v[r].site);
         const replay_site_t *g = &s->fig;
         fprintf(f, "  %2zu. %10s %6s  of its %s block%s were short-lived (%s), %s temporary\n",
-                r + 1, out_grouped(v[r].sh.blocks, b1), out_percent(v[r].sh.blocks, g->blocks, p1),
-                out_grouped(g->blocks, b2), plural(g->blocks), out_bytes(v[r].sh.bytes, b3),
-                out_grouped(g->temp_blocks, rule));
+                r + 1, fmt_grouped(v[r].sh.blocks, b1), fmt_percent(v[r].sh.blocks, g->blocks, p1),
+                fmt_grouped(g->blocks, b2), plural(g->blocks), fmt_bytes(v[r].sh.bytes, b3),
+                fmt_grouped(g->temp_blocks, rule));
         print_site(f, s);
     }
     if (n > top)
@@ -431,34 +431,34 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     char b1[32], b2[32], b3[32], b4[32], p1[16];
     const char *exe = reader_exe(r);
     char safe[FN_CAP];
-    fprintf(f, "heapprof report of %s\n", out_safe_text(a->path, safe, sizeof safe));
+    fprintf(f, "heapprof report of %s\n", fmt_safe_text(a->path, safe, sizeof safe));
     fprintf(f, "program    %s (pid %u)\n",
-            exe ? out_safe_text(exe, safe, sizeof safe) : "(unknown)", reader_header(r)->pid);
+            exe ? fmt_safe_text(exe, safe, sizeof safe) : "(unknown)", reader_header(r)->pid);
     fprintf(f, "duration   %s, %" PRIu64 " thread%s, %s events\n",
-            out_duration((double)t->last_time_ns, b1), t->n_threads,
-            t->n_threads == 1 ? "" : "s", out_grouped(t->n_events, b2));
-    fprintf(f, "allocated  %s (%s bytes) in %s blocks, from %s sites\n", out_bytes(t->n_bytes, b1),
-            out_grouped(t->n_bytes, b2), out_grouped(t->n_blocks, b3),
-            out_grouped(sites_count(a->sites), b4));
-    fprintf(f, "freed      %s blocks\n", out_grouped(t->n_frees, b1));
-    fprintf(f, "peak       %s (%s bytes) in %s blocks at %s\n", out_bytes(t->peak_bytes, b1),
-            out_grouped(t->peak_bytes, b2), out_grouped(t->peak_blocks, b3),
-            out_duration((double)t->peak_time_ns, b4));
+            fmt_duration((double)t->last_time_ns, b1), t->n_threads,
+            t->n_threads == 1 ? "" : "s", fmt_grouped(t->n_events, b2));
+    fprintf(f, "allocated  %s (%s bytes) in %s blocks, from %s sites\n", fmt_bytes(t->n_bytes, b1),
+            fmt_grouped(t->n_bytes, b2), fmt_grouped(t->n_blocks, b3),
+            fmt_grouped(sites_count(a->sites), b4));
+    fprintf(f, "freed      %s blocks\n", fmt_grouped(t->n_frees, b1));
+    fprintf(f, "peak       %s (%s bytes) in %s blocks at %s\n", fmt_bytes(t->peak_bytes, b1),
+            fmt_grouped(t->peak_bytes, b2), fmt_grouped(t->peak_blocks, b3),
+            fmt_duration((double)t->peak_time_ns, b4));
     fprintf(f, "at exit    %s (%s bytes) in %s block%s still live\n",
-            out_bytes(t->live_bytes, b1), out_grouped(t->live_bytes, b2),
-            out_grouped(t->live_blocks, b3), plural(t->live_blocks));
+            fmt_bytes(t->live_bytes, b1), fmt_grouped(t->live_bytes, b2),
+            fmt_grouped(t->live_blocks, b3), plural(t->live_blocks));
     fprintf(f, "temporary  %s blocks (%s of all) freed before their thread's next allocation\n",
-            out_grouped(m.temp_blocks, b1), out_percent(m.temp_blocks, m.blocks, p1));
+            fmt_grouped(m.temp_blocks, b1), fmt_percent(m.temp_blocks, m.blocks, p1));
     if (reader_header(r)->flags & HPT_FILE_TOUCH)
-        fprintf(f, "touched    %s of the %s in %s freed blocks (%s)\n", out_bytes(m.touched_bytes, b1),
-                out_bytes(m.touch_bytes, b2), out_grouped(m.touch_blocks, b3),
-                out_percent(m.touched_bytes, m.touch_bytes, p1));
+        fprintf(f, "touched    %s of the %s in %s freed blocks (%s)\n", fmt_bytes(m.touched_bytes, b1),
+                fmt_bytes(m.touch_bytes, b2), fmt_grouped(m.touch_blocks, b3),
+                fmt_percent(m.touched_bytes, m.touch_bytes, p1));
     if (a->growth) {
         growth_short_t st = short_total(a);
         char rule[64];
         fprintf(f, "short-lived %s blocks (%s of all) freed %sbefore their thread's next "
                    "allocation\n",
-                out_grouped(st.blocks, b1), out_percent(st.blocks, m.blocks, p1),
+                fmt_grouped(st.blocks, b1), fmt_percent(st.blocks, m.blocks, p1),
                 short_rule(a, rule));
     }
 
@@ -466,22 +466,22 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     if (d->chunks_damaged || d->seq_gaps || d->truncated)
         fprintf(f, "damage     %s damaged chunk%s skipped, %s missing%s: figures cover what "
                    "could be read\n",
-                out_grouped(d->chunks_damaged, b1), d->chunks_damaged == 1 ? "" : "s",
-                out_grouped(d->seq_gaps, b2), d->truncated ? ", the file is truncated" : "");
+                fmt_grouped(d->chunks_damaged, b1), d->chunks_damaged == 1 ? "" : "s",
+                fmt_grouped(d->seq_gaps, b2), d->truncated ? ", the file is truncated" : "");
     if (!d->trailer)
         fprintf(f, "unfinished no trailer: the program did not exit cleanly; \"at exit\" is the "
                    "state at its last recorded event\n");
     const reader_trailer_t *tr = reader_trailer(r);
     if (tr && tr->n_lost_events)
         fprintf(f, "lost       %s events heapprof could not record: figures are short by them\n",
-                out_grouped(tr->n_lost_events, b1));
+                fmt_grouped(tr->n_lost_events, b1));
     if (tr && tr->n_waits)
         fprintf(f, "waited     %.1f ms: the program's threads waited %s times for heapprof to "
                    "write their full buffers\n",
-                tr->wait_ns / 1e6, out_grouped(tr->n_waits, b1));
+                tr->wait_ns / 1e6, fmt_grouped(tr->n_waits, b1));
     if (t->n_unknown_frees || t->n_double_allocs)
         fprintf(f, "anomalies  %s frees of unknown addresses, %s allocations at live addresses\n",
-                out_grouped(t->n_unknown_frees, b1), out_grouped(t->n_double_allocs, b2));
+                fmt_grouped(t->n_unknown_frees, b1), fmt_grouped(t->n_double_allocs, b2));
 
     // resolve what the rankings will show, with progress, before printing them
     for (int k = 0; k < N_RANKINGS; k++) {
@@ -496,11 +496,11 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
         if (mods[i].status == SYMBOLIZE_MODULE_MISSING && mods[i].n_addresses)
             fprintf(f, "symbols    %s: file not found or unreadable; its frames show as "
                        "module+offset\n",
-                    out_safe_text(mods[i].path, safe, sizeof safe));
+                    fmt_safe_text(mods[i].path, safe, sizeof safe));
         else if (mods[i].status == SYMBOLIZE_MODULE_CHANGED && mods[i].n_addresses)
             fprintf(f, "symbols    %s: rebuilt since the trace was recorded (build id differs); "
                        "its frames show as module+offset\n",
-                    out_safe_text(mods[i].path, safe, sizeof safe));
+                    fmt_safe_text(mods[i].path, safe, sizeof safe));
     }
     // with growth, the short-lived ranking extends (and stands in for) the temporary one
     for (int k = 0; k < N_RANKINGS; k++)
@@ -522,12 +522,12 @@ static json_t *frame_json(const symbolize_frame_t *fr, uint8_t kind) {
     json_t *j = json_object();
     snprintf(addr, sizeof addr, "0x%" PRIx64, fr->pc);
     json_object_set_new(j, "address", json_string(addr));
-    json_object_set_new(j, "function", out_json_str(sites_frame_function(fr, fn, sizeof fn)));
-    json_object_set_new(j, "location", out_json_str(sites_frame_location(fr, loc, sizeof loc)));
-    json_object_set_new(j, "file", out_json_str(fr->file));
+    json_object_set_new(j, "function", fmt_json_str(sites_frame_function(fr, fn, sizeof fn)));
+    json_object_set_new(j, "location", fmt_json_str(sites_frame_location(fr, loc, sizeof loc)));
+    json_object_set_new(j, "file", fmt_json_str(fr->file));
     json_object_set_new(j, "line", fr->line ? json_integer(fr->line) : json_null());
-    json_object_set_new(j, "module", out_json_str(fr->module));
-    json_object_set_new(j, "module_offset", fr->module ? out_json_int(fr->module_offset)
+    json_object_set_new(j, "module", fmt_json_str(fr->module));
+    json_object_set_new(j, "module_offset", fr->module ? fmt_json_int(fr->module_offset)
                                                        : json_null());
     json_object_set_new(j, "inlined", json_boolean(fr->inlined));
     json_object_set_new(j, "kind", json_string(kinds[kind < 3 ? kind : 0]));
@@ -540,43 +540,43 @@ static json_t *site_json(analyze_t *a, const site_t *s) {
     char fn[FN_CAP], loc[FN_CAP];
     const symbolize_frame_t *nf = s->n_frames ? s->frames[s->name_frame] : NULL;
     json_object_set_new(j, "function",
-                        nf ? out_json_str(sites_frame_function(nf, fn, sizeof fn))
+                        nf ? fmt_json_str(sites_frame_function(nf, fn, sizeof fn))
                            : json_string("[unknown stack]"));
     json_object_set_new(j, "location",
-                        nf ? out_json_str(sites_frame_location(nf, loc, sizeof loc)) : json_null());
-    json_object_set_new(j, "file", out_json_str(nf ? nf->file : NULL));
+                        nf ? fmt_json_str(sites_frame_location(nf, loc, sizeof loc)) : json_null());
+    json_object_set_new(j, "file", fmt_json_str(nf ? nf->file : NULL));
     json_object_set_new(j, "line", nf && nf->line ? json_integer(nf->line) : json_null());
-    json_object_set_new(j, "stack_id", out_json_int(g->stack));
+    json_object_set_new(j, "stack_id", fmt_json_int(g->stack));
     json_t *st = json_array();
     for (size_t i = 0; i < s->n_frames; i++)
         json_array_append_new(st, frame_json(s->frames[i], s->kinds[i]));
     json_object_set_new(j, "stack", st);
     json_object_set_new(j, "name_frame", s->n_frames ? json_integer((json_int_t)s->name_frame)
                                                      : json_null());
-    json_object_set_new(j, "blocks", out_json_int(g->blocks));
-    json_object_set_new(j, "bytes", out_json_int(g->bytes));
-    json_object_set_new(j, "avg_size", out_json_int(g->blocks ? g->bytes / g->blocks : 0));
+    json_object_set_new(j, "blocks", fmt_json_int(g->blocks));
+    json_object_set_new(j, "bytes", fmt_json_int(g->bytes));
+    json_object_set_new(j, "avg_size", fmt_json_int(g->blocks ? g->bytes / g->blocks : 0));
     json_object_set_new(j, "avg_lifetime_ns",
-                        out_json_int(g->blocks ? g->lifetime_ns / g->blocks : 0));
-    json_object_set_new(j, "lifetime_ns", out_json_int(g->lifetime_ns));
-    json_object_set_new(j, "max_live_bytes", out_json_int(g->max_bytes));
-    json_object_set_new(j, "max_live_blocks", out_json_int(g->max_blocks));
-    json_object_set_new(j, "peak_bytes", out_json_int(g->peak_bytes));
-    json_object_set_new(j, "peak_blocks", out_json_int(g->peak_blocks));
-    json_object_set_new(j, "end_bytes", out_json_int(g->end_bytes));
-    json_object_set_new(j, "end_blocks", out_json_int(g->end_blocks));
-    json_object_set_new(j, "temporary_blocks", out_json_int(g->temp_blocks));
-    json_object_set_new(j, "temporary_bytes", out_json_int(g->temp_bytes));
-    json_object_set_new(j, "touched_bytes", out_json_int(g->touched_bytes));
-    json_object_set_new(j, "touch_measured_blocks", out_json_int(g->touch_blocks));
-    json_object_set_new(j, "touch_measured_bytes", out_json_int(g->touch_bytes));
+                        fmt_json_int(g->blocks ? g->lifetime_ns / g->blocks : 0));
+    json_object_set_new(j, "lifetime_ns", fmt_json_int(g->lifetime_ns));
+    json_object_set_new(j, "max_live_bytes", fmt_json_int(g->max_bytes));
+    json_object_set_new(j, "max_live_blocks", fmt_json_int(g->max_blocks));
+    json_object_set_new(j, "peak_bytes", fmt_json_int(g->peak_bytes));
+    json_object_set_new(j, "peak_blocks", fmt_json_int(g->peak_blocks));
+    json_object_set_new(j, "end_bytes", fmt_json_int(g->end_bytes));
+    json_object_set_new(j, "end_blocks", fmt_json_int(g->end_blocks));
+    json_object_set_new(j, "temporary_blocks", fmt_json_int(g->temp_blocks));
+    json_object_set_new(j, "temporary_bytes", fmt_json_int(g->temp_bytes));
+    json_object_set_new(j, "touched_bytes", fmt_json_int(g->touched_bytes));
+    json_object_set_new(j, "touch_measured_blocks", fmt_json_int(g->touch_blocks));
+    json_object_set_new(j, "touch_measured_bytes", fmt_json_int(g->touch_bytes));
     char meth[64];
     json_object_set_new(j, "touch_method",
                         g->touch_blocks ? json_string(touch_method(g, meth)) : json_null());
     if (a->growth) {
         growth_short_t sh = growth_short_of(a->growth, g->stack);
-        json_object_set_new(j, "short_lived_blocks", out_json_int(sh.blocks));
-        json_object_set_new(j, "short_lived_bytes", out_json_int(sh.bytes));
+        json_object_set_new(j, "short_lived_blocks", fmt_json_int(sh.blocks));
+        json_object_set_new(j, "short_lived_bytes", fmt_json_int(sh.bytes));
     }
     return j;
 }
@@ -585,10 +585,10 @@ static json_t *site_json(analyze_t *a, const site_t *s) {
 static void name_json(json_t *j, const symbolize_frame_t *nf) {
     char fn[FN_CAP], loc[FN_CAP];
     json_object_set_new(j, "function",
-                        nf ? out_json_str(sites_frame_function(nf, fn, sizeof fn))
+                        nf ? fmt_json_str(sites_frame_function(nf, fn, sizeof fn))
                            : json_string("[unknown stack]"));
     json_object_set_new(j, "location",
-                        nf ? out_json_str(sites_frame_location(nf, loc, sizeof loc)) : json_null());
+                        nf ? fmt_json_str(sites_frame_location(nf, loc, sizeof loc)) : json_null());
 }
 
 // growth[] and short_lived[] (docs/report-json.md); pos maps a site index to its place in sites[]
@@ -605,21 +605,21 @@ static void growth_json(analyze_t *a, json_t *root, const size_t *pos) {
         json_object_set_new(j, "site",
                             si == SIZE_MAX ? json_null() : json_integer((json_int_t)pos[si]));
         name_json(j, nf);
-        json_object_set_new(j, "stack_id", out_json_int(gs->stack));
-        json_object_set_new(j, "chains", out_json_int(gs->n_chains));
-        json_object_set_new(j, "steps", out_json_int(gs->n_steps));
-        json_object_set_new(j, "realloc_steps", out_json_int(gs->n_realloc_steps));
-        json_object_set_new(j, "copy_steps", out_json_int(gs->n_steps - gs->n_realloc_steps));
-        json_object_set_new(j, "moves", out_json_int(gs->n_moves));
-        json_object_set_new(j, "bytes_copied", out_json_int(gs->bytes_copied));
+        json_object_set_new(j, "stack_id", fmt_json_int(gs->stack));
+        json_object_set_new(j, "chains", fmt_json_int(gs->n_chains));
+        json_object_set_new(j, "steps", fmt_json_int(gs->n_steps));
+        json_object_set_new(j, "realloc_steps", fmt_json_int(gs->n_realloc_steps));
+        json_object_set_new(j, "copy_steps", fmt_json_int(gs->n_steps - gs->n_realloc_steps));
+        json_object_set_new(j, "moves", fmt_json_int(gs->n_moves));
+        json_object_set_new(j, "bytes_copied", fmt_json_int(gs->bytes_copied));
         json_t *fs = json_object();
-        json_object_set_new(fs, "max", out_json_int(gs->final_max));
-        json_object_set_new(fs, "median", out_json_int(gs->final_median));
+        json_object_set_new(fs, "max", fmt_json_int(gs->final_max));
+        json_object_set_new(fs, "median", fmt_json_int(gs->final_median));
         json_object_set_new(j, "final_size", fs);
-        json_object_set_new(j, "first_size_min", out_json_int(gs->first_min));
+        json_object_set_new(j, "first_size_min", fmt_json_int(gs->first_min));
         json_object_set_new(j, "api", json_string(growth_api(gs, s)));
-        json_object_set_new(j, "advice", out_json_str(growth_advice(gs, s, buf, sizeof buf)));
-        json_object_set_new(j, "cpu_samples", out_json_int(s ? growth_cpu_samples(a, s) : 0));
+        json_object_set_new(j, "advice", fmt_json_str(growth_advice(gs, s, buf, sizeof buf)));
+        json_object_set_new(j, "cpu_samples", fmt_json_int(s ? growth_cpu_samples(a, s) : 0));
         json_array_append_new(arr, j);
     }
     json_object_set_new(root, "growth", arr);
@@ -633,10 +633,10 @@ static void growth_json(analyze_t *a, json_t *root, const size_t *pos) {
         json_t *j = json_object();
         json_object_set_new(j, "site", json_integer((json_int_t)pos[v[i].site]));
         name_json(j, nf);
-        json_object_set_new(j, "blocks", out_json_int(v[i].sh.blocks));
-        json_object_set_new(j, "bytes", out_json_int(v[i].sh.bytes));
-        json_object_set_new(j, "site_blocks", out_json_int(s->fig.blocks));
-        json_object_set_new(j, "temporary_blocks", out_json_int(s->fig.temp_blocks));
+        json_object_set_new(j, "blocks", fmt_json_int(v[i].sh.blocks));
+        json_object_set_new(j, "bytes", fmt_json_int(v[i].sh.bytes));
+        json_object_set_new(j, "site_blocks", fmt_json_int(s->fig.blocks));
+        json_object_set_new(j, "temporary_blocks", fmt_json_int(s->fig.temp_blocks));
         json_array_append_new(sl, j);
     }
     free(v);
@@ -647,16 +647,16 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
     const replay_totals_t *t = replay_totals(a->rp);
     summary_t m = summarize(a->sites);
     json_t *root = json_object();
-    json_object_set_new(root, "trace", out_json_str(a->path));
+    json_object_set_new(root, "trace", fmt_json_str(a->path));
     json_t *totals = cmd_stats_json(a->r, t, NULL, NULL);
-    json_object_set_new(totals, "sites", out_json_int(sites_count(a->sites)));
-    json_object_set_new(totals, "temporary_blocks", out_json_int(m.temp_blocks));
-    json_object_set_new(totals, "temporary_bytes", out_json_int(m.temp_bytes));
+    json_object_set_new(totals, "sites", fmt_json_int(sites_count(a->sites)));
+    json_object_set_new(totals, "temporary_blocks", fmt_json_int(m.temp_blocks));
+    json_object_set_new(totals, "temporary_bytes", fmt_json_int(m.temp_bytes));
     if (a->growth) {
         growth_short_t st = short_total(a);
-        json_object_set_new(totals, "short_lived_blocks", out_json_int(st.blocks));
-        json_object_set_new(totals, "short_lived_bytes", out_json_int(st.bytes));
-        json_object_set_new(totals, "short_lived_ns", out_json_int(growth_short_ns(a->growth)));
+        json_object_set_new(totals, "short_lived_blocks", fmt_json_int(st.blocks));
+        json_object_set_new(totals, "short_lived_bytes", fmt_json_int(st.bytes));
+        json_object_set_new(totals, "short_lived_ns", fmt_json_int(growth_short_ns(a->growth)));
     }
     json_object_set_new(root, "totals", totals);
 
@@ -692,15 +692,15 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
     free(by_bytes);
 
     json_t *sym = json_object();
-    json_object_set_new(sym, "addresses", out_json_int(symbolize_n_addresses(a->sym)));
+    json_object_set_new(sym, "addresses", fmt_json_int(symbolize_n_addresses(a->sym)));
     json_t *mods = json_array();
     size_t n_mods;
     const symbolize_module_t *mv = symbolize_modules(a->sym, &n_mods);
     for (size_t i = 0; i < n_mods; i++) {
         json_t *jm = json_object();
-        json_object_set_new(jm, "path", out_json_str(mv[i].path));
+        json_object_set_new(jm, "path", fmt_json_str(mv[i].path));
         json_object_set_new(jm, "status", json_string(status_name(mv[i].status)));
-        json_object_set_new(jm, "addresses", out_json_int(mv[i].n_addresses));
+        json_object_set_new(jm, "addresses", fmt_json_int(mv[i].n_addresses));
         json_array_append_new(mods, jm);
     }
     json_object_set_new(sym, "modules", mods);

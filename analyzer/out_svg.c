@@ -196,11 +196,11 @@ static void diff_colour(const node_t *nd, double max_abs, int rgb[3]) {
 static void value_text(flame_metric_t m, uint64_t v, char *buf, size_t cap) {
     char a[32], b[32];
     if (flame_metric_is_bytes(m) && v >= 1024)
-        snprintf(buf, cap, "%s (%s bytes)", out_bytes(v, a), out_grouped(v, b));
+        snprintf(buf, cap, "%s (%s bytes)", fmt_bytes(v, a), fmt_grouped(v, b));
     else if (flame_metric_is_bytes(m))
-        snprintf(buf, cap, "%s bytes", out_grouped(v, a));
+        snprintf(buf, cap, "%s bytes", fmt_grouped(v, a));
     else
-        snprintf(buf, cap, "%s %s", out_grouped(v, a), m == FLAME_CPU ? "samples" : "blocks");
+        snprintf(buf, cap, "%s %s", fmt_grouped(v, a), m == FLAME_CPU ? "samples" : "blocks");
 }
 
 static void share_text(uint64_t part, uint64_t whole, char *buf, size_t cap) {
@@ -356,10 +356,10 @@ int out_svg_write(const flame_t *f, const out_svg_opts_t *o, FILE *out, errmsg_t
         fprintf(out, "before %s, after %s; width = after, red grew, blue shrank", v0, v1);
     } else {
         value_text(f->metric, f->total[0], v0, sizeof v0);
-        fprintf(out, "total %s in %s stack%s", v0, out_grouped(f->n, num), f->n == 1 ? "" : "s");
+        fprintf(out, "total %s in %s stack%s", v0, fmt_grouped(f->n, num), f->n == 1 ? "" : "s");
     }
     if (n_pruned)
-        fprintf(out, "; %s frame%s narrower than %.1f px not drawn", out_grouped(n_pruned, num),
+        fprintf(out, "; %s frame%s narrower than %.1f px not drawn", fmt_grouped(n_pruned, num),
                 n_pruned == 1 ? "" : "s", min_px);
     fputs("</text>\n", out);
     fprintf(out, "<text id=\"reset\" class=\"hide\" x=\"%d\" y=\"70\">Reset zoom</text>\n", PAD);

@@ -279,7 +279,7 @@ void summary_free(summary_t *s) {
 static json_t *figures_json(const uint64_t v[SUMMARY_N_METRICS]) {
     json_t *j = json_object();
     for (int m = 0; m < SUMMARY_N_METRICS; m++)
-        json_object_set_new(j, metrics[m].name, out_json_int(v[m]));
+        json_object_set_new(j, metrics[m].name, fmt_json_int(v[m]));
     return j;
 }
 
@@ -315,7 +315,7 @@ static bool *kept_sites(const summary_t *s) {
 json_t *summary_json(const summary_t *s, int exit_status) {
     json_t *j = json_object();
     json_object_set_new(j, "heapprof_check_summary", json_integer(1));
-    json_object_set_new(j, "program", out_json_str(s->program));
+    json_object_set_new(j, "program", fmt_json_str(s->program));
     json_object_set_new(j, "exit_status",
                         exit_status >= 0 ? json_integer(exit_status) : json_null());
     json_t *meaning = json_object();
@@ -334,15 +334,15 @@ json_t *summary_json(const summary_t *s, int exit_status) {
         json_t *e = figures_json(s->sites[i].v);
         // name first: a person reads the file
         json_t *site = json_object();
-        json_object_set_new(site, "function", out_json_str(s->sites[i].function));
-        json_object_set_new(site, "location", out_json_str(s->sites[i].location));
+        json_object_set_new(site, "function", fmt_json_str(s->sites[i].function));
+        json_object_set_new(site, "location", fmt_json_str(s->sites[i].location));
         json_object_update(site, e);
         json_decref(e);
         json_array_append_new(arr, site);
     }
     free(keep);
     json_object_set_new(j, "sites", arr);
-    json_object_set_new(j, "sites_omitted", out_json_int(omitted));
+    json_object_set_new(j, "sites_omitted", fmt_json_int(omitted));
     return j;
 }
 

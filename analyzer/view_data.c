@@ -31,7 +31,7 @@ void view_json_str(FILE *f, const char *s) {
     putc('"', f);
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
-        size_t k = out_utf8_len(p);
+        size_t k = fmt_utf8_len(p);
         if (k == 0) {
             putc('?', f);
             p++;

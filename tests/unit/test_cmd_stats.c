@@ -132,7 +132,7 @@ Test(cmd_stats, text_summary_names_peak_and_losses, .fini = cleanup) {
     tb_free(tb);
 }
 
-// Strings from the trace reach the text summary through out_safe_text (issue 17, item 7): an
+// Strings from the trace reach the text summary through fmt_safe_text (issue 17, item 7): an
 // executable path and a CPU sampler reason with terminal escapes print as \xNN.
 Test(cmd_stats, text_escapes_control_bytes_from_the_trace, .fini = cleanup) {
     tb_t *tb = tb_new();

@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: MIT
-// Formatting shared by the output writers: thousands separators, binary byte units, durations,
-// percentages, JSON values that jansson always accepts, and text safe to print (out_safe_text).
-#include "out.h"
+// Formatting shared by every output (fmt.h): thousands separators, binary byte units, durations,
+// percentages, JSON values that jansson always accepts, and text safe to print (fmt_safe_text).
+#include "fmt.h"
 
 #include "xalloc.h"
 
 #include <inttypes.h>
 #include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char *out_grouped(uint64_t v, char buf[32]) {
+const char *fmt_grouped(uint64_t v, char buf[32]) {
     char tmp[32];
     int n = snprintf(tmp, sizeof tmp, "%" PRIu64, v);
     int o = 0;
@@ -23,7 +25,7 @@ const char *out_grouped(uint64_t v, char buf[32]) {
     return buf;
 }
 
-const char *out_bytes(uint64_t v, char buf[32]) {
+const char *fmt_bytes(uint64_t v, char buf[32]) {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     double d = (double)v;
     unsigned u = 0;
@@ -38,7 +40,7 @@ const char *out_bytes(uint64_t v, char buf[32]) {
     return buf;
 }
 
-const char *out_duration(double ns, char buf[32]) {
+const char *fmt_duration(double ns, char buf[32]) {
     if (ns < 1e3)
         snprintf(buf, 32, "%.0f ns", ns);
     else if (ns < 1e6)
@@ -50,7 +52,7 @@ const char *out_duration(double ns, char buf[32]) {
     return buf;
 }
 
-const char *out_percent(uint64_t part, uint64_t whole, char buf[16]) {
+const char *fmt_percent(uint64_t part, uint64_t whole, char buf[16]) {
     if (whole == 0)
         snprintf(buf, 16, "-");
     else
@@ -58,7 +60,7 @@ const char *out_percent(uint64_t part, uint64_t whole, char buf[16]) {
     return buf;
 }
 
-size_t out_utf8_len(const unsigned char *s) {
+size_t fmt_utf8_len(const unsigned char *s) {
     if (s[0] < 0x80)
         return 1;
     size_t n;
@@ -88,12 +90,12 @@ size_t out_utf8_len(const unsigned char *s) {
     return n;
 }
 
-char *out_safe_text(const char *s, char *buf, size_t cap) {
+char *fmt_safe_text(const char *s, char *buf, size_t cap) {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)(s ? s : "");
     size_t o = 0;
     while (*p) {
-        size_t k = out_utf8_len(p);
+        size_t k = fmt_utf8_len(p);
         bool control = k == 0 || (k == 1 && (*p < 0x20 || *p == 0x7f)) ||
                        (k == 2 && p[0] == 0xc2 && p[1] < 0xa0);
         if (!control) {
@@ -118,7 +120,7 @@ char *out_safe_text(const char *s, char *buf, size_t cap) {
     return buf;
 }
 
-json_t *out_json_str(const char *s) {
+json_t *fmt_json_str(const char *s) {
     if (!s)
         return json_null();
     json_t *j = json_string(s);
@@ -128,7 +130,7 @@ json_t *out_json_str(const char *s) {
     char *clean = xmalloc(n + 1);
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        size_t k = out_utf8_len((const unsigned char *)s + i);
+        size_t k = fmt_utf8_len((const unsigned char *)s + i);
         if (k == 0) {
             clean[o++] = '?';
             i++;
@@ -144,4 +146,4 @@ json_t *out_json_str(const char *s) {
     return j ? j : json_string("?");
 }
 
-json_t *out_json_int(uint64_t v) { return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v); }
+json_t *fmt_json_int(uint64_t v) { return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v); }
