@@ -7,7 +7,12 @@
 # DIR are ignored. Prints every elementary cycle as `a -> b -> a` and exits 1 if there is any;
 # otherwise prints one line and exits 0. Exit 2 on bad usage.
 #
+# With --layers R1,R2,... (subdirectories of DIR, lowest first) it also checks that a file
+# includes only headers of its own room or a lower one, and prints each include that points up
+# as `room/file -> room/header`; files outside the listed rooms are an error too.
+#
 #   python3 tests/check_include_cycles.py preload
+#   python3 tests/check_include_cycles.py analyzer --layers core,trace,symbols,model,analyze,out,cmd
 import os
 import re
 import sys
@@ -39,6 +44,29 @@ def resolve(target, including_dir, root):
         if inside(cand, root) and os.path.isfile(cand):
             return cand
     return None
+
+
+def layer_violations(root, layers):
+    """Includes that point from a room to a higher one, and files in no listed room."""
+    rank = {name: i for i, name in enumerate(layers)}
+    bad = []
+    for path in source_files(root):
+        rel = os.path.relpath(path, root)
+        room = rel.split(os.sep)[0] if os.sep in rel else None
+        if room not in rank:
+            bad.append("%s is in no room of --layers" % rel)
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = BLOCK_COMMENT.sub("", f.read())
+        for target in INCLUDE.findall(text):
+            dep = resolve(target, os.path.dirname(path), root)
+            if dep is None:
+                continue
+            drel = os.path.relpath(dep, root)
+            droom = drel.split(os.sep)[0] if os.sep in drel else None
+            if droom in rank and rank[droom] > rank[room]:
+                bad.append("%s -> %s" % (rel, drel))
+    return bad
 
 
 def build_graph(root):
@@ -148,8 +176,12 @@ def elementary_cycles(graph):
 
 
 def main(argv):
-    if len(argv) != 2 or argv[1] in ("-h", "--help"):
-        sys.stderr.write("usage: check_include_cycles.py DIR\n")
+    layers = None
+    if len(argv) == 4 and argv[2] == "--layers":
+        layers = [x for x in argv[3].split(",") if x]
+        argv = argv[:2]
+    if len(argv) != 2 or argv[1] in ("-h", "--help") or layers == []:
+        sys.stderr.write("usage: check_include_cycles.py DIR [--layers ROOM,ROOM,...]\n")
         return 2
     root = os.path.realpath(argv[1])
     if not os.path.isdir(root):
@@ -161,11 +193,21 @@ def main(argv):
     cycles = elementary_cycles(graph)
     for c in sorted(cycles, key=lambda c: (len(c), c)):
         print(" -> ".join(c))
+    if layers:
+        bad = layer_violations(root, layers)
+        for b in bad:
+            print(b)
+        if bad:
+            print("%d include%s against the layers %s in %s"
+                  % (len(bad), "" if len(bad) == 1 else "s", " < ".join(layers), argv[1]))
+            return 1
     if cycles:
         print("%d include cycle%s among %d modules in %s"
               % (len(cycles), "" if len(cycles) == 1 else "s", len(graph), argv[1]))
         return 1
-    print("no include cycles among %d modules in %s" % (len(graph), argv[1]))
+    print("no include cycles among %d modules in %s%s"
+          % (len(graph), argv[1], "; every include keeps to the layers " + " < ".join(layers)
+             if layers else ""))
     return 0
 
 

@@ -4,9 +4,9 @@
 // the bytes as given and again with every chunk's crc32 recomputed, so mutations reach the
 // record decoder instead of dying at the checksum. Checks the reader's promises and aborts when
 // one breaks. Built with clang -fsanitize=fuzzer, or linked with replay_driver.c.
-#include "cmd_stats.h"
-#include "reader.h"
-#include "replay.h"
+#include "cmd/cmd_stats.h"
+#include "model/replay.h"
+#include "trace/reader.h"
 
 #include <jansson.h>
 #include <stdint.h>

@@ -4,7 +4,7 @@
 #ifndef HEAPPROF_TESTS_READ_TRACE_H
 #define HEAPPROF_TESTS_READ_TRACE_H
 
-#include "reader.h"
+#include "trace/reader.h"
 #include "trace_builder.h"
 
 #include <criterion/criterion.h>

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // budget: how budgets are spelled (sizes, counts, percentages, 'PATTERN:METRIC<=VALUE') and how
 // they are judged against a summary: at the limit holds, one over breaks, the culprits named.
-#include "budget.h"
-#include "budget_file.h"
-#include "summary.h"
+#include "analyze/budget.h"
+#include "analyze/budget_file.h"
+#include "analyze/summary.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 // flipped byte is caught, compressed and stored payloads read the same, and a frame that
 // passes the crc but does not decompress is skipped exactly.
 #include "chunk.h"
-#include "reader.h"
+#include "trace/reader.h"
 #include "trace_builder.h"
 
 #include <criterion/criterion.h>

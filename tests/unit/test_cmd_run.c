@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // cmd_run: argument parsing, trace path expansion, locating libheapprof.so beside the
 // executable, exit status propagation, exec failures.
-#include "cmd_run.h"
+#include "cmd/cmd_run.h"
 
 #include <criterion/criterion.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // cmd_stats: option parsing, JSON keys and values on a synthetic trace, the text summary with
 // its loss lines, and --from-module.
-#include "cmd_stats.h"
+#include "cmd/cmd_stats.h"
 #include "trace_builder.h"
 
 #include <criterion/criterion.h>

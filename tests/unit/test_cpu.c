@@ -2,7 +2,7 @@
 // CPU samples, the pure parts: the CPU_SAMPLE and CPU_INFO records through hpt_codec.h (signed
 // time deltas, truncation), the perf ring's sample parser fed with synthetic bytes, and the CFI
 // walk of a copied stack (it must follow the copy and refuse memory outside it).
-#include "../../preload/cpu.h" // not analyzer/cpu.h, which the include path finds first
+#include "../../preload/cpu.h" // not analyzer/model/cpu.h, which the include path finds first
 #include "format/hpt_codec.h"
 #include "unwind.h"
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // demangle: C++ and Rust (legacy and v0) names, Rust hash and LLVM suffixes, and names that are
 // not mangled at all, which must come back unchanged.
-#include "demangle.h"
+#include "symbols/demangle.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>

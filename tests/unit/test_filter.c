@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // filter: "from module" decided by the innermost frame, with stacks defined after their use
 // and a module address range reused by another module after dlclose.
-#include "filter.h"
-#include "reader.h"
+#include "model/filter.h"
+#include "trace/reader.h"
 #include "trace_builder.h"
 
 #include <criterion/criterion.h>

@@ -3,8 +3,8 @@
 // stacks that print alike, sorted output, --trim), frame names made safe (';', newlines, bad
 // UTF-8), the diff's two columns, and the SVG: well-formed XML (xmllint), a hostile module name
 // ("<script>...&...") escaped, frames narrower than a pixel pruned and counted in the title.
-#include "analyze.h"
-#include "flame.h"
+#include "analyze/analyze.h"
+#include "analyze/flame.h"
 #include "trace_builder.h"
 
 #include <criterion/criterion.h>

@@ -2,7 +2,7 @@
 // fmt: fmt_safe_text, the one sanitiser of the text outputs: control bytes (C0, DEL, C1 encoded
 // or not) and invalid UTF-8 become visible \xNN escapes, valid text stays as it is, and nothing
 // is cut inside a character or an escape.
-#include "fmt.h"
+#include "core/fmt.h"
 
 #include <criterion/criterion.h>
 

@@ -2,8 +2,8 @@
 // growth on hand-made event sequences (docs/growth.md): realloc chains whether or not the address
 // moves, allocate-copy-free chains, the window, the rule against single steps, churn that only
 // looks like growth, cross-stack candidates, hashbrown's layout, and short-lived blocks.
-#include "growth.h"
-#include "replay.h"
+#include "model/growth.h"
+#include "model/replay.h"
 
 #include <criterion/criterion.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // hmap: put/get/take against a reference model, key 0, growth, backward-shift deletion under
 // churn, iteration.
-#include "hmap.h"
+#include "core/hmap.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>

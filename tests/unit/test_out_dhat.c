@@ -2,8 +2,8 @@
 // out_dhat on a synthetic trace: the keys the viewer requires, DHAT's counting (malloc(0) is
 // 1 byte, realloc stays at its first site), frames written once, and stacks that print alike
 // (here: two stack ids the trace never defined) merged so the viewer sees no repeated stack.
-#include "analyze.h"
-#include "out.h"
+#include "analyze/analyze.h"
+#include "out/out.h"
 #include "trace_builder.h"
 
 #include <criterion/criterion.h>

@@ -2,7 +2,7 @@
 // out_file: -o FILE is written to a temporary file and renamed over FILE only when FILE is
 // absent or a regular file; a symlink, directory or FIFO there is refused with one line, left as
 // it was, and no temporary file stays behind.
-#include "out_file.h"
+#include "core/out_file.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>

@@ -3,7 +3,7 @@
 // (bad chunk in the middle, garbage, truncation, seq gaps, late events) and the one-line
 // errors for files that are not traces, directories and FIFOs.
 #include "read_trace.h"
-#include "reader.h"
+#include "trace/reader.h"
 #include "trace_builder.h"
 
 #include <criterion/criterion.h>

@@ -3,7 +3,7 @@
 // merged and never counted late, whatever their times against the SYNC watermarks; a damaged
 // chunk's samples are dropped with it; the last CPU_INFO wins; reader_load_defs counts them too.
 #include "read_trace.h"
-#include "reader.h"
+#include "trace/reader.h"
 #include "trace_builder.h"
 
 #include <criterion/criterion.h>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // replay on hand-made event sequences: peak at the first maximum, end state, realloc halves,
 // unknown frees, allocations at live addresses, threads, and the keep filter.
-#include "replay.h"
+#include "model/replay.h"
 
 #include <criterion/criterion.h>
 #include <string.h>

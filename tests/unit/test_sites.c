@@ -2,8 +2,8 @@
 // sites: the frame classifier that picks the frame naming a site, and the whole pipeline
 // (reader -> replay -> symbolize -> sites) on a synthetic trace whose modules do not exist on
 // disk, which must give module+offset frames and correct figures instead of failing.
-#include "analyze.h"
-#include "sites.h"
+#include "analyze/analyze.h"
+#include "model/sites.h"
 #include "trace_builder.h"
 
 #include <criterion/criterion.h>

@@ -2,7 +2,7 @@
 // timeline: the viewer's live-bytes curve and top-site snapshots, on synthetic event streams fed
 // through replay (REPLAY_SITES): bounded whatever the run's length, the exact peak kept, each
 // snapshot the state before its time.
-#include "timeline.h"
+#include "model/timeline.h"
 
 #include <criterion/criterion.h>
 #include <stdint.h>

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+// The shared read -> replay -> symbolize pipeline and its progress line. The line is redrawn at
+// most 4 times a second with a carriage return and erased at the end, so it never mixes with
+// the report when stdout and stderr are the same terminal.
+#include "analyze/analyze.h"
+
+#include "core/fmt.h"
+#include "core/hmap.h"
+#include "core/xalloc.h"
+#include "trace/readahead.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+
+typedef struct progress {
+    FILE *f;
+    uint64_t start_ns, last_ns;
+    bool shown;
+} progress_t;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void progress_init(progress_t *p, FILE *f) {
+    p->f = f;
+    p->start_ns = p->last_ns = now_ns();
+    p->shown = false;
+}
+
+// Draws "heapprof: WHAT PCT% of TOTAL (SECONDS)" once the run is past a second, at most 4
+// times a second.
+static void progress_tick(progress_t *p, const char *what, uint64_t done, uint64_t total,
+                          const char *total_text) {
+    if (!p->f)
+        return;
+    uint64_t t = now_ns();
+    if (t - p->start_ns < 1000000000ull || t - p->last_ns < 250000000ull)
+        return;
+    p->last_ns = t;
+    p->shown = true;
+    double pct = total ? 100.0 * (double)done / (double)total : 0;
+    if (pct > 100)
+        pct = 100;
+    fprintf(p->f, "\rheapprof: %s %5.1f%% of %s (%.1f s)\033[K", what, pct, total_text,
+            (double)(t - p->start_ns) / 1e9);
+    fflush(p->f);
+}
+
+static void progress_done(progress_t *p) {
+    if (p->f && p->shown) {
+        fputs("\r\033[K", p->f);
+        fflush(p->f);
+    }
+    p->shown = false;
+}
+
+// Symbolization ahead of time, on the reading thread while replay is behind: the frames of
+// every stack defined so far go through symbolize_warm, so the report after the last event
+// finds them looked up (docs/design.md#analyzer-throughput). Stack ids are dense from 1 in
+// definition order; a module loaded later makes the symbolizer outdated, and it starts over.
+typedef struct warm {
+    symbolize_t *sym;
+    uint64_t next_id; // the next stack to look up
+} warm_t;
+
+#define WARM_STACKS 8 // per idle call: short, so a slot that frees up is filled soon
+
+// Drops the symbolizer if a module was added since it was made.
+static void warm_drop_outdated(warm_t *w, const reader_t *r) {
+    if (w->sym && !symbolize_current(w->sym, r)) {
+        symbolize_free(w->sym);
+        w->sym = NULL;
+    }
+}
+
+static bool warm_idle(void *ctx, reader_t *r) {
+    warm_t *w = ctx;
+    warm_drop_outdated(w, r);
+    if (!w->sym) {
+        size_t n_mods = 0;
+        reader_modules(r, &n_mods);
+        if (n_mods == 0 || !reader_stack(r, 1, &(uint32_t){0}))
+            return false; // nothing to look up in yet
+        w->sym = symbolize_new(r);
+        w->next_id = 1;
+    }
+    for (int k = 0; k < WARM_STACKS; k++) {
+        uint32_t n;
+        const uint64_t *frames = reader_stack(r, w->next_id, &n);
+        if (!frames)
+            return false; // up to date
+        for (uint32_t i = 0; i < n; i++)
+            symbolize_warm(w->sym, frames[i]);
+        w->next_id++;
+    }
+    return true;
+}
+
+analyze_t *analyze_open(const char *path, unsigned mode, FILE *progress, errmsg_t *err) {
+    analyze_opts_t o = {.mode = mode};
+    return analyze_open_opts(path, &o, progress, err);
+}
+
+size_t analyze_site_of(analyze_t *a, uint64_t stack) {
+    if (!a->site_index) {
+        a->site_index = xmalloc(sizeof *a->site_index);
+        hmap_init(a->site_index, sizeof(uint64_t));
+        for (size_t i = 0; i < sites_count(a->sites); i++)
+            *(uint64_t *)hmap_put(a->site_index, sites_figures(a->sites, i)->stack, NULL) = i + 1;
+    }
+    const uint64_t *i = hmap_get(a->site_index, stack);
+    return i ? (size_t)(*i - 1) : SIZE_MAX;
+}
+
+analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *progress,
+                             errmsg_t *err) {
+    unsigned mode = o->mode;
+    reader_t *r = reader_open(path, err);
+    if (!r)
+        return NULL;
+    analyze_t *a = xcalloc(1, sizeof *a);
+    a->path = path;
+    a->r = r;
+    a->progress = progress;
+    a->rp = replay_new(o->keep, o->keep_ctx);
+    replay_set_mode(a->rp, mode | REPLAY_SITES);
+    if (o->growth) {
+        a->growth = growth_new(o->short_ns);
+        growth_attach(a->growth, a->rp); // replay's events now feed growth too
+    }
+    if (o->timeline)
+        a->timeline = timeline_new();
+
+    struct stat st;
+    uint64_t size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    char size_text[32];
+    fmt_bytes(size, size_text);
+    progress_t p;
+    progress_init(&p, progress);
+    const reader_event_t *batch;
+    size_t n;
+    int got;
+    uint64_t n_batches = 0, offset = 0;
+    warm_t warm = {0};
+    readahead_t *ra = readahead_new(r, warm_idle, &warm);
+    while ((got = readahead_next(ra, &batch, &n, &offset, err)) == 1) {
+        if (a->timeline)
+            timeline_events(a->timeline, a->rp, batch, n);
+        else
+            replay_events(a->rp, batch, n);
+        if ((++n_batches & 63) == 0)
+            progress_tick(&p, "reading", offset, size, size_text);
+    }
+    readahead_free(ra);
+    progress_done(&p);
+    warm_drop_outdated(&warm, r);
+    if (got < 0) {
+        symbolize_free(warm.sym);
+        analyze_close(a);
+        return NULL;
+    }
+    a->sym = warm.sym ? warm.sym : symbolize_new(r);
+    a->cpu = cpu_new(r, a->sym);
+    a->sites = sites_new(r, a->rp, a->sym);
+    if (a->growth)
+        growth_finish(a->growth);
+    return a;
+}
+
+void analyze_resolve(analyze_t *a, const size_t *order, size_t n) {
+    progress_t p;
+    progress_init(&p, a->progress);
+    char total[48], num[32];
+    snprintf(total, sizeof total, "%s sites", fmt_grouped(n, num));
+    for (size_t i = 0; i < n; i++) {
+        sites_get(a->sites, order ? order[i] : i);
+        if ((i & 63) == 0)
+            progress_tick(&p, "symbolizing", i, n, total);
+    }
+    progress_done(&p);
+}
+
+void analyze_close(analyze_t *a) {
+    if (!a)
+        return;
+    growth_free(a->growth);
+    timeline_free(a->timeline);
+    if (a->site_index) {
+        hmap_fini(a->site_index);
+        free(a->site_index);
+    }
+    sites_free(a->sites);
+    cpu_free(a->cpu);
+    symbolize_free(a->sym);
+    replay_free(a->rp);
+    reader_close(a->r);
+    free(a);
+}

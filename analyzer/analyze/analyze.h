@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: MIT
+// analyze: the pipeline that `heapprof report` and `heapprof dhat` share: one streaming pass of
+// the trace through replay with per-site figures, then a symbolizer over the trace's modules and
+// the site table on top. Draws a progress line on the FILE it is given, if any, once the work
+// has taken more than a second.
+#ifndef HEAPPROF_ANALYZER_ANALYZE_H
+#define HEAPPROF_ANALYZER_ANALYZE_H
+
+#include "core/errmsg.h"
+#include "model/cpu.h"
+#include "model/growth.h"
+#include "model/replay.h"
+#include "model/sites.h"
+#include "model/timeline.h"
+#include "symbols/symbolize.h"
+#include "trace/reader.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct analyze {
+    const char *path;
+    reader_t *r;
+    replay_t *rp;
+    symbolize_t *sym;
+    sites_t *sites;
+    FILE *progress; // NULL: no progress line
+    growth_t *growth; // growth chains and short-lived blocks; NULL unless asked for
+    timeline_t *timeline; // live bytes over time (timeline.h); NULL unless asked for
+    struct hmap *site_index; // stack id -> site index + 1, built by analyze_site_of
+    cpu_t *cpu; // CPU samples by stack (cpu.h); symbolized on first use
+} analyze_t;
+
+// Reads the trace at path (replay mode: REPLAY_SITES, plus REPLAY_DHAT for DHAT's counting).
+// progress: a terminal to draw on, or NULL. Returns NULL with err filled when the trace cannot
+// be opened or read; damage inside it is not an error (reader_damage says what was lost).
+analyze_t *analyze_open(const char *path, unsigned mode, FILE *progress, errmsg_t *err);
+void analyze_close(analyze_t *a);
+
+typedef struct analyze_opts {
+    unsigned mode;     // replay mode, as for analyze_open
+    bool growth;       // also detect growth chains and short-lived blocks (growth.h)
+    uint64_t short_ns; // with growth: the short-lived threshold
+    bool timeline;     // also keep the heap over time (timeline.h; slower: no prefetch)
+    replay_keep_fn keep; // which allocations count (filter.h), as replay_new takes it; NULL: all
+    void *keep_ctx;
+} analyze_opts_t;
+
+// analyze_open with options; with growth, a->growth is finished (growth_finish) on return.
+analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *progress,
+                             errmsg_t *err);
+
+// The site index of a stack id (SIZE_MAX if it allocated nothing). Builds an index on first use.
+size_t analyze_site_of(analyze_t *a, uint64_t stack);
+
+// Resolves (symbolizes) sites [0, n) in the given order, with progress if the work is long;
+// a later sites_get of them costs nothing. order NULL: sites 0..n-1.
+void analyze_resolve(analyze_t *a, const size_t *order, size_t n);
+
+#endif

@@ -1,0 +1,397 @@
+// SPDX-License-Identifier: MIT
+// The run subcommand: locating libheapprof.so relative to this executable, the child's
+// environment (LD_PRELOAD, HEAPPROF_OUT), fork/exec with exec errors reported through a
+// close-on-exec pipe, signal forwarding, and finding the traces afterwards. Prints nothing.
+#include "cmd/cmd_run.h"
+
+#include "core/xalloc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef HEAPPROF_INSTALL_LIBDIR
+#define HEAPPROF_INSTALL_LIBDIR "lib"
+#endif
+
+#define PRELOAD_NAME "libheapprof.so"
+#define DEFAULT_PATTERN "heapprof.%p.hpt" // the shim's default HEAPPROF_OUT
+
+const char cmd_run_usage[] =
+    "usage: heapprof run [-o TRACE] [--] CMD [ARGS...]\n"
+    "\n"
+    "Runs CMD with libheapprof.so preloaded and records every allocation into a trace.\n"
+    "Exits with CMD's exit status (128 + signal if it was killed).\n"
+    "\n"
+    "  -o, --output TRACE   trace file to write; %p becomes the process id\n"
+    "                       (default: $HEAPPROF_OUT, else heapprof.%p.hpt in the current "
+    "directory)\n"
+    "  -h, --help           this help\n";
+
+int cmd_run_parse(int argc, char **argv, cmd_run_opts_t *o, errmsg_t *err) {
+    memset(o, 0, sizeof *o);
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+            if (i + 1 >= argc) {
+                errmsg_set(err, "run: %s needs a TRACE path", a);
+                return -1;
+            }
+            o->out = argv[++i];
+        } else if (strncmp(a, "--output=", 9) == 0) {
+            o->out = a + 9;
+        } else if (strncmp(a, "-o", 2) == 0) {
+            o->out = a + 2;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            errmsg_set(err, "run: unknown option '%s' (see heapprof run --help)", a);
+            return -1;
+        } else {
+            break; // the command starts here
+        }
+    }
+    if (o->out && !o->out[0]) {
+        errmsg_set(err, "run: empty TRACE path");
+        return -1;
+    }
+    if (i >= argc) {
+        errmsg_set(err, "run: missing command (usage: heapprof run [-o TRACE] -- CMD ARGS...)");
+        return -1;
+    }
+    o->cmd = argv + i;
+    return 0;
+}
+
+int cmd_run_find_preload(const char *exe_path, char *out, size_t cap) {
+    char exe[PATH_MAX];
+    if (exe_path) {
+        if (snprintf(exe, sizeof exe, "%s", exe_path) >= (int)sizeof exe)
+            return -1;
+    } else {
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n < 0)
+            n = 0;
+        exe[n] = '\0';
+    }
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+        *slash = '\0';
+        const char *libdir = HEAPPROF_INSTALL_LIBDIR;
+        char cand[4][PATH_MAX + 64];
+        snprintf(cand[0], sizeof cand[0], "%s/../preload/" PRELOAD_NAME, exe);
+        snprintf(cand[1], sizeof cand[1], "%s/../lib/" PRELOAD_NAME, exe);
+        snprintf(cand[2], sizeof cand[2], "%s/../lib/x86_64-linux-gnu/" PRELOAD_NAME, exe);
+        if (libdir[0] == '/')
+            snprintf(cand[3], sizeof cand[3], "%s/" PRELOAD_NAME, libdir);
+        else
+            snprintf(cand[3], sizeof cand[3], "%s/../%s/" PRELOAD_NAME, exe, libdir);
+        for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
+            char real[PATH_MAX];
+            struct stat st;
+            if (stat(cand[i], &st) == 0 && S_ISREG(st.st_mode) && realpath(cand[i], real)) {
+                if (strlen(real) >= cap)
+                    return -1;
+                strcpy(out, real);
+                return 0;
+            }
+        }
+    }
+    if (cap < sizeof PRELOAD_NAME)
+        return -1;
+    strcpy(out, PRELOAD_NAME);
+    return 0;
+}
+
+int cmd_run_trace_path(const char *pattern, pid_t pid, char *out, size_t cap) {
+    size_t n = 0;
+    for (const char *p = pattern; *p; p++) {
+        char num[24];
+        const char *piece = p;
+        size_t len = 1;
+        if (p[0] == '%' && p[1] == 'p') {
+            len = (size_t)snprintf(num, sizeof num, "%ld", (long)pid);
+            piece = num;
+            p++;
+        } else if (p[0] == '%' && p[1] == '%') {
+            p++; // "%%" is a literal '%', as in the shim
+        }
+        if (n + len >= cap)
+            return -1;
+        memcpy(out + n, piece, len);
+        n += len;
+    }
+    if (cap == 0)
+        return -1;
+    out[n] = '\0';
+    return 0;
+}
+
+// ---- signals ----
+
+static volatile sig_atomic_t child_pid;
+
+static void forward(int sig, siginfo_t *si, void *uctx) {
+    (void)uctx;
+    // A terminal's ^C (SI_KERNEL) already reached the whole foreground process group, the
+    // child included; forwarding it too would deliver it twice. Signals sent to heapprof by a
+    // process (kill, a supervisor) are what the child would otherwise never see.
+    if (si && si->si_code == SI_KERNEL)
+        return;
+    if (child_pid > 0)
+        kill((pid_t)child_pid, sig);
+}
+
+// ---- traces found afterwards ----
+
+static void add_trace(cmd_run_result_t *res, size_t *cap, const char *path) {
+    res->traces = xgrow(res->traces, cap, res->n_traces + 1, sizeof *res->traces);
+    res->traces[res->n_traces++] = xstrdup(path);
+}
+
+// Does name fit the shim's file naming (preload/writer.c): the pattern with %p as the pid
+// (`pid`, or any digits when NULL) and %% as %, then optionally ".N" (a free name chosen
+// because the first existed; inserted before a final ".hpt").
+static bool name_matches(const char *pat, const char *s, const char *pid) {
+    for (;;) {
+        if (*pat == '\0' || strcmp(pat, ".hpt") == 0) {
+            // optional ".N", then the rest of the pattern (".hpt" or nothing)
+            if (s[0] == '.' && s[1] >= '0' && s[1] <= '9') {
+                const char *t = s + 1;
+                while (*t >= '0' && *t <= '9')
+                    t++;
+                if (strcmp(t, pat) == 0)
+                    return true;
+            }
+            return strcmp(s, pat) == 0;
+        }
+        if (pat[0] == '%' && pat[1] == 'p') {
+            if (pid) {
+                size_t n = strlen(pid);
+                if (strncmp(s, pid, n) != 0)
+                    return false;
+                s += n;
+                pat += 2;
+                continue;
+            }
+            if (!(*s >= '0' && *s <= '9'))
+                return false;
+            // any run of digits: try each length (the pattern may continue with digits)
+            for (const char *t = s + 1;; t++) {
+                if (name_matches(pat + 2, t, pid))
+                    return true;
+                if (!(*t >= '0' && *t <= '9'))
+                    return false;
+            }
+        }
+        char c = *pat;
+        if (pat[0] == '%' && pat[1] == '%')
+            pat++;
+        if (*s != c)
+            return false;
+        s++;
+        pat++;
+    }
+}
+
+static int cmp_trace(const void *a, const void *b) {
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    size_t lx = strlen(x), ly = strlen(y);
+    return lx != ly ? (lx < ly ? -1 : 1) : strcmp(x, y); // numeric order of equal-shape names
+}
+
+// Every trace written since the command started: its own (a second one after exec, under the
+// next free name), then its descendants' (fork gives a child its own trace).
+static void find_traces(cmd_run_result_t *res, const char *pattern, pid_t pid,
+                        const struct timespec *start) {
+    size_t cap = 0;
+    const char *slash = strrchr(pattern, '/');
+    const char *base = slash ? slash + 1 : pattern;
+    char dir[PATH_MAX];
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == pattern)
+        strcpy(dir, "/");
+    else if ((size_t)(slash - pattern) < sizeof dir)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - pattern), pattern);
+    else
+        return;
+    if (memchr(pattern, '%', (size_t)(base - pattern))) {
+        // a pid in the directory name: only the command's own file can be found
+        struct stat st;
+        if (stat(res->expected, &st) == 0 && S_ISREG(st.st_mode))
+            add_trace(res, &cap, res->expected);
+        return;
+    }
+    char pid_str[24];
+    snprintf(pid_str, sizeof pid_str, "%ld", (long)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t n_own = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!name_matches(base, de->d_name, NULL))
+            continue;
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s%s%s", slash ? dir : "",
+                 slash && slash != pattern ? "/" : "", de->d_name);
+        struct stat st;
+        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+            continue;
+        if (st.st_mtim.tv_sec < start->tv_sec ||
+            (st.st_mtim.tv_sec == start->tv_sec && st.st_mtim.tv_nsec < start->tv_nsec))
+            continue; // there before the command ran
+        add_trace(res, &cap, path);
+        if (name_matches(base, de->d_name, pid_str)) {
+            // own traces go first
+            char *t = res->traces[res->n_traces - 1];
+            memmove(res->traces + n_own + 1, res->traces + n_own,
+                    (res->n_traces - 1 - n_own) * sizeof *res->traces);
+            res->traces[n_own++] = t;
+        }
+    }
+    closedir(d);
+    if (n_own > 1)
+        qsort(res->traces, n_own, sizeof *res->traces, cmp_trace);
+    if (res->n_traces - n_own > 1)
+        qsort(res->traces + n_own, res->n_traces - n_own, sizeof *res->traces, cmp_trace);
+}
+
+// ---- spawning ----
+
+// In the child between fork and exec: the parent is single-threaded, so setenv is safe here.
+__attribute__((noreturn)) static void child_exec(const cmd_run_opts_t *o, const char *preload,
+                                                 const sigset_t *old_mask, int err_fd) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
+    const char *prev = getenv("LD_PRELOAD");
+    if (prev && prev[0]) {
+        size_t n = strlen(preload) + 1 + strlen(prev) + 1;
+        char *v = malloc(n);
+        if (v) {
+            snprintf(v, n, "%s:%s", preload, prev);
+            setenv("LD_PRELOAD", v, 1);
+        }
+    } else {
+        setenv("LD_PRELOAD", preload, 1);
+    }
+    if (o->out)
+        setenv("HEAPPROF_OUT", o->out, 1);
+    execvp(o->cmd[0], o->cmd);
+    int e = errno;
+    ssize_t w = write(err_fd, &e, sizeof e);
+    (void)w;
+    _exit(e == ENOENT ? 127 : 126);
+}
+
+int cmd_run_exec(const cmd_run_opts_t *o, cmd_run_result_t *res, errmsg_t *err) {
+    memset(res, 0, sizeof *res);
+    if (cmd_run_find_preload(NULL, res->preload, sizeof res->preload) != 0) {
+        errmsg_set(err, "run: the path of %s is too long", PRELOAD_NAME);
+        return -1;
+    }
+    if (strpbrk(res->preload, ": ")) {
+        errmsg_set(err, "run: cannot preload %s: LD_PRELOAD splits paths at ':' and ' '",
+                   res->preload);
+        return -1;
+    }
+    const char *pattern = o->out ? o->out : getenv("HEAPPROF_OUT");
+    if (!pattern || !pattern[0])
+        pattern = DEFAULT_PATTERN;
+
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) != 0) {
+        errmsg_set(err, "run: pipe: %s", strerror(errno));
+        return -1;
+    }
+    struct timespec start;
+    clock_gettime(CLOCK_REALTIME, &start);
+    start.tv_sec -= 1; // file systems with coarse timestamps
+
+    // Block the forwarded signals until child_pid is set, so none is lost in between.
+    sigset_t block, old_mask;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigprocmask(SIG_BLOCK, &block, &old_mask);
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        child_exec(o, res->preload, &old_mask, pipefd[1]);
+    }
+    int fork_errno = errno;
+    child_pid = pid > 0 ? pid : 0;
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    close(pipefd[1]);
+    int rc = 0;
+    if (pid < 0) {
+        errmsg_set(err, "run: fork: %s", strerror(fork_errno));
+        rc = -1;
+        goto restore;
+    }
+    res->pid = pid;
+
+    int exec_errno = 0;
+    ssize_t got;
+    do
+        got = read(pipefd[0], &exec_errno, sizeof exec_errno);
+    while (got < 0 && errno == EINTR);
+
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            errmsg_set(err, "run: waitpid: %s", strerror(errno));
+            rc = -1;
+            goto restore;
+        }
+    }
+    res->exit_status = WIFEXITED(status)     ? WEXITSTATUS(status)
+                       : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                             : 1;
+    if (got == (ssize_t)sizeof exec_errno) {
+        res->exec_failed = true;
+        errmsg_set(err, "run: cannot run '%s': %s", o->cmd[0], strerror(exec_errno));
+        rc = -1;
+        goto restore;
+    }
+    if (cmd_run_trace_path(pattern, pid, res->expected, sizeof res->expected) == 0)
+        find_traces(res, pattern, pid, &start);
+
+restore:
+    child_pid = 0;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    close(pipefd[0]);
+    return rc;
+}
+
+void cmd_run_result_fini(cmd_run_result_t *res) {
+    for (size_t i = 0; i < res->n_traces; i++)
+        free(res->traces[i]);
+    free(res->traces);
+    res->traces = NULL;
+    res->n_traces = 0;
+}

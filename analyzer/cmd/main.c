@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: MIT
+// The heapprof command: argv -> subcommand. The only file that prints errors and chooses exit
+// codes: 0 ok, 2 usage or unreadable/invalid trace, 127/126 command not found/not runnable,
+// for `run` the command's own status, for `check` 1 when a budget is broken.
+#include "cmd/cmd_check.h"
+#include "cmd/cmd_dhat.h"
+#include "cmd/cmd_flame.h"
+#include "cmd/cmd_report.h"
+#include "cmd/cmd_run.h"
+#include "cmd/cmd_stats.h"
+#include "cmd/cmd_view.h"
+#include "core/errmsg.h"
+#include "format/hpt_format.h"
+#include "out/out.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef HEAPPROF_VERSION
+#define HEAPPROF_VERSION "unknown"
+#endif
+
+#define EXIT_USAGE 2
+
+static const char usage[] =
+    "usage: heapprof COMMAND [ARGS...]\n"
+    "\n"
+    "A heap allocation profiler: records every allocation with its stack, then analyzes it.\n"
+    "\n"
+    "commands:\n"
+    "  run [-o TRACE] -- CMD ARGS...   run CMD under libheapprof.so and write a trace\n"
+    "  stats TRACE [--json]            totals, peak, at end, and what was lost\n"
+    "  report TRACE [--json]           top allocation sites by function and source line\n"
+    "  dhat TRACE [-o FILE]            DHAT JSON for Valgrind's DHAT viewer\n"
+    "  flame TRACE [--metric M]        allocation flamegraph (SVG, or --folded stacks)\n"
+    "  diff BEFORE AFTER [--metric M]  sites that changed most; -o FILE: differential SVG\n"
+    "  view TRACE [-o FILE]            self-contained HTML viewer (open it in a browser)\n"
+    "  check [BUDGETS] -- CMD ARGS...  heap budgets for CI (or check [BUDGETS] TRACE)\n"
+    "\n"
+    "  heapprof COMMAND --help         help for one command\n"
+    "  heapprof --version\n";
+
+typedef int (*cmd_fn)(int argc, char **argv);
+
+// A message may quote the trace (a name, the CPU sampler's reason): fmt_safe_text.
+static int fail(const errmsg_t *err) {
+    char safe[4 * sizeof err->msg];
+    fprintf(stderr, "heapprof: %s\n",
+            err->is_set ? fmt_safe_text(err->msg, safe, sizeof safe) : "unknown error");
+    return EXIT_USAGE;
+}
+
+static int finish_output(void) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "heapprof: cannot write the output\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int do_stats(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_stats_opts_t o;
+    if (cmd_stats_parse(argc, argv, &o, &err) != 0 || cmd_stats_run(&o, stdout, &err) != 0)
+        return fail(&err);
+    return finish_output();
+}
+
+// The progress line goes to stderr only when a person watches it.
+static FILE *progress_stream(void) { return isatty(STDERR_FILENO) ? stderr : NULL; }
+
+static int do_report(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_report_opts_t o;
+    if (cmd_report_parse(argc, argv, &o, &err) != 0 ||
+        cmd_report_run(&o, stdout, progress_stream(), &err) != 0)
+        return fail(&err);
+    return finish_output();
+}
+
+static int do_dhat(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_dhat_opts_t o;
+    if (cmd_dhat_parse(argc, argv, &o, &err) != 0 ||
+        cmd_dhat_run(&o, stdout, progress_stream(), &err) != 0)
+        return fail(&err);
+    return finish_output();
+}
+
+static int do_flame(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_flame_opts_t o;
+    if (cmd_flame_parse(argc, argv, &o, &err) != 0 ||
+        cmd_flame_run(&o, stdout, progress_stream(), &err) != 0)
+        return fail(&err);
+    return finish_output();
+}
+
+static int do_view(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_view_opts_t o;
+    if (cmd_view_parse(argc, argv, &o, &err) != 0 ||
+        cmd_view_run(&o, stdout, progress_stream(), &err) != 0)
+        return fail(&err);
+    if (strcmp(o.path, "-") != 0)
+        fprintf(stderr, "heapprof: viewer written to %s\n", o.path);
+    return finish_output();
+}
+
+static int do_run(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_run_opts_t o;
+    if (cmd_run_parse(argc, argv, &o, &err) != 0)
+        return fail(&err);
+    cmd_run_result_t res;
+    if (cmd_run_exec(&o, &res, &err) != 0) {
+        fail(&err);
+        cmd_run_result_fini(&res);
+        return res.exec_failed ? res.exit_status : EXIT_USAGE;
+    }
+    // -o /dev/null: the shim wrote the trace into the device, as asked; no file to point at
+    struct stat st;
+    bool to_device = stat(res.expected, &st) == 0 && S_ISCHR(st.st_mode);
+    if (res.n_traces == 0 && !to_device)
+        fprintf(stderr, "heapprof: no trace was written (expected %s; was %s loaded?)\n",
+                res.expected, res.preload);
+    for (size_t i = 0; i < res.n_traces; i++)
+        fprintf(stderr, "heapprof: trace written to %s\n", res.traces[i]);
+    cmd_run_result_fini(&res);
+    return res.exit_status;
+}
+
+// Status 0 when every budget held, 1 when one broke, 2 on an error (the command's own failure
+// included: its status is in the summary and the JUnit file).
+static int do_check(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_check_opts_t *o = malloc(sizeof *o);
+    if (!o) {
+        fprintf(stderr, "heapprof: out of memory\n");
+        return EXIT_USAGE;
+    }
+    int cmd_status, rc = EXIT_USAGE;
+    if (cmd_check_parse(argc, argv, o, &err) != 0) {
+        fail(&err);
+    } else {
+        int broken = cmd_check_run(o, stdout, progress_stream(), &cmd_status, &err);
+        if (broken < 0)
+            fail(&err);
+        else
+            rc = broken ? 1 : 0;
+        if (finish_output() != 0)
+            rc = EXIT_USAGE;
+    }
+    cmd_check_opts_fini(o);
+    free(o);
+    return rc;
+}
+
+static const struct {
+    const char *name;
+    cmd_fn fn;
+    const char *usage;
+} commands[] = {
+    {"run", do_run, cmd_run_usage},
+    {"stats", do_stats, cmd_stats_usage},
+    {"report", do_report, cmd_report_usage},
+    {"dhat", do_dhat, cmd_dhat_usage},
+    {"flame", do_flame, cmd_flame_usage},
+    {"diff", do_flame, cmd_diff_usage},
+    {"view", do_view, cmd_view_usage},
+    {"check", do_check, cmd_check_usage},
+};
+
+static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (is_help(cmd) || strcmp(cmd, "help") == 0) {
+        fputs(usage, stdout);
+        return finish_output();
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        printf("heapprof %s (trace format %u)\n", HEAPPROF_VERSION, HPT_VERSION);
+        return finish_output();
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        if (strcmp(cmd, commands[i].name) != 0)
+            continue;
+        // --help anywhere before the command's own arguments ("--" or, for run, CMD)
+        for (int a = 2; a < argc && strcmp(argv[a], "--") != 0; a++) {
+            if (is_help(argv[a])) {
+                fputs(commands[i].usage, stdout);
+                return finish_output();
+            }
+            if (commands[i].fn == do_run && argv[a][0] != '-')
+                break;
+            if (commands[i].fn == do_run &&
+                (strcmp(argv[a], "-o") == 0 || strcmp(argv[a], "--output") == 0))
+                a++;
+        }
+        return commands[i].fn(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "heapprof: unknown command '%s' (see heapprof --help)\n", cmd);
+    return EXIT_USAGE;
+}

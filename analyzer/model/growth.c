@@ -1,0 +1,742 @@
+// SPDX-License-Identifier: MIT
+// Growth chains and short-lived blocks (docs/growth.md). The per-event path is one probe of the
+// live table plus, on a free, a scan of the freeing thread's last GROWTH_WINDOW allocations. Chains
+// are summed as they grow (a live block carries its chain's index) and folded into their site when
+// their last block is freed, so memory is one record per live chain, not per link.
+#include "model/growth.h"
+
+#include "core/fmt.h"
+#include "core/hmap.h"
+#include "core/xalloc.h"
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// docs/growth.md#allocate-copy-free: the new block is one of the freeing thread's last
+// GROWTH_WINDOW heap events before the free of the old one ...
+#define GROWTH_WINDOW 4u
+// ... and the free comes at most this long after the new block's allocation, plus
+// GROWTH_COPY_NS_PER_BYTE for each byte of the old block (a copy at >= 10 MB/s). Generous on
+// purpose: the event window above is the real test, and a profiled thread may be descheduled
+// for several milliseconds between the copy and the free (seen on a loaded 2-core CI machine).
+#define GROWTH_SLACK_NS 50000000ull
+#define GROWTH_COPY_NS_PER_BYTE 100ull
+#define HB_MAX_STEPS 40 // longest chain checked against hashbrown's layout (4 << 40 buckets)
+
+#define BLOCK_HAS_PRED (1ull << 63) // in gblock_t.seq: a link already leads to this block
+#define STACK_CACHE 256u // per thread: stack -> its latest allocation there (direct-mapped)
+#define PREV_UNKNOWN UINT64_MAX
+#define SHORT_SLOTS 256u // direct-mapped origin -> short-lived counts in front of the map
+
+typedef struct short_slot {
+    uint64_t origin;
+    growth_short_t sh; // blocks 0: empty
+} short_slot_t;
+
+// Attached to a replay, a block is replay's live block: the head is replay's (its size and
+// time are the block's; written by replay after on_alloc) and the rest are companion words.
+typedef struct gblock {
+    replay_block_t head; // size, time_ns: the block's; stack: replay's own
+    uint64_t seq;        // allocation number, from 1; | BLOCK_HAS_PRED
+    uint64_t stack;      // stack of the event that made it
+    uint64_t origin;     // the site: the stack of the first block of its realloc chain
+    uint64_t chain;      // index + 1 of the chain it ends, 0 while it is linked to nothing
+} gblock_t;
+#define GBLOCK_WORDS ((sizeof(gblock_t) - sizeof(replay_block_t)) / sizeof(uint64_t))
+
+static inline uint64_t seq_of(const gblock_t *b) { return b->seq & ~BLOCK_HAS_PRED; }
+
+typedef struct recent {
+    uint64_t addr, seq, stack, size, time_ns;
+    uint64_t ev;       // the thread's event number of the allocation
+    uint64_t prev_seq; // the thread's allocation before it at the same stack: 0 none,
+                       // PREV_UNKNOWN when the stack cache lost track
+} recent_t;
+
+typedef struct stack_last {
+    uint64_t stack, seq; // seq 0: empty
+    unsigned ring;       // the ring slot its recent_t went to (overwritten since if seq differs)
+} stack_last_t;
+
+typedef struct gthread {
+    uint64_t n_events; // heap events of this thread (a realloc is one)
+    uint64_t last_seq; // its latest allocation
+    recent_t ring[GROWTH_WINDOW];
+    unsigned ring_pos; // next slot to write
+    bool has_pending;  // the freeing half of a realloc was seen, its new half not yet
+    uint64_t pending_addr;
+    gblock_t pending;
+    stack_last_t last[STACK_CACHE];
+} gthread_t;
+
+#define LINK_REALLOC 1u
+#define LINK_MOVED 2u
+
+// One chain's figures so far. The hashbrown check runs as the chain grows: sizes 0 and 1 are kept
+// until size 2 gives the element size, then every later size must fit.
+typedef struct chain {
+    uint64_t origin; // site of the first block
+    uint64_t first, final;
+    uint64_t steps, realloc_steps, moves, copied;
+    uint64_t increment; // of the first growth step
+    uint64_t hb_s0, hb_s1, hb_elem;
+    uint32_t hb_n; // sizes seen (the first block's included)
+    bool doubling, constant, hb_ok;
+    bool dead; // summed into its site already; the slot is on the free list
+} chain_t;
+
+typedef struct site_acc {
+    growth_site_t s;
+    hmap_t finals; // final size -> chains that ended at it: memory by distinct sizes, not chains
+    uint64_t n_finals;
+    uint64_t max_chain_steps;
+    bool any_multi;      // a chain with >= 2 growth steps
+    bool all_constant;   // every such chain had one constant increment
+    bool same_increment; // ... and all the same one
+    bool hb_conflict;
+} site_acc_t;
+
+struct growth {
+    uint64_t short_ns;
+    uint64_t seq;
+    hmap_t live;    // address -> gblock_t; unused once attached to a replay
+    replay_t *rp;   // attached (growth_attach): the blocks live in its table
+    hmap_t threads; // tid -> gthread_t * (stable while the map grows)
+    uint32_t cached_tid;
+    gthread_t *cached;
+    hmap_t shorts; // stack -> growth_short_t, plus what sits in short_slots
+    short_slot_t short_slots[SHORT_SLOTS];
+    chain_t *chains;
+    size_t n_chains, cap_chains;
+    uint64_t *free_chains; // indexes of dead chain slots, for reuse
+    size_t n_free_chains, cap_free_chains;
+    site_acc_t *accs; // per site, in order of first chain; ranked into sites at finish
+    size_t n_accs, cap_accs;
+    growth_site_t *sites; // after finish, ranked
+    size_t n_sites;
+    hmap_t site_of; // stack -> index + 1 into accs during the pass, into sites after finish
+};
+
+growth_t *growth_new(uint64_t short_ns) {
+    growth_t *g = xcalloc(1, sizeof *g);
+    g->short_ns = short_ns;
+    hmap_init_ordered(&g->live, sizeof(gblock_t));
+    hmap_init(&g->threads, sizeof(gthread_t *));
+    hmap_init(&g->shorts, sizeof(growth_short_t));
+    hmap_init(&g->site_of, sizeof(uint64_t));
+    return g;
+}
+
+void growth_free(growth_t *g) {
+    if (!g)
+        return;
+    hmap_fini(&g->live);
+    size_t it = 0;
+    uint64_t key;
+    gthread_t **tp;
+    while ((tp = hmap_next(&g->threads, &it, &key)))
+        free(*tp);
+    hmap_fini(&g->threads);
+    hmap_fini(&g->shorts);
+    hmap_fini(&g->site_of);
+    free(g->chains);
+    free(g->free_chains);
+    for (size_t i = 0; i < g->n_accs; i++)
+        hmap_fini(&g->accs[i].finals);
+    free(g->accs);
+    free(g->sites);
+    free(g);
+}
+
+uint64_t growth_short_ns(const growth_t *g) { return g->short_ns; }
+
+__attribute__((noinline, cold)) static gthread_t *thread_of_slow(growth_t *g, uint32_t tid) {
+    bool existed;
+    gthread_t **tp = hmap_put(&g->threads, tid, &existed);
+    if (!existed)
+        *tp = xcalloc(1, sizeof **tp);
+    gthread_t *t = *tp;
+    g->cached_tid = tid;
+    g->cached = t;
+    return t;
+}
+
+static inline gthread_t *thread_of(growth_t *g, uint32_t tid) {
+    if (g->cached && g->cached_tid == tid)
+        return g->cached;
+    return thread_of_slow(g, tid);
+}
+
+// ---- chains ----
+
+// hashbrown's allocation for a table of `buckets` buckets of elem-byte entries: the entries rounded
+// up to the control bytes' 16-byte alignment, one control byte per bucket, and one SSE2 group of
+// trailing control bytes (docs/growth.md#advice).
+static uint64_t hb_size(uint64_t buckets, uint64_t elem) {
+    return ((buckets * elem + 15) & ~15ull) + buckets + 16;
+}
+
+// A new chain whose first block is b; returns its index + 1. May allocate.
+static uint64_t chain_new(growth_t *g, const gblock_t *b) {
+    size_t i;
+    if (g->n_free_chains) {
+        i = g->free_chains[--g->n_free_chains];
+    } else {
+        g->chains = xgrow(g->chains, &g->cap_chains, g->n_chains + 1, sizeof *g->chains);
+        i = g->n_chains++;
+    }
+    g->chains[i] = (chain_t){.origin = b->origin,
+                                       .first = b->head.size,
+                                       .final = b->head.size,
+                                       .hb_s0 = b->head.size,
+                                       .hb_n = 1,
+                                       .doubling = true,
+                                       .constant = true,
+                                       .hb_ok = true};
+    return i + 1;
+}
+
+// The chain grows by one link from a block of old_size to one of new_size.
+static void chain_add(chain_t *c, uint64_t old_size, uint64_t new_size, unsigned flags) {
+    c->final = new_size;
+    if (new_size <= old_size) {
+        c->hb_ok = false; // a shrink or same-size realloc keeps the chain but is no growth
+        return;
+    }
+    uint64_t delta = new_size - old_size;
+    if (c->steps == 0)
+        c->increment = delta;
+    else if (delta != c->increment)
+        c->constant = false;
+    if (new_size != 2 * old_size)
+        c->doubling = false;
+    c->steps++;
+    if (flags & LINK_REALLOC) {
+        c->realloc_steps++;
+        c->hb_ok = false;
+    }
+    if (flags & LINK_MOVED) {
+        c->moves++;
+        c->copied += old_size;
+    }
+    if (!c->hb_ok)
+        return;
+    uint32_t i = c->hb_n++; // index of new_size: a table of 4 << i buckets
+    if (i >= HB_MAX_STEPS) {
+        c->hb_ok = false;
+    } else if (i == 1) {
+        c->hb_s1 = new_size;
+    } else if (i == 2) {
+        // 16 buckets: size = 16 * elem + 16 + 16 exactly (16 * elem needs no rounding)
+        uint64_t e = new_size >= 32 && (new_size - 32) % 16 == 0 ? (new_size - 32) / 16 : 0;
+        c->hb_ok = e && hb_size(4, e) == c->hb_s0 && hb_size(8, e) == c->hb_s1;
+        c->hb_elem = e;
+    } else {
+        c->hb_ok = hb_size(4ull << i, c->hb_elem) == new_size;
+    }
+}
+
+static void chain_end(growth_t *g, uint64_t chain);
+
+// Links old block a to new block b of b_size bytes, which continues a's chain.
+static void link_blocks(growth_t *g, gblock_t *a, gblock_t *b, uint64_t b_size, unsigned flags) {
+    uint64_t ca = a->chain ? a->chain : chain_new(g, a);
+    chain_add(&g->chains[ca - 1], a->head.size, b_size, flags);
+    b->chain = ca;
+    if (flags & LINK_REALLOC)
+        b->origin = a->origin; // replay's site of a realloc'd block: where it started
+}
+
+// The block at addr, wherever the live blocks are kept.
+static gblock_t *live_get(growth_t *g, uint64_t addr) {
+    return g->rp ? (gblock_t *)replay_block(g->rp, addr) : hmap_get(&g->live, addr);
+}
+
+// b: where the new block goes in the live table; its head is the caller's to write (replay's,
+// after this, when attached: the old head is still there if the address was live). Its fields
+// (and the ring entry's) are written one by one, where they stay: a block built aside and copied
+// whole was read back with 16-byte loads from 8-byte stores, a store-forwarding stall that was
+// the largest cost of this function.
+static void on_alloc(growth_t *g, const reader_event_t *ev, gblock_t *b) {
+    gthread_t *t = thread_of(g, ev->tid);
+    uint64_t seq = ++g->seq;
+    b->seq = seq;
+    b->stack = ev->stack;
+    b->origin = ev->stack;
+    b->chain = 0;
+    if (ev->sub == READER_REALLOC && ev->old_addr && t->has_pending &&
+        t->pending_addr == ev->old_addr) {
+        // the same chain whether or not the address moved (docs/growth.md#realloc)
+        link_blocks(g, &t->pending, b, ev->size,
+                    LINK_REALLOC | (ev->addr != ev->old_addr ? LINK_MOVED : 0));
+        b->seq |= BLOCK_HAS_PRED;
+    }
+    t->has_pending = false;
+    t->n_events++;
+    t->last_seq = seq;
+    stack_last_t *sl = &t->last[(ev->stack * 0x9E3779B97F4A7C15ull) >> 56];
+    // an empty slot was never written: no allocation at this stack before; another stack's entry
+    // may have evicted this one's
+    uint64_t prev = sl->seq == 0 ? 0 : sl->stack == ev->stack ? sl->seq : PREV_UNKNOWN;
+    sl->stack = ev->stack;
+    sl->seq = seq;
+    sl->ring = t->ring_pos;
+    recent_t *r = &t->ring[t->ring_pos];
+    r->addr = ev->addr;
+    r->seq = seq;
+    r->stack = ev->stack;
+    r->size = ev->size;
+    r->time_ns = ev->time_ns;
+    r->ev = t->n_events;
+    r->prev_seq = prev;
+    t->ring_pos = (t->ring_pos + 1) % GROWTH_WINDOW;
+}
+
+// The newest of the thread's allocations in the window at a's stack, if newer than a.
+static const recent_t *scan_ring(const gthread_t *t, const gblock_t *a) {
+    for (unsigned k = 1; k <= GROWTH_WINDOW; k++) {
+        const recent_t *e = &t->ring[(t->ring_pos + GROWTH_WINDOW - k) % GROWTH_WINDOW];
+        // empty, out of the window, or older than the old block: so is the rest
+        if (e->seq == 0 || e->ev + GROWTH_WINDOW < t->n_events || e->seq <= seq_of(a))
+            return NULL;
+        if (e->stack == a->stack)
+            return e;
+    }
+    return NULL;
+}
+
+// docs/growth.md#allocate-copy-free: the newest allocation at the old block's stack among the
+// thread's last GROWTH_WINDOW events, made after the old block, larger than it, and with no
+// allocation at that stack between the two. Returns whether it linked a to it.
+static bool find_copy(growth_t *g, gthread_t *t, gblock_t *a, uint64_t now) {
+    const recent_t *r = NULL;
+    const stack_last_t *sl = &t->last[(a->stack * 0x9E3779B97F4A7C15ull) >> 56];
+    if (sl->seq != 0 && sl->stack == a->stack) {
+        // the thread's newest allocation at the stack is the one the scan below would stop
+        // at, if it is newer than a and still in the window: no scan of the ring
+        if (sl->seq <= seq_of(a))
+            return false;
+        r = &t->ring[sl->ring];
+        if (r->seq != sl->seq || r->ev + GROWTH_WINDOW < t->n_events)
+            return false;
+    } else {
+        r = scan_ring(t, a);
+    }
+    if (!r || r->size <= a->head.size || r->prev_seq != seq_of(a))
+        return false;
+    if (now - r->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a->head.size)
+        return false;
+    gblock_t *b = live_get(g, r->addr);
+    if (!b || b->seq != r->seq) // freed, or already has a predecessor (BLOCK_HAS_PRED)
+        return false;
+    b->seq |= BLOCK_HAS_PRED;
+    link_blocks(g, a, b, b->head.size, LINK_MOVED);
+    return true;
+}
+
+// a: the freed block, already out of the live table (read in place: see on_alloc).
+static void on_free(growth_t *g, const reader_event_t *ev, gblock_t *a) {
+    gthread_t *t = thread_of(g, ev->tid);
+    if (ev->flags & READER_FREE_OF_REALLOC) {
+        t->has_pending = true;
+        t->pending_addr = ev->addr;
+        t->pending = *a;
+        return;
+    }
+    t->n_events++;
+    // short-lived: within short_ns, or replay's "temporary" (docs/growth.md#short-lived)
+    if ((g->short_ns && ev->time_ns >= a->head.time_ns &&
+         ev->time_ns - a->head.time_ns <= g->short_ns) ||
+        t->last_seq == seq_of(a)) {
+        short_slot_t *sl = &g->short_slots[(a->origin * 0x9E3779B97F4A7C15ull) >> 56];
+        if (sl->sh.blocks && sl->origin != a->origin) {
+            growth_short_t *s = hmap_put(&g->shorts, sl->origin, NULL);
+            s->blocks += sl->sh.blocks;
+            s->bytes += sl->sh.bytes;
+            sl->sh = (growth_short_t){0, 0};
+        }
+        sl->origin = a->origin;
+        sl->sh.blocks++;
+        sl->sh.bytes += a->head.size;
+    }
+    bool linked = ev->time_ns >= a->head.time_ns && find_copy(g, t, a, ev->time_ns);
+    if (!linked && a->chain)
+        chain_end(g, a->chain); // its last block is gone: the chain is complete
+}
+
+void growth_event(growth_t *g, const reader_event_t *ev) {
+    gblock_t *b;
+    if (ev->kind == READER_ALLOC) {
+        b = hmap_put(&g->live, ev->addr, NULL);
+        on_alloc(g, ev, b);
+        b->head.size = ev->size; // growth's own table: the head is growth's to write
+        b->head.time_ns = ev->time_ns;
+    } else if (ev->kind == READER_FREE && (b = hmap_take_ref(&g->live, ev->addr))) {
+        on_free(g, ev, b);
+    }
+}
+
+static void companion_alloc(void *ctx, const reader_event_t *ev, replay_block_t *b) {
+    on_alloc(ctx, ev, (gblock_t *)b);
+}
+
+static void companion_free(void *ctx, const reader_event_t *ev, replay_block_t *b) {
+    on_free(ctx, ev, (gblock_t *)b);
+}
+
+void growth_attach(growth_t *g, replay_t *rp) {
+    _Static_assert(GBLOCK_WORDS <= REPLAY_COMPANION_WORDS_MAX,
+                   "a growth block must fit replay's companion words");
+    _Static_assert(offsetof(gblock_t, seq) == sizeof(replay_block_t),
+                   "the companion words follow replay's head");
+    g->rp = rp;
+    replay_set_companion(rp, GBLOCK_WORDS, companion_alloc,
+                         companion_free, g);
+}
+
+#define PREFETCH_AHEAD 8 // as replay_events: overlap the cache misses of a big live table
+
+void growth_events(growth_t *g, const reader_event_t *ev, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (i + PREFETCH_AHEAD < n)
+            hmap_prefetch(&g->live, ev[i + PREFETCH_AHEAD].addr);
+        growth_event(g, &ev[i]);
+    }
+}
+
+growth_short_t growth_short_of(const growth_t *g, uint64_t stack) {
+    const growth_short_t *s = hmap_get(&g->shorts, stack);
+    growth_short_t r = s ? *s : (growth_short_t){0, 0};
+    const short_slot_t *sl = &g->short_slots[(stack * 0x9E3779B97F4A7C15ull) >> 56];
+    if (sl->sh.blocks && sl->origin == stack) {
+        r.blocks += sl->sh.blocks;
+        r.bytes += sl->sh.bytes;
+    }
+    return r;
+}
+
+// ---- per site ----
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_sites(const void *a, const void *b) {
+    const growth_site_t *x = a, *y = b;
+    if (x->bytes_copied != y->bytes_copied)
+        return x->bytes_copied > y->bytes_copied ? -1 : 1;
+    if (x->n_steps != y->n_steps)
+        return x->n_steps > y->n_steps ? -1 : 1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+static void site_add_chain(growth_t *g, const chain_t *c) {
+    site_acc_t **accs = &g->accs;
+    size_t *n = &g->n_accs, *cap = &g->cap_accs;
+    bool existed;
+    uint64_t *idx = hmap_put(&g->site_of, c->origin, &existed);
+    if (!existed) {
+        *accs = xgrow(*accs, cap, *n + 1, sizeof **accs);
+        (*accs)[*n] =
+            (site_acc_t){.s = {.stack = c->origin, .first_min = UINT64_MAX, .doubling = true},
+                         .all_constant = true,
+                         .same_increment = true};
+        hmap_init(&(*accs)[*n].finals, sizeof(uint64_t));
+        *idx = ++*n;
+    }
+    site_acc_t *a = &(*accs)[*idx - 1];
+    growth_site_t *s = &a->s;
+    s->n_chains++;
+    s->n_steps += c->steps;
+    s->n_realloc_steps += c->realloc_steps;
+    s->n_moves += c->moves;
+    s->bytes_copied += c->copied;
+    if (c->first < s->first_min)
+        s->first_min = c->first;
+    s->doubling = s->doubling && c->doubling;
+    (*(uint64_t *)hmap_put(&a->finals, c->final, NULL))++;
+    a->n_finals++;
+    if (c->steps > a->max_chain_steps)
+        a->max_chain_steps = c->steps;
+    if (c->steps >= 2) {
+        if (!c->constant)
+            a->all_constant = false;
+        else if (a->any_multi && c->increment != s->increment)
+            a->same_increment = false;
+        if (!a->any_multi)
+            s->increment = c->increment;
+        a->any_multi = true;
+        uint64_t e = c->hb_ok && c->hb_n >= 3 ? c->hb_elem : 0;
+        if (e == 0 || (s->hashbrown_elem && s->hashbrown_elem != e))
+            a->hb_conflict = true;
+        else
+            s->hashbrown_elem = e;
+    }
+}
+
+// The largest final size of a site's chains and their lower median, from the counts per size.
+static void finals_figures(site_acc_t *a) {
+    size_t n = hmap_count(&a->finals), k = 0, it = 0;
+    uint64_t *sizes = xmalloc(n * sizeof *sizes), size;
+    while (hmap_next(&a->finals, &it, &size))
+        sizes[k++] = size;
+    qsort(sizes, n, sizeof *sizes, cmp_u64);
+    a->s.final_max = sizes[n - 1];
+    uint64_t below = 0, mid = (a->n_finals - 1) / 2; // index of the lower median
+    for (k = 0; k < n; k++) {
+        below += *(const uint64_t *)hmap_get(&a->finals, sizes[k]);
+        if (below > mid)
+            break;
+    }
+    a->s.final_median = sizes[k];
+    free(sizes);
+}
+
+// Sums a complete chain into its site and frees its slot.
+static void chain_end(growth_t *g, uint64_t chain) {
+    chain_t *c = &g->chains[chain - 1];
+    if (c->dead)
+        return;
+    // one allocate-copy-free step alone looks like any free-after-allocate at a site
+    // (docs/growth.md#allocate-copy-free): such a chain needs a second one
+    if (c->realloc_steps > 0 || c->steps - c->realloc_steps >= 2)
+        site_add_chain(g, c);
+    c->dead = true;
+    g->free_chains =
+        xgrow(g->free_chains, &g->cap_free_chains, g->n_free_chains + 1, sizeof *g->free_chains);
+    g->free_chains[g->n_free_chains++] = chain - 1;
+}
+
+void growth_finish(growth_t *g) {
+    // chains whose last block is still live (or was lost to damage) end here
+    for (size_t i = 0; i < g->n_chains; i++)
+        chain_end(g, i + 1);
+    free(g->chains);
+    g->chains = NULL;
+    g->n_chains = g->cap_chains = 0;
+
+    size_t n_accs = g->n_accs;
+    g->sites = xcalloc(n_accs ? n_accs : 1, sizeof *g->sites);
+    g->n_sites = n_accs;
+    for (size_t i = 0; i < n_accs; i++) {
+        site_acc_t *a = &g->accs[i];
+        finals_figures(a);
+        a->s.constant_increment =
+            a->any_multi && a->all_constant && a->max_chain_steps >= 4 && !a->s.doubling;
+        if (!a->s.constant_increment || !a->same_increment)
+            a->s.increment = 0;
+        if (a->hb_conflict)
+            a->s.hashbrown_elem = 0;
+        g->sites[i] = a->s;
+        hmap_fini(&a->finals);
+    }
+    free(g->accs);
+    g->accs = NULL;
+    g->n_accs = g->cap_accs = 0;
+    hmap_fini(&g->site_of); // it indexed accs; now it indexes the ranked sites
+    hmap_init(&g->site_of, sizeof(uint64_t));
+    qsort(g->sites, g->n_sites, sizeof *g->sites, cmp_sites);
+    for (size_t i = 0; i < g->n_sites; i++)
+        *(uint64_t *)hmap_put(&g->site_of, g->sites[i].stack, NULL) = i + 1;
+}
+
+size_t growth_n_sites(const growth_t *g) { return g->n_sites; }
+
+const growth_site_t *growth_site(const growth_t *g, size_t i) { return &g->sites[i]; }
+
+const growth_site_t *growth_site_of(const growth_t *g, uint64_t stack) {
+    const uint64_t *i = hmap_get(&g->site_of, stack);
+    return i ? &g->sites[*i - 1] : NULL;
+}
+
+// ---- advice ----
+
+typedef enum container {
+    C_NONE,
+    RUST_VEC,
+    RUST_STRING,
+    RUST_VECDEQUE,
+    RUST_HASHMAP,
+    RUST_HASHSET,
+    RUST_OTHER,
+    CXX_VECTOR,
+    CXX_STRING,
+    CXX_UMAP,
+    CXX_USET,
+    CXX_OTHER,
+    C_PLAIN,
+} container_t;
+
+static const struct {
+    container_t c;
+    const char *api;  // what the advice names
+    const char *call; // printed as call(N)
+} apis[] = {
+    {RUST_VEC, "Vec::with_capacity", "Vec::with_capacity"},
+    {RUST_STRING, "String::with_capacity", "String::with_capacity"},
+    {RUST_VECDEQUE, "VecDeque::with_capacity", "VecDeque::with_capacity"},
+    {RUST_HASHMAP, "HashMap::with_capacity", "HashMap::with_capacity"},
+    {RUST_HASHSET, "HashSet::with_capacity", "HashSet::with_capacity"},
+    {RUST_OTHER, "with_capacity", "with_capacity"},
+    {CXX_VECTOR, "std::vector::reserve", "reserve"},
+    {CXX_STRING, "std::string::reserve", "reserve"},
+    {CXX_UMAP, "std::unordered_map::reserve", "reserve"},
+    {CXX_USET, "std::unordered_set::reserve", "reserve"},
+    {CXX_OTHER, "reserve", "reserve"},
+};
+
+// the qualified name of a C++ or Rust function: without a C++ return type and Rust's "<"
+static const char *qualified(const char *name) {
+    const char *q = sites_skip_return_type(name);
+    if (*q == '<')
+        q++;
+    while (*q == '&' || *q == '*')
+        q++;
+    if (strncmp(q, "mut ", 4) == 0)
+        q += 4;
+    return q;
+}
+
+static bool starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+static container_t container_of_name(const char *fn) {
+    const char *q = qualified(fn);
+    if (starts(q, "std::collections::hash::set::") || strstr(q, "HashSet<"))
+        return RUST_HASHSET;
+    if (starts(q, "std::collections::hash::map::") || starts(q, "hashbrown::"))
+        return RUST_HASHMAP;
+    if (starts(q, "alloc::string::"))
+        return RUST_STRING;
+    if (starts(q, "alloc::collections::vec_deque::"))
+        return RUST_VECDEQUE;
+    if (starts(q, "alloc::vec::") || starts(q, "alloc::raw_vec::"))
+        return RUST_VEC;
+    if (starts(q, "std::vector<") || starts(q, "std::_Vector_base<"))
+        return CXX_VECTOR;
+    if (starts(q, "std::unordered_set<"))
+        return CXX_USET;
+    if (starts(q, "std::unordered_map<") || starts(q, "std::_Hashtable<") ||
+        starts(q, "std::__detail::_Map_base<") || starts(q, "std::__detail::_Insert"))
+        return CXX_UMAP;
+    if (starts(q, "std::__cxx11::basic_string<") || starts(q, "std::basic_string<"))
+        return CXX_STRING;
+    return C_NONE;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+// The container the site grows: the outermost frame below the naming frame that belongs to a known
+// container (a String grows through Vec's RawVec, so the innermost would say Vec); else the
+// language of the naming frame.
+static container_t container_of(const site_t *s) {
+    if (!s || s->n_frames == 0)
+        return C_PLAIN;
+    for (size_t i = s->name_frame; i-- > 0;) {
+        const char *fn = s->frames[i]->function;
+        container_t c = fn ? container_of_name(fn) : C_NONE;
+        if (c == CXX_UMAP || c == CXX_USET) {
+            // _Hashtable serves both: the set's own frame, if any, says which
+            for (size_t j = i + 1; j < s->name_frame; j++)
+                if (s->frames[j]->function && strstr(s->frames[j]->function, "unordered_set<"))
+                    c = CXX_USET;
+        }
+        if (c != C_NONE)
+            return c;
+    }
+    const symbolize_frame_t *nf = s->frames[s->name_frame];
+    const char *file = nf->file ? nf->file : "";
+    if (ends_with(file, ".rs"))
+        return RUST_OTHER;
+    if (ends_with(file, ".cpp") || ends_with(file, ".cc") || ends_with(file, ".cxx") ||
+        ends_with(file, ".hpp") || ends_with(file, ".hh") || ends_with(file, ".C") ||
+        (nf->function && strstr(nf->function, "::")))
+        return CXX_OTHER;
+    return C_PLAIN;
+}
+
+const char *growth_api(const growth_site_t *gs, const site_t *s) {
+    container_t c = container_of(s);
+    for (size_t i = 0; i < sizeof apis / sizeof *apis; i++)
+        if (apis[i].c == c)
+            return apis[i].api;
+    return gs->constant_increment ? "grow geometrically" : "allocate up front";
+}
+
+// Elements the final block holds, inferred from the growth pattern (docs/growth.md#advice); 0 when
+// it cannot be told.
+static uint64_t capacity_of(container_t c, const growth_site_t *gs) {
+    uint64_t f = gs->final_max;
+    switch (c) {
+    case RUST_STRING:
+        return f;
+    case RUST_VEC:
+    case RUST_VECDEQUE:
+        // RawVec starts at 4 elements (8 for 1-byte ones) and doubles: a first block of 8 bytes is
+        // 8 x u8 or 4 x u16, so say bytes
+        if (gs->doubling && gs->first_min % 4 == 0 && gs->first_min != 8 && gs->first_min)
+            return f / (gs->first_min / 4);
+        return 0;
+    case RUST_HASHMAP:
+    case RUST_HASHSET:
+        if (gs->hashbrown_elem)
+            for (uint64_t b = 4; b && b <= f; b <<= 1)
+                if (hb_size(b, gs->hashbrown_elem) == f)
+                    return b < 8 ? b - 1 : b / 8 * 7;
+        return 0;
+    case CXX_VECTOR:
+        // libstdc++ and libc++ start at one element and double
+        if (gs->doubling && gs->first_min && f % gs->first_min == 0)
+            return f / gs->first_min;
+        return 0;
+    case CXX_STRING:
+        return f > 1 ? f - 1 : 0; // capacity plus the terminating NUL
+    case CXX_UMAP:
+    case CXX_USET:
+        return f / 8; // one bucket pointer each; at max_load_factor 1, as many elements
+    default:
+        return 0;
+    }
+}
+
+const char *growth_advice(const growth_site_t *gs, const site_t *s, char *buf, size_t cap) {
+    container_t c = container_of(s);
+    char n1[32], b1[32], b2[32], b3[32];
+    const char *steps = fmt_grouped(gs->n_steps, n1);
+    const char *noun = c == RUST_HASHMAP || c == RUST_HASHSET || c == CXX_UMAP || c == CXX_USET
+                           ? (gs->n_steps == 1 ? "rehash" : "rehashes")
+                           : (gs->n_steps == 1 ? "reallocation" : "reallocations");
+    const char *copied = fmt_bytes(gs->bytes_copied, b1);
+    uint64_t n = capacity_of(c, gs);
+    const char *call = NULL;
+    for (size_t i = 0; i < sizeof apis / sizeof *apis; i++)
+        if (apis[i].c == c)
+            call = apis[i].call;
+    if (call && n && c >= CXX_VECTOR)
+        snprintf(buf, cap, "`%s(%" PRIu64 ")` (%s) here would save %s %s and %s of copying", call,
+                 n, growth_api(gs, s), steps, noun, copied);
+    else if (call && n)
+        snprintf(buf, cap, "`%s(%" PRIu64 ")` here would save %s %s and %s of copying", call, n,
+                 steps, noun, copied);
+    else if (call)
+        snprintf(buf, cap, "`%s(..)` for %s here would save %s %s and %s of copying", call,
+                 fmt_bytes(gs->final_max, b2), steps, noun, copied);
+    else if (gs->constant_increment && gs->increment)
+        snprintf(buf, cap,
+                 "grow geometrically, not by a constant (+%s a step): %s %s here "
+                 "copied %s",
+                 fmt_bytes(gs->increment, b3), steps, noun, copied);
+    else if (gs->constant_increment)
+        snprintf(buf, cap, "grow geometrically, not by a constant: %s %s here copied %s", steps,
+                 noun, copied);
+    else
+        snprintf(buf, cap, "allocate %s up front here: would save %s %s and %s of copying",
+                 fmt_bytes(gs->final_max, b2), steps, noun, copied);
+    return buf;
+}

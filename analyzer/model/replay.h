@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+// replay: feeds merged events through a live-block table (address -> size, birth, stack) and
+// keeps the heap's totals over time: blocks, bytes, frees, the global peak (t-gmax) and what is
+// live at the end (t-end); optionally the same per allocation site (DHAT's per-program-point
+// figures, docs/dhat-format.md). Anomalies in the event stream are counted, never fatal.
+// Does no I/O. Memory: the live blocks, plus one record per distinct stack and per thread.
+#ifndef HEAPPROF_ANALYZER_REPLAY_H
+#define HEAPPROF_ANALYZER_REPLAY_H
+
+#include "trace/reader.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct replay_totals {
+    uint64_t n_blocks;   // allocation events counted, including the new half of reallocs
+    uint64_t n_bytes;    // bytes of those allocations
+    uint64_t n_frees;    // FREE records that released a counted block (not realloc halves)
+    uint64_t n_events;   // allocation + free records as recorded (a REALLOC is one)
+    uint64_t live_bytes; // now; after the last event: t-end
+    uint64_t live_blocks;
+    uint64_t peak_bytes; // at the first moment live_bytes reached its maximum
+    uint64_t peak_blocks;
+    uint64_t peak_time_ns;
+    uint64_t n_threads;       // distinct tids with a counted allocation or free of a counted block
+    uint64_t last_time_ns;    // time of the latest event seen
+    uint64_t n_unknown_frees; // free of an address not live (e.g. inherited across fork)
+    uint64_t n_double_allocs; // allocation at a live address (the old block is taken as freed)
+    // Bytes touched over all counted blocks freed with a measure (docs/trace-format.md#touch):
+    uint64_t touch_blocks, touch_bytes, touched_bytes; // blocks, their sizes, bytes touched
+    uint64_t touch_resident_blocks, touch_sampled_blocks; // of them, by resident pages / sampled
+} replay_totals_t;
+
+// Decides whether an allocation event counts (see filter.h). Called once per allocation.
+typedef bool (*replay_keep_fn)(void *ctx, const reader_event_t *ev);
+
+typedef struct replay replay_t;
+
+// keep NULL: every allocation counts. With a filter, frees of blocks that did not count are
+// ignored, and n_events counts only counted allocations and their frees.
+replay_t *replay_new(replay_keep_fn keep, void *keep_ctx);
+void replay_free(replay_t *rp);
+
+// Modes for replay_set_mode (docs/dhat-format.md#figures):
+// REPLAY_SITES: keep per-site figures, a site being a stack id. A block made by realloc stays
+// with the site of the block it replaced (DHAT's convention), so a growing buffer is one site.
+// REPLAY_DHAT: DHAT's counting: a 0-byte block counts as 1 byte, and the global peak is the
+// *last* moment live bytes reached their maximum (a tie moves it), not the first. Implies
+// REPLAY_SITES.
+#define REPLAY_SITES 1u
+#define REPLAY_DHAT 2u
+
+// Sets the mode; call before the first event. The default (0) is what `heapprof stats` shows.
+void replay_set_mode(replay_t *rp, unsigned mode);
+
+// The first words of every block in replay's live table. A companion (below) may read size and
+// time_ns of a block replay has counted: size as replay counts it (DHAT mode takes a 0-byte block
+// as 1 byte), time_ns its allocation time. stack is replay's own (a stack id or, with
+// REPLAY_SITES, a site index, with flags).
+typedef struct replay_block {
+    uint64_t size;
+    uint64_t time_ns;
+    uint64_t stack;
+} replay_block_t;
+
+// A companion pass (growth.c) keeps `words` words of its own per live block in replay's live
+// table, right after the replay_block_t, instead of a table of its own: one probe per event
+// serves both, and the block's size and time are kept once. on_alloc gets an allocation's slot
+// before replay counts it: the words zeroed if new, the old block's words and head if the
+// address was live (replay writes the head after the call). on_free gets the block just taken
+// out, in place, before replay counts the free, for every free of a live block (counted or not).
+// Call before the first event.
+#define REPLAY_COMPANION_WORDS_MAX 8u
+typedef void (*replay_companion_fn)(void *ctx, const reader_event_t *ev, replay_block_t *b);
+void replay_set_companion(replay_t *rp, size_t words, replay_companion_fn on_alloc,
+                          replay_companion_fn on_free, void *ctx);
+
+// The live block at addr (its companion words follow it), or NULL. Valid until the next event.
+replay_block_t *replay_block(const replay_t *rp, uint64_t addr);
+
+// DHAT's figures of one site, in bytes, blocks and nanoseconds.
+typedef struct replay_site {
+    uint64_t stack;                 // stack id
+    uint64_t blocks, bytes;         // tbk, tb: allocated here (a realloc counts its new size)
+    uint64_t lifetime_ns;           // tl: sum of block lifetimes; live blocks count to t-end
+    uint64_t max_bytes, max_blocks; // mb, mbk: this site's own maximum of live bytes
+    uint64_t peak_bytes, peak_blocks; // gb, gbk: live at the global peak (t-gmax)
+    uint64_t end_bytes, end_blocks;   // eb, ebk: live after the last event (t-end)
+    uint64_t temp_blocks, temp_bytes; // short-lived: freed by the thread that made it before
+                                      // that thread allocated anything else
+    // Bytes touched (docs/trace-format.md#touch), over the blocks freed with a measure:
+    uint64_t touch_blocks;          // how many blocks were measured
+    uint64_t touch_bytes;           // their sizes
+    uint64_t touched_bytes;         // bytes of them the program touched (<= touch_bytes)
+    uint64_t touch_resident_blocks; // of touch_blocks, measured by resident pages (upper bound)
+    uint64_t touch_sampled_blocks;  // of touch_blocks, measured on sampled lines (an estimate)
+} replay_site_t;
+
+// Sites seen so far (REPLAY_SITES), in order of their first allocation, and the figures of site
+// i as of now (t-end = the latest event so far). 0 sites without REPLAY_SITES.
+size_t replay_n_sites(const replay_t *rp);
+void replay_site(const replay_t *rp, size_t i, replay_site_t *out);
+
+// Applies one event (any kind; non-heap events only update threads and time). Hot path; may
+// allocate as the live table grows.
+void replay_event(replay_t *rp, const reader_event_t *ev);
+
+// replay_event over ev[0..n), prefetching the live table a few events ahead so a table of
+// millions of blocks costs overlapping cache misses instead of one after another. Hot path.
+void replay_events(replay_t *rp, const reader_event_t *ev, size_t n);
+
+const replay_totals_t *replay_totals(const replay_t *rp);
+
+// The site whose figures the latest site change touched (REPLAY_SITES; 0 before any). An event
+// that changed no site leaves it as it was; one that changed two (an allocation at a live
+// address, counted in n_double_allocs) names the second. For timeline.c's per-site live bytes.
+uint32_t replay_last_site(const replay_t *rp);
+
+// Starts loading the live-table slot of addr, as replay_events does a few events ahead, for a
+// caller that applies events one at a time (timeline.c). Hot path.
+void replay_prefetch(const replay_t *rp, uint64_t addr);
+
+#endif

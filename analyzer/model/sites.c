@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: MIT
+// Site table over replay's per-stack figures, lazy stack resolution, and the frame classifier
+// that decides which frame names a site. The classifier works on demangled names: C++ names of
+// template functions start with their return type ("void std::vector<...>::_M_realloc_insert"),
+// Rust trait methods with "<Type as Trait>::", so both are peeled before the prefix tests.
+#include "model/sites.h"
+
+#include "core/xalloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sites {
+    const reader_t *r;
+    symbolize_t *sym;
+    site_t *v;
+    size_t n;
+};
+
+// ---- classification ----
+
+// The first characters are compared inline: a report classifies every frame of every distinct
+// stack and CPU sample, and nearly every comparison fails at once (a libc call each made the
+// string compares ~30% of report's time after the last event on the 100 M-event trace).
+static bool starts(const char *s, const char *prefix) {
+    return s[0] == prefix[0] && strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static bool any_prefix(const char *s, const char *const *list) {
+    for (; *list; list++)
+        if (starts(s, *list))
+            return true;
+    return false;
+}
+
+static bool any_equal(const char *s, const char *const *list) {
+    for (; *list; list++)
+        if (s[0] == (*list)[0] && strcmp(s, *list) == 0)
+            return true;
+    return false;
+}
+
+const char *sites_skip_return_type(const char *name) {
+    const char *q = name;
+    int depth = 0;
+    for (const char *p = name; *p; p++) {
+        if (*p == '<' || *p == '[')
+            depth++;
+        else if ((*p == '>' || *p == ']') && depth > 0)
+            depth--;
+        else if (*p == '(' && depth == 0)
+            break;
+        else if (*p == ' ' && depth == 0)
+            q = p + 1;
+    }
+    return q;
+}
+
+// Rust "<alloc::vec::Vec<T> as core::Trait>::f" and "<&mut T>::f" -> the implementing type
+static const char *skip_rust_impl(const char *name) {
+    if (*name != '<')
+        return name;
+    name++;
+    for (;;) {
+        if (*name == '&')
+            name++;
+        else if (starts(name, "mut "))
+            name += 4;
+        else if (starts(name, "dyn "))
+            name += 4;
+        else if (starts(name, "const "))
+            name += 6;
+        else if (*name == '*')
+            name++;
+        else
+            return name;
+    }
+}
+
+static const char *const alloc_exact[] = {
+    "malloc", "calloc", "realloc", "free", "reallocarray", "posix_memalign", "aligned_alloc",
+    "memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_calloc", "__libc_realloc",
+    "__libc_memalign", "__libc_valloc", "__libc_pvalloc", "__posix_memalign", "_int_malloc",
+    "_int_realloc", "_int_memalign", "strdup", "__strdup", "strndup", "__strndup", "wcsdup",
+    "__rust_alloc", "__rust_alloc_zeroed", "__rust_realloc", "__rust_dealloc",
+    "__rust_no_alloc_shim_is_unstable", NULL};
+
+static const char *const alloc_prefix[] = {
+    // Rust's global allocator shims and the alloc crate's allocation layer
+    "__rdl_", "__rg_", "__rust_", "alloc::alloc::", "alloc::raw_vec::", "std::alloc::",
+    "hashbrown::raw::", "<std::alloc::System as core::alloc::global::GlobalAlloc>",
+    // libstdc++'s allocators
+    "std::__new_allocator", "__gnu_cxx::new_allocator", "std::allocator<",
+    "std::allocator_traits<", "__gnu_cxx::__alloc_traits<", "std::_Vector_base<",
+    "std::__detail::_Hashtable_alloc<", NULL};
+
+// container helpers that only (re)allocate, found anywhere in a C++ name
+static const char *const alloc_infix[] = {
+    "::_M_realloc_insert", "::_M_realloc_append", "::_M_default_append", "::_M_allocate",
+    "::_M_create", "::_M_allocate_buckets", "::_M_allocate_node", "::_M_rehash",
+    "::_M_mutate", "::_M_reserve_map", "::_M_new_elements", NULL};
+
+static const char *const lib_prefix[] = {
+    "std::", "core::", "alloc::", "hashbrown::", "__gnu_cxx::", "__cxxabiv1::", "panic_unwind::",
+    "panic_abort::", "compiler_builtins::", "std_detect::", "gimli::", "addr2line::",
+    "miniz_oxide::", "rustc_demangle::", "object::", "__libc_start", NULL};
+
+// process and thread entry points (in the executable itself when it is linked statically)
+static const char *const lib_exact[] = {"_start", "start_thread", "clone", "__clone",
+                                        "__clone3", "__clone_internal", NULL};
+
+static const char *const lib_modules[] = {
+    "libc.so", "libstdc++.so", "libm.so", "libgcc_s.so", "ld-linux", "libpthread.so",
+    "libdl.so", "librt.so", "libc++.so", "libc++abi.so", "libunwind.so", NULL};
+
+// Sources of the standard libraries: Rust's (rustc records /rustc/<commit>/library/..., or the
+// path relative to it, and /rust/deps/ for its vendored crates) and the system's C and C++
+// headers, whose inline functions land in the user's binary.
+static const char *const lib_files[] = {"/rustc/", "/rust/deps/", "library/std/", "library/core/",
+                                        "library/alloc/", "/usr/include/", NULL};
+
+sites_frame_kind_t sites_classify(const char *function, const char *file, const char *module) {
+    if (function) {
+        if (strstr(function, "operator new") || strstr(function, "operator delete"))
+            return SITES_FRAME_ALLOCATOR;
+        const char *q = skip_rust_impl(sites_skip_return_type(function));
+        if (any_equal(function, alloc_exact) || any_prefix(q, alloc_prefix))
+            return SITES_FRAME_ALLOCATOR;
+        if (strncmp(q, "std::", 5) == 0 || strncmp(q, "__gnu_cxx::", 11) == 0)
+            for (const char *const *i = alloc_infix; *i; i++)
+                if (strstr(q, *i))
+                    return SITES_FRAME_ALLOCATOR;
+        if (any_prefix(q, lib_prefix) || any_equal(function, lib_exact))
+            return SITES_FRAME_LIBRARY;
+    }
+    if (file && any_prefix(file, lib_files))
+        return SITES_FRAME_LIBRARY;
+    if (module) {
+        const char *base = strrchr(module, '/');
+        base = base ? base + 1 : module;
+        if (any_prefix(base, lib_modules))
+            return SITES_FRAME_LIBRARY;
+    }
+    return SITES_FRAME_USER;
+}
+
+// ---- the table ----
+
+sites_t *sites_new(const reader_t *r, const replay_t *rp, symbolize_t *sym) {
+    sites_t *s = xcalloc(1, sizeof *s);
+    s->r = r;
+    s->sym = sym;
+    s->n = replay_n_sites(rp);
+    s->v = xcalloc(s->n, sizeof *s->v);
+    for (size_t i = 0; i < s->n; i++)
+        replay_site(rp, i, &s->v[i].fig);
+    return s;
+}
+
+void sites_free(sites_t *s) {
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->v[i].frames);
+        free(s->v[i].kinds);
+    }
+    free(s->v);
+    free(s);
+}
+
+size_t sites_count(const sites_t *s) { return s->n; }
+
+const replay_site_t *sites_figures(const sites_t *s, size_t i) { return &s->v[i].fig; }
+
+const symbolize_frame_t **sites_expand_stack(const reader_t *r, symbolize_t *sym, uint64_t id,
+                                             size_t *n_out, bool *known) {
+    uint32_t n_pcs = 0;
+    const uint64_t *pcs = id ? reader_stack(r, id, &n_pcs) : NULL;
+    if (known)
+        *known = pcs != NULL && n_pcs > 0;
+    size_t cap = 0, n = 0;
+    const symbolize_frame_t **frames = NULL;
+    for (uint32_t i = 0; pcs && i < n_pcs; i++) {
+        size_t k;
+        const symbolize_frame_t *f = symbolize_addr(sym, pcs[i], &k);
+        frames = xgrow(frames, &cap, n + k, sizeof *frames);
+        for (size_t j = 0; j < k; j++)
+            frames[n++] = &f[j];
+    }
+    *n_out = n;
+    return frames ? frames : xmalloc(sizeof *frames);
+}
+
+static void resolve(sites_t *s, site_t *site) {
+    size_t n;
+    const symbolize_frame_t **frames =
+        sites_expand_stack(s->r, s->sym, site->fig.stack, &n, &site->known_stack);
+    site->frames = frames;
+    site->kinds = xcalloc(n ? n : 1, 1);
+    site->n_frames = n;
+    size_t first_lib = n, first_user = n, first_user_src = n;
+    for (size_t i = 0; i < n; i++) {
+        site->kinds[i] =
+            (uint8_t)sites_classify(frames[i]->function, frames[i]->file, frames[i]->module);
+        if (site->kinds[i] == SITES_FRAME_USER && first_user == n)
+            first_user = i;
+        if (site->kinds[i] == SITES_FRAME_USER && frames[i]->file && first_user_src == n)
+            first_user_src = i;
+        if (site->kinds[i] == SITES_FRAME_LIBRARY && first_lib == n)
+            first_lib = i;
+    }
+    // the user's first frame with a source line (a frame without one is usually a runtime
+    // shim such as the C `main` rustc generates); without any, the user's first frame (a
+    // stripped binary); for allocations the runtime makes on its own, the runtime's
+    site->name_frame = first_user_src < n ? first_user_src
+                       : first_user < n   ? first_user
+                       : first_lib < n    ? first_lib
+                                          : 0;
+}
+
+const site_t *sites_get(sites_t *s, size_t i) {
+    site_t *site = &s->v[i];
+    if (!site->frames)
+        resolve(s, site);
+    return site;
+}
+
+// ---- display ----
+
+static const char *module_name(const char *path) {
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+const char *sites_frame_function(const symbolize_frame_t *f, char *buf, size_t cap) {
+    if (f->function)
+        return f->function;
+    if (f->module)
+        snprintf(buf, cap, "%s+0x%" PRIx64, module_name(f->module), f->module_offset);
+    else
+        snprintf(buf, cap, "0x%" PRIx64, f->pc);
+    return buf;
+}
+
+const char *sites_frame_location(const symbolize_frame_t *f, char *buf, size_t cap) {
+    if (f->file && f->line)
+        snprintf(buf, cap, "%s:%" PRIu32, symbolize_short_path(f->file, 3), f->line);
+    else if (f->file)
+        snprintf(buf, cap, "%s", symbolize_short_path(f->file, 3));
+    else if (f->module)
+        snprintf(buf, cap, "%s+0x%" PRIx64, module_name(f->module), f->module_offset);
+    else
+        snprintf(buf, cap, "0x%" PRIx64, f->pc);
+    return buf;
+}

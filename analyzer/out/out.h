@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: MIT
+// out: the output writers, one file each (out_dhat.c, out_report.c, ...), on top of the
+// formatting they share (fmt.h). A writer reads an analyze_t and writes to the FILE it is given; it returns 0,
+// or -1 with err filled when the output cannot be written.
+#ifndef HEAPPROF_ANALYZER_OUT_H
+#define HEAPPROF_ANALYZER_OUT_H
+
+#include "analyze/analyze.h"
+#include "core/errmsg.h"
+#include "core/fmt.h"
+#include "model/filter.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+// ---- out_dhat.c: DHAT's JSON (docs/dhat-format.md). Needs a replay run with REPLAY_DHAT. ----
+int out_dhat_write(analyze_t *a, FILE *f, errmsg_t *err);
+
+// ---- out_report.c: the text report and its JSON form (docs/report-json.md) ----
+typedef struct out_report_opts {
+    size_t top;     // entries per ranking
+    bool json;
+} out_report_opts_t;
+int out_report_write(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_t *err);
+// out_report_cpu.c: the report's CPU section (source, top functions, allocator CPU share), as
+// text at the end of the report and as its JSON "cpu" object (new reference).
+void out_report_cpu_text(analyze_t *a, size_t top, FILE *f);
+json_t *out_report_cpu_json(analyze_t *a, size_t top);
+
+// ---- out_stats.c: the totals `heapprof stats` prints (the "totals" of `report --json`) ----
+// r: a trace read to its end; t: its replay's totals; from_module and f NULL without a filter.
+void out_stats_text(FILE *out, const char *trace, const reader_t *r, const replay_totals_t *t,
+                    const char *from_module, const filter_t *f);
+json_t *out_stats_json(const reader_t *r, const replay_totals_t *t, const char *from_module,
+                       const filter_t *f); // new reference
+int out_stats_json_write(FILE *out, const reader_t *r, const replay_totals_t *t,
+                         const char *from_module, const filter_t *f, errmsg_t *err);
+
+// ---- out_html.c: the self-contained viewer page (viewer/ with view_data.h's JSON inside) ----
+// Needs a opened with growth and timeline (cmd_view.c). Symbolizes every site.
+int out_html_write(analyze_t *a, FILE *f, errmsg_t *err);
+
+#endif

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+// The totals of a trace as `heapprof stats` prints them: text for humans, one JSON object for
+// scripts (also the "totals" of `report --json`).
+#include "out/out.h"
+
+#include "model/cpu.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <string.h>
+
+// ---- text ----
+
+// 1234567 -> "1,234,567"
+void out_stats_text(FILE *out, const char *trace, const reader_t *r, const replay_totals_t *t,
+                    const char *from_module, const filter_t *f) {
+    char a[32], b[32], c[32], s1[4096], s2[4096];
+    const hpt_file_hdr_t *h = reader_header(r);
+    const char *exe = reader_exe(r);
+    // the executable (and the CPU sampler's reason below) come from the trace: fmt_safe_text
+    fprintf(out, "trace      %s (pid %u%s%s)\n", fmt_safe_text(trace, s1, sizeof s1), h->pid,
+            exe ? ", " : "", exe ? fmt_safe_text(exe, s2, sizeof s2) : "");
+    if (f)
+        fprintf(out, "filter     allocations from %s (%zu module%s matched)\n",
+                fmt_safe_text(from_module, s1, sizeof s1),
+                filter_n_matching_modules(f), filter_n_matching_modules(f) == 1 ? "" : "s");
+    fprintf(out, "allocated  %s blocks, %s (%s bytes)\n", fmt_grouped(t->n_blocks, a),
+            fmt_bytes(t->n_bytes, b), fmt_grouped(t->n_bytes, c));
+    fprintf(out, "freed      %s blocks\n", fmt_grouped(t->n_frees, a));
+    fprintf(out, "peak       %s (%s bytes) in %s blocks at %.3f s\n", fmt_bytes(t->peak_bytes, a),
+            fmt_grouped(t->peak_bytes, b), fmt_grouped(t->peak_blocks, c), (double)t->peak_time_ns / 1e9);
+    fprintf(out, "at end     %s (%s bytes) in %s blocks\n", fmt_bytes(t->live_bytes, a),
+            fmt_grouped(t->live_bytes, b), fmt_grouped(t->live_blocks, c));
+    fprintf(out, "threads    %" PRIu64 "\n", t->n_threads);
+    fprintf(out, "stacks     %s\n", fmt_grouped(reader_n_stacks(r), a));
+    fprintf(out, "events     %s\n", fmt_grouped(t->n_events, a));
+    fprintf(out, "duration   %.3f s\n", (double)t->last_time_ns / 1e9);
+    char cpu_line[512];
+    fprintf(out, "cpu        %s\n",
+            fmt_safe_text(cpu_describe(reader_cpu(r), cpu_line, sizeof cpu_line), s1, sizeof s1));
+    if (reader_header(r)->flags & HPT_FILE_TOUCH) {
+        char p[16];
+        fprintf(out, "touched    %s of the %s in %s freed blocks (%s)\n",
+                fmt_bytes(t->touched_bytes, a), fmt_bytes(t->touch_bytes, b),
+                fmt_grouped(t->touch_blocks, c), fmt_percent(t->touched_bytes, t->touch_bytes, p));
+    } else {
+        fprintf(out, "touched    not measured (HEAPPROF_TOUCH=0)\n");
+    }
+
+    const reader_damage_t *d = reader_damage(r);
+    const reader_trailer_t *tr = reader_trailer(r);
+    if (d->chunks_damaged)
+        fprintf(out, "damaged    %s chunk%s skipped (%s bytes)\n", fmt_grouped(d->chunks_damaged, a),
+                d->chunks_damaged == 1 ? "" : "s", fmt_grouped(d->bytes_skipped, b));
+    if (d->seq_gaps)
+        fprintf(out, "missing    %s chunk%s by sequence number (events in them are not counted)\n",
+                fmt_grouped(d->seq_gaps, a), d->seq_gaps == 1 ? "" : "s");
+    if (d->truncated)
+        fprintf(out, "truncated  the trace ends inside a chunk (%s bytes unread)\n",
+                fmt_grouped(d->truncated_bytes, a));
+    if (!d->trailer)
+        fprintf(out, "unfinished no trailer: the process did not exit cleanly; events of its last "
+                     "flush interval may be missing\n");
+    if (tr && tr->n_lost_events)
+        fprintf(out, "shim lost  %s events it could not record\n", fmt_grouped(tr->n_lost_events, a));
+    if (tr && tr->n_waits)
+        fprintf(out, "waited     %.1f ms: the program's threads waited %s times for heapprof "
+                     "to write their full buffers\n",
+                tr->wait_ns / 1e6, fmt_grouped(tr->n_waits, a));
+    if (tr && tr->n_stack_overflows)
+        fprintf(out, "overflow   %s stacks did not fit the shim's stack table\n",
+                fmt_grouped(tr->n_stack_overflows, a));
+    if (d->late_events)
+        fprintf(out, "late       %s events arrived after their merge watermark\n",
+                fmt_grouped(d->late_events, a));
+    if (t->n_unknown_frees || t->n_double_allocs)
+        fprintf(out, "anomalies  %s frees of unknown addresses, %s allocations at live addresses\n",
+                fmt_grouped(t->n_unknown_frees, a), fmt_grouped(t->n_double_allocs, b));
+}
+
+// ---- JSON ----
+
+
+json_t *out_stats_json(const reader_t *r, const replay_totals_t *t, const char *from_module,
+                       const filter_t *f) {
+    json_t *j = json_object();
+    const hpt_file_hdr_t *h = reader_header(r);
+    json_object_set_new(j, "pid", fmt_json_int(h->pid));
+    json_object_set_new(j, "exe", reader_exe(r) ? json_string(reader_exe(r)) : json_null());
+    json_object_set_new(j, "blocks", fmt_json_int(t->n_blocks));
+    json_object_set_new(j, "bytes", fmt_json_int(t->n_bytes));
+    json_object_set_new(j, "frees", fmt_json_int(t->n_frees));
+    json_object_set_new(j, "peak_bytes", fmt_json_int(t->peak_bytes));
+    json_object_set_new(j, "peak_blocks", fmt_json_int(t->peak_blocks));
+    json_object_set_new(j, "peak_time_ns", fmt_json_int(t->peak_time_ns));
+    json_object_set_new(j, "end_bytes", fmt_json_int(t->live_bytes));
+    json_object_set_new(j, "end_blocks", fmt_json_int(t->live_blocks));
+    json_object_set_new(j, "threads", fmt_json_int(t->n_threads));
+    json_object_set_new(j, "events", fmt_json_int(t->n_events));
+    json_object_set_new(j, "stacks", fmt_json_int(reader_n_stacks(r)));
+    json_object_set_new(j, "duration_ns", fmt_json_int(t->last_time_ns));
+    json_object_set_new(j, "cpu", cpu_info_json(reader_cpu(r)));
+    json_t *touch = json_object();
+    bool measured = (h->flags & HPT_FILE_TOUCH) != 0;
+    json_object_set_new(touch, "measured", json_boolean(measured));
+    json_object_set_new(touch, "fill_max", measured ? fmt_json_int(h->touch_fill_max) : json_null());
+    json_object_set_new(touch, "blocks", fmt_json_int(t->touch_blocks));
+    json_object_set_new(touch, "bytes", fmt_json_int(t->touch_bytes));
+    json_object_set_new(touch, "touched_bytes", fmt_json_int(t->touched_bytes));
+    json_object_set_new(touch, "resident_blocks", fmt_json_int(t->touch_resident_blocks));
+    json_object_set_new(touch, "sampled_blocks", fmt_json_int(t->touch_sampled_blocks));
+    json_object_set_new(j, "touch", touch);
+    if (f) {
+        json_t *jf = json_object();
+        json_object_set_new(jf, "from_module", json_string(from_module));
+        json_object_set_new(jf, "modules_matched", fmt_json_int(filter_n_matching_modules(f)));
+        json_object_set_new(j, "filter", jf);
+    }
+
+    const reader_damage_t *d = reader_damage(r);
+    json_t *jd = json_object();
+    json_object_set_new(jd, "chunks_ok", fmt_json_int(d->chunks_ok));
+    json_object_set_new(jd, "chunks_damaged", fmt_json_int(d->chunks_damaged));
+    json_object_set_new(jd, "bytes_skipped", fmt_json_int(d->bytes_skipped));
+    json_object_set_new(jd, "chunks_missing", fmt_json_int(d->seq_gaps));
+    json_object_set_new(jd, "truncated", json_boolean(d->truncated));
+    json_object_set_new(jd, "truncated_bytes", fmt_json_int(d->truncated_bytes));
+    json_object_set_new(jd, "clean_exit", json_boolean(d->trailer));
+    json_object_set_new(jd, "late_events", fmt_json_int(d->late_events));
+    json_object_set_new(j, "damage", jd);
+
+    json_t *ja = json_object();
+    json_object_set_new(ja, "unknown_frees", fmt_json_int(t->n_unknown_frees));
+    json_object_set_new(ja, "double_allocs", fmt_json_int(t->n_double_allocs));
+    json_object_set_new(j, "anomalies", ja);
+
+    // shim counters come from the trailer; without one they are unknown, not zero
+    const reader_trailer_t *tr = reader_trailer(r);
+    json_t *js = json_object();
+    json_object_set_new(js, "events_recorded", tr ? fmt_json_int(tr->n_events) : json_null());
+    json_object_set_new(js, "events_lost", tr ? fmt_json_int(tr->n_lost_events) : json_null());
+    json_object_set_new(js, "stacks", tr ? fmt_json_int(tr->n_stacks) : json_null());
+    json_object_set_new(js, "stack_overflows", tr ? fmt_json_int(tr->n_stack_overflows) : json_null());
+    json_object_set_new(js, "waits", tr ? fmt_json_int(tr->n_waits) : json_null());
+    json_object_set_new(js, "wait_ns", tr ? fmt_json_int(tr->wait_ns) : json_null());
+    json_object_set_new(js, "pipeline_workers", tr ? fmt_json_int(tr->n_workers) : json_null());
+    json_object_set_new(js, "workers_cpu_ns", tr ? fmt_json_int(tr->workers_cpu_ns) : json_null());
+    json_object_set_new(js, "flusher_cpu_ns", tr ? fmt_json_int(tr->flusher_cpu_ns) : json_null());
+    json_object_set_new(j, "shim", js);
+
+    return j;
+}
+
+int out_stats_json_write(FILE *out, const reader_t *r, const replay_totals_t *t,
+                         const char *from_module, const filter_t *f, errmsg_t *err) {
+    json_t *j = out_stats_json(r, t, from_module, f);
+    int rc = json_dumpf(j, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(j);
+    if (rc != 0 || fputc('\n', out) == EOF) {
+        errmsg_set(err, "stats: cannot write the JSON output");
+        return -1;
+    }
+    return 0;
+}
+

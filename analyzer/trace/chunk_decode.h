@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+// chunk_decode: one verified chunk's payload -> events, in record order, and the records the
+// reader must apply itself (definitions: stacks, threads, modules, process, CPU info, trailer).
+// Touches nothing but the chunk it is given, so any thread may decode any chunk while the
+// reader applies earlier ones (decode_pool.h); the reader still takes chunks in file order, so
+// what it hands out does not depend on which thread decoded what. Trace bytes are untrusted:
+// every length is checked before use.
+#ifndef HEAPPROF_ANALYZER_CHUNK_DECODE_H
+#define HEAPPROF_ANALYZER_CHUNK_DECODE_H
+
+#include "format/hpt_codec.h"
+#include "format/hpt_columns.h"
+#include "format/hpt_format.h"
+#include "trace/event.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <zstd.h>
+
+// A record for the reader to apply, in record order. Its strings and frames point into the
+// chunk's buffers: valid until the chunk is decoded again or finished.
+typedef struct dchunk_def {
+    hpt_rec_t rec;
+    size_t ev; // the event this record made (THREAD_*, MODULE_*) in ev[], or SIZE_MAX
+} dchunk_def_t;
+
+typedef struct dchunk {
+    // input, filled by the caller
+    hpt_chunk_hdr_t h;   // verified header (framing and crc already checked)
+    uint64_t frame_bytes; // header + stored payload: what the chunk's damage skips
+    bool keep;            // store events (false: definitions only, reader_load_defs)
+    uint8_t *in;          // the stored payload (a copy: the reader's window moves on)
+    size_t in_cap;
+
+    // output of dchunk_decode
+    bool ok;             // every record decoded; if not, defs[] holds those before the damage
+                         // and ev[] is to be dropped (a chunk counts entirely or not at all)
+    reader_event_t *ev;  // n_ev events in record order (REALLOC: two)
+    size_t n_ev, ev_cap;
+    uint64_t min_time_ns; // the earliest event time (UINT64_MAX if none): what may be late
+    dchunk_def_t *defs;
+    size_t n_defs, defs_cap;
+    uint64_t *cpu; // stack ids of the CPU samples, counted by the reader only if ok
+    size_t n_cpu, cpu_cap;
+
+    // scratch kept between uses
+    uint8_t *raw, *rows;
+    size_t raw_cap, rows_cap;
+    hpt_cols_alloc_t *col_allocs;
+    size_t col_allocs_cap;
+    uint64_t *frames; // a STACK record's frames, checked here so the reader's copy cannot fail
+    size_t frames_cap;
+} dchunk_t;
+
+// Decompresses, untransposes and decodes c->in per c->h. dctx: the calling thread's own.
+void dchunk_decode(dchunk_t *c, ZSTD_DCtx *dctx);
+
+// Frees c's buffers (c itself is the caller's).
+void dchunk_fini(dchunk_t *c);
+
+#endif

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: MIT
+// A reader on its own thread, feeding a small ring of event batches. The events are copied once
+// into the ring (48 bytes each, on the reading thread) because the reader's own batch is only
+// valid until its next call. Batches keep the reader's order, so whatever the caller computes is
+// the same as with reader_next_batch; only the time changes.
+#include "trace/readahead.h"
+
+#include "core/xalloc.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+// 32 x 16384 events = 24 MiB in flight. Batches of 4,096 (1.5 MiB, sized to stay in the second
+// level cache) cost more in hand-overs than they saved: 16,384 made report 13% faster on
+// c_churn and 18% on a 100 M-event trace, with no change in peak RSS. The reader decodes a
+// whole chunk (150-230 K events of the heap stream) before it hands any of it out, so the ring
+// must hold more than a chunk or replay waits at every chunk: 8 slots (131 K events) left it
+// idle 0.2 s of 2.7 on the 100 M-event trace; 32 made report 8% faster there and on
+// c_threads 8, for 18 MiB more peak RSS.
+#define RA_SLOTS 32u
+#define RA_EVENTS 16384u
+
+typedef struct slot {
+    reader_event_t *ev;
+    size_t n;
+    uint64_t offset;
+} slot_t;
+
+struct readahead {
+    reader_t *r;
+    readahead_idle_fn idle;
+    void *idle_ctx;
+    bool threaded;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t not_full, not_empty;
+    slot_t slots[RA_SLOTS];
+    uint64_t head, tail; // batches published / given back; guarded by lock
+    bool holding;        // the caller holds slot tail (its last batch)
+    bool done, stop;     // guarded by lock
+    int status;          // with done: 0 end of trace, -1 error
+    errmsg_t err;        // the reader's error, written before done is published
+};
+
+// Fills s from the reader, continuing the reader's batch the last slot did not take. Returns
+// what reader_next_batch last returned (1 while events remain).
+static int fill(readahead_t *ra, slot_t *s, const reader_event_t **left, size_t *n_left) {
+    s->n = 0;
+    while (s->n < RA_EVENTS) {
+        if (*n_left == 0) {
+            int got = reader_next_batch(ra->r, left, n_left, &ra->err);
+            if (got <= 0)
+                return got;
+        }
+        size_t k = RA_EVENTS - s->n < *n_left ? RA_EVENTS - s->n : *n_left;
+        memcpy(s->ev + s->n, *left, k * sizeof **left);
+        s->n += k;
+        *left += k;
+        *n_left -= k;
+    }
+    return 1;
+}
+
+static void *run(void *arg) {
+    readahead_t *ra = arg;
+    const reader_event_t *left = NULL;
+    size_t n_left = 0;
+    int got = 1;
+    bool idle_work = ra->idle != NULL;
+    while (got == 1) {
+        pthread_mutex_lock(&ra->lock);
+        while (ra->head - ra->tail == RA_SLOTS && !ra->stop) {
+            if (idle_work) {
+                // a full ring: do the caller's spare work instead of waiting
+                pthread_mutex_unlock(&ra->lock);
+                idle_work = ra->idle(ra->idle_ctx, ra->r);
+                pthread_mutex_lock(&ra->lock);
+                continue;
+            }
+            pthread_cond_wait(&ra->not_full, &ra->lock);
+        }
+        bool stop = ra->stop;
+        pthread_mutex_unlock(&ra->lock);
+        if (stop)
+            return NULL;
+        // the slot at head is free: the caller never reads past head
+        slot_t *s = &ra->slots[ra->head % RA_SLOTS];
+        got = fill(ra, s, &left, &n_left);
+        s->offset = reader_offset(ra->r);
+        pthread_mutex_lock(&ra->lock);
+        if (s->n)
+            ra->head++;
+        idle_work = ra->idle != NULL; // new definitions may have come with the batch
+        if (got != 1) {
+            ra->done = true;
+            ra->status = got;
+        }
+        pthread_cond_signal(&ra->not_empty);
+        pthread_mutex_unlock(&ra->lock);
+    }
+    return NULL;
+}
+
+readahead_t *readahead_new(reader_t *r, readahead_idle_fn idle, void *idle_ctx) {
+    readahead_t *ra = xcalloc(1, sizeof *ra);
+    ra->r = r;
+    ra->idle = idle;
+    ra->idle_ctx = idle_ctx;
+    errmsg_init(&ra->err);
+    for (unsigned i = 0; i < RA_SLOTS; i++)
+        ra->slots[i].ev = xmalloc(RA_EVENTS * sizeof(reader_event_t));
+    pthread_mutex_init(&ra->lock, NULL);
+    pthread_cond_init(&ra->not_full, NULL);
+    pthread_cond_init(&ra->not_empty, NULL);
+    ra->threaded = pthread_create(&ra->thread, NULL, run, ra) == 0;
+    return ra;
+}
+
+static void copy_err(const readahead_t *ra, errmsg_t *err) {
+    if (ra->err.is_set)
+        errmsg_set(err, "%s", ra->err.msg);
+}
+
+int readahead_next(readahead_t *ra, const reader_event_t **evs, size_t *n, uint64_t *offset,
+                   errmsg_t *err) {
+    *n = 0;
+    if (!ra->threaded) {
+        int got = reader_next_batch(ra->r, evs, n, err);
+        if (offset)
+            *offset = reader_offset(ra->r);
+        return got;
+    }
+    pthread_mutex_lock(&ra->lock);
+    if (ra->holding) {
+        ra->tail++;
+        ra->holding = false;
+        pthread_cond_signal(&ra->not_full);
+    }
+    while (ra->tail == ra->head && !ra->done)
+        pthread_cond_wait(&ra->not_empty, &ra->lock);
+    int rc;
+    if (ra->tail < ra->head) {
+        const slot_t *s = &ra->slots[ra->tail % RA_SLOTS];
+        *evs = s->ev;
+        *n = s->n;
+        if (offset)
+            *offset = s->offset;
+        ra->holding = true;
+        rc = 1;
+    } else {
+        rc = ra->status;
+        if (rc < 0)
+            copy_err(ra, err);
+    }
+    pthread_mutex_unlock(&ra->lock);
+    return rc;
+}
+
+void readahead_free(readahead_t *ra) {
+    if (!ra)
+        return;
+    if (ra->threaded) {
+        pthread_mutex_lock(&ra->lock);
+        ra->stop = true;
+        pthread_cond_signal(&ra->not_full);
+        pthread_mutex_unlock(&ra->lock);
+        pthread_join(ra->thread, NULL);
+    }
+    pthread_cond_destroy(&ra->not_empty);
+    pthread_cond_destroy(&ra->not_full);
+    pthread_mutex_destroy(&ra->lock);
+    for (unsigned i = 0; i < RA_SLOTS; i++)
+        free(ra->slots[i].ev);
+    free(ra);
+}

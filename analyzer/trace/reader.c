@@ -1,0 +1,1003 @@
+// SPDX-License-Identifier: MIT
+// Streaming trace reader (docs/trace-format.md): framing, verification and resynchronisation
+// after damage on the reader's thread; each verified chunk then goes to the decode pool
+// (chunk_decode.c, on worker threads), and comes back, in file order, to have its definitions
+// applied and its events queued for the k-way merge of per-thread streams released at SYNC
+// watermarks. Trace bytes are untrusted: every length is checked before use. Never prints,
+// never exits (except xalloc on OOM).
+#include "trace/reader.h"
+
+#include "core/hmap.h"
+#include "core/xalloc.h"
+#include "format/hpt_codec.h"
+#include "trace/decode_pool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the trace is little-endian and read by memcpy into its structs"
+#endif
+_Static_assert(sizeof(hpt_file_hdr_t) == 56, "file header layout");
+_Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
+
+#define CHUNK_HDR sizeof(hpt_chunk_hdr_t)
+#define IN_BUF_BYTES (4u << 20)
+#define MAX_FILE_HDR_BYTES 65536u
+#define ARENA_BLOCK_BYTES (64u << 10)
+#define NO_OFFSET UINT64_MAX
+#define READY_MAX 8192u // events merged per batch: small enough to stay in cache for replay
+// Events held back for the merge past which the oldest are released anyway: a flood between two
+// SYNCs (or a forged trace: 64 KiB of zstd inflates to 100 million events) must not take all
+// memory. Four times what 16 threads at full speed leave between two SYNCs.
+#define BUFFERED_MAX (1u << 23)
+
+// One thread's decoded, not yet released events: a FIFO in per-thread (= time) order.
+typedef struct tqueue {
+    uint32_t tid;
+    bool ended;        // THREAD_END seen: its buffer is freed once drained
+    bool unsorted;     // a chunk began before the queue's last time (only a forged trace does)
+    size_t thread_idx; // latest entry in r->threads for this tid, or SIZE_MAX
+    reader_event_t *ev;
+    size_t head, tail, cap;
+} tqueue_t;
+
+// A queue in the merge heap with its head's key cached: sifting compares keys in one array
+// instead of chasing two pointers per comparison.
+typedef struct heap_ent {
+    uint64_t time_ns;
+    uint64_t tid;
+    tqueue_t *q;
+} heap_ent_t;
+
+typedef struct arena_block {
+    struct arena_block *next;
+    size_t used, cap;
+    _Alignas(16) uint8_t data[];
+} arena_block_t;
+
+typedef struct stack_ref {
+    const uint64_t *frames;
+    uint32_t n;
+} stack_ref_t;
+
+struct reader {
+    int fd;
+    char *path;
+    hpt_file_hdr_t hdr;
+
+    // input window: buf[pos, len) holds file bytes starting at file offset buf_off + pos
+    uint8_t *buf;
+    size_t cap, pos, len;
+    uint64_t buf_off;
+    bool file_eof;
+
+    decode_pool_t *pool; // chunks framed and verified, being decoded or waiting to be applied
+    bool framed_all;     // the framer reached the end of the file
+
+    bool eof;           // no more chunks: release everything
+    bool defs_only;     // reader_load_defs: decode for definitions, keep no events
+    uint64_t watermark; // highest SYNC watermark read: events below it may be released
+    uint64_t next_seq;
+
+    hmap_t tid_map; // tid -> index into queues
+    tqueue_t **queues;
+    size_t n_queues, queues_cap;
+    heap_ent_t *heap; // non-empty queues, min-heap by (head time, tid)
+    size_t heap_n, heap_cap;
+    size_t n_buffered;     // events in all queues
+    size_t n_reserved;     // room for events in all queues (their capacities)
+    size_t buffer_limit;   // events held past which the oldest are released regardless of the
+                           // watermark: BUFFERED_MAX, less the next chunk's events while they wait
+    reader_event_t *ready; // merged, released events: ready[ready_pos, ready_n) not yet handed out;
+                           // ready_buf, or a run of one queue handed out where it lies
+    reader_event_t *ready_buf;
+    size_t ready_n, ready_pos;
+    tqueue_t *trim; // a drained queue whose buffer goes once its in-place run is no longer valid
+
+    hmap_t stacks; // id -> stack_ref_t
+    arena_block_t *arena;
+
+    reader_module_t *modules;
+    size_t n_modules, modules_cap;
+    // base -> the latest loaded module at that base not yet unloaded; under it, the previous
+    // one (module_below[i]), so an unload is one lookup even in a forged trace
+    hmap_t module_top;
+    size_t *module_below;
+    size_t module_below_cap;
+    reader_thread_t *threads;
+    size_t n_threads, threads_cap;
+
+    const char *exe;
+    const char **argv;
+    size_t argc;
+    bool has_trailer;
+    reader_trailer_t trailer;
+    reader_damage_t damage;
+
+    reader_cpu_t cpu;
+    hmap_t cpu_index;          // stack id -> index into cpu_ids/cpu_counts
+    uint64_t *cpu_ids, *cpu_counts;
+    size_t cpu_n, cpu_cap, cpu_counts_cap;
+};
+
+static void *arena_alloc(reader_t *r, size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    arena_block_t *b = r->arena;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > ARENA_BLOCK_BYTES ? n : ARENA_BLOCK_BYTES;
+        b = xmalloc(sizeof *b + cap);
+        b->next = r->arena;
+        b->used = 0;
+        b->cap = cap;
+        r->arena = b;
+    }
+    void *p = b->data + b->used;
+    b->used += n;
+    return p;
+}
+
+static const char *arena_str(reader_t *r, const uint8_t *s, size_t n) {
+    char *p = arena_alloc(r, n + 1);
+    if (n)
+        memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+// ---- input window ----
+
+static uint64_t file_pos(const reader_t *r) { return r->buf_off + r->pos; }
+
+// Makes at least `need` bytes available at buf + pos unless the file ends first. Returns the
+// bytes available (fewer than need only at end of file), or -1 on a read error.
+static ptrdiff_t ensure(reader_t *r, size_t need, errmsg_t *err) {
+    size_t have = r->len - r->pos;
+    if (have >= need || r->file_eof)
+        return (ptrdiff_t)have;
+    if (need > r->cap - r->pos) {
+        if (r->pos) {
+            memmove(r->buf, r->buf + r->pos, have);
+            r->buf_off += r->pos;
+            r->len = have;
+            r->pos = 0;
+        }
+        if (need > r->cap) {
+            size_t cap = r->cap;
+            while (cap < need)
+                cap *= 2;
+            r->buf = xrealloc(r->buf, cap);
+            r->cap = cap;
+        }
+    }
+    while (r->len - r->pos < need) {
+        ssize_t k = read(r->fd, r->buf + r->len, r->cap - r->len);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            errmsg_set(err, "%s: read error at offset %llu: %s", r->path,
+                       (unsigned long long)(r->buf_off + r->len), strerror(errno));
+            return -1;
+        }
+        if (k == 0) {
+            r->file_eof = true;
+            break;
+        }
+        r->len += (size_t)k;
+    }
+    return (ptrdiff_t)(r->len - r->pos);
+}
+
+// ---- opening ----
+
+static void reader_free(reader_t *r) {
+    decode_pool_free(r->pool); // first: its workers may still be decoding
+    if (r->fd >= 0)
+        close(r->fd);
+    for (size_t i = 0; i < r->n_queues; i++) {
+        free(r->queues[i]->ev);
+        free(r->queues[i]);
+    }
+    free(r->queues);
+    free(r->heap);
+    free(r->ready_buf);
+    hmap_fini(&r->tid_map);
+    hmap_fini(&r->stacks);
+    hmap_fini(&r->module_top);
+    hmap_fini(&r->cpu_index);
+    free(r->cpu_ids);
+    free(r->cpu_counts);
+    free(r->module_below);
+    while (r->arena) {
+        arena_block_t *next = r->arena->next;
+        free(r->arena);
+        r->arena = next;
+    }
+    free(r->modules);
+    free(r->threads);
+    free(r->argv);
+    free(r->buf);
+    free(r->path);
+    free(r);
+}
+
+static int read_file_hdr(reader_t *r, errmsg_t *err) {
+    ptrdiff_t n = ensure(r, sizeof r->hdr, err);
+    if (n < 0)
+        return -1;
+    if (n == 0) {
+        errmsg_set(err, "%s: empty file (no trace was written, or the program has not flushed yet)",
+                   r->path);
+        return -1;
+    }
+    size_t cmp = (size_t)n < 8 ? (size_t)n : 8;
+    if (memcmp(r->buf + r->pos, HPT_MAGIC, cmp) != 0) {
+        errmsg_set(err, "%s: not a heapprof trace (bad magic)", r->path);
+        return -1;
+    }
+    if ((size_t)n < sizeof r->hdr) {
+        errmsg_set(err, "%s: truncated file header (%td of %zu bytes)", r->path, n, sizeof r->hdr);
+        return -1;
+    }
+    memcpy(&r->hdr, r->buf + r->pos, sizeof r->hdr);
+    if (r->hdr.version != HPT_VERSION) {
+        errmsg_set(err, "%s: unsupported trace version %u (this heapprof reads version %u)",
+                   r->path, r->hdr.version, HPT_VERSION);
+        return -1;
+    }
+    if (r->hdr.hdr_bytes < sizeof r->hdr || r->hdr.hdr_bytes > MAX_FILE_HDR_BYTES) {
+        errmsg_set(err, "%s: damaged file header (header size %u)", r->path, r->hdr.hdr_bytes);
+        return -1;
+    }
+    if ((n = ensure(r, r->hdr.hdr_bytes, err)) < 0)
+        return -1;
+    if ((size_t)n < r->hdr.hdr_bytes) {
+        errmsg_set(err, "%s: truncated file header", r->path);
+        return -1;
+    }
+    r->pos += r->hdr.hdr_bytes;
+    return 0;
+}
+
+reader_t *reader_open(const char *path, errmsg_t *err) {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        errmsg_set(err, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        errmsg_set(err, "%s: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        errmsg_set(err, "%s: %s", path,
+                   S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+        close(fd);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+
+    reader_t *r = xcalloc(1, sizeof *r);
+    r->fd = fd;
+    r->path = xstrdup(path);
+    r->cap = IN_BUF_BYTES;
+    r->buf = xmalloc(r->cap);
+    r->ready_buf = xmalloc(READY_MAX * sizeof *r->ready_buf);
+    r->ready = r->ready_buf;
+    hmap_init(&r->tid_map, sizeof(size_t));
+    hmap_init(&r->stacks, sizeof(stack_ref_t));
+    hmap_init(&r->module_top, sizeof(size_t));
+    hmap_init(&r->cpu_index, sizeof(size_t));
+    r->cpu.reason = "";
+    if (read_file_hdr(r, err) != 0) {
+        reader_free(r);
+        return NULL;
+    }
+    r->pool = decode_pool_new(decode_pool_default_workers());
+    r->buffer_limit = BUFFERED_MAX;
+    return r;
+}
+
+void reader_close(reader_t *r) {
+    if (r)
+        reader_free(r);
+}
+
+// ---- merge ----
+
+// Branch-free on purpose: which thread comes next is a coin toss the predictor loses.
+static inline bool key_less(const heap_ent_t *a, const heap_ent_t *b) {
+    return (a->time_ns < b->time_ns) | ((a->time_ns == b->time_ns) & (a->tid < b->tid));
+}
+
+static void heap_push(reader_t *r, tqueue_t *q) {
+    r->heap = xgrow(r->heap, &r->heap_cap, r->heap_n + 1, sizeof *r->heap);
+    heap_ent_t e = {.time_ns = q->ev[q->head].time_ns, .tid = q->tid, .q = q};
+    size_t i = r->heap_n++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!key_less(&e, &r->heap[parent]))
+            break;
+        r->heap[i] = r->heap[parent];
+        i = parent;
+    }
+    r->heap[i] = e;
+}
+
+// Puts e (the top's queue with its new key, or the former last entry) at the top and sifts it
+// down. Taking e by value, not reading it back from h[0], avoids a store-forwarding stall.
+static inline void heap_replace_top(reader_t *r, heap_ent_t e) {
+    heap_ent_t *h = r->heap;
+    size_t n = r->heap_n, i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && key_less(&h[c + 1], &h[c]))
+            c++;
+        if (!key_less(&h[c], &e))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = e;
+}
+
+static tqueue_t *queue_for(reader_t *r, uint32_t tid) {
+    bool existed;
+    size_t *idx = hmap_put(&r->tid_map, tid, &existed);
+    if (existed)
+        return r->queues[*idx];
+    *idx = r->n_queues;
+    r->queues = xgrow(r->queues, &r->queues_cap, r->n_queues + 1, sizeof *r->queues);
+    tqueue_t *q = xcalloc(1, sizeof *q);
+    q->tid = tid;
+    q->thread_idx = SIZE_MAX;
+    r->queues[r->n_queues++] = q;
+    return q;
+}
+
+// ---- definitions ----
+
+static bool def_stack(reader_t *r, const hpt_rec_t *rec) {
+    bool existed;
+    stack_ref_t *s = hmap_put(&r->stacks, rec->stack, &existed);
+    if (existed) {
+        // ids are process-wide and defined once; a repeat cannot change what was handed out
+        return true;
+    }
+    uint64_t *frames = arena_alloc(r, (size_t)rec->n_frames * sizeof *frames + 1);
+    if (hpt_stack_frames(rec, frames) != 0) { // chunk_decode checked them: only for safety
+        hmap_take(&r->stacks, rec->stack, NULL);
+        return false;
+    }
+    s->frames = frames;
+    s->n = rec->n_frames;
+    return true;
+}
+
+static size_t def_module_load(reader_t *r, const hpt_rec_t *rec, uint32_t tid) {
+    r->modules = xgrow(r->modules, &r->modules_cap, r->n_modules + 1, sizeof *r->modules);
+    r->module_below =
+        xgrow(r->module_below, &r->module_below_cap, r->n_modules + 1, sizeof *r->module_below);
+    bool existed;
+    size_t *top = hmap_put(&r->module_top, rec->addr, &existed);
+    r->module_below[r->n_modules] = existed ? *top : SIZE_MAX;
+    *top = r->n_modules;
+    reader_module_t *m = &r->modules[r->n_modules];
+    m->path = arena_str(r, rec->str, rec->str_len);
+    m->base = rec->addr;
+    m->size = rec->size;
+    uint8_t *id = arena_alloc(r, rec->str2_len + 1);
+    if (rec->str2_len)
+        memcpy(id, rec->str2, rec->str2_len);
+    m->build_id = id;
+    m->build_id_len = rec->str2_len;
+    m->tid = tid;
+    m->load_ns = rec->time_ns;
+    m->unload_ns = UINT64_MAX;
+    return r->n_modules++;
+}
+
+// The latest module loaded at the base and still loaded is the one unloaded.
+static uint64_t def_module_unload(reader_t *r, const hpt_rec_t *rec) {
+    size_t *top = hmap_get(&r->module_top, rec->addr);
+    if (!top || *top == SIZE_MAX)
+        return UINT64_MAX;
+    size_t i = *top;
+    r->modules[i].unload_ns = rec->time_ns;
+    *top = r->module_below[i];
+    return i;
+}
+
+static void def_thread_start(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uint32_t tid) {
+    r->threads = xgrow(r->threads, &r->threads_cap, r->n_threads + 1, sizeof *r->threads);
+    reader_thread_t *t = &r->threads[r->n_threads];
+    t->tid = tid;
+    t->name = arena_str(r, rec->str, rec->str_len);
+    t->start_ns = rec->time_ns;
+    t->end_ns = UINT64_MAX;
+    q->thread_idx = r->n_threads++;
+    q->ended = false;
+}
+
+static void def_thread_end(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uint32_t tid) {
+    (void)tid;
+    if (q->thread_idx != SIZE_MAX)
+        r->threads[q->thread_idx].end_ns = rec->time_ns;
+    q->ended = true;
+}
+
+static bool def_process(reader_t *r, const hpt_rec_t *rec) {
+    if (r->exe)
+        return true; // one per trace: exec starts a new file
+    const char **argv = xcalloc(rec->size + 1, sizeof *argv);
+    const uint8_t *p = rec->str2, *end = rec->str2 + rec->str2_len;
+    for (uint64_t i = 0; i < rec->size; i++) {
+        const uint8_t *s;
+        uint32_t n;
+        if (!(p = hpt_get_bytes(p, end, &s, &n))) {
+            free(argv);
+            return false;
+        }
+        argv[i] = arena_str(r, s, n);
+    }
+    r->exe = arena_str(r, rec->str, rec->str_len);
+    r->argv = argv;
+    r->argc = rec->size;
+    return true;
+}
+
+// ---- chunks ----
+
+static bool hdr_plausible(const hpt_chunk_hdr_t *h) {
+    if (h->magic != HPT_CHUNK_MAGIC || h->type < HPT_CHUNK_META || h->type > HPT_CHUNK_TRAILER)
+        return false;
+    if ((h->flags & ~(HPT_CHUNK_ZSTD | HPT_CHUNK_COLUMNS)) || h->raw_bytes > HPT_CHUNK_MAX_RAW)
+        return false;
+    if ((h->flags & HPT_CHUNK_COLUMNS) && h->type != HPT_CHUNK_EVENTS)
+        return false;
+    if (h->flags & HPT_CHUNK_ZSTD)
+        return h->stored_bytes > 0 && h->stored_bytes <= ZSTD_compressBound(h->raw_bytes);
+    return h->stored_bytes == h->raw_bytes;
+}
+
+static bool crc_ok(const hpt_chunk_hdr_t *h, const uint8_t *payload) {
+    hpt_chunk_hdr_t z = *h;
+    z.crc32 = 0;
+    uLong crc = crc32(0L, (const Bytef *)&z, sizeof z);
+    crc = crc32(crc, payload, h->stored_bytes);
+    return (uint32_t)crc == h->crc32;
+}
+
+static bool has_magic_at(const uint8_t *p) {
+    uint32_t m;
+    memcpy(&m, p, sizeof m);
+    return m == HPT_CHUNK_MAGIC;
+}
+
+// Counts the samples of a chunk that decoded whole.
+static void cpu_commit(reader_t *r, const dchunk_t *c) {
+    for (size_t i = 0; i < c->n_cpu; i++) {
+        bool existed;
+        size_t *idx = hmap_put(&r->cpu_index, c->cpu[i], &existed);
+        if (!existed) {
+            *idx = r->cpu_n;
+            r->cpu_ids = xgrow(r->cpu_ids, &r->cpu_cap, r->cpu_n + 1, sizeof *r->cpu_ids);
+            r->cpu_counts =
+                xgrow(r->cpu_counts, &r->cpu_counts_cap, r->cpu_n + 1, sizeof *r->cpu_counts);
+            r->cpu_ids[r->cpu_n] = c->cpu[i];
+            r->cpu_counts[r->cpu_n++] = 0;
+        }
+        r->cpu_counts[*idx]++;
+    }
+    r->cpu.n_samples += c->n_cpu;
+}
+
+// Applies a decoded chunk's definitions, in record order. For a chunk that did not decode
+// whole, those of its records before the damage: they are correct and harmless.
+static void apply_defs(reader_t *r, dchunk_t *c, tqueue_t *q) {
+    const uint32_t tid = c->h.tid;
+    for (size_t i = 0; i < c->n_defs; i++) {
+        const hpt_rec_t *rec = &c->defs[i].rec;
+        const size_t ev = c->defs[i].ev;
+        switch (rec->tag) {
+        case HPT_REC_STACK:
+            def_stack(r, rec);
+            break;
+        case HPT_REC_THREAD_START:
+            def_thread_start(r, q, rec, tid);
+            break;
+        case HPT_REC_THREAD_END:
+            def_thread_end(r, q, rec, tid);
+            break;
+        case HPT_REC_MODULE_LOAD: {
+            size_t idx = def_module_load(r, rec, tid);
+            if (ev != SIZE_MAX)
+                c->ev[ev].stack = idx;
+            break;
+        }
+        case HPT_REC_MODULE_UNLOAD: {
+            uint64_t idx = def_module_unload(r, rec);
+            if (ev != SIZE_MAX)
+                c->ev[ev].stack = idx;
+            break;
+        }
+        case HPT_REC_PROCESS:
+            def_process(r, rec);
+            break;
+        case HPT_REC_CPU_INFO:
+            r->cpu.has_info = true;
+            r->cpu.source = (uint8_t)rec->counters[0];
+            r->cpu.hz = rec->counters[1] > UINT32_MAX ? UINT32_MAX : (uint32_t)rec->counters[1];
+            r->cpu.n_lost = rec->counters[3];
+            r->cpu.reason = arena_str(r, rec->str, rec->str_len);
+            break;
+        case HPT_REC_TRAILER:
+            r->has_trailer = true;
+            r->trailer.n_events = rec->counters[0];
+            r->trailer.n_lost_events = rec->counters[1];
+            r->trailer.n_stacks = rec->counters[2];
+            r->trailer.n_stack_overflows = rec->counters[3];
+            r->damage.late_events += rec->counters[4]; // v3's writer-side merge; 0 since v4
+            r->trailer.wait_ns = rec->counters[5];
+            r->trailer.n_waits = rec->counters[6];
+            r->trailer.workers_cpu_ns = rec->counters[7];
+            r->trailer.flusher_cpu_ns = rec->counters[8];
+            r->trailer.n_workers = rec->counters[9];
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+// Makes room at the end of q for n more events.
+static void queue_prepare(reader_t *r, tqueue_t *q, size_t n) {
+    if (q->head == q->tail) {
+        q->head = q->tail = 0;
+        q->unsorted = false;
+    } else if (q->head > q->cap / 2 || (q->head > 0 && q->tail + n > q->cap)) {
+        // also when the chunk would grow the buffer while released room lies before head (a
+        // flood released by BUFFERED_MAX, not by the watermark)
+        memmove(q->ev, q->ev + q->head, (q->tail - q->head) * sizeof *q->ev);
+        q->tail -= q->head;
+        q->head = 0;
+    }
+    if (q->tail + n > q->cap) {
+        size_t old_cap = q->cap;
+        q->ev = xgrow(q->ev, &q->cap, q->tail + n, sizeof *q->ev);
+        r->n_reserved += q->cap - old_cap;
+    }
+}
+
+// Queues a decoded chunk's events behind its thread's earlier ones. Into an empty queue they
+// go without a copy: the queue takes the chunk's buffer and gives the chunk its own. (Only
+// while nothing is handed out: a run handed out in place may live in the queue's buffer.)
+static void queue_events(reader_t *r, tqueue_t *q, dchunk_t *c) {
+    if (c->n_ev == 0)
+        return;
+    const bool was_empty = q->head == q->tail;
+    size_t old_tail = 0;
+    if (was_empty && r->ready_pos == r->ready_n) {
+        reader_event_t *ev = q->ev;
+        size_t cap = q->cap;
+        r->n_reserved = r->n_reserved - q->cap + c->ev_cap;
+        q->ev = c->ev;
+        q->cap = c->ev_cap;
+        c->ev = ev;
+        c->ev_cap = cap;
+        q->head = 0;
+        q->tail = c->n_ev;
+        q->unsorted = false;
+    } else {
+        queue_prepare(r, q, c->n_ev);
+        old_tail = q->tail;
+        memcpy(q->ev + q->tail, c->ev, c->n_ev * sizeof *c->ev);
+        q->tail += c->n_ev;
+    }
+    const reader_event_t *first = &q->ev[old_tail];
+    if (old_tail > q->head && q->ev[old_tail].time_ns < q->ev[old_tail - 1].time_ns)
+        q->unsorted = true;
+    if (c->min_time_ns < r->watermark) {
+        // below a watermark already read: late (the chunk's times never go down)
+        uint64_t late = 0;
+        while (late < c->n_ev && first[late].time_ns < r->watermark)
+            late++;
+        r->damage.late_events += late;
+    }
+    r->n_buffered += c->n_ev;
+    if (was_empty)
+        heap_push(r, q);
+}
+
+// Takes back a chunk the pool decoded: the next in file order.
+static void consume(reader_t *r, dchunk_t *c) {
+    const hpt_chunk_hdr_t *h = &c->h;
+    if (h->type != HPT_CHUNK_SYNC) {
+        tqueue_t *q = queue_for(r, h->tid);
+        apply_defs(r, c, q);
+        if (!c->ok) {
+            r->damage.chunks_damaged++;
+            r->damage.bytes_skipped += c->frame_bytes;
+            return;
+        }
+        queue_events(r, q, c);
+        cpu_commit(r, c);
+        if (h->type == HPT_CHUNK_TRAILER)
+            r->damage.trailer = r->has_trailer;
+    } else if (h->base_time_ns > r->watermark) {
+        r->watermark = h->base_time_ns;
+    }
+    if (h->seq > r->next_seq)
+        r->damage.seq_gaps += h->seq - r->next_seq;
+    if (h->seq + 1 > r->next_seq)
+        r->next_seq = h->seq + 1;
+    r->damage.chunks_ok++;
+}
+
+// Hands a verified chunk at buf + pos to the decode pool (which has room).
+static void submit(reader_t *r, const hpt_chunk_hdr_t *h) {
+    dchunk_t *c = decode_pool_next(r->pool);
+    c->h = *h;
+    c->frame_bytes = CHUNK_HDR + h->stored_bytes;
+    c->keep = !r->defs_only;
+    c->in = xgrow(c->in, &c->in_cap, (size_t)h->stored_bytes + 1, 1);
+    memcpy(c->in, r->buf + r->pos + CHUNK_HDR, h->stored_bytes);
+    decode_pool_submit(r->pool);
+}
+
+// The chunk at buf + pos failed. Scans forward byte by byte for the next header whose crc
+// verifies and leaves pos there, counting the bytes passed over as one damaged region. If none
+// verifies, the file ends in damage, or (if a plausible chunk ran past end of file) in
+// truncation. `incomplete`: the failed chunk itself ran past end of file.
+static int resync(reader_t *r, bool incomplete, errmsg_t *err) {
+    const uint64_t start = file_pos(r);
+    uint64_t trunc_at = incomplete ? start : NO_OFFSET;
+    size_t off = 1; // next candidate, relative to pos
+    for (;;) {
+        ptrdiff_t avail = ensure(r, off + CHUNK_HDR, err);
+        if (avail < 0)
+            return -1;
+        size_t c = off;
+        const uint8_t *base = r->buf + r->pos;
+        while (c + 4 <= (size_t)avail && !(base[c] == 'H' && has_magic_at(base + c)))
+            c++;
+        if (c + 4 > (size_t)avail) {
+            // after an incomplete candidate the whole rest of the file is already here
+            if (r->file_eof || trunc_at != NO_OFFSET)
+                break; // no candidate left
+            // keep the last 3 bytes: a magic may straddle the refill
+            r->pos += (size_t)avail - 3;
+            off = 0;
+            continue;
+        }
+        if ((avail = ensure(r, c + CHUNK_HDR, err)) < 0)
+            return -1;
+        base = r->buf + r->pos;
+        if ((size_t)avail < c + CHUNK_HDR) {
+            if (trunc_at == NO_OFFSET)
+                trunc_at = file_pos(r) + c;
+            break;
+        }
+        hpt_chunk_hdr_t h;
+        memcpy(&h, base + c, sizeof h);
+        if (!hdr_plausible(&h)) {
+            off = c + 1;
+            continue;
+        }
+        size_t total = CHUNK_HDR + h.stored_bytes;
+        if ((avail = ensure(r, c + total, err)) < 0)
+            return -1;
+        base = r->buf + r->pos;
+        if ((size_t)avail < c + total) {
+            if (trunc_at == NO_OFFSET)
+                trunc_at = file_pos(r) + c;
+            off = c + 1;
+            continue;
+        }
+        if (crc_ok(&h, base + c + CHUNK_HDR)) {
+            r->pos += c;
+            r->damage.chunks_damaged++;
+            r->damage.bytes_skipped += file_pos(r) - start;
+            return 0;
+        }
+        off = c + 1;
+    }
+    // nothing verifies up to end of file
+    uint64_t end = r->buf_off + r->len;
+    if (trunc_at == NO_OFFSET)
+        trunc_at = end;
+    else {
+        r->damage.truncated = true;
+        r->damage.truncated_bytes = end - trunc_at;
+    }
+    if (trunc_at > start) {
+        r->damage.chunks_damaged++;
+        r->damage.bytes_skipped += trunc_at - start;
+    }
+    r->pos = r->len;
+    r->framed_all = true;
+    return 0;
+}
+
+// Frames one chunk and submits it (or passes over one damaged region). Sets r->framed_all at
+// end of file.
+static int frame_chunk(reader_t *r, errmsg_t *err) {
+    for (;;) {
+        ptrdiff_t avail = ensure(r, CHUNK_HDR, err);
+        if (avail < 0)
+            return -1;
+        if (avail == 0) {
+            r->framed_all = true;
+            return 0;
+        }
+        const uint8_t *base = r->buf + r->pos;
+        if ((size_t)avail < CHUNK_HDR) {
+            // a partial header that starts like one is what a killed writer leaves behind
+            uint32_t magic = HPT_CHUNK_MAGIC;
+            bool prefix = memcmp(base, &magic, (size_t)avail < 4 ? (size_t)avail : 4) == 0;
+            if (resync(r, prefix, err) != 0)
+                return -1;
+            continue;
+        }
+        hpt_chunk_hdr_t h;
+        memcpy(&h, base, sizeof h);
+        if (!hdr_plausible(&h)) {
+            if (resync(r, false, err) != 0)
+                return -1;
+            continue;
+        }
+        size_t total = CHUNK_HDR + h.stored_bytes;
+        if ((avail = ensure(r, total, err)) < 0)
+            return -1;
+        if ((size_t)avail < total) {
+            if (resync(r, true, err) != 0)
+                return -1;
+            continue;
+        }
+        if (!crc_ok(&h, r->buf + r->pos + CHUNK_HDR)) {
+            if (resync(r, false, err) != 0)
+                return -1;
+            continue;
+        }
+        // framing verified: the chunk's extent is certain even if its contents are not
+        submit(r, &h);
+        r->pos += total;
+        return 0;
+    }
+}
+
+// Keeps the decode pool full, then applies the oldest chunk; sets r->eof once every chunk of
+// the file has been applied.
+static int advance(reader_t *r, errmsg_t *err) {
+    while (!r->framed_all && decode_pool_has_room(r->pool))
+        if (frame_chunk(r, err) != 0)
+            return -1;
+    dchunk_t *c = decode_pool_oldest(r->pool);
+    if (!c) {
+        r->eof = true; // framed all, applied all
+        return 0;
+    }
+    // what is held plus this chunk must stay within BUFFERED_MAX: else the oldest go first
+    r->buffer_limit = c->n_ev < BUFFERED_MAX ? BUFFERED_MAX - c->n_ev : 0;
+    if (r->n_buffered > r->buffer_limit && !r->defs_only)
+        return 0; // release() now hands out the oldest, until this chunk fits
+    r->buffer_limit = BUFFERED_MAX;
+    consume(r, c);
+    decode_pool_release(r->pool);
+    return 0;
+}
+
+// Moves releasable events (time below the watermark, or all at end of file) from the thread
+// queues into r->ready in (time, tid, per-thread) order, at most READY_MAX. The top queue emits
+// a run of events in one go while it stays below the runner-up's head, so a thread that is
+// alone or ahead costs no heap work per event.
+// A run of at least this many events of one queue is handed out in place, not copied: a thread
+// that allocates alone for a while (a single-threaded program always) costs no copy here.
+#define IN_PLACE_MIN 256u
+
+// Frees a drained queue's buffer.
+static void trim(reader_t *r, tqueue_t *q) {
+    r->n_reserved -= q->cap;
+    free(q->ev);
+    q->ev = NULL;
+    q->cap = 0;
+}
+
+static void release(reader_t *r) {
+    if (r->trim) {
+        // the last call's in-place run is no longer valid: its buffer can go, unless decoding
+        // has filled it again since
+        if (r->trim->head == r->trim->tail)
+            trim(r, r->trim);
+        r->trim = NULL;
+    }
+    reader_event_t *out = r->ready_buf;
+    r->ready = out;
+    size_t n = 0;
+    bool in_place = false;
+    const bool all = r->eof;
+    // too much held back: the oldest go out in merge order regardless of the watermark, which
+    // then moves past them so an older event still to come is counted late
+    const bool forced = !all && r->n_buffered > r->buffer_limit;
+    const heap_ent_t wm = {.time_ns = r->watermark, .tid = 0};
+    while (r->heap_n && n < READY_MAX) {
+        heap_ent_t *top = &r->heap[0];
+        tqueue_t *q = top->q;
+        // bound = min(runner-up's key, (watermark, tid 0)); nothing at or above it leaves q now
+        const heap_ent_t *bound = all || forced ? NULL : &wm;
+        if (r->heap_n > 1) {
+            const heap_ent_t *b =
+                r->heap_n > 2 && key_less(&r->heap[2], &r->heap[1]) ? &r->heap[2] : &r->heap[1];
+            if (!bound || key_less(b, bound))
+                bound = b;
+        }
+        size_t h = q->head, start = h, lim = q->tail;
+        if (lim - h > READY_MAX - n)
+            lim = h + (READY_MAX - n);
+        if (!bound) {
+            h = lim;
+        } else {
+            // (time, q->tid) < (bound time, bound tid), without a branch on the tie rule
+            const uint64_t bt = bound->time_ns;
+            const bool tie = q->tid < bound->tid;
+            // A queue's times never go down within a chunk (deltas are unsigned), so unless a
+            // chunk began before the one it follows, the last event below the bound means all
+            // are: the common case, a whole run without a look at each event.
+            const uint64_t last = q->ev[lim - 1].time_ns;
+            if (!q->unsorted && ((last < bt) | (tie & (last == bt))))
+                h = lim;
+            while (h < lim && ((q->ev[h].time_ns < bt) | (tie & (q->ev[h].time_ns == bt))))
+                h++;
+        }
+        if (h == start)
+            break; // the top is not below the watermark: nothing more to release
+        if (n == 0 && h - start >= IN_PLACE_MIN) {
+            // valid until the next reader call, like ready_buf: only decoding moves queues
+            r->ready = q->ev + start;
+            in_place = true;
+        } else {
+            memcpy(out + n, q->ev + start, (h - start) * sizeof *out);
+        }
+        n += h - start;
+        q->head = h;
+        if (q->head == q->tail) {
+            q->head = q->tail = 0;
+            q->unsorted = false;
+            if (q->ended || r->n_reserved > BUFFERED_MAX) {
+                // its tid may be reused, but this thread will send nothing more; or a flood
+                // grew the buffers, and one kept per thread would add up. A run handed out in
+                // place lives in it until the next call: then it goes.
+                if (in_place)
+                    r->trim = q;
+                else
+                    trim(r, q);
+            }
+            if (--r->heap_n)
+                heap_replace_top(r, r->heap[r->heap_n]);
+        } else if (r->heap_n > 1) {
+            heap_replace_top(r, (heap_ent_t){.time_ns = q->ev[h].time_ns, .tid = q->tid, .q = q});
+        } else {
+            top->time_ns = q->ev[h].time_ns;
+        }
+        if (in_place)
+            break; // one run per call: the next one goes to ready_buf or in place again
+    }
+    r->ready_n = n;
+    r->ready_pos = 0;
+    r->n_buffered -= n;
+    if (forced && n && r->ready[n - 1].time_ns > r->watermark)
+        r->watermark = r->ready[n - 1].time_ns;
+}
+
+// Makes r->ready non-empty: 1, or 0 at the end of the trace, or -1 on I/O error.
+static int refill(reader_t *r, errmsg_t *err) {
+    for (;;) {
+        release(r);
+        if (r->ready_n)
+            return 1;
+        if (r->eof)
+            return 0;
+        if (advance(r, err) != 0)
+            return -1;
+    }
+}
+
+int reader_next(reader_t *r, reader_event_t *ev, errmsg_t *err) {
+    if (r->ready_pos == r->ready_n) {
+        int rc = refill(r, err);
+        if (rc <= 0)
+            return rc;
+    }
+    *ev = r->ready[r->ready_pos++];
+    return 1;
+}
+
+int reader_next_batch(reader_t *r, const reader_event_t **evs, size_t *n, errmsg_t *err) {
+    *n = 0;
+    if (r->ready_pos == r->ready_n) {
+        int rc = refill(r, err);
+        if (rc <= 0)
+            return rc;
+    }
+    *evs = r->ready + r->ready_pos;
+    *n = r->ready_n - r->ready_pos;
+    r->ready_pos = r->ready_n;
+    return 1;
+}
+
+int reader_load_defs(reader_t *r, errmsg_t *err) {
+    r->defs_only = true;
+    while (!r->eof)
+        if (advance(r, err) != 0)
+            return -1;
+    // drop whatever earlier reader_next calls had buffered: reader_next now reports the end
+    for (size_t i = 0; i < r->n_queues; i++)
+        r->queues[i]->head = r->queues[i]->tail = 0;
+    r->heap_n = 0;
+    r->n_buffered = 0;
+    r->ready_n = r->ready_pos = 0;
+    return 0;
+}
+
+// ---- accessors ----
+
+const uint64_t *reader_stack(const reader_t *r, uint64_t id, uint32_t *n) {
+    const stack_ref_t *s = hmap_get(&r->stacks, id);
+    if (!s) {
+        *n = 0;
+        return NULL;
+    }
+    *n = s->n;
+    return s->frames;
+}
+
+size_t reader_n_stacks(const reader_t *r) { return hmap_count(&r->stacks); }
+
+const reader_module_t *reader_modules(const reader_t *r, size_t *n) {
+    *n = r->n_modules;
+    return r->modules;
+}
+
+const reader_thread_t *reader_threads(const reader_t *r, size_t *n) {
+    *n = r->n_threads;
+    return r->threads;
+}
+
+const hpt_file_hdr_t *reader_header(const reader_t *r) { return &r->hdr; }
+
+const reader_damage_t *reader_damage(const reader_t *r) { return &r->damage; }
+
+const reader_trailer_t *reader_trailer(const reader_t *r) {
+    return r->has_trailer ? &r->trailer : NULL;
+}
+
+const reader_cpu_t *reader_cpu(const reader_t *r) { return &r->cpu; }
+
+size_t reader_cpu_stacks(const reader_t *r, const uint64_t **ids, const uint64_t **counts) {
+    *ids = r->cpu_ids;
+    *counts = r->cpu_counts;
+    return r->cpu_n;
+}
+
+const char *reader_exe(const reader_t *r) { return r->exe; }
+
+const char *const *reader_argv(const reader_t *r, size_t *argc) {
+    *argc = r->argc;
+    return r->argv;
+}
+
+uint64_t reader_offset(const reader_t *r) { return file_pos(r); }

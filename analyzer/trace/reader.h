@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+// reader: streams a .hpt trace (docs/trace-format.md): verifies and decompresses chunks, decodes
+// records with hpt_rec_decode, merges the threads' streams into one time-ordered event stream
+// (docs/trace-format.md#merge), and notes every kind of damage instead of giving up.
+// Memory: events between two SYNC chunks, plus stacks, modules and threads. Never the whole trace.
+#ifndef HEAPPROF_ANALYZER_READER_H
+#define HEAPPROF_ANALYZER_READER_H
+
+#include "core/errmsg.h"
+#include "format/hpt_format.h"
+#include "trace/event.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct reader_damage {
+    uint64_t chunks_ok;      // chunks that verified and decoded
+    uint64_t chunks_damaged; // bad regions and undecodable chunks skipped
+    uint64_t bytes_skipped;  // bytes passed over while resynchronising (not the truncated tail)
+    uint64_t seq_gaps;       // chunks missing by sequence number (includes the damaged ones)
+    uint64_t late_events;    // events that arrived below an already released SYNC watermark,
+                             // and heap events the shim itself had to place late (trailer)
+    uint64_t truncated_bytes;
+    bool truncated; // the file ends inside a chunk (process killed mid-write)
+    bool trailer;   // a TRAILER chunk was read: the process exited cleanly
+} reader_damage_t;
+
+typedef struct reader_module {
+    const char *path; // as the loader saw it; NUL-terminated, owned by the reader
+    uint64_t base;
+    uint64_t size;
+    const uint8_t *build_id;
+    uint32_t build_id_len;
+    uint32_t tid; // thread whose record announced it (0: the module map at start)
+    uint64_t load_ns;
+    uint64_t unload_ns; // UINT64_MAX while loaded
+} reader_module_t;
+
+typedef struct reader_thread {
+    uint32_t tid;
+    const char *name; // "" if unnamed
+    uint64_t start_ns;
+    uint64_t end_ns; // UINT64_MAX if no THREAD_END was seen
+} reader_thread_t;
+
+typedef struct reader_trailer {
+    uint64_t n_events;
+    uint64_t n_lost_events;
+    uint64_t n_stacks;
+    uint64_t n_stack_overflows;
+    uint64_t wait_ns; // time the program's threads waited for heapprof (full rings)
+    uint64_t n_waits;
+    uint64_t workers_cpu_ns; // CPU time of the shim's pipeline workers
+    uint64_t flusher_cpu_ns; // CPU time of its flusher thread
+    uint64_t n_workers;      // the most pipeline workers that ran at once
+} reader_trailer_t;
+
+// CPU samples (docs/trace-format.md#cpu). They change no heap state, so they are not merged
+// into the event stream (and never count as late): the reader counts them by stack as it reads.
+typedef struct reader_cpu {
+    bool has_info;      // a CPU_INFO record was read (traces before CPU sampling have none)
+    uint8_t source;     // enum hpt_cpu_source of the last CPU_INFO
+    uint32_t hz;        // samples asked for per CPU-second
+    uint64_t n_samples; // CPU_SAMPLE records read from intact chunks
+    uint64_t n_lost;    // samples the shim could not take or keep (its last CPU_INFO's count)
+    const char *reason; // why sampling is off ("" when on); owned by the reader
+} reader_cpu_t;
+
+typedef struct reader reader_t;
+
+// Opens and checks the file header. Refuses anything but a regular file (never blocks on a
+// FIFO or device). Returns NULL and fills err with one line naming the path on failure.
+reader_t *reader_open(const char *path, errmsg_t *err);
+void reader_close(reader_t *r);
+
+// Hands out the next event in merged time order: 1 = *ev filled, 0 = end of trace, -1 = I/O
+// error (err filled). Damage is not an error: it is skipped and counted in reader_damage().
+// Hot path.
+int reader_next(reader_t *r, reader_event_t *ev, errmsg_t *err);
+
+// The same for a run of events at once, without copying: *evs points at *n >= 1 events (owned
+// by the reader, valid until the next reader call). Returns 1, 0 at the end (*n = 0), or -1.
+// Mixing it with reader_next is fine. Hot path.
+int reader_next_batch(reader_t *r, const reader_event_t **evs, size_t *n, errmsg_t *err);
+
+// Reads the rest of the file for its definitions only (stacks, modules, threads, process,
+// trailer, damage counts) without buffering events: the first pass of a two-pass analysis.
+// After it, reader_next returns 0. Returns 0, or -1 on I/O error.
+int reader_load_defs(reader_t *r, errmsg_t *err);
+
+// Frames of a stack id, innermost first (frames[0] is the caller of malloc), and their count in
+// *n; NULL if the id was not defined (yet: stacks may be defined after their first use).
+// Owned by the reader, valid until reader_close.
+const uint64_t *reader_stack(const reader_t *r, uint64_t id, uint32_t *n);
+size_t reader_n_stacks(const reader_t *r); // distinct stack ids defined so far
+
+// Modules and threads seen so far, in record order. Valid until the next reader_next.
+const reader_module_t *reader_modules(const reader_t *r, size_t *n);
+const reader_thread_t *reader_threads(const reader_t *r, size_t *n);
+
+const hpt_file_hdr_t *reader_header(const reader_t *r);
+const reader_damage_t *reader_damage(const reader_t *r);
+// NULL until a TRAILER chunk was read.
+const reader_trailer_t *reader_trailer(const reader_t *r);
+// CPU sampling summary; never NULL.
+const reader_cpu_t *reader_cpu(const reader_t *r);
+// CPU samples counted by stack id (0: unwinding failed): *ids and *counts point at n entries,
+// in no particular order, owned by the reader and valid until the next reader call.
+size_t reader_cpu_stacks(const reader_t *r, const uint64_t **ids, const uint64_t **counts);
+
+// Executable and arguments from the PROCESS record; NULL/0 until it was read.
+const char *reader_exe(const reader_t *r);
+const char *const *reader_argv(const reader_t *r, size_t *argc);
+// File offset read up to: progress through the trace, for progress lines.
+uint64_t reader_offset(const reader_t *r);
+
+#endif
