@@ -121,15 +121,28 @@ size_t analyze_site_of(analyze_t *a, uint64_t stack) {
 analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *progress,
                              errmsg_t *err) {
     unsigned mode = o->mode;
+    reader_t *defs = NULL;
+    if (o->from_module) {
+        // stacks and modules may be defined after their first use: a pass for them first
+        if (!(defs = reader_open(path, err)) || reader_load_defs(defs, err) != 0) {
+            reader_close(defs);
+            return NULL;
+        }
+    }
     reader_t *r = reader_open(path, err);
-    if (!r)
+    if (!r) {
+        reader_close(defs);
         return NULL;
+    }
     analyze_t *a = xcalloc(1, sizeof *a);
     a->path = path;
     a->r = r;
     a->progress = progress;
-    a->rp = replay_new(o->keep, o->keep_ctx);
-    replay_set_mode(a->rp, mode | REPLAY_SITES);
+    a->defs = defs;
+    if (defs)
+        a->filter = filter_new_from_module(defs, o->from_module);
+    a->rp = a->filter ? replay_new(filter_keep, a->filter) : replay_new(NULL, NULL);
+    replay_set_mode(a->rp, o->totals_only ? mode : mode | REPLAY_SITES);
     if (o->growth) {
         a->growth = growth_new(o->short_ns);
         growth_attach(a->growth, a->rp); // replay's events now feed growth too
@@ -148,7 +161,7 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     int got;
     uint64_t n_batches = 0, offset = 0;
     warm_t warm = {0};
-    readahead_t *ra = readahead_new(r, warm_idle, &warm);
+    readahead_t *ra = readahead_new(r, o->totals_only ? NULL : warm_idle, &warm);
     while ((got = readahead_next(ra, &batch, &n, &offset, err)) == 1) {
         if (a->timeline)
             timeline_events(a->timeline, a->rp, batch, n);
@@ -165,6 +178,8 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
         analyze_close(a);
         return NULL;
     }
+    if (o->totals_only)
+        return a;
     a->sym = warm.sym ? warm.sym : symbolize_new(r);
     a->cpu = cpu_new(r, a->sym);
     a->sites = sites_new(r, a->rp, a->sym);
@@ -199,6 +214,8 @@ void analyze_close(analyze_t *a) {
     cpu_free(a->cpu);
     symbolize_free(a->sym);
     replay_free(a->rp);
+    filter_free(a->filter);
+    reader_close(a->defs);
     reader_close(a->r);
     free(a);
 }

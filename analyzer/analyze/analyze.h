@@ -8,6 +8,7 @@
 
 #include "core/errmsg.h"
 #include "model/cpu.h"
+#include "model/filter.h"
 #include "model/growth.h"
 #include "model/replay.h"
 #include "model/sites.h"
@@ -29,7 +30,9 @@ typedef struct analyze {
     growth_t *growth; // growth chains and short-lived blocks; NULL unless asked for
     timeline_t *timeline; // live bytes over time (timeline.h); NULL unless asked for
     struct hmap *site_index; // stack id -> site index + 1, built by analyze_site_of
-    cpu_t *cpu; // CPU samples by stack (cpu.h); symbolized on first use
+    cpu_t *cpu; // CPU samples by stack (cpu.h); symbolized on first use; NULL with totals_only
+    reader_t *defs;   // with from_module: the first pass's reader (definitions only)
+    filter_t *filter; // with from_module: which allocations count; NULL: all
 } analyze_t;
 
 // Reads the trace at path (replay mode: REPLAY_SITES, plus REPLAY_DHAT for DHAT's counting).
@@ -43,8 +46,9 @@ typedef struct analyze_opts {
     bool growth;       // also detect growth chains and short-lived blocks (growth.h)
     uint64_t short_ns; // with growth: the short-lived threshold
     bool timeline;     // also keep the heap over time (timeline.h; slower: no prefetch)
-    replay_keep_fn keep; // which allocations count (filter.h), as replay_new takes it; NULL: all
-    void *keep_ctx;
+    const char *from_module; // count only allocations made from this module's code (filter.h):
+                             // a first pass reads the definitions; NULL: all
+    bool totals_only;  // replay's totals alone (`stats`): no sites, no symbols, no CPU table
 } analyze_opts_t;
 
 // analyze_open with options; with growth, a->growth is finished (growth_finish) on return.

@@ -291,26 +291,17 @@ static summary_t *trace_summary(const cmd_check_opts_t *o, const char *path, FIL
     analyze_opts_t ao = {.mode = 0, .growth = true, .short_ns = GROWTH_DEFAULT_SHORT_NS};
     errmsg_t why;
     errmsg_init(&why);
-    reader_t *defs = NULL;
-    filter_t *f = NULL;
     analyze_t *a = NULL;
     summary_t *s = NULL;
-    if (o->from_module) {
-        // as `stats --from-module`: a first pass for the stacks and modules (filter.h)
-        if (!(defs = reader_open(path, &why)) || reader_load_defs(defs, &why) != 0)
-            goto done;
-        f = filter_new_from_module(defs, o->from_module);
-        if (filter_n_matching_modules(f) == 0) {
-            // every figure would be 0 and every budget would hold: never what was meant
-            errmsg_set(&why, "%s: --from-module %s matches no module of the trace", path,
-                       o->from_module);
-            goto done;
-        }
-        ao.keep = filter_keep;
-        ao.keep_ctx = f;
-    }
+    ao.from_module = o->from_module; // as `stats --from-module` counts (filter.h)
     if (!(a = analyze_open_opts(path, &ao, progress, &why)))
         goto done;
+    if (a->filter && filter_n_matching_modules(a->filter) == 0) {
+        // every figure would be 0 and every budget would hold: never what was meant
+        errmsg_set(&why, "%s: --from-module %s matches no module of the trace", path,
+                   o->from_module);
+        goto done;
+    }
     const reader_damage_t *d = reader_damage(a->r);
     const reader_trailer_t *tr = reader_trailer(a->r);
     if (d->chunks_damaged || d->seq_gaps || d->truncated || (tr && tr->n_lost_events)) {
@@ -327,8 +318,6 @@ done:
     if (!s && why.is_set)
         errmsg_set(err, "check: %s", why.msg);
     analyze_close(a);
-    filter_free(f);
-    reader_close(defs);
     return s;
 }
 

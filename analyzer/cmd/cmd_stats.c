@@ -1,14 +1,10 @@
 // SPDX-License-Identifier: MIT
-// The stats subcommand: option parsing and the read -> replay loop; out_stats.c renders it.
+// The stats subcommand: options, then analyze's pass for totals alone -> out_stats.c.
 #include "cmd/cmd_stats.h"
 
+#include "analyze/analyze.h"
 #include "cmd/cmd_args.h"
 #include "out/out.h"
-
-#include "model/filter.h"
-#include "model/replay.h"
-#include "trace/readahead.h"
-#include "trace/reader.h"
 
 #include <string.h>
 
@@ -53,40 +49,16 @@ int cmd_stats_parse(int argc, char **argv, cmd_stats_opts_t *o, errmsg_t *err) {
 }
 
 int cmd_stats_run(const cmd_stats_opts_t *o, FILE *out, errmsg_t *err) {
-    reader_t *defs = NULL, *r = NULL;
-    filter_t *f = NULL;
-    replay_t *rp = NULL;
-    int rc = -1;
-    if (o->from_module) {
-        // first pass: stacks and modules, which may be defined after their first use
-        if (!(defs = reader_open(o->trace, err)) || reader_load_defs(defs, err) != 0)
-            goto done;
-        f = filter_new_from_module(defs, o->from_module);
-    }
-    if (!(r = reader_open(o->trace, err)))
-        goto done;
-    rp = f ? replay_new(filter_keep, f) : replay_new(NULL, NULL);
-    // in batches, so replay can prefetch its table ahead of the events
-    const reader_event_t *batch;
-    size_t n;
-    int got;
-    readahead_t *ra = readahead_new(r, NULL, NULL);
-    while ((got = readahead_next(ra, &batch, &n, NULL, err)) == 1)
-        replay_events(rp, batch, n);
-    readahead_free(ra);
-    if (got < 0)
-        goto done;
-    if (o->json) {
-        if (out_stats_json_write(out, r, replay_totals(rp), o->from_module, f, err) != 0)
-            goto done;
-    } else {
-        out_stats_text(out, o->trace, r, replay_totals(rp), o->from_module, f);
-    }
-    rc = 0;
-done:
-    replay_free(rp);
-    filter_free(f);
-    reader_close(r);
-    reader_close(defs);
+    analyze_opts_t ao = {.mode = 0, .totals_only = true, .from_module = o->from_module};
+    analyze_t *a = analyze_open_opts(o->trace, &ao, NULL, err);
+    if (!a)
+        return -1;
+    const replay_totals_t *t = replay_totals(a->rp);
+    int rc = 0;
+    if (o->json)
+        rc = out_stats_json_write(out, a->r, t, o->from_module, a->filter, err);
+    else
+        out_stats_text(out, o->trace, a->r, t, o->from_module, a->filter);
+    analyze_close(a);
     return rc;
 }

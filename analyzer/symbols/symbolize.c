@@ -8,6 +8,7 @@
 // one subprogram. Strings are interned in an arena that lives as long as the symbolizer.
 #include "symbols/symbolize.h"
 
+#include "core/arena.h"
 #include "core/hmap.h"
 #include "core/xalloc.h"
 #include "symbols/demangle.h"
@@ -18,14 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ARENA_CHUNK (64u << 10)
 #define MAX_INLINE_DEPTH 64
-
-typedef struct arena_chunk {
-    struct arena_chunk *next;
-    size_t used, cap;
-    char data[];
-} arena_chunk_t;
 
 typedef struct module {
     const reader_module_t *rm;
@@ -63,7 +57,7 @@ struct symbolize {
     hmap_t cache;   // pc -> chain_t *
     hmap_t cus;     // address of a CU's DIE data -> cu_index_t *
     hmap_t strings; // FNV-1a hash -> interned string (first one with that hash)
-    arena_chunk_t *arena;
+    arena_t arena;
     size_t n_addresses;
 };
 
@@ -76,19 +70,7 @@ static const char *intern_n(symbolize_t *s, const char *str, size_t n) {
     const char **slot = hmap_get(&s->strings, h);
     if (slot && strncmp(*slot, str, n) == 0 && (*slot)[n] == '\0')
         return *slot;
-    arena_chunk_t *c = s->arena;
-    if (!c || c->cap - c->used < n + 1) {
-        size_t cap = n + 1 > ARENA_CHUNK ? n + 1 : ARENA_CHUNK;
-        c = xmalloc(sizeof *c + cap);
-        c->next = s->arena;
-        c->used = 0;
-        c->cap = cap;
-        s->arena = c;
-    }
-    char *p = c->data + c->used;
-    memcpy(p, str, n);
-    p[n] = '\0';
-    c->used += n + 1;
+    char *p = arena_strndup(&s->arena, str, n);
     if (!slot) // on a hash collision the newcomer simply stays un-interned
         *(const char **)hmap_put(&s->strings, h, NULL) = p;
     return p;
@@ -185,11 +167,7 @@ void symbolize_free(symbolize_t *s) {
     hmap_fini(&s->cache);
     hmap_fini(&s->cus);
     hmap_fini(&s->strings);
-    while (s->arena) {
-        arena_chunk_t *next = s->arena->next;
-        free(s->arena);
-        s->arena = next;
-    }
+    arena_free(&s->arena);
     if (s->dwfl)
         dwfl_end(s->dwfl);
     free(s->mods);

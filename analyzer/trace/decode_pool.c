@@ -85,8 +85,9 @@ decode_pool_t *decode_pool_new(unsigned workers) {
     if (workers > MAX_WORKERS)
         workers = MAX_WORKERS;
     decode_pool_t *p = xcalloc(1, sizeof *p);
-    // one slot per worker, one the consumer holds and one ready behind it
-    p->n_slots = (size_t)workers + 2;
+    // one slot per worker, one the consumer holds and one ready behind it; without workers the
+    // one slot is decoded as it is submitted
+    p->n_slots = workers ? (size_t)workers + 2 : 1;
     p->slots = xcalloc(p->n_slots, sizeof *p->slots);
     p->decoded = xcalloc(p->n_slots, sizeof *p->decoded);
     pthread_mutex_init(&p->lock, NULL);

@@ -7,6 +7,7 @@
 // never exits (except xalloc on OOM).
 #include "trace/reader.h"
 
+#include "core/arena.h"
 #include "core/hmap.h"
 #include "core/xalloc.h"
 #include "format/hpt_codec.h"
@@ -28,9 +29,15 @@ _Static_assert(sizeof(hpt_file_hdr_t) == 56, "file header layout");
 _Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
 
 #define CHUNK_HDR sizeof(hpt_chunk_hdr_t)
+// Passes an I/O error (err already filled by the callee) up to the caller: the one way this
+// file forwards failure. Damage is never an error; only a failed read(2) is.
+#define TRY_IO(call)                                                                               \
+    do {                                                                                           \
+        if ((call) < 0)                                                                            \
+            return -1;                                                                             \
+    } while (0)
 #define IN_BUF_BYTES (4u << 20)
 #define MAX_FILE_HDR_BYTES 65536u
-#define ARENA_BLOCK_BYTES (64u << 10)
 #define NO_OFFSET UINT64_MAX
 #define READY_MAX 8192u // events merged per batch: small enough to stay in cache for replay
 // Events held back for the merge past which the oldest are released anyway: a flood between two
@@ -55,12 +62,6 @@ typedef struct heap_ent {
     uint64_t tid;
     tqueue_t *q;
 } heap_ent_t;
-
-typedef struct arena_block {
-    struct arena_block *next;
-    size_t used, cap;
-    _Alignas(16) uint8_t data[];
-} arena_block_t;
 
 typedef struct stack_ref {
     const uint64_t *frames;
@@ -102,7 +103,7 @@ struct reader {
     tqueue_t *trim; // a drained queue whose buffer goes once its in-place run is no longer valid
 
     hmap_t stacks; // id -> stack_ref_t
-    arena_block_t *arena;
+    arena_t arena; // stack frames, module paths and build ids, thread names, argv
 
     reader_module_t *modules;
     size_t n_modules, modules_cap;
@@ -126,30 +127,6 @@ struct reader {
     uint64_t *cpu_ids, *cpu_counts;
     size_t cpu_n, cpu_cap, cpu_counts_cap;
 };
-
-static void *arena_alloc(reader_t *r, size_t n) {
-    n = (n + 15) & ~(size_t)15;
-    arena_block_t *b = r->arena;
-    if (!b || b->cap - b->used < n) {
-        size_t cap = n > ARENA_BLOCK_BYTES ? n : ARENA_BLOCK_BYTES;
-        b = xmalloc(sizeof *b + cap);
-        b->next = r->arena;
-        b->used = 0;
-        b->cap = cap;
-        r->arena = b;
-    }
-    void *p = b->data + b->used;
-    b->used += n;
-    return p;
-}
-
-static const char *arena_str(reader_t *r, const uint8_t *s, size_t n) {
-    char *p = arena_alloc(r, n + 1);
-    if (n)
-        memcpy(p, s, n);
-    p[n] = '\0';
-    return p;
-}
 
 // ---- input window ----
 
@@ -214,11 +191,7 @@ static void reader_free(reader_t *r) {
     free(r->cpu_ids);
     free(r->cpu_counts);
     free(r->module_below);
-    while (r->arena) {
-        arena_block_t *next = r->arena->next;
-        free(r->arena);
-        r->arena = next;
-    }
+    arena_free(&r->arena);
     free(r->modules);
     free(r->threads);
     free(r->argv);
@@ -228,9 +201,8 @@ static void reader_free(reader_t *r) {
 }
 
 static int read_file_hdr(reader_t *r, errmsg_t *err) {
-    ptrdiff_t n = ensure(r, sizeof r->hdr, err);
-    if (n < 0)
-        return -1;
+    ptrdiff_t n;
+    TRY_IO(n = ensure(r, sizeof r->hdr, err));
     if (n == 0) {
         errmsg_set(err, "%s: empty file (no trace was written, or the program has not flushed yet)",
                    r->path);
@@ -255,8 +227,7 @@ static int read_file_hdr(reader_t *r, errmsg_t *err) {
         errmsg_set(err, "%s: damaged file header (header size %u)", r->path, r->hdr.hdr_bytes);
         return -1;
     }
-    if ((n = ensure(r, r->hdr.hdr_bytes, err)) < 0)
-        return -1;
+    TRY_IO(n = ensure(r, r->hdr.hdr_bytes, err));
     if ((size_t)n < r->hdr.hdr_bytes) {
         errmsg_set(err, "%s: truncated file header", r->path);
         return -1;
@@ -378,7 +349,7 @@ static bool def_stack(reader_t *r, const hpt_rec_t *rec) {
         // ids are process-wide and defined once; a repeat cannot change what was handed out
         return true;
     }
-    uint64_t *frames = arena_alloc(r, (size_t)rec->n_frames * sizeof *frames + 1);
+    uint64_t *frames = arena_alloc(&r->arena, (size_t)rec->n_frames * sizeof *frames + 1);
     if (hpt_stack_frames(rec, frames) != 0) { // chunk_decode checked them: only for safety
         hmap_take(&r->stacks, rec->stack, NULL);
         return false;
@@ -397,10 +368,10 @@ static size_t def_module_load(reader_t *r, const hpt_rec_t *rec, uint32_t tid) {
     r->module_below[r->n_modules] = existed ? *top : SIZE_MAX;
     *top = r->n_modules;
     reader_module_t *m = &r->modules[r->n_modules];
-    m->path = arena_str(r, rec->str, rec->str_len);
+    m->path = arena_strndup(&r->arena, rec->str, rec->str_len);
     m->base = rec->addr;
     m->size = rec->size;
-    uint8_t *id = arena_alloc(r, rec->str2_len + 1);
+    uint8_t *id = arena_alloc(&r->arena, rec->str2_len + 1);
     if (rec->str2_len)
         memcpy(id, rec->str2, rec->str2_len);
     m->build_id = id;
@@ -426,7 +397,7 @@ static void def_thread_start(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uin
     r->threads = xgrow(r->threads, &r->threads_cap, r->n_threads + 1, sizeof *r->threads);
     reader_thread_t *t = &r->threads[r->n_threads];
     t->tid = tid;
-    t->name = arena_str(r, rec->str, rec->str_len);
+    t->name = arena_strndup(&r->arena, rec->str, rec->str_len);
     t->start_ns = rec->time_ns;
     t->end_ns = UINT64_MAX;
     q->thread_idx = r->n_threads++;
@@ -452,9 +423,9 @@ static bool def_process(reader_t *r, const hpt_rec_t *rec) {
             free(argv);
             return false;
         }
-        argv[i] = arena_str(r, s, n);
+        argv[i] = arena_strndup(&r->arena, s, n);
     }
-    r->exe = arena_str(r, rec->str, rec->str_len);
+    r->exe = arena_strndup(&r->arena, rec->str, rec->str_len);
     r->argv = argv;
     r->argc = rec->size;
     return true;
@@ -543,7 +514,7 @@ static void apply_defs(reader_t *r, dchunk_t *c, tqueue_t *q) {
             r->cpu.source = (uint8_t)rec->counters[0];
             r->cpu.hz = rec->counters[1] > UINT32_MAX ? UINT32_MAX : (uint32_t)rec->counters[1];
             r->cpu.n_lost = rec->counters[3];
-            r->cpu.reason = arena_str(r, rec->str, rec->str_len);
+            r->cpu.reason = arena_strndup(&r->arena, rec->str, rec->str_len);
             break;
         case HPT_REC_TRAILER:
             r->has_trailer = true;
@@ -668,9 +639,8 @@ static int resync(reader_t *r, bool incomplete, errmsg_t *err) {
     uint64_t trunc_at = incomplete ? start : NO_OFFSET;
     size_t off = 1; // next candidate, relative to pos
     for (;;) {
-        ptrdiff_t avail = ensure(r, off + CHUNK_HDR, err);
-        if (avail < 0)
-            return -1;
+        ptrdiff_t avail;
+        TRY_IO(avail = ensure(r, off + CHUNK_HDR, err));
         size_t c = off;
         const uint8_t *base = r->buf + r->pos;
         while (c + 4 <= (size_t)avail && !(base[c] == 'H' && has_magic_at(base + c)))
@@ -684,8 +654,7 @@ static int resync(reader_t *r, bool incomplete, errmsg_t *err) {
             off = 0;
             continue;
         }
-        if ((avail = ensure(r, c + CHUNK_HDR, err)) < 0)
-            return -1;
+        TRY_IO(avail = ensure(r, c + CHUNK_HDR, err));
         base = r->buf + r->pos;
         if ((size_t)avail < c + CHUNK_HDR) {
             if (trunc_at == NO_OFFSET)
@@ -699,8 +668,7 @@ static int resync(reader_t *r, bool incomplete, errmsg_t *err) {
             continue;
         }
         size_t total = CHUNK_HDR + h.stored_bytes;
-        if ((avail = ensure(r, c + total, err)) < 0)
-            return -1;
+        TRY_IO(avail = ensure(r, c + total, err));
         base = r->buf + r->pos;
         if ((size_t)avail < c + total) {
             if (trunc_at == NO_OFFSET)
@@ -737,9 +705,8 @@ static int resync(reader_t *r, bool incomplete, errmsg_t *err) {
 // end of file.
 static int frame_chunk(reader_t *r, errmsg_t *err) {
     for (;;) {
-        ptrdiff_t avail = ensure(r, CHUNK_HDR, err);
-        if (avail < 0)
-            return -1;
+        ptrdiff_t avail;
+        TRY_IO(avail = ensure(r, CHUNK_HDR, err));
         if (avail == 0) {
             r->framed_all = true;
             return 0;
@@ -749,28 +716,23 @@ static int frame_chunk(reader_t *r, errmsg_t *err) {
             // a partial header that starts like one is what a killed writer leaves behind
             uint32_t magic = HPT_CHUNK_MAGIC;
             bool prefix = memcmp(base, &magic, (size_t)avail < 4 ? (size_t)avail : 4) == 0;
-            if (resync(r, prefix, err) != 0)
-                return -1;
+            TRY_IO(resync(r, prefix, err));
             continue;
         }
         hpt_chunk_hdr_t h;
         memcpy(&h, base, sizeof h);
         if (!hdr_plausible(&h)) {
-            if (resync(r, false, err) != 0)
-                return -1;
+            TRY_IO(resync(r, false, err));
             continue;
         }
         size_t total = CHUNK_HDR + h.stored_bytes;
-        if ((avail = ensure(r, total, err)) < 0)
-            return -1;
+        TRY_IO(avail = ensure(r, total, err));
         if ((size_t)avail < total) {
-            if (resync(r, true, err) != 0)
-                return -1;
+            TRY_IO(resync(r, true, err));
             continue;
         }
         if (!crc_ok(&h, r->buf + r->pos + CHUNK_HDR)) {
-            if (resync(r, false, err) != 0)
-                return -1;
+            TRY_IO(resync(r, false, err));
             continue;
         }
         // framing verified: the chunk's extent is certain even if its contents are not
@@ -784,8 +746,7 @@ static int frame_chunk(reader_t *r, errmsg_t *err) {
 // the file has been applied.
 static int advance(reader_t *r, errmsg_t *err) {
     while (!r->framed_all && decode_pool_has_room(r->pool))
-        if (frame_chunk(r, err) != 0)
-            return -1;
+        TRY_IO(frame_chunk(r, err));
     dchunk_t *c = decode_pool_oldest(r->pool);
     if (!c) {
         r->eof = true; // framed all, applied all
@@ -911,8 +872,7 @@ static int refill(reader_t *r, errmsg_t *err) {
             return 1;
         if (r->eof)
             return 0;
-        if (advance(r, err) != 0)
-            return -1;
+        TRY_IO(advance(r, err));
     }
 }
 
@@ -942,8 +902,7 @@ int reader_next_batch(reader_t *r, const reader_event_t **evs, size_t *n, errmsg
 int reader_load_defs(reader_t *r, errmsg_t *err) {
     r->defs_only = true;
     while (!r->eof)
-        if (advance(r, err) != 0)
-            return -1;
+        TRY_IO(advance(r, err));
     // drop whatever earlier reader_next calls had buffered: reader_next now reports the end
     for (size_t i = 0; i < r->n_queues; i++)
         r->queues[i]->head = r->queues[i]->tail = 0;
