@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 // hp_fuzz_seedgen: makes fuzz corpus seeds (tests/fuzz/make_corpus.sh runs it). Not a test.
 //   synth DIR              synthetic traces using every record type, stored uncompressed so
-//                          mutations land in records rather than in zstd frames
+//                          mutations land in records rather than in zstd frames; EVENTS
+//                          chunks in columns as the shim writes them (the builder's default),
+//                          and synth-all-records-rows.hpt the same trace as rows
 //   plain IN OUT [MAX]     a real trace with every chunk re-stored uncompressed, cut after the
 //                          last whole chunk that fits MAX bytes (default 64 KiB); a chunk
 //                          too big to fit is cut to its first records (a prefix still decodes)
@@ -133,9 +135,10 @@ static void out_path(char *buf, const char *dir, const char *name) {
 }
 
 // Two threads with a realloc chain, calloc, aligned blocks, a block freed by the other thread,
-// a library loaded and unloaded, thread names, SYNC watermarks and a trailer.
-static void synth_full(const char *dir) {
+// a library loaded and unloaded, thread names, SYNC watermarks and a trailer; rows or columns.
+static void synth_full(const char *dir, bool rows) {
     tb_t *tb = tb_new();
+    tb_set_rows(tb, rows);
     const char *argv[] = {"/usr/bin/app", "--flag", ""};
     static const uint8_t build_id[] = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4};
     tb_begin(tb, HPT_CHUNK_META, 0, 0, 0);
@@ -188,7 +191,7 @@ static void synth_full(const char *dir) {
     tb_rec_trailer(tb, 11, 0, 3, 0);
     tb_end(tb, false);
     char p[4096];
-    out_path(p, dir, "synth-all-records.hpt");
+    out_path(p, dir, rows ? "synth-all-records-rows.hpt" : "synth-all-records.hpt");
     tb_write(tb, p);
     tb_free(tb);
 }
@@ -262,7 +265,8 @@ static void synth_threads(const char *dir) {
 
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "synth")) {
-        synth_full(argv[2]);
+        synth_full(argv[2], false);
+        synth_full(argv[2], true);
         synth_damage(argv[2]);
         synth_threads(argv[2]);
         return 0;

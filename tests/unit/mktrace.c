@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // hp_mktrace: writes a big synthetic trace to measure the analyzer's throughput:
 // T threads of malloc/calloc/realloc/free churn around a steady live set, per-thread chunks of
-// ~64 KiB (zstd), a SYNC after every 1 ms of simulated time. Prints the totals that
+// ~64 KiB of records (in columns, as the shim writes them; zstd), a SYNC after every 1 ms of
+// simulated time. Prints the totals that
 // `heapprof stats` must report for it.
 // FREE_POLICY "random" frees a uniformly random live block (worst case for the live table);
 // "recent" mostly frees one of the 16 newest blocks, as short-lived allocations do.

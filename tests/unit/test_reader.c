@@ -322,23 +322,32 @@ Test(reader, garbage_between_chunks_is_skipped_without_seq_gap, .fini = cleanup)
     tb_free(tb);
 }
 
+// In both forms: the column chunk's table and columns are sound, only the count lies.
 Test(reader, chunk_whose_records_do_not_decode_is_skipped_whole, .fini = cleanup) {
-    tb_t *tb = tb_new();
-    thread_chunk(tb, 1, (uint64_t[]){1}, 1, false);
-    tb_begin(tb, HPT_CHUNK_EVENTS, 1, 2, 0);
-    tb_rec_malloc(tb, 2, 1, 0x10, 1);
-    tb_rec_malloc(tb, 3, 1, 0x20, 1);
-    tb_set_n_records(tb, 3); // claims one more record than it holds: crc fine, contents not
-    size_t bad = tb_end(tb, false);
-    size_t next = thread_chunk(tb, 1, (uint64_t[]){4}, 1, false);
-    reader_t *r = open_built(tb);
-    evs_t e = read_all(r);
-    expect_times(&e, (uint64_t[]){1, 4}, 2); // no partial chunk: 2 and 3 are gone too
-    cr_assert_eq(reader_damage(r)->chunks_damaged, 1);
-    cr_assert_eq(reader_damage(r)->bytes_skipped, next - bad);
-    free(e.v);
-    reader_close(r);
-    tb_free(tb);
+    for (int rows = 0; rows < 2; rows++) {
+        tb_t *tb = tb_new();
+        tb_set_rows(tb, rows);
+        thread_chunk(tb, 1, (uint64_t[]){1}, 1, false);
+        tb_begin(tb, HPT_CHUNK_EVENTS, 1, 2, 0);
+        tb_rec_malloc(tb, 2, 1, 0x10, 1);
+        tb_rec_malloc(tb, 3, 1, 0x20, 1);
+        tb_set_n_records(tb, 3); // claims one more record than it holds: crc fine, contents not
+        size_t bad = tb_end(tb, false);
+        size_t next = thread_chunk(tb, 1, (uint64_t[]){4}, 1, false);
+        hpt_chunk_hdr_t h;
+        size_t n;
+        memcpy(&h, tb_data(tb, &n) + bad, sizeof h);
+        cr_assert_eq(!(h.flags & HPT_CHUNK_COLUMNS), rows);
+        reader_t *r = open_built(tb);
+        evs_t e = read_all(r);
+        expect_times(&e, (uint64_t[]){1, 4}, 2); // no partial chunk: 2 and 3 are gone too
+        cr_assert_eq(reader_damage(r)->chunks_damaged, 1);
+        cr_assert_eq(reader_damage(r)->bytes_skipped, next - bad);
+        free(e.v);
+        reader_close(r);
+        unlink(path);
+        tb_free(tb);
+    }
 }
 
 Test(reader, truncated_final_chunk_is_reported_as_truncation, .fini = cleanup) {
@@ -615,13 +624,12 @@ static read_result_t read_with_workers(const char *workers) {
     return o;
 }
 
-// Chunks are decoded by worker threads but applied in file order: 0, 1 or 5 workers hand out
-// the same events (byte for byte), definitions and damage counts, on a trace of many small
-// chunks of 9 threads with reallocs, frees, stacks, modules, CPU samples, a chunk whose
-// records do not decode, garbage between chunks and late records.
-Test(reader, decode_workers_change_nothing, .fini = cleanup) {
+// A trace of many small chunks of 9 threads with reallocs, frees, stacks, modules, CPU samples,
+// a chunk whose records do not decode, garbage between chunks and late records, the same on
+// every call (its random stream starts from the same seed). Returns the next unused stack id.
+static uint64_t build_mixed(tb_t *tb) {
     enum { THREADS = 9, ROUNDS = 60 };
-    tb_t *tb = tb_new();
+    rng = 0x853c49e6748fea9bull;
     uint64_t clock[THREADS] = {0}, next_stack = 1;
     for (int round = 0; round < ROUNDS; round++) {
         for (int i = 0; i < THREADS; i++) {
@@ -670,6 +678,14 @@ Test(reader, decode_workers_change_nothing, .fini = cleanup) {
         // now and then a watermark a little too high: some records arrive late
         tb_sync(tb, round % 11 == 10 ? wm + 40 : wm);
     }
+    return next_stack;
+}
+
+// Chunks are decoded by worker threads but applied in file order: 0, 1 or 5 workers hand out
+// the same events (byte for byte), definitions and damage counts, on build_mixed's trace.
+Test(reader, decode_workers_change_nothing, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    build_mixed(tb);
     cr_assert_eq(tb_write_tmp(tb, path), 0);
     read_result_t one = read_with_workers("0");
     cr_assert_gt(one.events.n, 1000);
@@ -691,4 +707,135 @@ Test(reader, decode_workers_change_nothing, .fini = cleanup) {
     }
     free(one.events.v);
     tb_free(tb);
+}
+
+// Every definition the reader holds after reading r to its end, as text: stacks by id (ids
+// below n_ids), modules, threads, CPU samples by stack, process and trailer. The caller frees it.
+static char *dump_defs(reader_t *r, uint64_t n_ids) {
+    char *s = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&s, &len);
+    cr_assert_not_null(f);
+    fprintf(f, "stacks %zu\n", reader_n_stacks(r));
+    for (uint64_t id = 0; id < n_ids; id++) {
+        uint32_t n;
+        const uint64_t *fr = reader_stack(r, id, &n);
+        if (!fr)
+            continue;
+        fprintf(f, "stack %lu:", (unsigned long)id);
+        for (uint32_t i = 0; i < n; i++)
+            fprintf(f, " %lx", (unsigned long)fr[i]);
+        fputc('\n', f);
+    }
+    size_t n;
+    const reader_module_t *m = reader_modules(r, &n);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "module %s %lx+%lx tid %u %lu..%lu build-id %u\n", m[i].path,
+                (unsigned long)m[i].base, (unsigned long)m[i].size, m[i].tid,
+                (unsigned long)m[i].load_ns, (unsigned long)m[i].unload_ns, m[i].build_id_len);
+    const reader_thread_t *t = reader_threads(r, &n);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "thread %u '%s' %lu..%lu\n", t[i].tid, t[i].name, (unsigned long)t[i].start_ns,
+                (unsigned long)t[i].end_ns);
+    const reader_cpu_t *c = reader_cpu(r);
+    fprintf(f, "cpu %d %u %u %lu %lu '%s'\n", c->has_info, c->source, c->hz,
+            (unsigned long)c->n_samples, (unsigned long)c->n_lost, c->reason ? c->reason : "");
+    const uint64_t *ids, *counts;
+    size_t k = reader_cpu_stacks(r, &ids, &counts);
+    uint64_t sum = 0, weighted = 0; // in no particular order: compared as sums
+    for (size_t i = 0; i < k; i++) {
+        sum += counts[i];
+        weighted += (ids[i] + 1) * counts[i];
+    }
+    fprintf(f, "cpu stacks %zu %lu %lu\n", k, (unsigned long)sum, (unsigned long)weighted);
+    size_t argc;
+    const char *const *argv = reader_argv(r, &argc);
+    fprintf(f, "exe %s argc %zu\n", reader_exe(r) ? reader_exe(r) : "-", argc);
+    for (size_t i = 0; i < argc; i++)
+        fprintf(f, "arg '%s'\n", argv[i]);
+    const reader_trailer_t *tr = reader_trailer(r);
+    if (tr)
+        fprintf(f, "trailer %lu %lu %lu %lu\n", (unsigned long)tr->n_events,
+                (unsigned long)tr->n_lost_events, (unsigned long)tr->n_stacks,
+                (unsigned long)tr->n_stack_overflows);
+    cr_assert_eq(fclose(f), 0);
+    return s;
+}
+
+// EVENTS chunks of the built file in column form and as rows, empty ones left out (garbage
+// between chunks skipped byte by byte, as the reader resynchronises).
+static void count_forms(tb_t *tb, size_t *cols, size_t *rows) {
+    size_t n;
+    const uint8_t *b = tb_data(tb, &n);
+    *cols = *rows = 0;
+    for (size_t pos = sizeof(hpt_file_hdr_t); pos + sizeof(hpt_chunk_hdr_t) <= n;) {
+        hpt_chunk_hdr_t h;
+        memcpy(&h, b + pos, sizeof h);
+        if (h.magic != HPT_CHUNK_MAGIC || h.stored_bytes > n - pos - sizeof h) {
+            pos++;
+            continue;
+        }
+        if (h.type == HPT_CHUNK_EVENTS && h.raw_bytes)
+            ++*(h.flags & HPT_CHUNK_COLUMNS ? cols : rows);
+        pos += sizeof h + h.stored_bytes;
+    }
+}
+
+// The shim writes EVENTS chunks in columns and the tests build them so by default: the same
+// trace built as rows (tb_set_rows) and in columns reads the same, events byte for byte,
+// definitions and damage counts, so the column path (hpt_cols_untranspose) and the row decoder
+// agree on everything build_mixed holds, damage included. The undecodable chunk (tb_payload) is
+// rows in both files, as the shim would write a chunk the column form cannot carry.
+Test(reader, rows_and_columns_read_the_same, .fini = cleanup) {
+    read_result_t res[2];
+    char *defs[2];
+    size_t n_cols[2], n_rows[2];
+    for (int form = 0; form < 2; form++) { // 0: rows, 1: columns (the default)
+        tb_t *tb = tb_new();
+        if (form == 0)
+            tb_set_rows(tb, true);
+        tb_begin(tb, HPT_CHUNK_META, 0, 0, 0);
+        const char *argv[] = {"/bin/app", "-x"};
+        tb_rec_process(tb, "/bin/app", 2, argv);
+        tb_rec_module_load(tb, 0, 0x400000, 0x10000, "/bin/app", (const uint8_t *)"\1\2", 2);
+        tb_end(tb, false);
+        uint64_t n_ids = build_mixed(tb);
+        tb_begin(tb, HPT_CHUNK_TRAILER, 0, 0, 0);
+        tb_rec_trailer(tb, 5, 6, 7, 8);
+        tb_end(tb, false);
+        count_forms(tb, &n_cols[form], &n_rows[form]);
+        reader_t *r = open_built(tb);
+        res[form].events = read_all(r);
+        res[form].damage = *reader_damage(r);
+        defs[form] = dump_defs(r, n_ids);
+        reader_close(r);
+        unlink(path);
+        tb_free(tb);
+    }
+    cr_assert_eq(n_cols[0], 0);
+    cr_assert_gt(n_rows[0], 300);
+    // build_mixed's empty chunks (no records) are rows in both: the shim writes none
+    cr_assert_eq(n_rows[1], 1, "only the undecodable chunk is rows: %zu of %zu", n_rows[1], n_rows[0]);
+    cr_assert_eq(n_cols[1] + n_rows[1], n_rows[0]);
+    cr_assert_gt(res[0].events.n, 1000);
+    cr_assert_gt(res[0].damage.chunks_damaged, 0);
+    cr_assert_gt(res[0].damage.late_events, 0);
+    cr_assert(res[0].damage.trailer);
+    cr_assert_eq(res[1].events.n, res[0].events.n);
+    cr_assert(memcmp(res[1].events.v, res[0].events.v,
+                     res[0].events.n * sizeof *res[0].events.v) == 0);
+    cr_assert(memcmp(&res[1].damage, &res[0].damage, sizeof res[0].damage) == 0,
+              "damaged %lu/%lu skipped %lu/%lu gaps %lu/%lu late %lu/%lu",
+              (unsigned long)res[0].damage.chunks_damaged,
+              (unsigned long)res[1].damage.chunks_damaged,
+              (unsigned long)res[0].damage.bytes_skipped, (unsigned long)res[1].damage.bytes_skipped,
+              (unsigned long)res[0].damage.seq_gaps, (unsigned long)res[1].damage.seq_gaps,
+              (unsigned long)res[0].damage.late_events, (unsigned long)res[1].damage.late_events);
+    cr_assert_str_eq(defs[1], defs[0]);
+    cr_assert_not_null(strstr(defs[0], "stack 1:"));
+    cr_assert_not_null(strstr(defs[0], "/lib/x.so"));
+    for (int form = 0; form < 2; form++) {
+        free(res[form].events.v);
+        free(defs[form]);
+    }
 }

@@ -5,7 +5,18 @@
 #include "trace_builder.h"
 
 #include "chunk.h"
+// hpt_cols_transpose inlined here makes GCC 12 see hpt_rec_t fields read that it cannot prove
+// hpt_rec_decode filled (it fills those of the tag it met, and the transpose reads only those):
+// a false -Wmaybe-uninitialized in the format headers, silenced for them alone.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "format/hpt_codec.h"
+#include "format/hpt_columns.h"
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +35,12 @@ struct tb {
     ZSTD_CCtx *cctx;
     uint8_t *frame;
     size_t frame_cap;
+    // the column form (tb_end): off by tb_set_rows; raw_given when tb_payload wrote bytes of
+    // its own into the open chunk, which are then stored as they are
+    bool rows, raw_given;
+    hpt_cols_enc_t *enc; // the transposer's table, kept across chunks as a drainer keeps it
+    uint8_t *cols;
+    size_t cols_cap;
 };
 
 static void *must(void *p) {
@@ -79,6 +96,8 @@ void tb_free(tb_t *tb) {
     if (!tb)
         return;
     ZSTD_freeCCtx(tb->cctx);
+    free(tb->enc);
+    free(tb->cols);
     free(tb->file);
     free(tb->raw);
     free(tb->frame);
@@ -92,16 +111,50 @@ void tb_begin(tb_t *tb, uint16_t type, uint32_t tid, uint64_t base_time_ns, uint
     tb->hdr.base_time_ns = base_time_ns;
     tb->hdr.base_addr = base_addr;
     tb->raw_len = 0;
+    tb->raw_given = false;
     tb->prev_t = base_time_ns;
     tb->prev_addr = base_addr;
 }
 
+void tb_set_rows(tb_t *tb, bool rows) { tb->rows = rows; }
+
+// The open EVENTS chunk's records in columns, as the shim's drainers write them
+// (preload/pipeline.c write_records): hpt_cols_transpose from a zero delta state (the
+// columns hold differences only; the header keeps the chunk's bases), with the encoder
+// table kept across chunks. max_bytes is the whole chunk, so the transpose takes every
+// record or none. Returns the payload's size, or 0 where the rows are to be written: a
+// record the column form does not carry (PROCESS, TRAILER, one that does not decode, a
+// value the codes cannot express), like the drainers' fallback.
+static size_t to_columns(tb_t *tb) {
+    if (!tb->enc)
+        tb->enc = must(calloc(1, sizeof *tb->enc));
+    reserve(&tb->cols, &tb->cols_cap, hpt_cols_bound(tb->raw_len));
+    hpt_cols_info_t ci;
+    size_t cn = hpt_cols_transpose(tb->raw, tb->raw_len, tb->raw_len, tb->cols, tb->cols_cap,
+                                   tb->enc, &ci);
+    if (cn == 0 || ci.row_bytes != tb->raw_len)
+        return 0;
+    return cn;
+}
+
 size_t tb_end(tb_t *tb, bool compress) {
     size_t off = tb->flushed + tb->file_len;
-    size_t bound = hp_chunk_bound(tb->raw_len);
+    const uint8_t *payload = tb->raw;
+    size_t len = tb->raw_len;
+    if (tb->hdr.type == HPT_CHUNK_EVENTS && !tb->rows && !tb->raw_given && tb->raw_len) {
+        size_t cn = to_columns(tb);
+        if (cn) {
+            // n_records stays the builder's count (tb_set_n_records may make it lie on
+            // purpose); otherwise it is the transpose's, as the drainers write it
+            tb->hdr.flags |= HPT_CHUNK_COLUMNS;
+            payload = tb->cols;
+            len = cn;
+        }
+    }
+    size_t bound = hp_chunk_bound(len);
     reserve(&tb->frame, &tb->frame_cap, bound);
     tb->hdr.seq = tb->seq++;
-    size_t n = hp_chunk_encode(tb->frame, bound, &tb->hdr, tb->raw, tb->raw_len,
+    size_t n = hp_chunk_encode(tb->frame, bound, &tb->hdr, payload, len,
                                compress ? tb->cctx : NULL);
     if (n == 0) {
         fprintf(stderr, "trace_builder: hp_chunk_encode failed\n");
@@ -128,6 +181,7 @@ void tb_payload(tb_t *tb, const void *p, size_t n, uint32_t n_records) {
     memcpy(tb->raw + tb->raw_len, p, n);
     tb->raw_len += n;
     tb->hdr.n_records += n_records;
+    tb->raw_given = true;
 }
 
 // ---- record encoding (docs/trace-format.md#records) ----

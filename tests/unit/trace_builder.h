@@ -3,6 +3,19 @@
 // here independently of the shim (tag byte + LEB128 varints, zigzag address deltas, as in
 // docs/trace-format.md#records) and framed with the shim's real hp_chunk_encode.
 // Times are absolute (relative to the trace start); the builder computes the deltas.
+//
+// Chunk form: EVENTS chunks are written in column form (HPT_CHUNK_COLUMNS) by default, their
+// records put through hpt_cols_transpose as the shim's drainers do (preload/pipeline.c), because
+// that is what every real trace holds: the tests then feed the reader what the shim writes and
+// exercise its column path (hpt_cols_untranspose), not only the row decoder. Like the shim, the
+// builder writes a chunk as rows where the column form cannot carry it: a record the transpose
+// does not take (PROCESS, TRAILER, one that does not decode, a value the codes cannot express)
+// or a payload the test assembled itself with tb_payload (stored as it is). An empty chunk (the
+// shim writes none) is an empty row payload. One difference on purpose: the shim keeps rows when
+// the columns would not be smaller (a chunk of a few records); the builder writes columns
+// whenever they carry the chunk, so small test chunks take the column path too. META and
+// TRAILER chunks are always rows, as in the shim. tb_set_rows(tb, true) writes rows, for tests
+// that need the row layout itself (damage at a record's byte offset, the row decoder).
 #ifndef HEAPPROF_TESTS_TRACE_BUILDER_H
 #define HEAPPROF_TESTS_TRACE_BUILDER_H
 
@@ -31,6 +44,8 @@ void tb_begin(tb_t *tb, uint16_t type, uint32_t tid, uint64_t base_time_ns, uint
 size_t tb_end(tb_t *tb, bool compress);
 // Appends a SYNC chunk with watermark w; returns its offset.
 size_t tb_sync(tb_t *tb, uint64_t w);
+// Rows (true) or the column form (false, the default) for EVENTS chunks ended from now on.
+void tb_set_rows(tb_t *tb, bool rows);
 // Overrides the open chunk's record count (tests of chunks whose count lies).
 void tb_set_n_records(tb_t *tb, uint32_t n);
 // Skips n sequence numbers, as if n chunks were lost.
@@ -38,7 +53,7 @@ void tb_skip_seq(tb_t *tb, uint64_t n);
 // Appends raw bytes to the file (garbage, partial chunks).
 void tb_raw(tb_t *tb, const void *p, size_t n);
 // Appends already encoded records (n_records of them) to the open chunk's payload (or a whole
-// payload, e.g. a column form, stored as it is).
+// payload, stored as it is). A chunk holding such bytes is written as rows, never transposed.
 void tb_payload(tb_t *tb, const void *p, size_t n, uint32_t n_records);
 
 void tb_rec_malloc(tb_t *tb, uint64_t t, uint64_t stack, uint64_t addr, uint64_t size);
@@ -67,7 +82,7 @@ void tb_rec_cpu_info(tb_t *tb, unsigned source, uint32_t hz, uint64_t n_samples,
 
 // The file so far (after the last tb_flush); writable, for tests that damage it.
 uint8_t *tb_data(tb_t *tb, size_t *n);
-// Bytes in the open chunk's payload so far.
+// Bytes in the open chunk's payload so far, as rows (before any transpose).
 size_t tb_chunk_bytes(const tb_t *tb);
 // Writes the file bytes accumulated since the last flush to f and forgets them (streaming
 // big traces). Returns 0 or -1.
