@@ -5,6 +5,8 @@
 #include "cmd/cmd_run.h"
 
 #include "core/xalloc.h"
+#include "trace/reader.h"
+#include "format/hpt_format.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -206,6 +208,60 @@ static bool name_matches(const char *pat, const char *s, const char *pid) {
     }
 }
 
+// The pid and parent pid a trace's file header gives; false if it is not a readable trace.
+static bool trace_pids(const char *path, uint32_t *pid, uint32_t *ppid) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return false;
+    hpt_file_hdr_t h;
+    ssize_t n = read(fd, &h, sizeof h);
+    close(fd);
+    if (n != (ssize_t)sizeof h || memcmp(h.magic, HPT_MAGIC, sizeof h.magic) != 0)
+        return false;
+    *pid = h.pid;
+    *ppid = h.ppid;
+    return true;
+}
+
+// Keeps the traces of the command's own process tree: the first n_own (named by its pid),
+// any whose header gives its pid, and any of a process whose parent left a kept trace (a fork's
+// child writes its own trace; a child that never allocated leaves none, and its children are
+// then not told apart from another run's). Other traces that appeared in the directory
+// meanwhile (another run of the same program) are dropped.
+static void keep_own_tree(cmd_run_result_t *res, pid_t pid, size_t n_own) {
+    size_t n = res->n_traces;
+    uint32_t *pids = xcalloc(n + 1, sizeof *pids), *ppids = xcalloc(n + 1, sizeof *ppids);
+    bool *keep = xcalloc(n + 1, sizeof *keep);
+    for (size_t i = 0; i < n; i++) {
+        if (!trace_pids(res->traces[i], &pids[i], &ppids[i]))
+            pids[i] = ppids[i] = 0;
+        keep[i] = i < n_own || (pids[i] != 0 && pids[i] == (uint32_t)pid);
+    }
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (size_t i = 0; i < n; i++) {
+            if (keep[i] || pids[i] == 0)
+                continue;
+            for (size_t j = 0; j < n; j++)
+                if (keep[j] && pids[j] == ppids[i]) {
+                    keep[i] = grew = true;
+                    break;
+                }
+        }
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (keep[i])
+            res->traces[k++] = res->traces[i];
+        else
+            free(res->traces[i]);
+    }
+    res->n_traces = k;
+    free(pids);
+    free(ppids);
+    free(keep);
+}
+
 static int cmp_trace(const void *a, const void *b) {
     const char *x = *(const char *const *)a, *y = *(const char *const *)b;
     size_t lx = strlen(x), ly = strlen(y);
@@ -268,6 +324,7 @@ static void find_traces(cmd_run_result_t *res, const char *pattern, pid_t pid,
         qsort(res->traces, n_own, sizeof *res->traces, cmp_trace);
     if (res->n_traces - n_own > 1)
         qsort(res->traces + n_own, res->n_traces - n_own, sizeof *res->traces, cmp_trace);
+    keep_own_tree(res, pid, n_own);
 }
 
 // ---- spawning ----
@@ -394,4 +451,21 @@ void cmd_run_result_fini(cmd_run_result_t *res) {
     free(res->traces);
     res->traces = NULL;
     res->n_traces = 0;
+}
+
+int cmd_run_trace_program(const char *path, char *out, size_t cap, uint32_t *pid) {
+    errmsg_t err;
+    errmsg_init(&err);
+    reader_t *r = reader_open(path, &err);
+    if (!r)
+        return -1;
+    int rc = -1;
+    if (reader_read_process(r, &err) == 0 && reader_exe(r)) {
+        const char *exe = reader_exe(r), *slash = strrchr(exe, '/');
+        snprintf(out, cap, "%s", slash ? slash + 1 : exe);
+        *pid = reader_header(r)->pid;
+        rc = 0;
+    }
+    reader_close(r);
+    return rc;
 }

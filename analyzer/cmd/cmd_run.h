@@ -8,6 +8,7 @@
 #include "core/errmsg.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -45,5 +46,9 @@ int cmd_run_find_preload(const char *exe_path, char *out, size_t cap);
 // Expands the trace pattern as the shim does (%p -> pid, %% -> %) into out. Returns 0, or -1
 // if too long.
 int cmd_run_trace_path(const char *pattern, pid_t pid, char *out, size_t cap);
+
+// The program a trace is of (the base name of its PROCESS record's executable) into out, and
+// its pid. Reads only the trace's first chunk. Returns 0, or -1 if the trace says no program.
+int cmd_run_trace_program(const char *path, char *out, size_t cap, uint32_t *pid);
 
 #endif

@@ -133,8 +133,16 @@ static int do_run(int argc, char **argv) {
     if (res.n_traces == 0 && !to_device)
         fprintf(stderr, "heapprof: no trace was written (expected %s; was %s loaded?)\n",
                 res.expected, res.preload);
-    for (size_t i = 0; i < res.n_traces; i++)
-        fprintf(stderr, "heapprof: trace written to %s\n", res.traces[i]);
+    for (size_t i = 0; i < res.n_traces; i++) {
+        char prog[256], safe[512], path[4096 + 64];
+        uint32_t pid;
+        fmt_safe_text(res.traces[i], path, sizeof path);
+        if (cmd_run_trace_program(res.traces[i], prog, sizeof prog, &pid) == 0)
+            fprintf(stderr, "heapprof: trace of %s (pid %u) written to %s\n",
+                    fmt_safe_text(prog, safe, sizeof safe), pid, path);
+        else
+            fprintf(stderr, "heapprof: trace written to %s\n", path);
+    }
     cmd_run_result_fini(&res);
     return res.exit_status;
 }

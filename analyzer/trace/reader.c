@@ -899,6 +899,13 @@ int reader_next_batch(reader_t *r, const reader_event_t **evs, size_t *n, errmsg
     return 1;
 }
 
+int reader_read_process(reader_t *r, errmsg_t *err) {
+    // the first chunk read (or found damaged) is the META chunk or nothing will be
+    while (!r->exe && !r->eof && r->damage.chunks_ok + r->damage.chunks_damaged == 0)
+        TRY_IO(advance(r, err));
+    return 0;
+}
+
 int reader_load_defs(reader_t *r, errmsg_t *err) {
     r->defs_only = true;
     while (!r->eof)

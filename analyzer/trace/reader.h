@@ -89,6 +89,11 @@ int reader_next_batch(reader_t *r, const reader_event_t **evs, size_t *n, errmsg
 // After it, reader_next returns 0. Returns 0, or -1 on I/O error.
 int reader_load_defs(reader_t *r, errmsg_t *err);
 
+// Reads only the first chunk (the META chunk, which holds the PROCESS record), for a caller that
+// wants to know which program a trace is of (reader_exe) without reading it all. Returns 0, or
+// -1 on I/O error. Then reader_next goes on from there as usual.
+int reader_read_process(reader_t *r, errmsg_t *err);
+
 // Frames of a stack id, innermost first (frames[0] is the caller of malloc), and their count in
 // *n; NULL if the id was not defined (yet: stacks may be defined after their first use).
 // Owned by the reader, valid until reader_close.

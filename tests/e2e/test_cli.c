@@ -305,3 +305,21 @@ Test(cli, output_at_a_symlink_is_refused_and_its_target_untouched) {
     cr_expect_eq(n, 1 + 2 * sizeof cmds / sizeof cmds[0], "a temporary file was left behind");
     free(dir);
 }
+
+// heapprof run names the traces of the process it started and of its children, each with its
+// program, and not a trace another run left in the same directory meanwhile (issue 22).
+Test(cli, run_lists_its_own_process_tree_only) {
+    char *dir = e2e_tmpdir("run_tree");
+    char pattern[4200], decoy[4200];
+    snprintf(pattern, sizeof pattern, "%s/t.%%p.hpt", dir);
+    snprintf(decoy, sizeof decoy, "%s/t.999999.hpt", dir);
+    const char *run[] = {"run", "-o", pattern, "--", E2E_PROGS "/run_decoy", decoy, NULL};
+    char *err = NULL;
+    cr_assert_eq(e2e_heapprof(run, NULL, &err), 0, "stderr: %s", err);
+    cr_expect_eq(count_lines_with(err, "written to"), 2, "stderr: %s", err);
+    cr_expect_eq(count_lines_with(err, "trace of run_decoy (pid "), 2, "stderr: %s", err);
+    cr_expect_eq(count_lines_with(err, "t.999999.hpt"), 0, "stderr: %s", err);
+    cr_expect_eq(count_entries(dir, "t."), 3, "the program, its child and the decoy");
+    free(err);
+    free(dir);
+}

@@ -146,7 +146,9 @@ Test(cmd_run, missing_command_is_an_exec_failure) {
 }
 
 // The shim names a second trace of the same pid (after exec, or when the name exists)
-// NAME.1.hpt, and a forked child's trace carries the child's pid.
+// NAME.1.hpt, and a forked child's trace carries the child's pid. A file that fits the pattern
+// but is no trace of the command's process tree (t.7.hpt here is not a trace at all: another
+// run's would name another pid in its header) is not listed (test_cli.c checks real traces).
 Test(cmd_run, lists_own_traces_first_then_descendants) {
     char dir[] = "/tmp/hpt-run-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
@@ -163,14 +165,12 @@ Test(cmd_run, lists_own_traces_first_then_descendants) {
     errmsg_init(&err);
     cr_assert_eq(cmd_run_exec(&o, &res, &err), 0, "%s", err.msg);
     cr_assert_eq(res.exit_status, 0);
-    cr_assert_eq(res.n_traces, 3);
+    cr_assert_eq(res.n_traces, 2);
     char want[256];
     snprintf(want, sizeof want, "%s/t.%d.hpt", dir, (int)res.pid);
     cr_assert_str_eq(res.traces[0], want);
     snprintf(want, sizeof want, "%s/t.%d.1.hpt", dir, (int)res.pid);
     cr_assert_str_eq(res.traces[1], want);
-    snprintf(want, sizeof want, "%s/t.7.hpt", dir);
-    cr_assert_str_eq(res.traces[2], want);
     const char *names[] = {"t.7.hpt", "other.hpt", "t.x.hpt"};
     for (size_t i = 0; i < 3; i++) {
         snprintf(want, sizeof want, "%s/%s", dir, names[i]);
