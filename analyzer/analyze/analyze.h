@@ -49,6 +49,8 @@ typedef struct analyze_opts {
     const char *from_module; // count only allocations made from this module's code (filter.h):
                              // a first pass reads the definitions; NULL: all
     bool totals_only;  // replay's totals alone (`stats`): no sites, no symbols, no CPU table
+    const char *const *alloc_fns; // the program's own allocator functions (sites_set_alloc_fns)
+    size_t n_alloc_fns;
 } analyze_opts_t;
 
 // analyze_open with options; with growth, a->growth is finished (growth_finish) on return.

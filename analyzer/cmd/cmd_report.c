@@ -16,7 +16,8 @@
 #define MAX_SHORT_MS 86400000ull // a day
 
 const char cmd_report_usage[] =
-    "usage: heapprof report TRACE [--json] [--top N] [--short-ms N]\n"
+    "usage: heapprof report TRACE [--json] [--top N] [--short-ms N] [--alloc-fn NAME]...\n"
+    "                       [--shim-cpu]\n"
     "\n"
     "Where the program allocates, by function and source line: totals, then the top\n"
     "allocation sites by bytes allocated, by blocks, by bytes live at the heap's peak, by\n"
@@ -33,12 +34,17 @@ const char cmd_report_usage[] =
     "CPU samples (when the trace has them, HEAPPROF_CPU): how they were taken, the top\n"
     "functions by samples (self and total), and the allocator's CPU share: samples inside\n"
     "malloc/free, operator new/delete or Rust's alloc layer, charged to the user function\n"
-    "that called the allocator.\n"
+    "that called the allocator. Samples taken in heapprof's own shim (recording the\n"
+    "calls: the profiler's cost) are counted once and left out of the rankings.\n"
     "\n"
     "  --json       one JSON object with every site and its full stack (docs/report-json.md)\n"
     "  --top N      sites per ranking (default 10)\n"
     "  --short-ms N blocks freed within N milliseconds are short-lived (default 1; 0: only\n"
     "               the temporary ones)\n"
+    "  --alloc-fn NAME  a function of the program's own that allocates for its callers\n"
+    "               (xmalloc, a pool's alloc): its callers name the sites, as with\n"
+    "               malloc itself (repeatable; as Valgrind's --alloc-fn)\n"
+    "  --shim-cpu   keep heapprof's own samples in the CPU rankings\n"
     "  -h, --help   this help\n";
 
 static int parse_top(const char *s, size_t *out, errmsg_t *err) {
@@ -75,6 +81,19 @@ int cmd_report_parse(int argc, char **argv, cmd_report_opts_t *o, errmsg_t *err)
         const char *a = argv[i];
         if (!only_args && strcmp(a, "--json") == 0) {
             o->json = true;
+        } else if (!only_args && strcmp(a, "--shim-cpu") == 0) {
+            o->shim_cpu = true;
+        } else if (!only_args && (strcmp(a, "--alloc-fn") == 0 || strncmp(a, "--alloc-fn=", 11) == 0)) {
+            const char *name = a[10] == '=' ? a + 11 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!name || !*name) {
+                errmsg_set(err, "report: --alloc-fn needs a function name");
+                return -1;
+            }
+            if (o->n_alloc_fns == CMD_REPORT_MAX_ALLOC_FNS) {
+                errmsg_set(err, "report: at most %d --alloc-fn", CMD_REPORT_MAX_ALLOC_FNS);
+                return -1;
+            }
+            o->alloc_fns[o->n_alloc_fns++] = name;
         } else if (!only_args && (strcmp(a, "--top") == 0 || strcmp(a, "-n") == 0)) {
             if (i + 1 >= argc) {
                 errmsg_set(err, "report: %s needs a number", a);
@@ -105,10 +124,12 @@ int cmd_report_parse(int argc, char **argv, cmd_report_opts_t *o, errmsg_t *err)
 }
 
 int cmd_report_run(const cmd_report_opts_t *o, FILE *out, FILE *progress, errmsg_t *err) {
-    analyze_opts_t ao = {.mode = 0, .growth = true, .short_ns = o->short_ns};
+    analyze_opts_t ao = {.mode = 0, .growth = true, .short_ns = o->short_ns,
+                         .alloc_fns = o->alloc_fns, .n_alloc_fns = o->n_alloc_fns};
     analyze_t *a = analyze_open_opts(o->trace, &ao, progress, err);
     if (!a)
         return -1;
+    cpu_rank_shim(a->cpu, o->shim_cpu);
     out_report_opts_t ro = {.top = o->top, .json = o->json};
     int rc = out_report_write(a, &ro, out, err);
     analyze_close(a);

@@ -14,9 +14,14 @@
 
 extern const char cmd_report_usage[];
 
+#define CMD_REPORT_MAX_ALLOC_FNS 64
+
 typedef struct cmd_report_opts {
     const char *trace;
     bool json;
+    bool shim_cpu; // keep heapprof's own samples in the CPU rankings
+    const char *alloc_fns[CMD_REPORT_MAX_ALLOC_FNS]; // --alloc-fn, as given (argv's strings)
+    size_t n_alloc_fns;
     size_t top;
     uint64_t short_ns; // --short-ms: blocks freed within this are short-lived
 } cmd_report_opts_t;

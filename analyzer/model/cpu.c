@@ -22,6 +22,7 @@ struct cpu {
     cpu_stack_t *stacks;
     size_t n_stacks;
     bool resolved;
+    bool rank_shim; // cpu_rank_shim: heapprof's own samples stay in the rankings
     cpu_fn_t *fns, *callers;
     size_t n_fns, n_callers;
     uint64_t alloc_samples, shim_samples;
@@ -121,16 +122,27 @@ static void resolve_stack(cpu_t *c, cpu_stack_t *s) {
         if (s->kinds[i] == SITES_FRAME_ALLOCATOR)
             s->in_allocator = true;
     }
-    // the shim's own work: from the innermost frame, a shim frame comes before any frame of the
-    // real allocator (which the shim's entry points call, so a sample in malloc's internals
-    // has the shim's malloc above it but is the allocator's time)
-    for (size_t i = 0; i < n && s->in_allocator; i++) {
-        if (is_shim(frames[i]->module)) {
-            s->in_shim = true;
-            break;
+    // the shim's own work: everything inside its innermost frame (what it called: the clock,
+    // memset, zstd when a full ring makes the thread compress its own records), unless the real
+    // allocator is among it (the shim's entry points call it: that is the allocator's time)
+    size_t k = 0;
+    while (k < n && !is_shim(frames[k]->module))
+        k++;
+    if (k < n) {
+        s->in_shim = true;
+        for (size_t i = 0; i < k; i++)
+            if (s->kinds[i] == SITES_FRAME_ALLOCATOR)
+                s->in_shim = false;
+        if (s->in_shim && !s->in_allocator) {
+            // the shim is part of the allocator as the program sees it: charged to the first
+            // user frame above it
+            s->in_allocator = true;
+            for (size_t i = k; i < n; i++)
+                if (s->kinds[i] == SITES_FRAME_USER) {
+                    s->user_frame = i;
+                    break;
+                }
         }
-        if (s->kinds[i] != SITES_FRAME_LIBRARY)
-            break;
     }
 }
 
@@ -236,6 +248,12 @@ static void resolve(cpu_t *c) {
         if (s->in_allocator) {
             c->alloc_samples += s->count;
             c->shim_samples += s->in_shim ? s->count : 0;
+        }
+        // a sample in the shim's own work is the profiler's cost, not the program's: it stays
+        // out of the rankings (its share is printed once) unless asked for
+        if (s->in_shim && !c->rank_shim)
+            continue;
+        if (s->in_allocator) {
             size_t r;
             if (s->user_frame < s->n_frames) {
                 const symbolize_frame_t *f = s->frames[s->user_frame];
@@ -254,6 +272,9 @@ static void resolve(cpu_t *c) {
         }
         size_t n_seen = 0;
         for (size_t j = 0; j < s->n_frames; j++) {
+            // the shim's entry points above a sample in the real allocator: its frames too
+            if (!c->rank_shim && is_shim(s->frames[j]->module))
+                continue;
             size_t r = row_of(&rows, sites_frame_function(s->frames[j], fn, sizeof fn),
                               s->frames[j]);
             bool dup = false;
@@ -273,6 +294,10 @@ static void resolve(cpu_t *c) {
     rows_free(&rows);
     rows_free(&calls);
 }
+
+void cpu_rank_shim(cpu_t *c, bool on) { c->rank_shim = on; }
+
+bool cpu_ranks_shim(const cpu_t *c) { return c->rank_shim; }
 
 const cpu_stack_t *cpu_stacks(cpu_t *c, size_t *n) {
     resolve(c);

@@ -46,8 +46,12 @@ uint64_t cpu_total(const cpu_t *c); // samples in the trace (= the sum over stac
 // Stacks with their samples, symbolized on first call. *n set; owned by c.
 const cpu_stack_t *cpu_stacks(cpu_t *c, size_t *n);
 
-// Functions by self samples, then total, then name (ties), *n set; owned by c.
+// Functions by self samples, then total, then name (ties), *n set; owned by c. Samples taken in
+// heapprof's own shim (cpu_shim_samples) are left out, as they are of cpu_allocator_callers,
+// unless cpu_rank_shim(c, true) was called first.
 const cpu_fn_t *cpu_functions(cpu_t *c, size_t *n);
+void cpu_rank_shim(cpu_t *c, bool on);
+bool cpu_ranks_shim(const cpu_t *c);
 
 // Samples in the allocator, and the user functions charged with them, by samples (self).
 // Of the allocator samples, those in heapprof's own shim: the profiler's cost, which an

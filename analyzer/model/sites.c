@@ -17,6 +17,8 @@ struct sites {
     symbolize_t *sym;
     site_t *v;
     size_t n;
+    const char *const *alloc_fns; // sites_set_alloc_fns: the program's own allocator functions
+    size_t n_alloc_fns;
 };
 
 // ---- classification ----
@@ -148,6 +150,27 @@ sites_frame_kind_t sites_classify(const char *function, const char *file, const 
 
 // ---- the table ----
 
+void sites_set_alloc_fns(sites_t *s, const char *const *names, size_t n) {
+    s->alloc_fns = names;
+    s->n_alloc_fns = n;
+}
+
+// Whether function is one the user named with --alloc-fn: its whole name, or the name without a
+// return type and parameter list ("xmalloc" names "void *xmalloc(size_t)" as well).
+static bool is_alloc_fn(const sites_t *s, const char *function) {
+    if (!function || !s->n_alloc_fns)
+        return false;
+    const char *q = sites_skip_return_type(function);
+    const char *paren = strchr(q, '(');
+    size_t len = paren ? (size_t)(paren - q) : strlen(q);
+    for (size_t i = 0; i < s->n_alloc_fns; i++) {
+        const char *name = s->alloc_fns[i];
+        if (strcmp(function, name) == 0 || (strlen(name) == len && strncmp(q, name, len) == 0))
+            return true;
+    }
+    return false;
+}
+
 sites_t *sites_new(const reader_t *r, const replay_t *rp, symbolize_t *sym) {
     sites_t *s = xcalloc(1, sizeof *s);
     s->r = r;
@@ -203,7 +226,9 @@ static void resolve(sites_t *s, site_t *site) {
     size_t first_lib = n, first_user = n, first_user_src = n;
     for (size_t i = 0; i < n; i++) {
         site->kinds[i] =
-            (uint8_t)sites_classify(frames[i]->function, frames[i]->file, frames[i]->module);
+            is_alloc_fn(s, frames[i]->function)
+                ? SITES_FRAME_ALLOCATOR
+                : (uint8_t)sites_classify(frames[i]->function, frames[i]->file, frames[i]->module);
         if (site->kinds[i] == SITES_FRAME_USER && first_user == n)
             first_user = i;
         if (site->kinds[i] == SITES_FRAME_USER && frames[i]->file && first_user_src == n)

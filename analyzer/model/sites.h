@@ -40,6 +40,10 @@ typedef struct sites sites_t;
 // sites_get. r, rp and sym must outlive the result. May allocate.
 sites_t *sites_new(const reader_t *r, const replay_t *rp, symbolize_t *sym);
 void sites_free(sites_t *s);
+// Functions of the program's own that allocate for their callers (`--alloc-fn`, as DHAT's): a
+// frame of one is part of the allocator, so its callers name the sites. names must outlive s;
+// call before the first sites_get.
+void sites_set_alloc_fns(sites_t *s, const char *const *names, size_t n);
 size_t sites_count(const sites_t *s);
 
 // Figures of site i, without resolving its stack.

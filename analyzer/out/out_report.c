@@ -149,7 +149,9 @@ static void print_frame_line(FILE *f, const char *lead, const symbolize_frame_t 
 }
 
 // The site's naming frame; the library function it called, if any (what distinguishes two
-// sites on one line); then up to two callers in the user's code.
+// sites on one line); then up to two callers in the user's code, with or without a source line
+// (a stripped program's sites then differ by their callers' module+offset where their stacks
+// differ).
 static void print_site(FILE *f, const site_t *s) {
     if (s->n_frames == 0) {
         fprintf(f, "       [unknown stack: unwinding failed or the stack is not in the trace]\n");
@@ -164,7 +166,7 @@ static void print_site(FILE *f, const site_t *s) {
     }
     size_t shown = 0;
     for (size_t i = s->name_frame + 1; i < s->n_frames && shown < 2; i++) {
-        if (s->kinds[i] != SITES_FRAME_USER || !s->frames[i]->file)
+        if (s->kinds[i] != SITES_FRAME_USER)
             continue;
         print_frame_line(f, "         from ", s->frames[i]);
         shown++;

@@ -44,8 +44,9 @@ void out_report_cpu_text(analyze_t *a, size_t top, FILE *f) {
             fmt_grouped(in_alloc, b1), fmt_grouped(total, line), fmt_percent(in_alloc, total, p1));
     if (in_shim)
         fprintf(f, "  of which heapprof's shim: %s sample%s (%s), recording the calls: the "
-                   "profiler's own cost, absent from an unprofiled run\n",
-                fmt_grouped(in_shim, b2), in_shim == 1 ? "" : "s", fmt_percent(in_shim, total, p2));
+                   "profiler's own cost, absent from an unprofiled run%s\n",
+                fmt_grouped(in_shim, b2), in_shim == 1 ? "" : "s", fmt_percent(in_shim, total, p2),
+                cpu_ranks_shim(a->cpu) ? "" : "; left out of the rankings below (--shim-cpu keeps them)");
     size_t n = 0;
     const cpu_fn_t *fns = cpu_functions(a->cpu, &n);
     fprintf(f, "\nTop functions by CPU samples (self: innermost frame; total: anywhere on the "
@@ -73,6 +74,8 @@ json_t *out_report_cpu_json(analyze_t *a, size_t top) {
     json_object_set_new(j, "samples", fmt_json_int(total));
     json_object_set_new(j, "allocator_samples", fmt_json_int(cpu_allocator_samples(a->cpu)));
     json_object_set_new(j, "shim_samples", fmt_json_int(cpu_shim_samples(a->cpu)));
+    // whether the rankings below include the shim's samples (report --shim-cpu)
+    json_object_set_new(j, "shim_ranked", json_boolean(cpu_ranks_shim(a->cpu)));
     size_t n = 0;
     const cpu_fn_t *fns = cpu_functions(a->cpu, &n);
     json_t *arr = json_array();

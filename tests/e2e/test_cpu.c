@@ -375,3 +375,46 @@ Test(cpu, the_timer_signal_never_reaches_a_handler_the_program_installed, .timeo
     json_decref(s);
     free(dir);
 }
+
+// Whether a CPU ranking row is one of heapprof's own functions (its source is in preload/, or
+// its module is the shim).
+static bool row_in_shim(json_t *row) {
+    const char *loc = str_of(row, "location");
+    return strstr(loc, "preload/") || strstr(loc, "libheapprof");
+}
+
+static size_t shim_rows(json_t *cpu) {
+    size_t n = 0, i;
+    json_t *row;
+    json_array_foreach(json_object_get(cpu, "functions"), i, row) n += row_in_shim(row);
+    json_array_foreach(json_object_get(cpu, "allocator_callers"), i, row) n += row_in_shim(row);
+    return n;
+}
+
+// Samples taken in heapprof's own shim (recording the calls) are the profiler's cost: counted
+// once as shim_samples and left out of the function rankings, which then rank the program's
+// own time; `report --shim-cpu` keeps them (issue 22). An allocation-heavy program under the
+// timer sampler, which every machine has.
+Test(cpu, the_shim_stays_out_of_the_rankings_unless_asked, .timeout = 180) {
+    static const char *const env[] = {"HEAPPROF_CPU=timer", NULL};
+    char *dir = e2e_tmpdir("shim_rank");
+    char trace[4200];
+    snprintf(trace, sizeof trace, "%s/churn.hpt", dir);
+    char *argv[] = {E2E_PROGS "/churn", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, env, NULL), 0);
+    const char *plain[] = {"report", "--json", "--top", "100000", trace, NULL};
+    const char *with[] = {"report", "--json", "--top", "100000", "--shim-cpu", trace, NULL};
+    json_t *a = e2e_heapprof_json(plain), *b = e2e_heapprof_json(with);
+    json_t *ca = json_object_get(a, "cpu"), *cb = json_object_get(b, "cpu");
+    cr_assert(json_is_false(json_object_get(ca, "shim_ranked")));
+    cr_assert(json_is_true(json_object_get(cb, "shim_ranked")));
+    cr_expect_eq(shim_rows(ca), 0, "heapprof's own functions ranked without --shim-cpu");
+    long long shim = e2e_int(ca, "shim_samples");
+    cr_expect_eq(shim, e2e_int(cb, "shim_samples"));
+    if (shim > 0) // (a machine too slow to take a sample there would have none to rank)
+        cr_expect_gt(shim_rows(cb), 0, "%lld shim samples, none of them ranked with --shim-cpu",
+                     shim);
+    json_decref(a);
+    json_decref(b);
+    free(dir);
+}

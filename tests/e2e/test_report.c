@@ -308,3 +308,65 @@ Test(report, help_for_the_new_commands, .timeout = 60) {
     cr_expect(strstr(out, "report TRACE") && strstr(out, "dhat TRACE"), "%s", out);
     free(out);
 }
+
+// Distinct lines of text that contain needle.
+static size_t distinct_lines_with(const char *text, const char *needle) {
+    char *copy = strdup(text), *save = NULL, *seen[256];
+    size_t n = 0;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (!strstr(line, needle))
+            continue;
+        bool dup = false;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = strcmp(seen[i], line) == 0;
+        if (!dup && n < 256)
+            seen[n++] = line;
+    }
+    free(copy);
+    return n;
+}
+
+// A program whose every allocation goes through an xmalloc-style wrapper, from three functions
+// (issue 22): with --alloc-fn xmalloc the sites are named by those functions, with their exact
+// counts; without it the three sites of the wrapper are told apart by their callers, also
+// when the binary is stripped (module+offset).
+Test(report, allocator_wrappers_are_told_apart, .timeout = 120) {
+    char *dir = e2e_tmpdir("report_wrapper");
+    char *trace = trace_of(E2E_PROGS "/wrapper", dir);
+    const char *args[] = {"report", "--json", "--alloc-fn", "xmalloc", trace, NULL};
+    json_t *r = e2e_heapprof_json(args);
+    const char *fns[] = {"load_alpha", "load_beta", "load_gamma"};
+    for (int i = 0; i < 3; i++) {
+        json_t *site = e2e_site(r, fns[i]);
+        cr_expect_eq(e2e_int(site, "blocks"), 10 * (i + 1), "%s", fns[i]);
+        cr_expect_eq(e2e_int(site, "bytes"), 1000 * (i + 1) * (i + 1), "%s", fns[i]);
+    }
+    json_decref(r);
+    int st;
+    char *err = NULL, *out = report_text(trace, &st, &err);
+    cr_assert_eq(st, 0, "%s", err);
+    for (int i = 0; i < 3; i++) {
+        char from[64];
+        snprintf(from, sizeof from, "from %s", fns[i]);
+        cr_expect(strstr(out, from), "no '%s' line:\n%s", from, out);
+    }
+    free(out);
+    free(err);
+
+    char *sdir = e2e_tmpdir("report_wrapper_stripped"); // trace_of's name is per directory
+    char prog[4200], cmd[16384];
+    snprintf(prog, sizeof prog, "%s/wrapper_stripped", sdir);
+    snprintf(cmd, sizeof cmd, "strip -o %s %s/wrapper", prog, E2E_PROGS);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    char *stripped = trace_of(prog, sdir);
+    out = report_text(stripped, &st, &err);
+    cr_assert_eq(st, 0, "%s", err);
+    // each of the three sites shows its own caller (and all share main's)
+    cr_expect_geq(distinct_lines_with(out, "from wrapper_stripped+0x"), 4, "%s", out);
+    free(out);
+    free(err);
+    free(stripped);
+    free(sdir);
+    free(trace);
+    free(dir);
+}
