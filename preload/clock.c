@@ -2,6 +2,7 @@
 #include "clock.h"
 
 #include "config.h"
+#include "debug.h"
 
 #include <fcntl.h>
 #include <string.h>
@@ -51,6 +52,7 @@ static pair_t first;
 void hp_clock_start(void) {
     if (phase == FIRST && hp_config.clock_tsc) {
         first = take_pair();
+        HP_ASSERT(!atomic_load(&hp_tsc_clock_on)); // published once, after the second pair
         phase = first.tsc ? WAITING : DONE;
     }
 }
@@ -77,6 +79,8 @@ void hp_clock_calibrate(void) {
     if (ticks < ns / 10 || ticks > ns * 20 || ns >= (1ull << 31) * 8)
         return;
     uint64_t mult = (uint64_t)(((hp_u128)ns << 32) / ticks);
+    // 0.05 to ~10 ns a tick: (tsc - base) * mult stays within hp_clock_ns's 128-bit product
+    HP_ASSERT(mult >= (1ull << 32) / 20 && mult <= (11ull << 32));
     hp_tsc_clock = (hp_tsc_clock_t){
         .base_tsc = b.tsc, .base_ns = b.ns - HP_CLOCK_SWITCH_LAG_NS, .mult = mult};
     atomic_store_explicit(&hp_tsc_clock_on, true, memory_order_release);

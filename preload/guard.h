@@ -13,6 +13,7 @@
 #define HEAPPROF_PRELOAD_GUARD_H
 
 #include "compiler.h"
+#include "debug.h"
 
 #include <stdint.h>
 
@@ -31,6 +32,7 @@ static inline __attribute__((always_inline)) int hp_guard_enter(void) {
     return 1;
 }
 static inline void hp_guard_leave(void) {
+    HP_ASSERT(hp_tls_guard != 0);
     hp_tls_guard = 0;
 }
 
@@ -42,6 +44,9 @@ static inline uintptr_t hp_guard_cold_enter(void) {
     return g;
 }
 static inline void hp_guard_cold_leave(uintptr_t g) {
+    // Nothing in the cold path took or dropped the guard: a nested entry only passes through,
+    // and a longjmp out of it never comes back here.
+    HP_ASSERT(hp_tls_guard == (g | HP_GUARD_COLD));
     hp_tls_guard = g;
 }
 

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
-// Every exported libc entry point: guard, call the real function, record. No logic of its own:
-// the real result and errno reach the caller untouched; recording happens after an allocation
-// returns and before a free runs (docs/trace-format.md#records).
+// Every exported libc entry point: prologue (the guard, the state), call the real function,
+// record. No logic of its own: the real result and errno reach the caller untouched; recording
+// happens after an allocation returns and before a free runs (docs/trace-format.md#records).
 #include "compiler.h"
 #include "cpu_timer.h"
+#include "debug.h"
 #include "format/hpt_format.h"
 #include "guard.h"
 #include "lifecycle.h"
@@ -23,83 +24,131 @@
 
 extern char **environ;
 
-// True when this call should be recorded; otherwise the caller passes straight through. here:
-// the entry point's frame (HP_GUARD_HERE), which it stores in the guard when it records.
-static inline int should_record(uintptr_t here) {
-    if (HP_LIKELY(!hp_tls_guard && hp_state_is_on()))
-        return 1;
-    if (hp_tls_guard) // nested, or the holder was abandoned by a longjmp (guard.h)
-        return hp_record_guard_slow(here);
-    return atomic_load_explicit(&hp_state, memory_order_relaxed) == HP_STATE_OFF &&
-           hp_lifecycle_start_early();
-}
+// What an allocation entry point does with a call (prologue).
+enum call {
+    CALL_RECORD, // the guard is taken: call the real function, record, give the guard back
+    CALL_PASS,   // straight to the real function: nested in the shim, or not recording
+    CALL_BOOT,   // the real functions are not known yet (dlsym is running): the bootstrap arena
+};
 
-// Before the real functions are known (dlsym is running), serve from the bootstrap arena.
+// Before the real functions are known, serve from the bootstrap arena.
 static inline int ready(void) {
     return HP_LIKELY(hp_real.free != NULL) || hp_real_resolve();
 }
 
-HP_EXPORT void *malloc(size_t n) {
+// The one prologue of every allocation entry point (always inlined: HP_GUARD_HERE and
+// HP_CALLER_FRAME then name the entry point's frame). The common case is two loads: the guard
+// and the state; recording is on only once the real functions are known (lifecycle.c), so
+// readiness is asked only on the way to passing through.
+static inline __attribute__((always_inline)) enum call prologue(void) {
+    if (HP_LIKELY(!hp_tls_guard && hp_state_is_on())) {
+        HP_ASSERT(hp_real.free != NULL);
+        hp_tls_guard = HP_GUARD_HERE();
+        return CALL_RECORD;
+    }
     if (!ready())
-        return hp_real_boot_alloc(n, 16);
-    if (!should_record(HP_GUARD_HERE()))
-        return hp_real.malloc(n);
+        return CALL_BOOT;
+    if (hp_tls_guard) {
+        // nested in the shim, or the holder was abandoned by a longjmp (guard.h)
+        if (!hp_record_guard_slow(HP_GUARD_HERE()))
+            return CALL_PASS;
+    } else if (atomic_load_explicit(&hp_state, memory_order_relaxed) != HP_STATE_OFF ||
+               !hp_lifecycle_start_early()) {
+        return CALL_PASS; // disabled or finished, or too early to start (lifecycle.c)
+    }
+    HP_ASSERT(!hp_tls_guard);
     hp_tls_guard = HP_GUARD_HERE();
-    void *p = hp_real.malloc(n);
+    return CALL_RECORD;
+}
+
+// Gives back the guard the prologue took; nothing below the entry point has kept it.
+static inline __attribute__((always_inline)) void epilogue(void) {
+    HP_ASSERT(hp_tls_guard == HP_GUARD_HERE());
+    hp_tls_guard = 0;
+}
+
+// After the real call returned block p (NULL: nothing to record): records it, from the entry
+// point's caller, with errno as the real call left it; then the epilogue.
+static inline __attribute__((always_inline)) void alloc_done(uint8_t tag, const void *p,
+                                                             size_t size, size_t align) {
     if (p) {
         int e = errno;
         hp_frame_t from;
         HP_CALLER_FRAME(from);
-        hp_record_alloc(HPT_REC_MALLOC, p, n, 0, &from);
+        hp_record_alloc(tag, p, size, align, &from);
         errno = e;
     }
-    hp_tls_guard = 0;
+    epilogue();
+}
+
+// Records a free, before the real one runs, with errno untouched.
+static inline __attribute__((always_inline)) void free_start(const void *p) {
+    int e = errno;
+    hp_record_free(p);
+    errno = e;
+}
+
+// realloc brackets the real call (record.h); errno stays the host's on both sides.
+static inline __attribute__((always_inline)) uint64_t realloc_start(const void *old,
+                                                                    size_t *old_usable) {
+    int e = errno;
+    uint64_t t0 = hp_record_realloc_begin(old, old_usable);
+    errno = e;
+    return t0;
+}
+
+static inline __attribute__((always_inline)) void
+realloc_done(uint64_t t0, size_t old_usable, const void *old, const void *p, size_t size) {
+    int e = errno;
+    hp_frame_t from;
+    HP_CALLER_FRAME(from);
+    hp_record_realloc_end(t0, old_usable, old, p, size, &from);
+    errno = e;
+    epilogue();
+}
+
+HP_EXPORT void *malloc(size_t n) {
+    enum call c = prologue();
+    if (c != CALL_RECORD)
+        return c == CALL_PASS ? hp_real.malloc(n) : hp_real_boot_alloc(n, 16);
+    void *p = hp_real.malloc(n);
+    alloc_done(HPT_REC_MALLOC, p, n, 0);
     return p;
 }
 
 HP_EXPORT void free(void *p) {
     if (!p || hp_real_is_boot(p))
         return;
-    if (!ready())
-        return; // cannot happen: only the boot arena exists before resolution
-    if (!should_record(HP_GUARD_HERE())) {
-        hp_real.free(p);
+    enum call c = prologue();
+    if (c != CALL_RECORD) {
+        if (c == CALL_PASS) // CALL_BOOT: before resolution every block is a boot block
+            hp_real.free(p);
         return;
     }
-    hp_tls_guard = HP_GUARD_HERE();
-    int e = errno;
-    hp_record_free(p);
-    errno = e;
+    free_start(p);
     hp_real.free(p);
-    hp_tls_guard = 0;
+    epilogue();
 }
 
 HP_EXPORT void *calloc(size_t n, size_t m) {
-    if (!ready()) {
+    enum call c = prologue();
+    if (c != CALL_RECORD) {
+        if (c == CALL_PASS)
+            return hp_real.calloc(n, m);
         size_t total;
         if (__builtin_mul_overflow(n, m, &total))
             return NULL;
         return hp_real_boot_alloc(total, 16); // static memory: already zero
     }
-    if (!should_record(HP_GUARD_HERE()))
-        return hp_real.calloc(n, m);
-    hp_tls_guard = HP_GUARD_HERE();
     void *p = hp_real.calloc(n, m);
-    if (p) {
-        int e = errno;
-        hp_frame_t from;
-        HP_CALLER_FRAME(from);
-        hp_record_alloc(HPT_REC_CALLOC, p, n * m, 0, &from);
-        errno = e;
-    }
-    hp_tls_guard = 0;
+    alloc_done(HPT_REC_CALLOC, p, n * m, 0);
     return p;
 }
 
-// realloc of a bootstrap block: move it into the real heap (the arena never frees).
-static void *realloc_from_boot(void *old, size_t n) {
-    void *p = malloc(n);
-    if (p) {
+// realloc of a bootstrap block, or any realloc before the real functions are known. Cold.
+HP_NOINLINE HP_COLD static void *realloc_boot(void *old, size_t n) {
+    void *p = ready() ? malloc(n) : hp_real_boot_alloc(n, 16); // the arena never frees
+    if (p && old) {
         size_t have = hp_real_boot_size(old);
         memcpy(p, old, have < n ? have : n);
     }
@@ -107,100 +156,67 @@ static void *realloc_from_boot(void *old, size_t n) {
 }
 
 HP_EXPORT void *realloc(void *old, size_t n) {
-    if (!ready()) {
-        void *p = hp_real_boot_alloc(n, 16);
-        if (p && old)
-            memcpy(p, old, hp_real_boot_size(old) < n ? hp_real_boot_size(old) : n);
-        return p;
-    }
-    if (old && hp_real_is_boot(old))
-        return realloc_from_boot(old, n);
-    if (!should_record(HP_GUARD_HERE()))
-        return hp_real.realloc(old, n);
-    hp_tls_guard = HP_GUARD_HERE();
-    int e = errno;
+    if (HP_UNLIKELY(old && hp_real_is_boot(old)))
+        return realloc_boot(old, n);
+    enum call c = prologue();
+    if (c != CALL_RECORD)
+        return c == CALL_PASS ? hp_real.realloc(old, n) : realloc_boot(old, n);
     size_t old_usable;
-    uint64_t t0 = hp_record_realloc_begin(old, &old_usable);
-    errno = e;
+    uint64_t t0 = realloc_start(old, &old_usable);
     void *p = hp_real.realloc(old, n);
-    e = errno;
-    hp_frame_t from;
-    HP_CALLER_FRAME(from);
-    hp_record_realloc_end(t0, old_usable, old, p, n, &from);
-    errno = e;
-    hp_tls_guard = 0;
+    realloc_done(t0, old_usable, old, p, n);
     return p;
 }
 
-HP_EXPORT void *reallocarray(void *old, size_t n, size_t m) {
+// reallocarray of a bootstrap block, or before the real functions are known: as realloc.
+HP_NOINLINE HP_COLD static void *reallocarray_boot(void *old, size_t n, size_t m) {
     size_t total;
-    if (!ready() || (old && hp_real_is_boot(old))) {
-        if (__builtin_mul_overflow(n, m, &total)) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        return realloc(old, total);
+    if (__builtin_mul_overflow(n, m, &total)) {
+        errno = ENOMEM;
+        return NULL;
     }
-    if (!should_record(HP_GUARD_HERE()))
-        return hp_real.reallocarray(old, n, m);
-    hp_tls_guard = HP_GUARD_HERE();
-    int e = errno;
-    size_t old_usable;
-    uint64_t t0 = hp_record_realloc_begin(old, &old_usable);
-    errno = e;
+    return realloc(old, total);
+}
+
+HP_EXPORT void *reallocarray(void *old, size_t n, size_t m) {
+    if (HP_UNLIKELY(old && hp_real_is_boot(old)))
+        return reallocarray_boot(old, n, m);
+    enum call c = prologue();
+    if (c != CALL_RECORD)
+        return c == CALL_PASS ? hp_real.reallocarray(old, n, m) : reallocarray_boot(old, n, m);
+    size_t old_usable, total;
+    uint64_t t0 = realloc_start(old, &old_usable);
     void *p = hp_real.reallocarray(old, n, m);
-    e = errno;
-    hp_frame_t from;
-    HP_CALLER_FRAME(from);
     // on overflow the real call fails and records nothing, so n * m is exact here
-    hp_record_realloc_end(t0, old_usable, old, p,
-                          p || !__builtin_mul_overflow(n, m, &total) ? n * m : 1, &from);
-    errno = e;
-    hp_tls_guard = 0;
+    realloc_done(t0, old_usable, old, p, p || !__builtin_mul_overflow(n, m, &total) ? n * m : 1);
     return p;
 }
 
 HP_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
-    if (!ready()) {
+    enum call c = prologue();
+    if (c != CALL_RECORD) {
+        if (c == CALL_PASS)
+            return hp_real.posix_memalign(out, align, n);
         void *p = hp_real_boot_alloc(n, align);
         if (!p)
             return ENOMEM;
         *out = p;
         return 0;
     }
-    if (!should_record(HP_GUARD_HERE()))
-        return hp_real.posix_memalign(out, align, n);
-    hp_tls_guard = HP_GUARD_HERE();
+    // errno as the real call left it: glibc's sets ENOMEM as a side effect on failure
     int rc = hp_real.posix_memalign(out, align, n);
-    if (rc == 0) {
-        // keep errno as the real call left it: glibc's sets ENOMEM as a side effect on failure
-        int e = errno;
-        hp_frame_t from;
-        HP_CALLER_FRAME(from);
-        hp_record_alloc(HPT_REC_ALIGNED, *out, n, align, &from);
-        errno = e;
-    }
-    hp_tls_guard = 0;
+    alloc_done(HPT_REC_ALIGNED, rc == 0 ? *out : NULL, n, align);
     return rc;
 }
 
 // aligned_alloc, memalign, valloc and pvalloc share one shape.
 #define ALIGNED_ENTRY(name, params, args, align_expr)                                              \
     HP_EXPORT void *name params {                                                                  \
-        if (!ready())                                                                              \
-            return hp_real_boot_alloc(n, (align_expr));                                            \
-        if (!should_record(HP_GUARD_HERE()))                                                       \
-            return hp_real.name args;                                                              \
-        hp_tls_guard = HP_GUARD_HERE();                                                            \
+        enum call c = prologue();                                                                  \
+        if (c != CALL_RECORD)                                                                      \
+            return c == CALL_PASS ? hp_real.name args : hp_real_boot_alloc(n, (align_expr));       \
         void *p = hp_real.name args;                                                               \
-        if (p) {                                                                                   \
-            int e = errno;                                                                         \
-            hp_frame_t from;                                                                       \
-            HP_CALLER_FRAME(from);                                                                 \
-            hp_record_alloc(HPT_REC_ALIGNED, p, n, (align_expr), &from);                           \
-            errno = e;                                                                             \
-        }                                                                                          \
-        hp_tls_guard = 0;                                                                          \
+        alloc_done(HPT_REC_ALIGNED, p, n, (align_expr));                                           \
         return p;                                                                                  \
     }
 

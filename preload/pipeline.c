@@ -7,6 +7,7 @@
 
 #include "chunk.h"
 #include "config.h"
+#include "debug.h"
 #include "format/hpt_columns.h"
 #include "guard.h"
 #include "mem.h"
@@ -120,6 +121,7 @@ static drainer_t *drainer_get(void) {
     while (!pool_free && n_drainers >= max_drainers)
         pthread_cond_wait(&pool_cond, &pool_lock);
     drainer_t *d = pool_free;
+    HP_ASSERT(n_drainers <= max_drainers && (d || n_drainers < max_drainers));
     if (d) {
         pool_free = d->next;
     } else {
@@ -170,6 +172,9 @@ static bool write_rows(hp_ring_t *r, drainer_t *d, const uint8_t **pp, const uin
         nrec++;
         p = next;
     }
+    // a chunk ends at the first record past chunk_max: at most one record over, which the
+    // output buffer has room for (drainer_new)
+    HP_ASSERT(p > start && p <= end && (size_t)(p - start) <= d->chunk_max + HP_REC_MAX);
     *pp = p;
     return hp_traceout_chunk(HPT_CHUNK_EVENTS, 0, r->tid, start, (size_t)(p - start), nrec, base,
                              d->out, d->out_cap, d->cctx);
@@ -188,7 +193,11 @@ static bool write_records(hp_ring_t *r, drainer_t *d, const uint8_t *p, const ui
         size_t cn = hpt_cols_transpose(p, (size_t)(end - p), d->chunk_max, d->cols, d->cols_cap,
                                        d->enc, &ci);
         bool ok;
+        HP_ASSERT(cn <= d->cols_cap);
         if (cn && cn < ci.row_bytes) {
+            // whole records, and at least one: the loop moves on
+            HP_ASSERT(ci.row_bytes > 0 && ci.row_bytes <= (size_t)(end - p) &&
+                      ci.n_events <= ci.n_records);
             hpt_dstate_t base = r->wstate;
             ok = hp_traceout_chunk(HPT_CHUNK_EVENTS, HPT_CHUNK_COLUMNS, r->tid, d->cols, cn,
                                    ci.n_records, base, d->out, d->out_cap, d->cctx);
@@ -212,11 +221,14 @@ bool hp_pipeline_drain(hp_ring_t *r) {
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
     if (h == t)
         return true;
+    // the owner commits whole records and never more than the ring holds
+    HP_ASSERT(t < h && h - t <= r->cap);
     drainer_t *d = hp_pipeline_running() ? drainer_get() : NULL;
     uint64_t events = 0;
     bool ok = d != NULL;
     if (ok) {
         size_t n = (size_t)(h - t);
+        HP_ASSERT(n <= d->stage_cap); // stage_cap is the largest ring
         uint32_t off = (uint32_t)t & (r->cap - 1), first = r->cap - off;
         if (n <= first) {
             memcpy(d->stage, r->data + off, n);
@@ -260,7 +272,9 @@ void hp_pipeline_enqueue(hp_ring_t *r) {
 // Caller holds work_lock.
 static hp_ring_t *work_pop(void) {
     hp_ring_t *r = work_head;
+    HP_ASSERT(!r == !work_tail); // empty at both ends or neither
     if (r) {
+        HP_ASSERT(atomic_load_explicit(&r->queued, memory_order_relaxed));
         work_head = r->work_next;
         if (!work_head)
             work_tail = NULL;
@@ -279,6 +293,7 @@ static void test_delay(void) {
 // Drains a ring taken from the work list. queued stays set until the drain is over, so the
 // flusher never reaps a ring a worker still holds.
 static void drain_taken(hp_ring_t *r) {
+    HP_ASSERT(atomic_load_explicit(&r->queued, memory_order_relaxed));
     test_delay();
     pthread_mutex_lock(&r->drain);
     hp_pipeline_drain(r);
@@ -356,6 +371,7 @@ void hp_pipeline_grow(void) {
     if (hp_thread_spawn(&t, worker_main) != 0)
         return; // the flusher and full rings' owners still drain: slower, nothing lost
     pthread_mutex_lock(&work_lock);
+    HP_ASSERT(n_workers < max_workers && max_workers <= MAX_WORKERS); // only the flusher grows
     workers[n_workers++] = t;
     if (n_workers > most_workers)
         most_workers = n_workers;

@@ -15,6 +15,7 @@
 #include "record.h"
 
 #include "config.h"
+#include "debug.h"
 #include "diag.h"
 #include "guard.h"
 #include "modmap.h"
@@ -89,6 +90,7 @@ HP_NOINLINE HP_COLD static hp_ring_t *thread_start(void) {
     p = hpt_put_varint(p, len);
     memcpy(p, name, len);
     p += len;
+    HP_ASSERT((size_t)(p - buf) <= sizeof buf);
     hp_tbuf_append(r, buf, (size_t)(p - buf));
     hp_tbuf_idle(r);
     return r;
@@ -148,7 +150,10 @@ static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t 
     bool same;
     hp_unwind_delta_t d;
     uint32_t last = hp_tls_last_stack;
+    HP_ASSERT(hp_config.max_frames >= 1 && hp_config.max_frames <= HPT_MAX_FRAMES);
     uint32_t n = hp_unwind(from, frames, hp_config.max_frames, &same, &d);
+    HP_ASSERT(n <= hp_config.max_frames);
+    HP_ASSERT(!d.valid || (!same && d.n_fresh <= HP_DELTA_FRESH_MAX));
     if (same && last != HPT_STACK_UNKNOWN)
         return last;
     hp_step_t *step = NULL;
@@ -215,6 +220,8 @@ static inline void publish(hp_ring_t *r, bool in_ring, const uint8_t *start,
 
 void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align,
                      const hp_frame_t *from) {
+    HP_ASSERT(hp_tls_guard != 0); // the caller's: the shim's own allocations pass through
+    HP_ASSERT(tag == HPT_REC_MALLOC || tag == HPT_REC_CALLOC || tag == HPT_REC_ALIGNED);
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return;
@@ -232,6 +239,7 @@ void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align,
     p = hpt_put_varint(p, size);
     if (tag == HPT_REC_ALIGNED)
         p = hpt_put_varint(p, align);
+    HP_ASSERT((size_t)(p - start) <= sizeof buf); // the room hp_tbuf_reserve was asked for
     publish(r, in_ring != NULL, start, p);
     hp_tbuf_idle(r);
 }
@@ -247,6 +255,7 @@ static inline uint8_t *put_touch(uint8_t *p, const hp_touch_t *t) {
 }
 
 void hp_record_free(const void *ptr) {
+    HP_ASSERT(hp_tls_guard != 0 && ptr != NULL);
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return;
@@ -264,11 +273,13 @@ void hp_record_free(const void *ptr) {
     hp_touch_t touch;
     measure(ptr, &touch);
     p = put_touch(p, &touch);
+    HP_ASSERT((size_t)(p - start) <= sizeof buf);
     publish(r, in_ring != NULL, start, p);
     hp_tbuf_idle(r);
 }
 
 uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable) {
+    HP_ASSERT(hp_tls_guard != 0);
     *old_usable = 0;
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
@@ -285,6 +296,8 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
     hp_ring_t *r = hp_tls_ring;
     if (HP_UNLIKELY(!r))
         return;
+    // begin marked the ring busy at t0, and nothing since has committed past it
+    HP_ASSERT(atomic_load_explicit(&r->busy, memory_order_relaxed) == 1);
     uint8_t buf[80], *p = buf;
     if (!ptr) {
         // realloc(p, 0) freed p (glibc); a failed realloc left it alone and records nothing
@@ -294,6 +307,7 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
             p = put_time(p, t0);
             p = put_addr(p, (uint64_t)(uintptr_t)old);
             p = hpt_put_touch(p, -1, 0, 0);
+            HP_ASSERT((size_t)(p - buf) <= sizeof buf);
             hp_tbuf_append(r, buf, (size_t)(p - buf));
         }
         hp_tbuf_idle(r);
@@ -322,6 +336,7 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
     p = put_addr(p, (uint64_t)(uintptr_t)old);
     p = put_addr(p, (uint64_t)(uintptr_t)ptr);
     p = hpt_put_varint(p, size);
+    HP_ASSERT((size_t)(p - buf) <= sizeof buf);
     hp_tbuf_append(r, buf, (size_t)(p - buf));
     hp_tbuf_idle(r);
 }
@@ -339,6 +354,7 @@ void hp_record_thread_exit(void *arg) {
         uint64_t t = hp_tbuf_busy_now(r);
         *p++ = HPT_REC_THREAD_END;
         p = put_time(p, t);
+        HP_ASSERT((size_t)(p - buf) <= sizeof buf);
         hp_tbuf_append(r, buf, (size_t)(p - buf));
         hp_tbuf_idle(r);
     }
@@ -368,6 +384,7 @@ void hp_record_fork_child(void) {
 // it lost in its ring, which the trailer reports; the same for the process if a lock is held.
 bool hp_record_guard_slow(uintptr_t here) {
     uintptr_t g = hp_tls_guard;
+    HP_ASSERT(g != 0); // only an entry point that found the guard held comes here
     hp_ring_t *r = hp_tls_ring;
     if (g == HP_GUARD_LOST) {
         if (r && hp_state_is_on())

@@ -4,6 +4,7 @@
 // are never freed, so a reader holding one stays safe. Runs inside malloc: no host allocation.
 #include "stacktab.h"
 
+#include "debug.h"
 #include "mem.h"
 
 #include <pthread.h>
@@ -49,11 +50,25 @@ static const entry_t *find(const table_t *t, uint64_t h, const uint64_t *f, uint
     }
 }
 
+// Whether any slot of t holds the stack, looked for without the probe sequence (a check of
+// HEAPPROF_DEBUG_FULL builds; unused, it costs nothing).
+__attribute__((unused)) static bool table_holds(const table_t *t, uint64_t h, const uint64_t *f, uint32_t n) {
+    for (uint64_t i = 0; i <= t->mask; i++) {
+        const entry_t *e = &t->slots[i];
+        if (atomic_load_explicit(&e->hash, memory_order_relaxed) == h && e->n == n &&
+            !memcmp(e->frames, f, n * sizeof *f))
+            return true;
+    }
+    return false;
+}
+
 static table_t *table_new(uint64_t slots) {
     return hp_mem_map(sizeof(table_t) + slots * sizeof(entry_t));
 }
 
 static void put(table_t *t, uint64_t h, uint32_t id, uint32_t n, const uint64_t *frames) {
+    // a free slot ends every probe (find, and this loop): the table stays at most half full
+    HP_ASSERT(h != 0 && id != HPT_STACK_UNKNOWN && (t->used + 1) * 2 <= t->mask + 1);
     uint64_t i = h & t->mask;
     while (atomic_load_explicit(&t->slots[i].hash, memory_order_relaxed))
         i = (i + 1) & t->mask;
@@ -75,6 +90,7 @@ static table_t *table_with_room(void) {
     if (!nt)
         return NULL;
     nt->mask = slots - 1;
+    HP_ASSERT(!(slots & (slots - 1)));
     if (t)
         for (uint64_t i = 0; i <= t->mask; i++) {
             const entry_t *e = &t->slots[i];
@@ -82,6 +98,7 @@ static table_t *table_with_room(void) {
             if (h)
                 put(nt, h, e->id, e->n, e->frames);
         }
+    HP_ASSERT(!t || nt->used == t->used); // every entry moved, none lost
     atomic_store_explicit(&cur, nt, memory_order_release);
     return nt;
 }
@@ -94,12 +111,14 @@ static void emit_stack_record(hp_ring_t *r, uint32_t id, const uint64_t *f, uint
     p = hpt_put_varint(p, n);
     for (uint32_t i = 0; i < n; i++)
         p = hpt_put_varint(p, i == 0 ? f[0] : hpt_zigzag((int64_t)(f[i] - f[i - 1])));
+    HP_ASSERT((size_t)(p - buf) <= sizeof buf);
     hp_tbuf_append(r, buf, (size_t)(p - buf));
 }
 
 uint32_t hp_stacktab_intern(hp_ring_t *r, const uint64_t *f, uint32_t n) {
     if (!n)
         return HPT_STACK_UNKNOWN;
+    HP_ASSERT(n <= HPT_MAX_FRAMES); // the STACK record's buffer and the reader's limit
     uint64_t h = stack_hash(f, n);
     pthread_mutex_lock(&lock);
     uint32_t id = HPT_STACK_UNKNOWN;
@@ -107,7 +126,10 @@ uint32_t hp_stacktab_intern(hp_ring_t *r, const uint64_t *f, uint32_t n) {
     const entry_t *e = t ? find(t, h, f, n) : NULL;
     if (e) {
         id = e->id;
+        HP_ASSERT(id != HPT_STACK_UNKNOWN && id < next_id);
     } else if ((t = table_with_room())) {
+        HP_ASSERT_EXPENSIVE(!table_holds(t, h, f, n)); // find's probe missed nothing
+        HP_ASSERT(next_id < UINT32_MAX);
         uint64_t *copy = hp_arena_alloc(&arena, n * sizeof *f);
         if (copy) {
             memcpy(copy, f, n * sizeof *f);

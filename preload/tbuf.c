@@ -6,6 +6,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "debug.h"
 #include "mem.h"
 #include "state.h"
 
@@ -31,6 +32,7 @@ hp_ring_t *hp_tbuf_new(uint32_t tid) {
         hp_mem_unmap(r, sizeof *r);
         return NULL;
     }
+    HP_ASSERT(r->cap >= 4096 && !(r->cap & (r->cap - 1)));
     r->tid = tid;
     pthread_mutex_init(&r->drain, NULL);
     pthread_mutex_lock(&list_lock);
@@ -87,6 +89,8 @@ void hp_tbuf_nudge_slow(hp_ring_t *r) {
 // worker gets to them, so a bigger ring saves it the next waits. Caller holds r->drain and the
 // ring is empty, so nothing needs to move.
 static void grow(hp_ring_t *r) {
+    HP_ASSERT(atomic_load_explicit(&r->head, memory_order_relaxed) ==
+              atomic_load_explicit(&r->tail, memory_order_relaxed));
     if (r->cap >= hp_config.ring_bytes)
         return;
     uint32_t cap = r->cap * 2;
@@ -96,6 +100,7 @@ static void grow(hp_ring_t *r) {
     hp_mem_unmap(r->data, r->cap);
     r->data = data;
     r->cap = cap;
+    HP_ASSERT(cap <= hp_config.ring_bytes && !(cap & (cap - 1)));
 }
 
 bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
@@ -113,6 +118,8 @@ bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (h + n - atomic_load_explicit(&r->tail, memory_order_relaxed) > r->cap) {
         ok = drainer->drain(r);
+        // drained either way (pipeline.h), and only this thread, the owner, moves the head
+        HP_ASSERT(atomic_load_explicit(&r->tail, memory_order_relaxed) == h);
         grow(r);
     }
     pthread_mutex_unlock(&r->drain);

@@ -7,6 +7,7 @@
 #define HEAPPROF_PRELOAD_TBUF_H
 
 #include "compiler.h"
+#include "debug.h"
 #include "format/hpt_codec.h"
 #include "state.h"
 
@@ -103,6 +104,8 @@ static inline uint8_t *hp_tbuf_reserve(hp_ring_t *r, size_t max) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
     uint32_t off = (uint32_t)h & (r->cap - 1);
+    HP_ASSERT(t <= h && h - t <= r->cap);
+    HP_ASSERT(r->cap && !(r->cap & (r->cap - 1))); // offsets wrap with a mask
     if (HP_UNLIKELY(h + max - t > r->cap || max > r->cap - off))
         return NULL;
     return r->data + off;
@@ -111,6 +114,9 @@ static inline uint8_t *hp_tbuf_reserve(hp_ring_t *r, size_t max) {
 // Publishes the n bytes written at hp_tbuf_reserve's pointer.
 static inline void hp_tbuf_commit(hp_ring_t *r, size_t n) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    // the record stayed inside what hp_tbuf_reserve found room for: no wrap, no overrun
+    HP_ASSERT(n > 0 && ((uint32_t)h & (r->cap - 1)) + n <= r->cap);
+    HP_ASSERT(h + n - atomic_load_explicit(&r->tail, memory_order_relaxed) <= r->cap);
     atomic_store_explicit(&r->head, h + n, memory_order_release);
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
     if (HP_UNLIKELY(h + n - t > r->cap / 2) &&
@@ -122,9 +128,12 @@ static inline void hp_tbuf_commit(hp_ring_t *r, size_t n) {
 static inline bool hp_tbuf_append(hp_ring_t *r, const uint8_t *rec, size_t n) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+    HP_ASSERT(n > 0 && t <= h);
     if (HP_UNLIKELY(h + n - t > r->cap)) {
         if (!hp_tbuf_wait_slow(r, n))
             return false;
+        // drained (and maybe grown) by this thread: room for the whole record now
+        HP_ASSERT(h + n - atomic_load_explicit(&r->tail, memory_order_relaxed) <= r->cap);
     }
     uint32_t off = (uint32_t)h & (r->cap - 1);
     uint32_t first = r->cap - off;

@@ -4,6 +4,7 @@
 // the shim's own threads.
 #include "thread.h"
 
+#include "debug.h"
 #include "mem.h"
 
 #include <pthread.h>
@@ -23,11 +24,14 @@ hp_thread_t *hp_thread_attach(void) {
     t = free_list;
     if (t)
         free_list = t->next_free;
+    HP_ASSERT(!t || t != free_list); // a block given back twice would serve two threads
     pthread_mutex_unlock(&free_lock);
     if (t)
         memset(t, 0, sizeof *t); // another thread's walk logs name its stack, maybe unmapped now
     else
         t = hp_mem_map(sizeof *t); // zeroed
+    // the unwinder's part is aligned to 64 (unwind_cfi.c); mem.c maps whole pages
+    HP_ASSERT(((uintptr_t)t & 63) == 0);
     hp_tls_thread = t;
     return t;
 }
@@ -38,6 +42,7 @@ void hp_thread_detach(void) {
         return;
     hp_tls_thread = NULL;
     pthread_mutex_lock(&free_lock);
+    HP_ASSERT(t != free_list);
     t->next_free = free_list;
     free_list = t;
     pthread_mutex_unlock(&free_lock);

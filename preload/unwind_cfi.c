@@ -10,6 +10,7 @@
 
 #include "compiler.h"
 #include "config.h"
+#include "debug.h"
 #include "diag.h"
 #include "format/hpt_format.h"
 #include "guard.h"
@@ -229,6 +230,7 @@ static table_t *table_with_room(void) {
     if (!nt)
         return NULL;
     nt->mask = n - 1;
+    HP_ASSERT(!(n & (n - 1)));
     for (uint64_t i = 0; t && i <= t->mask; i++) {
         uint64_t pc = atomic_load_explicit(&t->slots[i].pc, memory_order_relaxed);
         if (!pc)
@@ -240,6 +242,7 @@ static table_t *table_with_room(void) {
         atomic_store_explicit(&nt->slots[j].pc, pc, memory_order_relaxed);
         nt->used++;
     }
+    HP_ASSERT(!t || nt->used == t->used);
     atomic_store_explicit(&rules, nt, memory_order_release); // old tables stay mapped for readers
     return nt;
 }
@@ -250,6 +253,7 @@ HP_NOINLINE HP_COLD static rule_t rule_slow(uint64_t pc) {
     rule_t r = compute_rule(pc);
     table_t *t = table_with_room();
     if (t) {
+        HP_ASSERT((t->used + 1) * 2 <= t->mask + 1); // a free slot ends every probe
         uint64_t j = pc_hash(pc) & t->mask;
         uint64_t k;
         while ((k = atomic_load_explicit(&t->slots[j].pc, memory_order_relaxed)) && k != pc)
@@ -278,13 +282,30 @@ static inline rule_t rule_shared(uint64_t pc) {
     return rule_slow(pc);
 }
 
+// Whether rule r is the shared table's rule for pc, where the table has one (a check of
+// HEAPPROF_DEBUG_FULL builds; unused, it costs nothing).
+__attribute__((unused)) static bool rule_agrees(uint64_t pc, rule_t r) {
+    const table_t *t = atomic_load_explicit(&rules, memory_order_acquire);
+    for (uint64_t j = t ? pc_hash(pc) & t->mask : 0; t; j = (j + 1) & t->mask) {
+        uint64_t k = atomic_load_explicit(&t->slots[j].pc, memory_order_acquire);
+        if (k == pc)
+            return !memcmp(&t->slots[j].rule, &r, sizeof r);
+        if (!k)
+            return true;
+    }
+    return true;
+}
+
 // cache: the thread's (may be NULL: no block, the shared table only).
 static inline rule_t rule_for(tls_slot_t *cache, uint64_t pc) {
     if (HP_UNLIKELY(!cache))
         return rule_shared(pc);
     tls_slot_t *c = &cache[(pc ^ (pc >> 8)) & (TLS_RULES - 1)];
-    if (HP_LIKELY(c->pc == pc))
+    if (HP_LIKELY(c->pc == pc)) {
+        // the thread's copy agrees with the shared table, where rules never change
+        HP_ASSERT_EXPENSIVE(rule_agrees(pc, c->rule));
         return c->rule;
+    }
     rule_t r = rule_shared(pc);
     c->pc = pc;
     c->rule = r;
@@ -375,6 +396,7 @@ static inline uint32_t valid_from(const walk_log_t *w, uint32_t j) {
     return j;
 }
 
+
 // Walks from frame `from` into cur, reusing prev's outer frames where it can. Returns the log
 // that now describes the stack (cur, or prev updated in place when the walks joined at the same
 // depth, which saves copying the shared frames), or NULL when a frame needs the full unwinder.
@@ -431,6 +453,7 @@ __attribute__((noinline)) static walk_log_t *walk(const hp_frame_t *from, walk_l
                 uint32_t tail = prev->n - j;
                 if (i + tail > STEPS_MAX)
                     tail = STEPS_MAX - i, cur->complete = false;
+                HP_ASSERT(i + tail <= STEPS_MAX);
                 memcpy(&cur->s[i], &prev->s[j], tail * sizeof(step_t));
                 memcpy(&cur->flags[i], &prev->flags[j], tail);
                 reused = i;
@@ -488,6 +511,7 @@ __attribute__((noinline)) static walk_log_t *walk(const hp_frame_t *from, walk_l
         if (pc == 0)
             break;
     }
+    HP_ASSERT(i <= STEPS_MAX && own <= i);
     cur->n = i;
     cur->own = own;
     // Which frames' rbp the rest of the walk depends on: a frame that takes its CFA from rbp,
@@ -539,6 +563,7 @@ HP_NOINLINE HP_COLD static void check_against_libunwind(cfi_thread_t *ct, const 
 
 // The n frames a log reports: its own frames (inside the shim) dropped.
 static inline void report_frames(const walk_log_t *w, uint64_t *out, uint32_t n) {
+    HP_ASSERT(w->own + n <= w->n && n <= HPT_MAX_FRAMES);
     for (uint32_t k = 0; k < n; k++)
         out[k] = w->s[w->own + k].pc;
 }
@@ -550,6 +575,7 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
     cfi_thread_t *ct = cfi_thread();
     // No block: the thread gave it back at its exit and a later TLS destructor allocates, or
     // memory ran out. libunwind needs no state of ours.
+    HP_ASSERT(max <= HPT_MAX_FRAMES); // out, and the check's copy of the last stack
     if (hp_config.unwinder == HP_UNWIND_LIBUNWIND || HP_UNLIKELY(!ct))
         return hp_unwind_libunwind(out, max);
     walk_log_t *prev = &ct->walks[ct->walk_cur];
@@ -571,6 +597,8 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
         delta->valid = true;
         delta->base = cur->d_base;
         delta->n_fresh = cur->d_fresh - cur->own;
+        // the fresh frames and the previous stack's from base on make the whole stack
+        HP_ASSERT(delta->base <= cur->d_prev_reported && delta->n_fresh <= n);
         for (uint32_t k = 0; k < delta->n_fresh; k++)
             delta->fresh[k] = cur->s[cur->own + k].pc;
         return n;

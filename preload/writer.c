@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "compiler.h"
 #include "config.h"
+#include "debug.h"
 #include "diag.h"
 #include "guard.h"
 #include "mem.h"
@@ -53,6 +54,7 @@ static bool have_membarrier;
 static uint8_t small_out[SMALL_OUT];
 // what rings took with them when they were freed, for the TRAILER
 static uint64_t n_lost_reaped, wait_ns_reaped, n_waits_reaped;
+static uint64_t last_sync_ns; // this trace's last watermark (debug builds check it never falls)
 
 // ---- file creation ---------------------------------------------------------------------------
 
@@ -274,10 +276,17 @@ static void flush(void) {
         pthread_mutex_lock(&r->drain);
         if (atomic_load_explicit(&r->tail, memory_order_relaxed) < r->sync_head)
             hp_pipeline_drain(r);
+        // what the SYNC promises: every record committed before the watermark is out
+        HP_ASSERT(atomic_load_explicit(&r->tail, memory_order_relaxed) >= r->sync_head);
         pthread_mutex_unlock(&r->drain);
     }
-    if (hp_traceout_take_count())
+    if (hp_traceout_take_count()) {
+        // Watermarks only rise: the reader releases events up to each one. The TSC clock starts
+        // HP_CLOCK_SWITCH_LAG_NS behind the vDSO's (clock.h), the only step back allowed.
+        HP_ASSERT(w + HP_CLOCK_SWITCH_LAG_NS >= last_sync_ns);
+        last_sync_ns = w > last_sync_ns ? w : last_sync_ns;
         write_small(HPT_CHUNK_SYNC, NULL, 0, 0, (hpt_dstate_t){.time_ns = w});
+    }
 }
 
 // A ring can go once its thread ran its exit hook, everything it committed is written, no
@@ -321,6 +330,7 @@ static void write_trailer(void) {
     p = hpt_put_varint(p, hp_pipeline_workers_cpu_ns());
     p = hpt_put_varint(p, hp_pipeline_thread_cpu_ns()); // this thread: the flusher
     p = hpt_put_varint(p, hp_pipeline_most_workers());
+    HP_ASSERT((size_t)(p - buf) <= sizeof buf);
     write_small(HPT_CHUNK_TRAILER, buf, (size_t)(p - buf), 1, (hpt_dstate_t){0});
 }
 
@@ -386,6 +396,7 @@ static bool start(int fd, const char *path, const hpt_file_hdr_t *hdr, const uin
     if (!hp_traceout_open(fd, path, &h))
         return false;
     n_lost_reaped = wait_ns_reaped = n_waits_reaped = 0;
+    last_sync_ns = 0; // a fork child's trace starts its own clock
     size_t cap = hp_chunk_bound(meta_len);
     uint8_t *out = hp_mem_map(cap);
     bool ok = out && hp_traceout_chunk(HPT_CHUNK_META, 0, 0, meta, meta_len, meta_records,
