@@ -17,7 +17,7 @@
 
 const char cmd_report_usage[] =
     "usage: heapprof report TRACE [--json] [--top N] [--short-ms N] [--alloc-fn NAME]...\n"
-    "                       [--shim-cpu]\n"
+    "                       [--sizes] [--shim-cpu]\n"
     "\n"
     "Where the program allocates, by function and source line: totals, then the top\n"
     "allocation sites by bytes allocated, by blocks, by bytes live at the heap's peak, by\n"
@@ -44,6 +44,7 @@ const char cmd_report_usage[] =
     "  --alloc-fn NAME  a function of the program's own that allocates for its callers\n"
     "               (xmalloc, a pool's alloc): its callers name the sites, as with\n"
     "               malloc itself (repeatable; as Valgrind's --alloc-fn)\n"
+    "  --sizes      also a histogram of allocation sizes (power-of-two buckets)\n"
     "  --shim-cpu   keep heapprof's own samples in the CPU rankings\n"
     "  -h, --help   this help\n";
 
@@ -83,6 +84,8 @@ int cmd_report_parse(int argc, char **argv, cmd_report_opts_t *o, errmsg_t *err)
             o->json = true;
         } else if (!only_args && strcmp(a, "--shim-cpu") == 0) {
             o->shim_cpu = true;
+        } else if (!only_args && strcmp(a, "--sizes") == 0) {
+            o->sizes = true;
         } else if (!only_args && (strcmp(a, "--alloc-fn") == 0 || strncmp(a, "--alloc-fn=", 11) == 0)) {
             const char *name = a[10] == '=' ? a + 11 : (i + 1 < argc ? argv[++i] : NULL);
             if (!name || !*name) {
@@ -130,7 +133,7 @@ int cmd_report_run(const cmd_report_opts_t *o, FILE *out, FILE *progress, errmsg
     if (!a)
         return -1;
     cpu_rank_shim(a->cpu, o->shim_cpu);
-    out_report_opts_t ro = {.top = o->top, .json = o->json};
+    out_report_opts_t ro = {.top = o->top, .json = o->json, .sizes = o->sizes};
     int rc = out_report_write(a, &ro, out, err);
     analyze_close(a);
     return rc;

@@ -273,6 +273,8 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
     note_thread(rp, ev->tid);
     t->n_blocks++;
     t->n_bytes += size;
+    t->size_blocks[replay_size_bucket(ev->size)]++;
+    t->size_bytes[replay_size_bucket(ev->size)] += ev->size;
     t->n_events++;
     t->live_blocks++;
     t->live_bytes += size;
@@ -390,6 +392,8 @@ static void on_alloc(replay_t *rp, const reader_event_t *ev) {
     note_thread(rp, ev->tid);
     t->n_blocks++;
     t->n_bytes += ev->size;
+    t->size_blocks[replay_size_bucket(ev->size)]++;
+    t->size_bytes[replay_size_bucket(ev->size)] += ev->size;
     t->n_events++;
     t->live_blocks++;
     t->live_bytes += ev->size;

@@ -13,6 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define REPLAY_SIZE_BUCKETS 65
+
+// The bucket of replay_totals_t.size_blocks a size falls in.
+static inline unsigned replay_size_bucket(uint64_t size) {
+    return size ? 64u - (unsigned)__builtin_clzll(size) : 0u;
+}
+
 typedef struct replay_totals {
     uint64_t n_blocks;   // allocation events counted, including the new half of reallocs
     uint64_t n_bytes;    // bytes of those allocations
@@ -30,6 +37,9 @@ typedef struct replay_totals {
     // Bytes touched over all counted blocks freed with a measure (docs/trace-format.md#touch):
     uint64_t touch_blocks, touch_bytes, touched_bytes; // blocks, their sizes, bytes touched
     uint64_t touch_resident_blocks, touch_sampled_blocks; // of them, by resident pages / sampled
+    // Counted allocations by requested size (a realloc's new size), in power-of-two buckets:
+    // bucket 0 holds size 0, bucket k >= 1 sizes [2^(k-1), 2^k - 1] (REPLAY_SIZE_BUCKETS).
+    uint64_t size_blocks[REPLAY_SIZE_BUCKETS], size_bytes[REPLAY_SIZE_BUCKETS];
 } replay_totals_t;
 
 // Decides whether an allocation event counts (see filter.h). Called once per allocation.

@@ -22,6 +22,7 @@ int out_dhat_write(analyze_t *a, FILE *f, errmsg_t *err);
 typedef struct out_report_opts {
     size_t top;     // entries per ranking
     bool json;
+    bool sizes;     // also the histogram of allocation sizes (text section, JSON "sizes")
 } out_report_opts_t;
 int out_report_write(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_t *err);
 // out_report_cpu.c: the report's CPU section (source, top functions, allocator CPU share), as

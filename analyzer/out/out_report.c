@@ -425,6 +425,61 @@ static void print_short(FILE *f, analyze_t *a, const summary_t *m, size_t top) {
     free(v);
 }
 
+// The smallest and largest size of a replay_size_bucket.
+static void bucket_range(unsigned k, uint64_t *lo, uint64_t *hi) {
+    *lo = k ? 1ull << (k - 1) : 0;
+    *hi = k == 0 ? 0 : k == 64 ? UINT64_MAX : (1ull << k) - 1;
+}
+
+// Counted allocations by requested size, in power-of-two buckets, with a bar for the blocks.
+static void write_sizes_text(const replay_totals_t *t, FILE *f) {
+    uint64_t most = 0;
+    for (unsigned k = 0; k < REPLAY_SIZE_BUCKETS; k++)
+        most = t->size_blocks[k] > most ? t->size_blocks[k] : most;
+    fprintf(f, "\nAllocation sizes (requested bytes, a realloc counting its new size; all: %" PRIu64
+               " blocks)\n",
+            t->n_blocks);
+    fprintf(f, "  %24s %12s %6s %12s %6s\n", "size", "blocks", "", "bytes", "");
+    if (!most)
+        fprintf(f, "  (none)\n");
+    for (unsigned k = 0; k < REPLAY_SIZE_BUCKETS; k++) {
+        if (!t->size_blocks[k])
+            continue;
+        uint64_t lo, hi;
+        bucket_range(k, &lo, &hi);
+        char range[48], b1[32], b2[32], p1[16], p2[16], l1[32], h1[32], bar[41];
+        if (k <= 1) // 0 and 1 byte: one size each
+            snprintf(range, sizeof range, "%s", fmt_bytes(lo, l1));
+        else if (k == 64)
+            snprintf(range, sizeof range, "[%s, 16.0 EiB)", fmt_bytes(lo, l1));
+        else // half-open: the upper bound is the next bucket's first size
+            snprintf(range, sizeof range, "[%s, %s)", fmt_bytes(lo, l1), fmt_bytes(hi + 1, h1));
+        size_t w = (size_t)((t->size_blocks[k] * 40 + most - 1) / most);
+        memset(bar, '#', w);
+        bar[w] = '\0';
+        fprintf(f, "  %24s %12s %6s %12s %6s  %s\n", range, fmt_grouped(t->size_blocks[k], b1),
+                fmt_percent(t->size_blocks[k], t->n_blocks, p1), fmt_bytes(t->size_bytes[k], b2),
+                fmt_percent(t->size_bytes[k], t->n_bytes, p2), bar);
+    }
+}
+
+static json_t *sizes_json(const replay_totals_t *t) {
+    json_t *arr = json_array();
+    for (unsigned k = 0; k < REPLAY_SIZE_BUCKETS; k++) {
+        if (!t->size_blocks[k])
+            continue;
+        uint64_t lo, hi;
+        bucket_range(k, &lo, &hi);
+        json_t *b = json_object();
+        json_object_set_new(b, "min", fmt_json_int(lo));
+        json_object_set_new(b, "max", fmt_json_int(hi));
+        json_object_set_new(b, "blocks", fmt_json_int(t->size_blocks[k]));
+        json_object_set_new(b, "bytes", fmt_json_int(t->size_bytes[k]));
+        json_array_append_new(arr, b);
+    }
+    return arr;
+}
+
 static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     const reader_t *r = a->r;
     const replay_totals_t *t = replay_totals(a->rp);
@@ -512,6 +567,8 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     print_ranking(f, a, RANK_UNTOUCHED, &m, o->top);
     if (a->growth)
         print_short(f, a, &m, o->top);
+    if (o->sizes)
+        write_sizes_text(replay_totals(a->rp), f);
     out_report_cpu_text(a, o->top, f);
 }
 
@@ -711,6 +768,8 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
     if (a->growth)
         growth_json(a, root, pos);
     json_object_set_new(root, "cpu", out_report_cpu_json(a, o->top));
+    if (o->sizes)
+        json_object_set_new(root, "sizes", sizes_json(replay_totals(a->rp)));
     free(pos);
 
     int rc = json_dumpf(root, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

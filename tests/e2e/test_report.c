@@ -329,7 +329,7 @@ static size_t distinct_lines_with(const char *text, const char *needle) {
 // A program whose every allocation goes through an xmalloc-style wrapper, from three functions
 // (issue 22): with --alloc-fn xmalloc the sites are named by those functions, with their exact
 // counts; without it the three sites of the wrapper are told apart by their callers, also
-// when the binary is stripped (module+offset).
+// when the binary is stripped (module+offset). And --sizes puts their blocks in their buckets.
 Test(report, allocator_wrappers_are_told_apart, .timeout = 120) {
     char *dir = e2e_tmpdir("report_wrapper");
     char *trace = trace_of(E2E_PROGS "/wrapper", dir);
@@ -341,6 +341,27 @@ Test(report, allocator_wrappers_are_told_apart, .timeout = 120) {
         cr_expect_eq(e2e_int(site, "blocks"), 10 * (i + 1), "%s", fns[i]);
         cr_expect_eq(e2e_int(site, "bytes"), 1000 * (i + 1) * (i + 1), "%s", fns[i]);
     }
+    json_decref(r);
+    // report --sizes: the three functions' sizes in their power-of-two buckets, and every
+    // block in some bucket
+    const char *sz[] = {"report", "--json", "--sizes", trace, NULL};
+    r = e2e_heapprof_json(sz);
+    json_t *buckets = json_object_get(r, "sizes"), *b;
+    size_t i_b;
+    long long all = 0, want_bytes[] = {1000, 4000, 9000}, want_min[] = {64, 128, 256};
+    json_array_foreach(buckets, i_b, b) {
+        all += e2e_int(b, "blocks");
+        for (int i = 0; i < 3; i++)
+            if (e2e_int(b, "min") == want_min[i]) {
+                cr_expect_eq(e2e_int(b, "max"), 2 * want_min[i] - 1);
+                cr_expect_eq(e2e_int(b, "blocks"), 10 * (i + 1));
+                cr_expect_eq(e2e_int(b, "bytes"), want_bytes[i]);
+                want_min[i] = -1;
+            }
+    }
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(want_min[i], -1, "no bucket for %s's blocks", fns[i]);
+    cr_expect_eq(all, e2e_int(json_object_get(r, "totals"), "blocks"));
     json_decref(r);
     int st;
     char *err = NULL, *out = report_text(trace, &st, &err);
