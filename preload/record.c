@@ -196,7 +196,9 @@ static inline void enc_checkpoint(const hp_ring_t *r) {
 }
 
 static inline uint8_t *put_time(uint8_t *p, uint64_t t) {
-    // Times are per-thread monotonic; a module record may have moved the base to t already.
+    // Times are per-thread monotonic; a module record may have moved the base to t already. A
+    // time below the base would wrap the delta into a time centuries ahead.
+    HP_ASSERT(t >= hp_tls_enc.d.time_ns);
     p = hpt_put_varint(p, t - hp_tls_enc.d.time_ns);
     hp_tls_enc.d.time_ns = t;
     return p;
@@ -338,6 +340,13 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
     p = hpt_put_varint(p, size);
     HP_ASSERT((size_t)(p - buf) <= sizeof buf);
     hp_tbuf_append(r, buf, (size_t)(p - buf));
+    if (t1 > t0) {
+        // The encoder now counts from t1, so the ring's next time must not be below it: the
+        // clock may have switched to the TSC (which starts behind) between t0 and t1, and a time
+        // below the encoder's would wrap its delta. Raised only now that the record (timed t0)
+        // is committed: the flusher, seeing the ring busy at t1, has its head too (release).
+        atomic_store_explicit(&r->last_t, t1, memory_order_release);
+    }
     hp_tbuf_idle(r);
 }
 

@@ -261,7 +261,8 @@ static void flush(void) {
     for (hp_ring_t *r = head; r; r = r->next) {
         // busy is read before head: a thread that is not busy now has committed all it timed
         if (atomic_load_explicit(&r->busy, memory_order_acquire)) {
-            uint64_t lt = atomic_load_explicit(&r->last_t, memory_order_relaxed);
+            // acquire: a time raised after a commit (hp_record_realloc_end) comes with its head
+            uint64_t lt = atomic_load_explicit(&r->last_t, memory_order_acquire);
             if (lt < w)
                 w = lt;
         }
