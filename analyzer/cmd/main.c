@@ -5,6 +5,7 @@
 #include "cmd/cmd_check.h"
 #include "cmd/cmd_dhat.h"
 #include "cmd/cmd_flame.h"
+#include "cmd/cmd_massif.h"
 #include "cmd/cmd_report.h"
 #include "cmd/cmd_run.h"
 #include "cmd/cmd_stats.h"
@@ -35,6 +36,7 @@ static const char usage[] =
     "  stats TRACE [--json]            totals, peak, at end, and what was lost\n"
     "  report TRACE [--json]           top allocation sites by function and source line\n"
     "  dhat TRACE [-o FILE]            DHAT JSON for Valgrind's DHAT viewer\n"
+    "  massif TRACE [-o FILE]          Valgrind Massif's format, for ms_print\n"
     "  flame TRACE [--metric M]        allocation flamegraph (SVG, or --folded stacks)\n"
     "  diff BEFORE AFTER [--metric M]  sites that changed most; -o FILE: differential SVG\n"
     "  view TRACE [-o FILE]            self-contained HTML viewer (open it in a browser)\n"
@@ -89,6 +91,16 @@ static int do_dhat(int argc, char **argv) {
     cmd_dhat_opts_t o;
     if (cmd_dhat_parse(argc, argv, &o, &err) != 0 ||
         cmd_dhat_run(&o, stdout, progress_stream(), &err) != 0)
+        return fail(&err);
+    return finish_output();
+}
+
+static int do_massif(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_massif_opts_t o;
+    if (cmd_massif_parse(argc, argv, &o, &err) != 0 ||
+        cmd_massif_run(&o, stdout, progress_stream(), &err) != 0)
         return fail(&err);
     return finish_output();
 }
@@ -183,6 +195,7 @@ static const struct {
     {"stats", do_stats, cmd_stats_usage},
     {"report", do_report, cmd_report_usage},
     {"dhat", do_dhat, cmd_dhat_usage},
+    {"massif", do_massif, cmd_massif_usage},
     {"flame", do_flame, cmd_flame_usage},
     {"diff", do_flame, cmd_diff_usage},
     {"view", do_view, cmd_view_usage},

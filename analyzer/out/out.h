@@ -39,6 +39,10 @@ json_t *out_stats_json(const reader_t *r, const replay_totals_t *t, const char *
 int out_stats_json_write(FILE *out, const reader_t *r, const replay_totals_t *t,
                          const char *from_module, const filter_t *f, errmsg_t *err);
 
+// ---- out_massif.c: Valgrind Massif's format, for ms_print and massif-visualizer. Needs a
+// opened with a timeline (for the curve); the peak's snapshot is exact (t-gmax). ----
+int out_massif_write(analyze_t *a, FILE *f, errmsg_t *err);
+
 // ---- out_html.c: the self-contained viewer page (viewer/ with view_data.h's JSON inside) ----
 // Needs a opened with growth and timeline (cmd_view.c). Symbolizes every site.
 int out_html_write(analyze_t *a, FILE *f, errmsg_t *err);

@@ -391,3 +391,57 @@ Test(report, allocator_wrappers_are_told_apart, .timeout = 120) {
     free(trace);
     free(dir);
 }
+
+// heapprof massif writes Valgrind Massif's format: Valgrind's own ms_print reads it, and the
+// peak it finds is heapprof's (the global peak, bytes as `stats` counts them) (issue 22).
+Test(report, massif_output_reads_in_ms_print_with_our_peak, .timeout = 120) {
+    if (system("command -v ms_print >/dev/null 2>&1") != 0)
+        cr_skip_test("ms_print (valgrind) is not installed");
+    char *dir = e2e_tmpdir("massif");
+    char *trace = trace_of(E2E_PROGS "/wrapper", dir);
+    char massif[4200], printed[4200], cmd[9000];
+    snprintf(massif, sizeof massif, "%s/massif.out", dir);
+    snprintf(printed, sizeof printed, "%s/ms_print.txt", dir);
+    const char *args[] = {"massif", trace, "-o", massif, NULL};
+    char *err = NULL;
+    cr_assert_eq(e2e_heapprof(args, NULL, &err), 0, "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "ms_print '%s' > '%s' 2>&1", massif, printed);
+    cr_assert_eq(system(cmd), 0, "ms_print refused %s", massif);
+    FILE *f = fopen(printed, "r");
+    cr_assert_not_null(f);
+    char line[4096];
+    long peak_num = -1;
+    unsigned long long peak_total = 0;
+    bool found = false;
+    while (fgets(line, sizeof line, f)) {
+        const char *d = strstr(line, "Detailed snapshots: [");
+        if (d) {
+            // "[99 (peak)]" or "[5, 10, 32 (peak), 51]": the number before " (peak)"
+            const char *p = strstr(d, " (peak)");
+            cr_assert_not_null(p, "%s", line);
+            while (p > d && p[-1] >= '0' && p[-1] <= '9')
+                p--;
+            peak_num = strtol(p, NULL, 10);
+            continue;
+        }
+        long num;
+        char time[64], total[64];
+        if (peak_num >= 0 && sscanf(line, " %ld %63s %63s", &num, time, total) == 3 &&
+            num == peak_num) {
+            for (char *s = total, *o = total;; s++)
+                if (*s != ',' && !(*o++ = *s))
+                    break;
+            peak_total = strtoull(total, NULL, 10);
+            found = true;
+            break;
+        }
+    }
+    fclose(f);
+    cr_assert(found, "no peak snapshot row in ms_print's output (%s)", printed);
+    json_t *s = e2e_stats(trace, NULL);
+    cr_expect_eq((long long)peak_total, e2e_int(s, "peak_bytes"));
+    json_decref(s);
+    free(trace);
+    free(dir);
+}
