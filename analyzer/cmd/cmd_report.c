@@ -3,7 +3,9 @@
 #include "cmd/cmd_report.h"
 
 #include "analyze/analyze.h"
+#include "analyze/suppress.h"
 #include "cmd/cmd_args.h"
+#include "core/xalloc.h"
 #include "model/growth.h"
 #include "out/out.h"
 
@@ -17,7 +19,7 @@
 
 const char cmd_report_usage[] =
     "usage: heapprof report TRACE [--json] [--top N] [--short-ms N] [--alloc-fn NAME]...\n"
-    "                       [--sizes] [--shim-cpu]\n"
+    "                       [--sizes] [--suppress FILE] [--shim-cpu]\n"
     "\n"
     "Where the program allocates, by function and source line: totals, then the top\n"
     "allocation sites by bytes allocated, by blocks, by bytes live at the heap's peak, by\n"
@@ -45,6 +47,9 @@ const char cmd_report_usage[] =
     "               (xmalloc, a pool's alloc): its callers name the sites, as with\n"
     "               malloc itself (repeatable; as Valgrind's --alloc-fn)\n"
     "  --sizes      also a histogram of allocation sizes (power-of-two buckets)\n"
+    "  --suppress FILE  known leaks, one `leak:PATTERN` a line (LeakSanitizer's format):\n"
+    "               sites with a frame whose function, file or module matches are left\n"
+    "               out of the leak ranking and counted apart\n"
     "  --shim-cpu   keep heapprof's own samples in the CPU rankings\n"
     "  -h, --help   this help\n";
 
@@ -86,6 +91,12 @@ int cmd_report_parse(int argc, char **argv, cmd_report_opts_t *o, errmsg_t *err)
             o->shim_cpu = true;
         } else if (!only_args && strcmp(a, "--sizes") == 0) {
             o->sizes = true;
+        } else if (!only_args && (strcmp(a, "--suppress") == 0 || strncmp(a, "--suppress=", 11) == 0)) {
+            o->suppress = a[10] == '=' ? a + 11 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!o->suppress || !*o->suppress) {
+                errmsg_set(err, "report: --suppress needs a file");
+                return -1;
+            }
         } else if (!only_args && (strcmp(a, "--alloc-fn") == 0 || strncmp(a, "--alloc-fn=", 11) == 0)) {
             const char *name = a[10] == '=' ? a + 11 : (i + 1 < argc ? argv[++i] : NULL);
             if (!name || !*name) {
@@ -127,14 +138,32 @@ int cmd_report_parse(int argc, char **argv, cmd_report_opts_t *o, errmsg_t *err)
 }
 
 int cmd_report_run(const cmd_report_opts_t *o, FILE *out, FILE *progress, errmsg_t *err) {
+    suppress_t *sup = NULL;
+    if (o->suppress && !(sup = suppress_load(o->suppress, err)))
+        return -1; // before the trace is read: a typo costs nothing
     analyze_opts_t ao = {.mode = 0, .growth = true, .short_ns = o->short_ns,
                          .alloc_fns = o->alloc_fns, .n_alloc_fns = o->n_alloc_fns};
     analyze_t *a = analyze_open_opts(o->trace, &ao, progress, err);
-    if (!a)
+    if (!a) {
+        suppress_free(sup);
         return -1;
+    }
     cpu_rank_shim(a->cpu, o->shim_cpu);
-    out_report_opts_t ro = {.top = o->top, .json = o->json, .sizes = o->sizes};
+    bool *suppressed = NULL;
+    if (sup) {
+        // only sites still live at exit can be leaks: the others' stacks need not be resolved
+        size_t n = sites_count(a->sites);
+        suppressed = xcalloc(n ? n : 1, sizeof *suppressed);
+        for (size_t i = 0; i < n; i++)
+            if (sites_figures(a->sites, i)->end_bytes || sites_figures(a->sites, i)->end_blocks)
+                suppressed[i] = suppress_matches(sup, sites_get(a->sites, i));
+    }
+    out_report_opts_t ro = {.top = o->top, .json = o->json, .sizes = o->sizes,
+                            .suppressed = suppressed, .n_rules = suppress_count(sup),
+                            .suppress_path = o->suppress};
     int rc = out_report_write(a, &ro, out, err);
+    free(suppressed);
+    suppress_free(sup);
     analyze_close(a);
     return rc;
 }

@@ -23,6 +23,11 @@ typedef struct out_report_opts {
     size_t top;     // entries per ranking
     bool json;
     bool sizes;     // also the histogram of allocation sizes (text section, JSON "sizes")
+    // Known leaks (--suppress): per site index, true when a rule matched; such sites are left
+    // out of the leak ranking and counted apart. NULL: none.
+    const bool *suppressed;
+    size_t n_rules;
+    const char *suppress_path;
 } out_report_opts_t;
 int out_report_write(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_t *err);
 // out_report_cpu.c: the report's CPU section (source, top functions, allocator CPU share), as

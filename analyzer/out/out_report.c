@@ -37,6 +37,7 @@ static const struct {
 
 typedef struct summary {
     uint64_t bytes, blocks, peak_bytes, peak_blocks, end_bytes, end_blocks;
+    uint64_t suppressed_bytes, suppressed_blocks; // live at exit in sites --suppress matched
     uint64_t temp_blocks, temp_bytes;
     uint64_t touch_blocks, touch_bytes, touched_bytes, touch_resident_blocks, touch_sampled_blocks;
 } summary_t;
@@ -66,6 +67,11 @@ typedef struct sort_ctx {
 } sort_ctx_t;
 
 static sort_ctx_t sort_by; // qsort has no context argument in C11
+// The sites --suppress matched (out_report_opts_t.suppressed) while a report is written: the
+// leak ranking and its total leave them out. NULL: none.
+static const bool *end_suppressed;
+
+static bool suppressed_at_end(size_t i) { return end_suppressed && end_suppressed[i]; }
 
 static int cmp_sites(const void *a, const void *b) {
     const replay_site_t *x = sites_figures(sort_by.sites, *(const size_t *)a);
@@ -83,7 +89,7 @@ static size_t *ranked_sites(sites_t *s, ranking_t k, bool all, size_t *n) {
     size_t total = sites_count(s), kept = 0;
     size_t *v = xcalloc(total ? total : 1, sizeof *v);
     for (size_t i = 0; i < total; i++)
-        if (all || metric(sites_figures(s, i), k) > 0)
+        if (all || (metric(sites_figures(s, i), k) > 0 && !(k == RANK_END && suppressed_at_end(i))))
             v[kept++] = i;
     sort_by = (sort_ctx_t){s, k};
     qsort(v, kept, sizeof *v, cmp_sites);
@@ -101,8 +107,13 @@ static summary_t summarize(sites_t *s) {
         m.blocks += g->blocks;
         m.peak_bytes += g->peak_bytes;
         m.peak_blocks += g->peak_blocks;
-        m.end_bytes += g->end_bytes;
-        m.end_blocks += g->end_blocks;
+        if (suppressed_at_end(i)) {
+            m.suppressed_bytes += g->end_bytes;
+            m.suppressed_blocks += g->end_blocks;
+        } else {
+            m.end_bytes += g->end_bytes;
+            m.end_blocks += g->end_blocks;
+        }
         m.temp_blocks += g->temp_blocks;
         m.temp_bytes += g->temp_bytes;
         m.touch_blocks += g->touch_blocks;
@@ -215,8 +226,12 @@ static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m
                 fmt_grouped(m->peak_blocks, b2));
         break;
     case RANK_END:
-        fprintf(f, " (all: %s in %s blocks)\n", fmt_bytes(m->end_bytes, b1),
+        fprintf(f, " (all: %s in %s blocks", fmt_bytes(m->end_bytes, b1),
                 fmt_grouped(m->end_blocks, b2));
+        if (end_suppressed)
+            fprintf(f, "; %s in %s blocks more are known leaks, suppressed", fmt_bytes(m->suppressed_bytes, b3),
+                    fmt_grouped(m->suppressed_blocks, b4));
+        fprintf(f, ")\n");
         break;
     default:
         fprintf(f, " (all: %s of %s blocks were freed before their thread's next allocation)\n",
@@ -726,7 +741,10 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
     json_t *sites = json_array();
     for (size_t i = 0; i < n; i++) {
         pos[by_bytes[i]] = i;
-        json_array_append_new(sites, site_json(a, sites_get(a->sites, by_bytes[i])));
+        json_t *sj = site_json(a, sites_get(a->sites, by_bytes[i]));
+        if (suppressed_at_end(by_bytes[i]))
+            json_object_set_new(sj, "suppressed", json_true());
+        json_array_append_new(sites, sj);
     }
     json_t *top = json_object();
     for (int k = 0; k < N_RANKINGS; k++) {
@@ -763,6 +781,15 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
     }
     json_object_set_new(sym, "modules", mods);
     json_object_set_new(root, "top", top);
+    if (o->suppressed) {
+        json_t *sup = json_object();
+        json_object_set_new(sup, "file", fmt_json_str(o->suppress_path));
+        json_object_set_new(sup, "rules", fmt_json_int(o->n_rules));
+        summary_t sm = summarize(a->sites);
+        json_object_set_new(sup, "end_bytes", fmt_json_int(sm.suppressed_bytes));
+        json_object_set_new(sup, "end_blocks", fmt_json_int(sm.suppressed_blocks));
+        json_object_set_new(root, "suppressions", sup);
+    }
     json_object_set_new(root, "symbols", sym);
     json_object_set_new(root, "sites", sites);
     if (a->growth)
@@ -782,9 +809,14 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
 }
 
 int out_report_write(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_t *err) {
-    if (o->json)
-        return write_json(a, o, f, err);
+    end_suppressed = o->suppressed;
+    if (o->json) {
+        int rc = write_json(a, o, f, err);
+        end_suppressed = NULL;
+        return rc;
+    }
     write_text(a, o, f);
+    end_suppressed = NULL;
     if (fflush(f) != 0 || ferror(f)) {
         errmsg_set(err, "report: cannot write the output");
         return -1;

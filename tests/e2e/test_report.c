@@ -445,3 +445,41 @@ Test(report, massif_output_reads_in_ms_print_with_our_peak, .timeout = 120) {
     free(trace);
     free(dir);
 }
+
+// report --suppress FILE takes LeakSanitizer's suppressions: a rule matching a function of the
+// stack (libc's stdio buffer here) takes that leak out of the ranking and counts it apart;
+// the program's own leak stays; a line that is not a rule is one error line (issue 22).
+Test(report, suppressed_leaks_are_counted_apart, .timeout = 120) {
+    char *dir = e2e_tmpdir("suppress");
+    char *trace = trace_of(E2E_PROGS "/wrapper", dir);
+    char rules[4200], bad[4200];
+    snprintf(rules, sizeof rules, "%s/lsan.supp", dir);
+    snprintf(bad, sizeof bad, "%s/bad.supp", dir);
+    FILE *f = fopen(rules, "w");
+    // (a module rule for libc would take every leak: every stack has __libc_start_main)
+    cr_assert(f && fputs("# known: stdio's buffer\n\nleak:_IO_file_doallocate\nleak:^no_such_fn$\n",
+                         f) >= 0 &&
+              fclose(f) == 0);
+    f = fopen(bad, "w");
+    cr_assert(f && fputs("leak:ok\nrace:nope\n", f) >= 0 && fclose(f) == 0);
+    const char *args[] = {"report", "--json", "--suppress", rules, trace, NULL};
+    json_t *r = e2e_heapprof_json(args);
+    json_t *sup = json_object_get(r, "suppressions");
+    cr_assert_not_null(sup);
+    cr_expect_eq(e2e_int(sup, "rules"), 2);
+    long long end = e2e_int(json_object_get(r, "totals"), "end_bytes");
+    cr_expect_eq(e2e_int(sup, "end_bytes"), end - 777, "all but leak_me's 777 bytes suppressed");
+    json_t *top = json_object_get(json_object_get(r, "top"), "end_bytes");
+    cr_assert_eq(json_array_size(top), 1);
+    json_t *site = json_array_get(json_object_get(r, "sites"), json_integer_value(json_array_get(top, 0)));
+    cr_expect_str_eq(json_string_value(json_object_get(site, "function")), "leak_me");
+    cr_expect_eq(e2e_int(site, "end_bytes"), 777);
+    json_decref(r);
+    const char *bad_args[] = {"report", "--suppress", bad, trace, NULL};
+    char *err = NULL;
+    cr_expect_eq(e2e_heapprof(bad_args, NULL, &err), 2);
+    cr_expect(err && strstr(err, "bad.supp:2: not a suppression"), "%s", err);
+    free(err);
+    free(trace);
+    free(dir);
+}

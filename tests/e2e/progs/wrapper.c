@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // An xmalloc-style wrapper, as sqlite3Malloc, jv_mem_alloc or git's xmalloc: every allocation
 // of the program goes through it, from three functions that allocate 10, 20 and 30 blocks of
-// 100, 200 and 300 bytes. Without --alloc-fn the report's sites are the wrapper's, told apart by
+// 100, 200 and 300 bytes; leak_me leaks one block of 777 bytes, stdio its buffer. Without --alloc-fn the report's sites are the wrapper's, told apart by
 // their callers; with --alloc-fn xmalloc they are the three functions.
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@ void *xmalloc(size_t n);
 void load_alpha(void);
 void load_beta(void);
 void load_gamma(void);
+void leak_me(void);
 
 __attribute__((noinline)) void *xmalloc(size_t n) {
     void *p = malloc(n);
@@ -35,7 +36,11 @@ __attribute__((noinline)) void load_gamma(void) {
         sink[30 + i] = xmalloc(300);
 }
 
+// One block never freed, from a function of the program's own (test_report.c: --suppress).
+__attribute__((noinline)) void leak_me(void) { sink[63] = malloc(777); }
+
 int main(void) {
+    leak_me();
     load_alpha();
     load_beta();
     load_gamma();
