@@ -42,4 +42,16 @@ int out_stats_json_write(FILE *out, const reader_t *r, const replay_totals_t *t,
 // Needs a opened with growth and timeline (cmd_view.c). Symbolizes every site.
 int out_html_write(analyze_t *a, FILE *f, errmsg_t *err);
 
+// ---- out_pprof.c: a gzipped pprof profile.proto (docs/pprof.md) ----
+typedef struct out_pprof_opts {
+    bool at_peak;     // inuse_* live at the global peak (report's peak_*), not at exit
+    bool full_stacks; // keep the frames below each site's naming frame (allocator, libraries)
+} out_pprof_opts_t;
+// Needs a replay run with REPLAY_SITES; symbolizes every site. Writes the gzip stream to f.
+int out_pprof_write(analyze_t *a, const out_pprof_opts_t *o, FILE *f, errmsg_t *err);
+// The report's damage line for a, in buf, or NULL when the trace read whole.
+const char *out_pprof_damage(const analyze_t *a, char *buf, size_t cap);
+// Why "at exit" is only the last event (the trace has no trailer), or NULL.
+const char *out_pprof_unfinished(const analyze_t *a);
+
 #endif
