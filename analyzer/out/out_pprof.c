@@ -99,7 +99,8 @@ static size_t site_locations(pprof_build_t *b, const hmap_t *mappings, const sit
     for (size_t i = full ? 0 : s->name_frame; i < s->n_frames;) {
         // a run of inlined calls and the function they were inlined into share one address
         size_t j = i;
-        while (j + 1 < s->n_frames && s->frames[j]->inlined && s->frames[j + 1]->pc == s->frames[i]->pc)
+        while (j + 1 < s->n_frames && s->frames[j]->inlined &&
+               s->frames[j + 1]->pc == s->frames[i]->pc)
             j++;
         *lines = xgrow(*lines, lcap, j - i + 1, sizeof **lines);
         for (size_t k = i; k <= j; k++)
