@@ -117,13 +117,22 @@ static int do_view(int argc, char **argv) {
     return finish_output();
 }
 
+static void pprof_written(const char *path, void *ctx) {
+    (void)ctx;
+    char safe[4 * 4096];
+    fprintf(stderr, "heapprof: profile written to %s\n", fmt_safe_text(path, safe, sizeof safe));
+}
+
 static int do_pprof(int argc, char **argv) {
     errmsg_t err;
     errmsg_init(&err);
     cmd_pprof_opts_t o;
     cmd_pprof_warnings_t w;
-    if (cmd_pprof_parse(argc, argv, &o, &err) != 0 ||
-        cmd_pprof_run(&o, stdout, progress_stream(), &w, &err) != 0)
+    if (cmd_pprof_parse(argc, argv, &o, &err) != 0)
+        return fail(&err);
+    if (o.follow)
+        return cmd_pprof_follow(&o, pprof_written, NULL, &err) != 0 ? fail(&err) : 0;
+    if (cmd_pprof_run(&o, stdout, progress_stream(), &w, &err) != 0)
         return fail(&err);
     char safe[4 * sizeof w.damage];
     if (w.damage[0])

@@ -8,6 +8,7 @@
 #include "analyze/analyze.h"
 #include "core/errmsg.h"
 #include "core/fmt.h"
+#include "core/hmap.h"
 #include "model/filter.h"
 
 #include <jansson.h>
@@ -43,9 +44,17 @@ int out_stats_json_write(FILE *out, const reader_t *r, const replay_totals_t *t,
 int out_html_write(analyze_t *a, FILE *f, errmsg_t *err);
 
 // ---- out_pprof.c: a gzipped pprof profile.proto (docs/pprof.md) ----
+typedef struct out_pprof_alloc {
+    uint64_t blocks, bytes;
+} out_pprof_alloc_t;
 typedef struct out_pprof_opts {
     bool at_peak;     // inuse_* live at the global peak (report's peak_*), not at exit
     bool full_stacks; // keep the frames below each site's naming frame (allocator, libraries)
+    // Follow mode: stack id -> out_pprof_alloc_t, what earlier profiles counted. alloc_* are then
+    // the site's figures minus those (and the map is updated to the new figures), sites with
+    // nothing to show are left out, and duration_nanos is the time since since_ns. NULL: whole run.
+    hmap_t *since;
+    uint64_t since_ns;
 } out_pprof_opts_t;
 // Needs a replay run with REPLAY_SITES; symbolizes every site. Writes the gzip stream to f.
 int out_pprof_write(analyze_t *a, const out_pprof_opts_t *o, FILE *f, errmsg_t *err);

@@ -28,6 +28,13 @@ static const char *const sample_types[N_VALUES][2] = {
 
 static int64_t sat(uint64_t v) { return v > INT64_MAX ? INT64_MAX : (int64_t)v; }
 
+// now - before as a sample value: a site's figure as of this profile minus what earlier ones
+// counted. Negative only if a later read merged events in another order (a realloc then joins
+// another site); the values over all profiles still add up to the run's figures.
+static int64_t delta(uint64_t now, uint64_t before) {
+    return now >= before ? sat(now - before) : -sat(before - now);
+}
+
 const char *out_pprof_damage(const analyze_t *a, char *buf, size_t cap) {
     const reader_damage_t *d = reader_damage(a->r);
     if (!d->chunks_damaged && !d->seq_gaps && !d->truncated)
@@ -139,6 +146,15 @@ int out_pprof_write(analyze_t *a, const out_pprof_opts_t *o, FILE *f, errmsg_t *
             [V_INUSE_OBJECTS] = sat(o->at_peak ? g->peak_blocks : g->end_blocks),
             [V_INUSE_SPACE] = sat(o->at_peak ? g->peak_bytes : g->end_bytes),
         };
+        if (o->since) {
+            out_pprof_alloc_t *before = hmap_put(o->since, g->stack, NULL); // zeroed if new
+            v[V_ALLOC_OBJECTS] = delta(g->blocks, before->blocks);
+            v[V_ALLOC_SPACE] = delta(g->bytes, before->bytes);
+            *before = (out_pprof_alloc_t){g->blocks, g->bytes};
+            if (!v[V_ALLOC_OBJECTS] && !v[V_ALLOC_SPACE] && !v[V_INUSE_OBJECTS] &&
+                !v[V_INUSE_SPACE])
+                continue;
+        }
         size_t k = site_locations(b, &mappings, s, o->full_stacks, &ids, &cap, &lines, &lcap);
         pprof_build_sample(b, ids, k, v);
     }
@@ -148,21 +164,31 @@ int out_pprof_write(analyze_t *a, const out_pprof_opts_t *o, FILE *f, errmsg_t *
 
     pprof_build_set_period(b, "space", "bytes", 1);
     pprof_build_set_default_type(b, "inuse_space");
-    pprof_build_set_time(b, sat(h->start_unix_ns + t->last_time_ns), sat(t->last_time_ns));
-    char line[1024], d[32];
+    uint64_t from = o->since && o->since_ns <= t->last_time_ns ? o->since_ns : 0;
+    pprof_build_set_time(b, sat(h->start_unix_ns + t->last_time_ns), sat(t->last_time_ns - from));
+    char line[1024], d[32], d2[32];
     const char *exe = reader_exe(a->r);
     snprintf(line, sizeof line, "heapprof: %s (pid %" PRIu32 "), every allocation recorded",
              exe ? exe : "(unknown program)", h->pid);
     pprof_build_add_comment(b, line);
+    if (o->since) {
+        snprintf(line, sizeof line, "alloc_*: allocated from %s to %s after the start",
+                 fmt_duration((double)from, d), fmt_duration((double)t->last_time_ns, d2));
+        pprof_build_add_comment(b, line);
+    }
     if (o->at_peak)
         snprintf(line, sizeof line, "inuse_*: live at the global peak, %s after the start",
                  fmt_duration((double)t->peak_time_ns, d));
     else
-        snprintf(line, sizeof line, "inuse_*: live at exit (leaked, or left for the kernel)");
+        snprintf(line, sizeof line, "%s",
+                 o->since && !reader_damage(a->r)->trailer
+                     ? "inuse_*: live at the end of the interval"
+                     : "inuse_*: live at exit (leaked, or left for the kernel)");
     pprof_build_add_comment(b, line);
-    if (out_pprof_damage(a, line, sizeof line))
+    // a trace still being written ends inside a chunk: that is no damage until it is finished
+    if ((!o->since || reader_damage(a->r)->trailer) && out_pprof_damage(a, line, sizeof line))
         pprof_build_add_comment(b, line);
-    if (out_pprof_unfinished(a))
+    if (out_pprof_unfinished(a) && !o->since)
         pprof_build_add_comment(b, out_pprof_unfinished(a));
 
     int rc = pprof_build_write(b, f, err);

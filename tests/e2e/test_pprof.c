@@ -298,7 +298,7 @@ Test(pprof, bad_input_is_one_line_and_status_2, .timeout = 60) {
     FILE *f = fopen(junk, "w");
     fputs("this is not a heapprof trace at all, just some text\n", f);
     fclose(f);
-    const char *const cases[][6] = {
+    const char *const cases[][9] = {
         {"pprof", junk, "-o", prof, NULL},
         {"pprof", "/nonexistent/trace.hpt", "-o", prof, NULL},
         {"pprof", NULL},
@@ -306,6 +306,12 @@ Test(pprof, bad_input_is_one_line_and_status_2, .timeout = 60) {
         {"pprof", junk, "--at", "middle", NULL},
         {"pprof", junk, "--bogus", NULL},
         {"pprof", E2E_SAMPLES "/exact_counts", "-o", nodir, NULL},
+        {"pprof", "--follow", junk, NULL},
+        {"pprof", "--follow", junk, "--out-dir", nodir, NULL},
+        {"pprof", "--follow", junk, "--out-dir", dir, "--every", "0", NULL},
+        {"pprof", "--follow", junk, "--out-dir", dir, "--every", "10ms", NULL},
+        {"pprof", junk, "--every", "1s", NULL},
+        {"pprof", "--follow", junk, "--out-dir", dir, "--at", "peak", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char *out = NULL, *err = NULL;
@@ -317,6 +323,88 @@ Test(pprof, bad_input_is_one_line_and_status_2, .timeout = 60) {
         free(err);
     }
     static const char *const left[] = {"junk.hpt", NULL};
+    expect_only(dir, left);
+    free(dir);
+}
+
+// Sums value index of every profile in dir (name -> value, as top_flat).
+static json_t *sum_profiles(const char *dir, const char *index, size_t *n) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "ls %s/*.pb.gz", dir);
+    FILE *ls = popen(cmd, "r");
+    cr_assert(ls);
+    json_t *sum = json_object();
+    char line[4400];
+    *n = 0;
+    while (fgets(line, sizeof line, ls)) {
+        line[strcspn(line, "\n")] = '\0';
+        json_t *p = top_flat(index, line);
+        const char *k;
+        json_t *v;
+        json_object_foreach(p, k, v) {
+            json_t *old = json_object_get(sum, k);
+            json_object_set_new(sum, k, json_integer(json_integer_value(v) +
+                                                     (old ? json_integer_value(old) : 0)));
+        }
+        json_decref(p);
+        (*n)++;
+    }
+    pclose(ls);
+    return sum;
+}
+
+// The newest profile of dir (names sort by sequence number), malloc'd.
+static char *last_profile(const char *dir) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "ls %s/*.pb.gz | tail -n 1", dir);
+    FILE *ls = popen(cmd, "r");
+    char *line = calloc(1, 4400);
+    cr_assert(ls && fgets(line, 4400, ls));
+    line[strcspn(line, "\n")] = '\0';
+    pclose(ls);
+    return line;
+}
+
+Test(pprof, follow_writes_profiles_whose_alloc_adds_up_to_the_run, .timeout = 300) {
+    char *dir = e2e_tmpdir("pprof_follow");
+    char trace[4300], out[4300], script[16384];
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    snprintf(out, sizeof out, "%s/profiles", dir);
+    cr_assert_eq(mkdir(out, 0700), 0);
+    // the follower starts first and waits for the trace; the program allocates for 2 s
+    snprintf(script, sizeof script,
+             "'%s' pprof --follow '%s' --every 300ms --out-dir '%s' 2>'%s/follow.err' & f=$!\n"
+             "LD_PRELOAD='%s' HEAPPROF_OUT='%s' '%s/slow_alloc' 2000 || exit 90\n"
+             "wait $f",
+             E2E_HEAPPROF, trace, out, dir, E2E_LIB, trace, E2E_PROGS);
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    e2e_run_opts_t o = {.no_preload = true, .timeout_s = 120};
+    char *err = NULL;
+    int st = e2e_run(argv, &o, NULL, &err, NULL);
+    cr_assert_eq(st, 0, "status %d: %s", st, err);
+    free(err);
+    json_t *r = e2e_report(trace);
+    static const struct {
+        const char *index, *key;
+    } pairs[] = {{"alloc_space", "bytes"}, {"alloc_objects", "blocks"}};
+    for (size_t i = 0; i < 2; i++) {
+        size_t n = 0;
+        json_t *sum = sum_profiles(out, pairs[i].index, &n);
+        cr_expect_geq(n, 2, "%zu profiles", n);
+        json_t *want = report_by_function(r, pairs[i].key);
+        expect_same(pairs[i].index, sum, want);
+        json_decref(sum);
+        json_decref(want);
+    }
+    // the last profile read the whole trace: its inuse_* are the leaks at exit
+    char *last = last_profile(out);
+    json_t *p = top_flat("inuse_space", last), *want = report_by_function(r, "end_bytes");
+    expect_same("inuse_space of the last profile", p, want);
+    json_decref(p);
+    json_decref(want);
+    free(last);
+    json_decref(r);
+    static const char *const left[] = {"t.hpt", "profiles", "follow.err", NULL};
     expect_only(dir, left);
     free(dir);
 }

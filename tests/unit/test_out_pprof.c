@@ -126,3 +126,41 @@ Test(out_pprof, at_peak_inuse_is_the_global_peak, .init = build_trace, .fini = c
     expect_values(sample_of(p, "[unknown stack]"), 1, 10, 0, 0);
     perftools__profiles__profile__free_unpacked(p, NULL);
 }
+
+Test(out_pprof, since_counts_only_what_earlier_profiles_did_not, .init = build_trace,
+     .fini = cleanup) {
+    hmap_t since;
+    hmap_init(&since, sizeof(out_pprof_alloc_t));
+    // as if an earlier profile had counted one block of 100 bytes at stack 1
+    *(out_pprof_alloc_t *)hmap_put(&since, 1, NULL) = (out_pprof_alloc_t){1, 100};
+    for (int round = 0; round < 2; round++) {
+        errmsg_t err;
+        errmsg_init(&err);
+        analyze_t *a = analyze_open(path, 0, NULL, &err);
+        cr_assert_not_null(a, "%s", err.msg);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        out_pprof_opts_t o = {.since = &since, .since_ns = 2500};
+        cr_assert_eq(out_pprof_write(a, &o, f, &err), 0, "%s", err.msg);
+        fclose(f);
+        analyze_close(a);
+        Perftools__Profiles__Profile *p = pr_decode((const uint8_t *)buf, len);
+        free(buf);
+        cr_expect_eq(p->duration_nanos, 6000 - 2500);
+        if (round == 0) {
+            expect_values(sample_of(p, "app+0x1000"), 1, 50, 1, 50);
+            expect_values(sample_of(p, "app+0x1100"), 1, 200, 0, 0);
+            expect_values(sample_of(p, "[unknown stack]"), 1, 10, 1, 10);
+        } else {
+            // nothing new: only the sites with live blocks are left, with no allocations
+            cr_expect_eq(p->n_sample, 2);
+            expect_values(sample_of(p, "app+0x1000"), 0, 0, 1, 50);
+            expect_values(sample_of(p, "[unknown stack]"), 0, 0, 1, 10);
+        }
+        perftools__profiles__profile__free_unpacked(p, NULL);
+    }
+    out_pprof_alloc_t *s1 = hmap_get(&since, 1);
+    cr_expect(s1 && s1->blocks == 2 && s1->bytes == 150);
+    hmap_fini(&since);
+}
