@@ -6,6 +6,7 @@
 #include "cmd/cmd_dhat.h"
 #include "cmd/cmd_flame.h"
 #include "cmd/cmd_massif.h"
+#include "cmd/cmd_pprof.h"
 #include "cmd/cmd_report.h"
 #include "cmd/cmd_run.h"
 #include "cmd/cmd_stats.h"
@@ -40,6 +41,7 @@ static const char usage[] =
     "  flame TRACE [--metric M]        allocation flamegraph (SVG, or --folded stacks)\n"
     "  diff BEFORE AFTER [--metric M]  sites that changed most; -o FILE: differential SVG\n"
     "  view TRACE [-o FILE]            self-contained HTML viewer (open it in a browser)\n"
+    "  pprof TRACE [-o FILE]           gzipped pprof profile (go tool pprof, Pyroscope, Parca)\n"
     "  check [BUDGETS] -- CMD ARGS...  heap budgets for CI (or check [BUDGETS] TRACE)\n"
     "\n"
     "  heapprof COMMAND --help         help for one command\n"
@@ -127,6 +129,31 @@ static int do_view(int argc, char **argv) {
     return finish_output();
 }
 
+static void pprof_written(const char *path, void *ctx) {
+    (void)ctx;
+    char safe[4 * 4096];
+    fprintf(stderr, "heapprof: profile written to %s\n", fmt_safe_text(path, safe, sizeof safe));
+}
+
+static int do_pprof(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_pprof_opts_t o;
+    cmd_pprof_warnings_t w;
+    if (cmd_pprof_parse(argc, argv, &o, &err) != 0)
+        return fail(&err);
+    if (o.follow)
+        return cmd_pprof_follow(&o, pprof_written, NULL, &err) != 0 ? fail(&err) : 0;
+    if (cmd_pprof_run(&o, stdout, progress_stream(), &w, &err) != 0)
+        return fail(&err);
+    char safe[4 * sizeof w.damage];
+    if (w.damage[0])
+        fprintf(stderr, "heapprof: warning: %s\n", fmt_safe_text(w.damage, safe, sizeof safe));
+    if (w.unfinished[0])
+        fprintf(stderr, "heapprof: warning: %s\n", fmt_safe_text(w.unfinished, safe, sizeof safe));
+    return finish_output();
+}
+
 static int do_run(int argc, char **argv) {
     errmsg_t err;
     errmsg_init(&err);
@@ -199,6 +226,7 @@ static const struct {
     {"flame", do_flame, cmd_flame_usage},
     {"diff", do_flame, cmd_diff_usage},
     {"view", do_view, cmd_view_usage},
+    {"pprof", do_pprof, cmd_pprof_usage},
     {"check", do_check, cmd_check_usage},
 };
 

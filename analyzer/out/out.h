@@ -8,6 +8,7 @@
 #include "analyze/analyze.h"
 #include "core/errmsg.h"
 #include "core/fmt.h"
+#include "core/hmap.h"
 #include "model/filter.h"
 
 #include <jansson.h>
@@ -51,5 +52,25 @@ int out_massif_write(analyze_t *a, FILE *f, errmsg_t *err);
 // ---- out_html.c: the self-contained viewer page (viewer/ with view_data.h's JSON inside) ----
 // Needs a opened with growth and timeline (cmd_view.c). Symbolizes every site.
 int out_html_write(analyze_t *a, FILE *f, errmsg_t *err);
+
+// ---- out_pprof.c: a gzipped pprof profile.proto (docs/pprof.md) ----
+typedef struct out_pprof_alloc {
+    uint64_t blocks, bytes;
+} out_pprof_alloc_t;
+typedef struct out_pprof_opts {
+    bool at_peak;     // inuse_* live at the global peak (report's peak_*), not at exit
+    bool full_stacks; // keep the frames below each site's naming frame (allocator, libraries)
+    // Follow mode: stack id -> out_pprof_alloc_t, what earlier profiles counted. alloc_* are then
+    // the site's figures minus those (and the map is updated to the new figures), sites with
+    // nothing to show are left out, and duration_nanos is the time since since_ns. NULL: whole run.
+    hmap_t *since;
+    uint64_t since_ns;
+} out_pprof_opts_t;
+// Needs a replay run with REPLAY_SITES; symbolizes every site. Writes the gzip stream to f.
+int out_pprof_write(analyze_t *a, const out_pprof_opts_t *o, FILE *f, errmsg_t *err);
+// The report's damage line for a, in buf, or NULL when the trace read whole.
+const char *out_pprof_damage(const analyze_t *a, char *buf, size_t cap);
+// Why "at exit" is only the last event (the trace has no trailer), or NULL.
+const char *out_pprof_unfinished(const analyze_t *a);
 
 #endif
