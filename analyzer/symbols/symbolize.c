@@ -16,6 +16,8 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -296,6 +298,48 @@ static size_t inline_chain(Dwarf_Die *die, Dwarf_Addr addr, Dwarf_Die *chain, si
     return n;
 }
 
+// Resolves "." and ".." in an absolute path, in place, without asking the file system (the
+// file need not exist here: the program was built elsewhere).
+static void normalize_path(char *path) {
+    char *out = path, *p = path;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        char *seg = p;
+        while (*p && *p != '/')
+            p++;
+        size_t len = (size_t)(p - seg);
+        if (len == 0 || (len == 1 && seg[0] == '.'))
+            continue;
+        if (len == 2 && seg[0] == '.' && seg[1] == '.') {
+            while (out > path && *--out != '/')
+                ; // drop the last segment kept (never above the root)
+            continue;
+        }
+        *out++ = '/';
+        memmove(out, seg, len);
+        out += len;
+    }
+    if (out == path)
+        *out++ = '/';
+    *out = '\0';
+}
+
+// A source path as the compiler saw it may be relative to the unit's directory
+// (DW_AT_comp_dir: Rust's "src/lib.rs", glibc's "../sysdeps/..."): made absolute, so two
+// crates' src/lib.rs are two files. Interned.
+static const char *source_path(symbolize_t *s, Dwarf_Die *cudie, const char *file) {
+    if (!file || file[0] == '/' || !cudie)
+        return intern(s, file);
+    Dwarf_Attribute a;
+    const char *dir = dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &a));
+    char buf[PATH_MAX];
+    if (!dir || dir[0] != '/' || (size_t)snprintf(buf, sizeof buf, "%s/%s", dir, file) >= sizeof buf)
+        return intern(s, file);
+    normalize_path(buf);
+    return intern(s, buf);
+}
+
 static const char *call_file(symbolize_t *s, Dwarf_Die *cudie, Dwarf_Die *inl, uint32_t *line) {
     Dwarf_Attribute a;
     Dwarf_Word w = 0;
@@ -307,7 +351,7 @@ static const char *call_file(symbolize_t *s, Dwarf_Die *cudie, Dwarf_Die *inl, u
     if (dwarf_formudata(dwarf_attr(inl, DW_AT_call_file, &a), &w) != 0 ||
         dwarf_getsrcfiles(cudie, &files, &nfiles) != 0 || w >= nfiles)
         return NULL;
-    return intern(s, dwarf_filesrc(files, w, NULL, NULL));
+    return source_path(s, cudie, dwarf_filesrc(files, w, NULL, NULL));
 }
 
 // ---- lookup ----
@@ -362,7 +406,7 @@ static chain_t *lookup(symbolize_t *s, uint64_t pc) {
     for (size_t k = 0; k < n; k++)
         c->f[k] = base;
     // innermost frame: the line table's location
-    c->f[0].file = intern(s, file);
+    c->f[0].file = source_path(s, cudie, file);
     c->f[0].line = lineno > 0 ? (uint32_t)lineno : 0;
     // frame k (innermost first) is chain[depth-1-k]; its caller's location is the call site
     // recorded on the inlined DIE

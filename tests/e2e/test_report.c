@@ -483,3 +483,40 @@ Test(report, suppressed_leaks_are_counted_apart, .timeout = 120) {
     free(trace);
     free(dir);
 }
+
+// Source paths are absolute (the unit's DW_AT_comp_dir joined to a relative name, "." and ".."
+// resolved): Rust's standard library names its files relative to its build directory, and two
+// crates' src/lib.rs must not read the same (issue 22). Checked on the program's own module.
+Test(report, source_paths_are_absolute, .timeout = 120) {
+    char *prog = sample("vec_growth");
+    FILE *probe = fopen(prog, "rb");
+    if (!probe) {
+        free(prog);
+        cr_skip_test("no Rust sample (rustc not found at configure time)");
+    }
+    fclose(probe);
+    char *dir = e2e_tmpdir("abs_paths");
+    char *trace = trace_of(prog, dir);
+    json_t *r = e2e_report(trace);
+    size_t i, k, n_files = 0;
+    json_t *site, *frame;
+    json_array_foreach(json_object_get(r, "sites"), i, site) {
+        json_array_foreach(json_object_get(site, "stack"), k, frame) {
+            const char *file = json_string_value(json_object_get(frame, "file"));
+            const char *mod = json_string_value(json_object_get(frame, "module"));
+            // the program's own code and the standard library built into it; a system library's
+            // debug info may name its build directory relatively itself (glibc's "./csu"):
+            // nothing there to make absolute
+            if (!file || !mod || strcmp(mod, prog) != 0)
+                continue;
+            n_files++;
+            cr_expect(file[0] == '/' && !strstr(file, "/./") && !strstr(file, "/../"),
+                      "site %zu frame %zu: %s", i, k, file);
+        }
+    }
+    cr_expect_gt(n_files, 0);
+    json_decref(r);
+    free(trace);
+    free(dir);
+    free(prog);
+}
