@@ -669,20 +669,38 @@ const char *growth_api(const growth_site_t *gs, const site_t *s) {
     return gs->constant_increment ? "grow geometrically" : "allocate up front";
 }
 
-// Elements the final block holds, inferred from the growth pattern (docs/growth.md#advice); 0 when
-// it cannot be told.
-static uint64_t capacity_of(container_t c, const growth_site_t *gs) {
+// The element size of the container the site grows, from DWARF (the T of a Vec<T> or VecDeque<T>
+// frame, the _Tp of a std::vector<_Tp> frame, symbolize.h): the frame of that container nearest
+// the naming frame. 0 when no such frame carries one (no debug info).
+static uint32_t elem_size_of(container_t c, const site_t *s) {
+    if (!s)
+        return 0;
+    for (size_t i = s->name_frame; i-- > 0;) {
+        const symbolize_frame_t *f = s->frames[i];
+        if (f->elem_size && f->function) {
+            container_t fc = container_of_name(f->function);
+            if (fc == c || (c == RUST_VEC && fc == RUST_VECDEQUE) ||
+                (fc == RUST_VEC && c == RUST_VECDEQUE))
+                return f->elem_size;
+        }
+    }
+    return 0;
+}
+
+// Elements the final block holds (docs/growth.md#advice): the final size divided by the element
+// size DWARF gives; without it, only what the layout says for sure (a String's bytes, a
+// hashbrown table's buckets); else 0, and the advice gives bytes. Never from an assumed first
+// capacity: a Vec made with_capacity(128) and grown looks like one that started at 4 elements
+// of 32 bytes.
+static uint64_t capacity_of(container_t c, const growth_site_t *gs, const site_t *s) {
     uint64_t f = gs->final_max;
+    uint32_t elem = elem_size_of(c, s);
     switch (c) {
     case RUST_STRING:
         return f;
     case RUST_VEC:
     case RUST_VECDEQUE:
-        // RawVec starts at 4 elements (8 for 1-byte ones) and doubles: a first block of 8 bytes is
-        // 8 x u8 or 4 x u16, so say bytes
-        if (gs->doubling && gs->first_min % 4 == 0 && gs->first_min != 8 && gs->first_min)
-            return f / (gs->first_min / 4);
-        return 0;
+        return elem ? f / elem : 0;
     case RUST_HASHMAP:
     case RUST_HASHSET:
         if (gs->hashbrown_elem)
@@ -691,10 +709,7 @@ static uint64_t capacity_of(container_t c, const growth_site_t *gs) {
                     return b < 8 ? b - 1 : b / 8 * 7;
         return 0;
     case CXX_VECTOR:
-        // libstdc++ and libc++ start at one element and double
-        if (gs->doubling && gs->first_min && f % gs->first_min == 0)
-            return f / gs->first_min;
-        return 0;
+        return elem ? f / elem : 0;
     case CXX_STRING:
         return f > 1 ? f - 1 : 0; // capacity plus the terminating NUL
     case CXX_UMAP:
@@ -713,7 +728,7 @@ const char *growth_advice(const growth_site_t *gs, const site_t *s, char *buf, s
                            ? (gs->n_steps == 1 ? "rehash" : "rehashes")
                            : (gs->n_steps == 1 ? "reallocation" : "reallocations");
     const char *copied = fmt_bytes(gs->bytes_copied, b1);
-    uint64_t n = capacity_of(c, gs);
+    uint64_t n = capacity_of(c, gs, s);
     const char *call = NULL;
     for (size_t i = 0; i < sizeof apis / sizeof *apis; i++)
         if (apis[i].c == c)

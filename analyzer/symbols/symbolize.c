@@ -202,6 +202,56 @@ static const char *die_name(symbolize_t *s, Dwarf_Die *die) {
     return name ? intern_demangled(s, name) : NULL;
 }
 
+// The size of the type parameter named T (Rust) or _Tp (libstdc++) among die's children; 0 if
+// there is none; -1 when there is one whose size is unknown.
+static int64_t param_size(Dwarf_Die *die) {
+    Dwarf_Die child;
+    if (dwarf_child(die, &child) != 0)
+        return 0;
+    do {
+        if (dwarf_tag(&child) != DW_TAG_template_type_parameter)
+            continue;
+        const char *n = dwarf_diename(&child);
+        if (!n || (strcmp(n, "T") != 0 && strcmp(n, "_Tp") != 0))
+            continue;
+        Dwarf_Attribute a;
+        Dwarf_Die type;
+        Dwarf_Word size;
+        if (!dwarf_formref_die(dwarf_attr(&child, DW_AT_type, &a), &type) ||
+            dwarf_aggregate_size(&type, &size) != 0 || size == 0 || size > UINT32_MAX)
+            return -1;
+        return (int64_t)size;
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return 0;
+}
+
+// The size of a generic function's element type: its template type parameter T (Rust: the
+// function's own) or _Tp (libstdc++: the class's, the scope around the member's declaration),
+// on the DIE or on the instance or declaration it is a copy of. What growth advice divides a
+// container's bytes by (docs/growth.md#advice); 0 when there is none.
+static uint32_t elem_size(Dwarf_Die *die) {
+    Dwarf_Die d = *die;
+    for (int hop = 0; hop < 4; hop++) {
+        int64_t own = param_size(&d);
+        if (own)
+            return own > 0 ? (uint32_t)own : 0;
+        Dwarf_Attribute a;
+        Dwarf_Die next;
+        if (dwarf_formref_die(dwarf_attr(&d, DW_AT_abstract_origin, &a), &next) ||
+            dwarf_formref_die(dwarf_attr(&d, DW_AT_specification, &a), &next)) {
+            d = next;
+            continue;
+        }
+        // a member function's declaration: the class around it holds the type parameters
+        Dwarf_Die *scopes = NULL;
+        int n = dwarf_getscopes_die(&d, &scopes);
+        int64_t cls = n > 1 ? param_size(&scopes[1]) : 0;
+        free(scopes);
+        return cls > 0 ? (uint32_t)cls : 0;
+    }
+    return 0;
+}
+
 static int cmp_range(const void *a, const void *b) {
     const sub_range_t *x = a, *y = b;
     return x->lo < y->lo ? -1 : x->lo > y->lo;
@@ -412,8 +462,10 @@ static chain_t *lookup(symbolize_t *s, uint64_t pc) {
     // recorded on the inlined DIE
     for (size_t k = 0; k < n; k++) {
         size_t d = n - 1 - k;
-        if (depth)
+        if (depth) {
             c->f[k].function = die_name(s, &chain[d]);
+            c->f[k].elem_size = elem_size(&chain[d]);
+        }
         c->f[k].inlined = k + 1 < n;
         if (k + 1 < n)
             c->f[k + 1].file = call_file(s, cudie, &chain[d], &c->f[k + 1].line);

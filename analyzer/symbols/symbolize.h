@@ -22,6 +22,8 @@ typedef struct symbolize_frame {
     const char *module;     // path of the module holding pc; NULL if none does
     uint64_t module_offset; // pc - the module's load bias (what `addr2line -e MODULE` takes)
     bool inlined;           // this call was inlined into the next (outer) frame
+    uint32_t elem_size; // bytes of the function's element type parameter (Rust's T, libstdc++'s
+                        // _Tp: what a Vec or vector holds) from DWARF; 0 when it has none
 } symbolize_frame_t;
 
 typedef enum symbolize_module_status {

@@ -95,6 +95,19 @@ fn over_reserve() -> u64 {
     buf.iter().map(|&b| b as u64).sum()
 }
 
+// A Vec<u8> made with a capacity of 128 and grown a byte at a time to 1 MiB: 13 doublings. Its
+// first block looks like 4 elements of 32 bytes; growth advice must name the capacity in its
+// real elements (1048576 bytes), not one inferred from an assumed start (32768).
+#[inline(never)]
+fn grow_from_capacity() -> u64 {
+    let mut buf: Vec<u8> = Vec::with_capacity(if presized() { 1 << 20 } else { 128 });
+    for k in 0..(1u32 << 20) {
+        buf.push((k % 253) as u8);
+    }
+    let buf = black_box(buf);
+    buf.len() as u64 + buf[12345] as u64
+}
+
 fn main() {
     // `vec_growth --presized`: the with_capacity fix heapprof's advice names, for `heapprof diff`
     PRESIZED.store(std::env::args().any(|a| a == "--presized"), Ordering::Relaxed);
@@ -102,6 +115,7 @@ fn main() {
     h = mix(h, grow_u64_vecs());
     h = mix(h, grow_strings());
     h = mix(h, grow_rows());
+    h = mix(h, grow_from_capacity());
     println!("checksum {:016x}", h);
 }
 

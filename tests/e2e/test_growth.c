@@ -196,6 +196,11 @@ Test(growth, rust_vec_and_string, .timeout = 120) {
         }
     }
     cr_expect(outer, "no single-chain growth site in grow_rows");
+    // a Vec<u8> made with_capacity(128) and pushed to 1 MiB: the capacity in its elements (the
+    // T of Vec<T> from DWARF), not 1 MiB / 32 from an assumed start of 4 elements (issue 22)
+    g = growth_api(r, "vec_growth::grow_from_capacity", "Vec::with_capacity");
+    cr_expect_eq(final_size(g, "max"), 1 << 20);
+    expect_advice(g, "`Vec::with_capacity(1048576)`");
     // CPU time in growth: each site's samples are part of the run's allocator samples
     long long in_growth = 0;
     json_array_foreach(json_object_get(r, "growth"), i, e) in_growth += e2e_int(e, "cpu_samples");
