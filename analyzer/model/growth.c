@@ -88,9 +88,14 @@ typedef struct chain {
     bool dead; // summed into its site already; the slot is on the free list
 } chain_t;
 
+// Chains of one site that ended at one final size.
+typedef struct final_count {
+    uint64_t chains, steps, copied;
+} final_count_t;
+
 typedef struct site_acc {
     growth_site_t s;
-    hmap_t finals; // final size -> chains that ended at it: memory by distinct sizes, not chains
+    hmap_t finals; // final size -> final_count_t: memory by distinct sizes, not chains
     uint64_t n_finals;
     uint64_t max_chain_steps;
     bool any_multi;      // a chain with >= 2 growth steps
@@ -445,7 +450,7 @@ static void site_add_chain(growth_t *g, const chain_t *c) {
             (site_acc_t){.s = {.stack = c->origin, .first_min = UINT64_MAX, .doubling = true},
                          .all_constant = true,
                          .same_increment = true};
-        hmap_init(&(*accs)[*n].finals, sizeof(uint64_t));
+        hmap_init(&(*accs)[*n].finals, sizeof(final_count_t));
         *idx = ++*n;
     }
     site_acc_t *a = &(*accs)[*idx - 1];
@@ -458,7 +463,10 @@ static void site_add_chain(growth_t *g, const chain_t *c) {
     if (c->first < s->first_min)
         s->first_min = c->first;
     s->doubling = s->doubling && c->doubling;
-    (*(uint64_t *)hmap_put(&a->finals, c->final, NULL))++;
+    final_count_t *fc = hmap_put(&a->finals, c->final, NULL);
+    fc->chains++;
+    fc->steps += c->steps;
+    fc->copied += c->copied;
     a->n_finals++;
     if (c->steps > a->max_chain_steps)
         a->max_chain_steps = c->steps;
@@ -478,7 +486,8 @@ static void site_add_chain(growth_t *g, const chain_t *c) {
     }
 }
 
-// The largest final size of a site's chains and their lower median, from the counts per size.
+// The largest final size of a site's chains, their lower median and the size that covers
+// GROWTH_COVER_PCT% of them with what it saves, from the counts per size.
 static void finals_figures(site_acc_t *a) {
     size_t n = hmap_count(&a->finals), k = 0, it = 0;
     uint64_t *sizes = xmalloc(n * sizeof *sizes), size;
@@ -486,13 +495,26 @@ static void finals_figures(site_acc_t *a) {
         sizes[k++] = size;
     qsort(sizes, n, sizeof *sizes, cmp_u64);
     a->s.final_max = sizes[n - 1];
-    uint64_t below = 0, mid = (a->n_finals - 1) / 2; // index of the lower median
+    uint64_t mid = (a->n_finals - 1) / 2; // index of the lower median
+    // chains that must end at or below the covering size: ceil(pct% of them)
+    uint64_t need = (a->n_finals * GROWTH_COVER_PCT + 99) / 100;
+    uint64_t below = 0;
+    bool median_set = false;
     for (k = 0; k < n; k++) {
-        below += *(const uint64_t *)hmap_get(&a->finals, sizes[k]);
-        if (below > mid)
+        const final_count_t *fc = hmap_get(&a->finals, sizes[k]);
+        below += fc->chains;
+        a->s.cover_chains += fc->chains;
+        a->s.cover_steps += fc->steps;
+        a->s.cover_copied += fc->copied;
+        if (!median_set && below > mid) {
+            a->s.final_median = sizes[k];
+            median_set = true;
+        }
+        if (below >= need) {
+            a->s.final_cover = sizes[k];
             break;
+        }
     }
-    a->s.final_median = sizes[k];
     free(sizes);
 }
 
@@ -692,8 +714,8 @@ static uint32_t elem_size_of(container_t c, const site_t *s) {
 // hashbrown table's buckets); else 0, and the advice gives bytes. Never from an assumed first
 // capacity: a Vec made with_capacity(128) and grown looks like one that started at 4 elements
 // of 32 bytes.
-static uint64_t capacity_of(container_t c, const growth_site_t *gs, const site_t *s) {
-    uint64_t f = gs->final_max;
+static uint64_t capacity_of(container_t c, const growth_site_t *gs, const site_t *s,
+                            uint64_t f) {
     uint32_t elem = elem_size_of(c, s);
     switch (c) {
     case RUST_STRING:
@@ -720,38 +742,62 @@ static uint64_t capacity_of(container_t c, const growth_site_t *gs, const site_t
     }
 }
 
+uint64_t growth_advised_size(const growth_site_t *gs) {
+    // many separate buffers whose largest outgrows most of them: cover most, not the largest
+    if (gs->n_chains >= 10 && gs->final_cover && gs->final_cover < gs->final_max)
+        return gs->final_cover;
+    return gs->final_max;
+}
+
 const char *growth_advice(const growth_site_t *gs, const site_t *s, char *buf, size_t cap) {
     container_t c = container_of(s);
-    char n1[32], b1[32], b2[32], b3[32];
-    const char *steps = fmt_grouped(gs->n_steps, n1);
+    uint64_t target = growth_advised_size(gs);
+    bool cover = target != gs->final_max;
+    uint64_t n_steps = cover ? gs->cover_steps : gs->n_steps;
+    char n1[32], b1[32], b2[32], b3[32], tail[160] = "";
+    const char *steps = fmt_grouped(n_steps, n1);
     const char *noun = c == RUST_HASHMAP || c == RUST_HASHSET || c == CXX_UMAP || c == CXX_USET
-                           ? (gs->n_steps == 1 ? "rehash" : "rehashes")
-                           : (gs->n_steps == 1 ? "reallocation" : "reallocations");
-    const char *copied = fmt_bytes(gs->bytes_copied, b1);
-    uint64_t n = capacity_of(c, gs, s);
+                           ? (n_steps == 1 ? "rehash" : "rehashes")
+                           : (n_steps == 1 ? "reallocation" : "reallocations");
+    const char *copied = fmt_bytes(cover ? gs->cover_copied : gs->bytes_copied, b1);
+    if (gs->n_chains > 1) {
+        // what the reservation costs: the size for every chain the site started
+        char c1[32], r1[32];
+        uint64_t all = target * gs->n_chains;
+        if (gs->n_chains && all / gs->n_chains != target)
+            all = UINT64_MAX;
+        if (cover)
+            snprintf(tail, sizeof tail, " (covers %u%% of its %s chains; %s reserved in all)",
+                     GROWTH_COVER_PCT, fmt_grouped(gs->n_chains, c1), fmt_bytes(all, r1));
+        else
+            snprintf(tail, sizeof tail, " (for each of its %s chains: %s reserved in all)",
+                     fmt_grouped(gs->n_chains, c1), fmt_bytes(all, r1));
+    }
+    uint64_t n = capacity_of(c, gs, s, target);
     const char *call = NULL;
     for (size_t i = 0; i < sizeof apis / sizeof *apis; i++)
         if (apis[i].c == c)
             call = apis[i].call;
     if (call && n && c >= CXX_VECTOR)
-        snprintf(buf, cap, "`%s(%" PRIu64 ")` (%s) here would save %s %s and %s of copying", call,
-                 n, growth_api(gs, s), steps, noun, copied);
+        snprintf(buf, cap, "`%s(%" PRIu64 ")` (%s) here would save %s %s and %s of copying%s",
+                 call, n, growth_api(gs, s), steps, noun, copied, tail);
     else if (call && n)
-        snprintf(buf, cap, "`%s(%" PRIu64 ")` here would save %s %s and %s of copying", call, n,
-                 steps, noun, copied);
+        snprintf(buf, cap, "`%s(%" PRIu64 ")` here would save %s %s and %s of copying%s", call, n,
+                 steps, noun, copied, tail);
     else if (call)
-        snprintf(buf, cap, "`%s(..)` for %s here would save %s %s and %s of copying", call,
-                 fmt_bytes(gs->final_max, b2), steps, noun, copied);
+        snprintf(buf, cap, "`%s(..)` for %s here would save %s %s and %s of copying%s", call,
+                 fmt_bytes(target, b2), steps, noun, copied, tail);
     else if (gs->constant_increment && gs->increment)
         snprintf(buf, cap,
                  "grow geometrically, not by a constant (+%s a step): %s %s here "
                  "copied %s",
-                 fmt_bytes(gs->increment, b3), steps, noun, copied);
+                 fmt_bytes(gs->increment, b3), fmt_grouped(gs->n_steps, n1), noun,
+                 fmt_bytes(gs->bytes_copied, b1));
     else if (gs->constant_increment)
-        snprintf(buf, cap, "grow geometrically, not by a constant: %s %s here copied %s", steps,
-                 noun, copied);
+        snprintf(buf, cap, "grow geometrically, not by a constant: %s %s here copied %s",
+                 fmt_grouped(gs->n_steps, n1), noun, fmt_bytes(gs->bytes_copied, b1));
     else
-        snprintf(buf, cap, "allocate %s up front here: would save %s %s and %s of copying",
-                 fmt_bytes(gs->final_max, b2), steps, noun, copied);
+        snprintf(buf, cap, "allocate %s up front here: would save %s %s and %s of copying%s",
+                 fmt_bytes(target, b2), steps, noun, copied, tail);
     return buf;
 }

@@ -41,6 +41,10 @@ void growth_finish(growth_t *g);
 
 // The growth figures of one site (the stack id of the chains' first blocks, which is replay's site
 // of every block of a realloc chain).
+// Growth advice names a capacity that covers this share of a site's chains, not the largest
+// (one huge buffer among hundreds of small ones would make it reserve far too much).
+#define GROWTH_COVER_PCT 90u
+
 typedef struct growth_site {
     uint64_t stack;
     uint64_t n_chains;        // chains with a realloc growth step or two allocate-copy-free ones
@@ -51,6 +55,11 @@ typedef struct growth_site {
     uint64_t bytes_copied;    // old size summed over the steps that copied
     uint64_t final_max;       // the chains' last block sizes: the largest
     uint64_t final_median;    // ... and the median (the lower middle one)
+    // The size that covers GROWTH_COVER_PCT% of the chains (the smallest final size at least
+    // that share of them ended at or below), and what reserving it up front would save: the
+    // steps and bytes copied of the chains that end at or below it.
+    uint64_t final_cover;
+    uint64_t cover_chains, cover_steps, cover_copied;
     uint64_t first_min;       // smallest first block of a chain
     bool doubling;            // every growth step exactly doubled the size
     bool constant_increment;  // every chain of >= 2 steps added one constant, and one chain
@@ -74,9 +83,14 @@ typedef struct growth_short {
 growth_short_t growth_short_of(const growth_t *g, uint64_t stack);
 uint64_t growth_short_ns(const growth_t *g);
 
+// The block size the advice names: the covering size (final_cover) for a site of 10 or more
+// chains whose largest outgrew it, else the largest final size.
+uint64_t growth_advised_size(const growth_site_t *gs);
+
 // Advice for site figures gs at the resolved site s ("`Vec::with_capacity(1024)` here would save 16
 // reallocations and 1.0 MiB of copying"), in the language the frames between the allocator and the
-// naming frame tell (Rust, C++, else C). Writes into buf and returns it.
+// naming frame tell (Rust, C++, else C), with what reserving it costs over the site's chains.
+// Writes into buf and returns it.
 const char *growth_advice(const growth_site_t *gs, const site_t *s, char *buf, size_t cap);
 
 // The API the advice names ("Vec::with_capacity", "std::vector::reserve", ...; "grow

@@ -688,6 +688,10 @@ static void growth_json(analyze_t *a, json_t *root, const size_t *pos) {
         json_t *fs = json_object();
         json_object_set_new(fs, "max", fmt_json_int(gs->final_max));
         json_object_set_new(fs, "median", fmt_json_int(gs->final_median));
+        // the smallest size at least cover_percent% of the chains ended at or below
+        json_object_set_new(fs, "cover", fmt_json_int(gs->final_cover));
+        json_object_set_new(fs, "cover_percent", fmt_json_int(GROWTH_COVER_PCT));
+        json_object_set_new(j, "advised_size", fmt_json_int(growth_advised_size(gs)));
         json_object_set_new(j, "final_size", fs);
         json_object_set_new(j, "first_size_min", fmt_json_int(gs->first_min));
         json_object_set_new(j, "api", json_string(growth_api(gs, s)));
