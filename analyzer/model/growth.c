@@ -749,7 +749,37 @@ uint64_t growth_advised_size(const growth_site_t *gs) {
     return gs->final_max;
 }
 
+// The frame that holds the growing buffer when it is not the program's own: a site the runtime
+// named (no frame of the program's), or a standard-library function between the naming frame
+// and the container it grows (Path::join growing a PathBuf, operator+ a std::string): there is
+// nothing there the program could reserve. NULL when the naming frame holds it.
+static const symbolize_frame_t *holder_not_owned(const site_t *s) {
+    if (!s || s->n_frames == 0)
+        return NULL;
+    if (s->kinds[s->name_frame] != SITES_FRAME_USER)
+        return s->frames[s->name_frame];
+    for (size_t i = s->name_frame; i-- > 0;) {
+        const symbolize_frame_t *f = s->frames[i];
+        if (f->function && container_of_name(f->function) != C_NONE)
+            return NULL; // the container's own frame comes first: the program holds it
+        if (s->kinds[i] == SITES_FRAME_LIBRARY)
+            return f;
+    }
+    return NULL;
+}
+
 const char *growth_advice(const growth_site_t *gs, const site_t *s, char *buf, size_t cap) {
+    const symbolize_frame_t *holder = holder_not_owned(s);
+    if (holder) {
+        char fn[512], safe[1024], n1[32], b1[32];
+        fmt_safe_text(sites_frame_function(holder, fn, sizeof fn), safe, sizeof safe);
+        snprintf(buf, cap,
+                 "no advice: the buffer grows inside %s, not in the program's own code (%s "
+                 "growth step%s, %s copied)",
+                 safe, fmt_grouped(gs->n_steps, n1), gs->n_steps == 1 ? "" : "s",
+                 fmt_bytes(gs->bytes_copied, b1));
+        return buf;
+    }
     container_t c = container_of(s);
     uint64_t target = growth_advised_size(gs);
     bool cover = target != gs->final_max;

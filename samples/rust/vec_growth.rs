@@ -108,6 +108,19 @@ fn grow_from_capacity() -> u64 {
     buf.len() as u64 + buf[12345] as u64
 }
 
+// Paths made by Path::join, which copies the path into a new PathBuf and grows it by the new
+// part: a growth the program cannot reserve for (the buffer is std's), so no advice.
+#[inline(never)]
+fn join_paths() -> u64 {
+    let base = std::path::PathBuf::from("/var/lib/heapprof");
+    let mut n = 0u64;
+    for i in 0..200u32 {
+        let p = black_box(base.join(format!("entry-{}", i)));
+        n += p.as_os_str().len() as u64;
+    }
+    n
+}
+
 fn main() {
     // `vec_growth --presized`: the with_capacity fix heapprof's advice names, for `heapprof diff`
     PRESIZED.store(std::env::args().any(|a| a == "--presized"), Ordering::Relaxed);
@@ -116,6 +129,7 @@ fn main() {
     h = mix(h, grow_strings());
     h = mix(h, grow_rows());
     h = mix(h, grow_from_capacity());
+    h = mix(h, join_paths());
     println!("checksum {:016x}", h);
 }
 

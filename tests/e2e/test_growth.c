@@ -201,6 +201,16 @@ Test(growth, rust_vec_and_string, .timeout = 120) {
     g = growth_api(r, "vec_growth::grow_from_capacity", "Vec::with_capacity");
     cr_expect_eq(final_size(g, "max"), 1 << 20);
     expect_advice(g, "`Vec::with_capacity(1048576)`");
+    // Path::join grows a PathBuf of its own: nothing the program could reserve, so no advice
+    size_t n_join = 0;
+    json_array_foreach(json_object_get(r, "growth"), i, e) {
+        if (strcmp(str(e, "function"), "vec_growth::join_paths") == 0) {
+            n_join++;
+            cr_expect(strncmp(str(e, "advice"), "no advice: the buffer grows inside ", 35) == 0,
+                      "advice at join_paths: %s", str(e, "advice"));
+        }
+    }
+    cr_expect_gt(n_join, 0, "no growth site in join_paths");
     // CPU time in growth: each site's samples are part of the run's allocator samples
     long long in_growth = 0;
     json_array_foreach(json_object_get(r, "growth"), i, e) in_growth += e2e_int(e, "cpu_samples");
