@@ -122,7 +122,7 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
                              errmsg_t *err) {
     unsigned mode = o->mode;
     reader_t *defs = NULL;
-    if (o->from_module) {
+    if (o->from_module || o->through_function) {
         // stacks and modules may be defined after their first use: a pass for them first
         if (!(defs = reader_open(path, err)) || reader_load_defs(defs, err) != 0) {
             reader_close(defs);
@@ -140,7 +140,7 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     a->progress = progress;
     a->defs = defs;
     if (defs)
-        a->filter = filter_new_from_module(defs, o->from_module);
+        a->filter = filter_new(defs, o->from_module, o->through_function);
     a->rp = a->filter ? replay_new(filter_keep, a->filter) : replay_new(NULL, NULL);
     replay_set_mode(a->rp, o->totals_only ? mode : mode | REPLAY_SITES);
     if (o->growth) {

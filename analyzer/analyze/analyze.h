@@ -48,6 +48,8 @@ typedef struct analyze_opts {
     bool timeline;     // also keep the heap over time (timeline.h; slower: no prefetch)
     const char *from_module; // count only allocations made from this module's code (filter.h):
                              // a first pass reads the definitions; NULL: all
+    const char *through_function; // count only allocations with this function on the stack
+                                  // (filter.h; a first pass too); NULL: all
     bool totals_only;  // replay's totals alone (`stats`): no sites, no symbols, no CPU table
     const char *const *alloc_fns; // the program's own allocator functions (sites_set_alloc_fns)
     size_t n_alloc_fns;

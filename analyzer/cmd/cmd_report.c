@@ -19,7 +19,7 @@
 
 const char cmd_report_usage[] =
     "usage: heapprof report TRACE [--json] [--top N] [--short-ms N] [--alloc-fn NAME]...\n"
-    "                       [--sizes] [--suppress FILE] [--shim-cpu]\n"
+    "                       [--sizes] [--suppress FILE] [--filter FUNC] [--shim-cpu]\n"
     "\n"
     "Where the program allocates, by function and source line: totals, then the top\n"
     "allocation sites by bytes allocated, by blocks, by bytes live at the heap's peak, by\n"
@@ -50,6 +50,8 @@ const char cmd_report_usage[] =
     "  --suppress FILE  known leaks, one `leak:PATTERN` a line (LeakSanitizer's format):\n"
     "               sites with a frame whose function, file or module matches are left\n"
     "               out of the leak ranking and counted apart\n"
+    "  --filter FUNC  count only allocations with FUNC on their stack (its name, or without\n"
+    "               parameters; '*' and '?' as in a shell): totals, peak and sites alike\n"
     "  --shim-cpu   keep heapprof's own samples in the CPU rankings\n"
     "  -h, --help   this help\n";
 
@@ -91,6 +93,12 @@ int cmd_report_parse(int argc, char **argv, cmd_report_opts_t *o, errmsg_t *err)
             o->shim_cpu = true;
         } else if (!only_args && strcmp(a, "--sizes") == 0) {
             o->sizes = true;
+        } else if (!only_args && (strcmp(a, "--filter") == 0 || strncmp(a, "--filter=", 9) == 0)) {
+            o->filter = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!o->filter || !*o->filter) {
+                errmsg_set(err, "report: --filter needs a function name");
+                return -1;
+            }
         } else if (!only_args && (strcmp(a, "--suppress") == 0 || strncmp(a, "--suppress=", 11) == 0)) {
             o->suppress = a[10] == '=' ? a + 11 : (i + 1 < argc ? argv[++i] : NULL);
             if (!o->suppress || !*o->suppress) {
@@ -142,7 +150,8 @@ int cmd_report_run(const cmd_report_opts_t *o, FILE *out, FILE *progress, errmsg
     if (o->suppress && !(sup = suppress_load(o->suppress, err)))
         return -1; // before the trace is read: a typo costs nothing
     analyze_opts_t ao = {.mode = 0, .growth = true, .short_ns = o->short_ns,
-                         .alloc_fns = o->alloc_fns, .n_alloc_fns = o->n_alloc_fns};
+                         .alloc_fns = o->alloc_fns, .n_alloc_fns = o->n_alloc_fns,
+                         .through_function = o->filter};
     analyze_t *a = analyze_open_opts(o->trace, &ao, progress, err);
     if (!a) {
         suppress_free(sup);
@@ -160,7 +169,7 @@ int cmd_report_run(const cmd_report_opts_t *o, FILE *out, FILE *progress, errmsg
     }
     out_report_opts_t ro = {.top = o->top, .json = o->json, .sizes = o->sizes,
                             .suppressed = suppressed, .n_rules = suppress_count(sup),
-                            .suppress_path = o->suppress};
+                            .suppress_path = o->suppress, .filter_function = o->filter};
     int rc = out_report_write(a, &ro, out, err);
     free(suppressed);
     suppress_free(sup);

@@ -22,6 +22,7 @@ typedef struct cmd_report_opts {
     bool shim_cpu; // keep heapprof's own samples in the CPU rankings
     bool sizes;    // --sizes: the histogram of allocation sizes
     const char *suppress; // --suppress FILE: known leaks (suppress.h); NULL: none
+    const char *filter;   // --filter FUNC: only allocations through FUNC (filter.h); NULL: all
     const char *alloc_fns[CMD_REPORT_MAX_ALLOC_FNS]; // --alloc-fn, as given (argv's strings)
     size_t n_alloc_fns;
     size_t top;

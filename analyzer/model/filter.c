@@ -4,9 +4,12 @@
 // same place), which is rare enough to resolve per event.
 #include "model/filter.h"
 
+#include "model/sites.h"
+
 #include "core/hmap.h"
 #include "core/xalloc.h"
 
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,9 +17,11 @@ enum verdict { V_UNKNOWN = 0, V_YES, V_NO, V_BY_TIME };
 
 struct filter {
     const reader_t *defs;
-    bool *matches; // per module: basename equals the name
+    bool *matches; // per module: basename equals the name; NULL: no module criterion
     size_t n_matching;
     hmap_t verdicts; // stack id -> uint8_t verdict
+    char *function;   // the function criterion, or NULL
+    symbolize_t *sym; // with function: the defs' symbolizer
 };
 
 static const char *basename_of(const char *path) {
@@ -24,24 +29,36 @@ static const char *basename_of(const char *path) {
     return s ? s + 1 : path;
 }
 
-filter_t *filter_new_from_module(const reader_t *defs, const char *name) {
+filter_t *filter_new(const reader_t *defs, const char *module, const char *function) {
     filter_t *f = xcalloc(1, sizeof *f);
     f->defs = defs;
     size_t n;
     const reader_module_t *m = reader_modules(defs, &n);
-    f->matches = xcalloc(n, sizeof *f->matches);
-    for (size_t i = 0; i < n; i++) {
-        f->matches[i] = strcmp(basename_of(m[i].path), name) == 0;
-        f->n_matching += f->matches[i];
+    if (module) {
+        f->matches = xcalloc(n ? n : 1, sizeof *f->matches);
+        for (size_t i = 0; i < n; i++) {
+            f->matches[i] = strcmp(basename_of(m[i].path), module) == 0;
+            f->n_matching += f->matches[i];
+        }
+    }
+    if (function) {
+        f->function = xstrdup(function);
+        f->sym = symbolize_new(defs);
     }
     hmap_init(&f->verdicts, 1);
     return f;
+}
+
+filter_t *filter_new_from_module(const reader_t *defs, const char *name) {
+    return filter_new(defs, name, NULL);
 }
 
 void filter_free(filter_t *f) {
     if (!f)
         return;
     free(f->matches);
+    free(f->function);
+    symbolize_free(f->sym);
     hmap_fini(&f->verdicts);
     free(f);
 }
@@ -52,11 +69,43 @@ static bool contains(const reader_module_t *m, uint64_t pc) {
     return pc >= m->base && pc - m->base < m->size;
 }
 
+// Whether a function's name is the one asked for: the whole name, or without its return type
+// and parameter list, each also as a shell pattern.
+static bool function_matches(const char *want, const char *function) {
+    if (!function)
+        return false;
+    if (strcmp(function, want) == 0 || fnmatch(want, function, 0) == 0)
+        return true;
+    const char *q = sites_skip_return_type(function);
+    const char *paren = strchr(q, '(');
+    size_t len = paren ? (size_t)(paren - q) : strlen(q);
+    char bare[1024];
+    if (len >= sizeof bare)
+        return false;
+    memcpy(bare, q, len);
+    bare[len] = '\0';
+    return strcmp(bare, want) == 0 || fnmatch(want, bare, 0) == 0;
+}
+
+static bool through_function(const filter_t *f, uint64_t id) {
+    size_t n;
+    const symbolize_frame_t **frames = sites_expand_stack(f->defs, f->sym, id, &n, NULL);
+    bool yes = false;
+    for (size_t i = 0; i < n && !yes; i++)
+        yes = function_matches(f->function, frames[i]->function);
+    free(frames);
+    return yes;
+}
+
 static enum verdict judge_stack(const filter_t *f, uint64_t id) {
     uint32_t n_frames;
     const uint64_t *frames = reader_stack(f->defs, id, &n_frames);
     if (!frames || n_frames == 0)
         return V_NO;
+    if (f->function && !through_function(f, id))
+        return V_NO;
+    if (!f->matches)
+        return V_YES;
     size_t n;
     const reader_module_t *m = reader_modules(f->defs, &n);
     bool any_yes = false, any_no = false;

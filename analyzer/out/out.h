@@ -29,6 +29,7 @@ typedef struct out_report_opts {
     const bool *suppressed;
     size_t n_rules;
     const char *suppress_path;
+    const char *filter_function; // --filter: the figures count only allocations through it
 } out_report_opts_t;
 int out_report_write(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_t *err);
 // out_report_cpu.c: the report's CPU section (source, top functions, allocator CPU share), as

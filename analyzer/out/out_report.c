@@ -505,6 +505,9 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     fprintf(f, "heapprof report of %s\n", fmt_safe_text(a->path, safe, sizeof safe));
     fprintf(f, "program    %s (pid %u)\n",
             exe ? fmt_safe_text(exe, safe, sizeof safe) : "(unknown)", reader_header(r)->pid);
+    if (o->filter_function)
+        fprintf(f, "filter     only allocations with %s on their stack (--filter)\n",
+                fmt_safe_text(o->filter_function, safe, sizeof safe));
     fprintf(f, "duration   %s, %" PRIu64 " thread%s, %s events\n",
             fmt_duration((double)t->last_time_ns, b1), t->n_threads,
             t->n_threads == 1 ? "" : "s", fmt_grouped(t->n_events, b2));
@@ -785,6 +788,8 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
     }
     json_object_set_new(sym, "modules", mods);
     json_object_set_new(root, "top", top);
+    if (o->filter_function) // every figure counts only allocations with it on their stack
+        json_object_set_new(root, "filter_function", fmt_json_str(o->filter_function));
     if (o->suppressed) {
         json_t *sup = json_object();
         json_object_set_new(sup, "file", fmt_json_str(o->suppress_path));

@@ -520,3 +520,27 @@ Test(report, source_paths_are_absolute, .timeout = 120) {
     free(dir);
     free(prog);
 }
+
+// report --filter FUNC counts only the allocations with FUNC on their stack: totals, peak and
+// sites alike; a shell pattern takes several functions (issue 22).
+Test(report, filter_keeps_allocations_through_a_function, .timeout = 120) {
+    char *dir = e2e_tmpdir("filter_fn");
+    char *trace = trace_of(E2E_PROGS "/wrapper", dir);
+    const char *beta[] = {"report", "--json", "--filter", "load_beta", trace, NULL};
+    json_t *r = e2e_heapprof_json(beta);
+    json_t *t = json_object_get(r, "totals");
+    cr_expect_eq(e2e_int(t, "blocks"), 20);
+    cr_expect_eq(e2e_int(t, "bytes"), 4000);
+    cr_expect_eq(e2e_int(t, "peak_bytes"), 4000);
+    cr_expect_eq(json_array_size(json_object_get(r, "sites")), 1);
+    cr_expect_str_eq(json_string_value(json_object_get(r, "filter_function")), "load_beta");
+    json_decref(r);
+    const char *all[] = {"report", "--json", "--filter", "load_*", trace, NULL};
+    r = e2e_heapprof_json(all);
+    t = json_object_get(r, "totals");
+    cr_expect_eq(e2e_int(t, "blocks"), 60);
+    cr_expect_eq(e2e_int(t, "bytes"), 14000);
+    json_decref(r);
+    free(trace);
+    free(dir);
+}
