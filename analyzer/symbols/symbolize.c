@@ -231,18 +231,26 @@ static int64_t param_size(Dwarf_Die *die) {
 // container's bytes by (docs/growth.md#advice); 0 when there is none.
 static uint32_t elem_size(Dwarf_Die *die) {
     Dwarf_Die d = *die;
+    bool declared_in_class = false; // reached through DW_AT_specification: a member's declaration
     for (int hop = 0; hop < 4; hop++) {
         int64_t own = param_size(&d);
         if (own)
             return own > 0 ? (uint32_t)own : 0;
         Dwarf_Attribute a;
         Dwarf_Die next;
-        if (dwarf_formref_die(dwarf_attr(&d, DW_AT_abstract_origin, &a), &next) ||
-            dwarf_formref_die(dwarf_attr(&d, DW_AT_specification, &a), &next)) {
+        if (dwarf_formref_die(dwarf_attr(&d, DW_AT_abstract_origin, &a), &next)) {
             d = next;
             continue;
         }
-        // a member function's declaration: the class around it holds the type parameters
+        if (dwarf_formref_die(dwarf_attr(&d, DW_AT_specification, &a), &next)) {
+            d = next;
+            declared_in_class = true;
+            continue;
+        }
+        if (!declared_in_class)
+            return 0; // a plain function: no class around it (and no walk of its unit)
+        // a member function's declaration: the class around it holds the type parameters.
+        // dwarf_getscopes_die walks the unit from its start: only for members, once per address
         Dwarf_Die *scopes = NULL;
         int n = dwarf_getscopes_die(&d, &scopes);
         int64_t cls = n > 1 ? param_size(&scopes[1]) : 0;
