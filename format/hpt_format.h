@@ -55,7 +55,8 @@ typedef struct hpt_chunk_hdr {
     uint32_t n_records;
     uint64_t seq;         // 0, 1, 2, ... per file: a gap means lost chunks
     uint64_t base_time_ns; // time delta base of the first record (SYNC: the watermark)
-    uint64_t base_addr;   // address delta base of the first record
+    uint64_t base_addr;   // address delta base of the first record (SYNC: the resident set
+                          // in bytes when it was written, 0 if unknown)
     uint32_t crc32;       // zlib crc32 of this header (with crc32 = 0) followed by the payload
     uint32_t reserved;
 } hpt_chunk_hdr_t;

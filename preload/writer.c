@@ -240,6 +240,30 @@ static void meta_process(meta_t *m) {
 
 // ---- watermarks --------------------------------------------------------------------------------
 
+// The process's resident set in bytes, from /proc/self/statm, or 0 if it cannot be read.
+// Opened for each flush: a descriptor kept open could be closed (or its number reused) by a
+// program that closes every fd, and would name the parent after a fork.
+static uint64_t rss_bytes(void) {
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[96];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    // "size resident shared ...", in pages
+    const char *p = buf;
+    while (*p && *p != ' ')
+        p++;
+    uint64_t pages = 0;
+    for (p++; *p >= '0' && *p <= '9'; p++)
+        pages = pages * 10 + (uint64_t)(*p - '0');
+    long page = sysconf(_SC_PAGESIZE);
+    return pages * (uint64_t)(page > 0 ? page : 4096);
+}
+
 static void write_small(uint16_t type, const uint8_t *raw, size_t len, uint32_t nrec,
                         hpt_dstate_t base) {
     hp_traceout_chunk(type, 0, 0, raw, len, nrec, base, small_out, sizeof small_out, NULL);
@@ -286,7 +310,9 @@ static void flush(void) {
         // HP_CLOCK_SWITCH_LAG_NS behind the vDSO's (clock.h), the only step back allowed.
         HP_ASSERT(w + HP_CLOCK_SWITCH_LAG_NS >= last_sync_ns);
         last_sync_ns = w > last_sync_ns ? w : last_sync_ns;
-        write_small(HPT_CHUNK_SYNC, NULL, 0, 0, (hpt_dstate_t){.time_ns = w});
+        // base_addr carries the resident set at the flush: heaptrack's RSS curve, at the
+        // flush interval (docs/trace-format.md#chunks)
+        write_small(HPT_CHUNK_SYNC, NULL, 0, 0, (hpt_dstate_t){.time_ns = w, .addr = rss_bytes()});
     }
 }
 

@@ -32,6 +32,12 @@ void out_stats_text(FILE *out, const char *trace, const reader_t *r, const repla
             fmt_grouped(t->peak_bytes, b), fmt_grouped(t->peak_blocks, c), (double)t->peak_time_ns / 1e9);
     fprintf(out, "at end     %s (%s bytes) in %s blocks\n", fmt_bytes(t->live_bytes, a),
             fmt_grouped(t->live_bytes, b), fmt_grouped(t->live_blocks, c));
+    const reader_rss_t *rss = reader_rss(r);
+    if (rss->n_samples)
+        fprintf(out, "peak RSS   %s (%s bytes) at %.3f s, the process's resident set (heap, code, "
+                     "stacks, heapprof's buffers), sampled %s times\n",
+                fmt_bytes(rss->peak_bytes, a), fmt_grouped(rss->peak_bytes, b),
+                (double)rss->peak_time_ns / 1e9, fmt_grouped(rss->n_samples, c));
     fprintf(out, "threads    %" PRIu64 "\n", t->n_threads);
     fprintf(out, "stacks     %s\n", fmt_grouped(reader_n_stacks(r), a));
     fprintf(out, "events     %s\n", fmt_grouped(t->n_events, a));
@@ -101,6 +107,11 @@ json_t *out_stats_json(const reader_t *r, const replay_totals_t *t, const char *
     json_object_set_new(j, "stacks", fmt_json_int(reader_n_stacks(r)));
     json_object_set_new(j, "duration_ns", fmt_json_int(t->last_time_ns));
     json_object_set_new(j, "cpu", cpu_info_json(reader_cpu(r)));
+    // the resident set sampled at each flush; null when the trace has no sample
+    const reader_rss_t *rss = reader_rss(r);
+    json_object_set_new(j, "peak_rss_bytes",
+                        rss->n_samples ? fmt_json_int(rss->peak_bytes) : json_null());
+    json_object_set_new(j, "rss_samples", fmt_json_int(rss->n_samples));
     json_t *touch = json_object();
     bool measured = (h->flags & HPT_FILE_TOUCH) != 0;
     json_object_set_new(touch, "measured", json_boolean(measured));

@@ -122,6 +122,7 @@ struct reader {
     reader_trailer_t trailer;
     reader_damage_t damage;
 
+    reader_rss_t rss;
     reader_cpu_t cpu;
     hmap_t cpu_index;          // stack id -> index into cpu_ids/cpu_counts
     uint64_t *cpu_ids, *cpu_counts;
@@ -609,8 +610,16 @@ static void consume(reader_t *r, dchunk_t *c) {
         cpu_commit(r, c);
         if (h->type == HPT_CHUNK_TRAILER)
             r->damage.trailer = r->has_trailer;
-    } else if (h->base_time_ns > r->watermark) {
-        r->watermark = h->base_time_ns;
+    } else {
+        if (h->base_time_ns > r->watermark)
+            r->watermark = h->base_time_ns;
+        if (h->base_addr) { // the resident set when the shim wrote it (0: not known)
+            r->rss.n_samples++;
+            if (h->base_addr > r->rss.peak_bytes) {
+                r->rss.peak_bytes = h->base_addr;
+                r->rss.peak_time_ns = h->base_time_ns;
+            }
+        }
     }
     if (h->seq > r->next_seq)
         r->damage.seq_gaps += h->seq - r->next_seq;
@@ -952,6 +961,8 @@ const reader_trailer_t *reader_trailer(const reader_t *r) {
 }
 
 const reader_cpu_t *reader_cpu(const reader_t *r) { return &r->cpu; }
+
+const reader_rss_t *reader_rss(const reader_t *r) { return &r->rss; }
 
 size_t reader_cpu_stacks(const reader_t *r, const uint64_t **ids, const uint64_t **counts) {
     *ids = r->cpu_ids;

@@ -58,6 +58,15 @@ typedef struct reader_trailer {
 
 // CPU samples (docs/trace-format.md#cpu). They change no heap state, so they are not merged
 // into the event stream (and never count as late): the reader counts them by stack as it reads.
+// The process's resident set as the shim sampled it at each SYNC (docs/trace-format.md#chunks):
+// heap plus everything else the process maps and touched (code, stacks, the allocator's
+// retained pages, heapprof's own buffers).
+typedef struct reader_rss {
+    uint64_t n_samples;    // SYNC chunks that carried one (0: a trace from before, or no /proc)
+    uint64_t peak_bytes;   // the largest
+    uint64_t peak_time_ns; // the SYNC's watermark when it was taken
+} reader_rss_t;
+
 typedef struct reader_cpu {
     bool has_info;      // a CPU_INFO record was read (traces before CPU sampling have none)
     uint8_t source;     // enum hpt_cpu_source of the last CPU_INFO
@@ -110,6 +119,8 @@ const reader_damage_t *reader_damage(const reader_t *r);
 const reader_trailer_t *reader_trailer(const reader_t *r);
 // CPU sampling summary; never NULL.
 const reader_cpu_t *reader_cpu(const reader_t *r);
+// Resident-set samples; never NULL.
+const reader_rss_t *reader_rss(const reader_t *r);
 // CPU samples counted by stack id (0: unwinding failed): *ids and *counts point at n entries,
 // in no particular order, owned by the reader and valid until the next reader call.
 size_t reader_cpu_stacks(const reader_t *r, const uint64_t **ids, const uint64_t **counts);

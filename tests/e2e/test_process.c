@@ -150,3 +150,28 @@ Test(process, underscore_Exit_right_after_100000_allocations_keeps_them_all) {
 Test(process, a_vfork_child_calling_underscore_exit_leaves_the_parents_trace_alone) {
     exit_now_keeps_every_block("vfork");
 }
+
+// The shim samples the process's resident set at each flush (the SYNC chunks): stats' peak RSS
+// is within 5% of the peak the kernel counted for the process itself (getrusage), on a program
+// whose peak, 64 MiB written and kept, lasts to its exit (issue 22).
+Test(process, peak_rss_agrees_with_the_kernels) {
+    char *dir = e2e_tmpdir("rss");
+    char trace[4200];
+    snprintf(trace, sizeof trace, "%s/rss.hpt", dir);
+    char *argv[] = {E2E_PROGS "/rss", NULL};
+    e2e_run_opts_t o = {.out_template = trace};
+    char *out = NULL;
+    cr_assert_eq(e2e_run(argv, &o, &out, NULL, NULL), 0);
+    const char *m = strstr(out, "maxrss_kb=");
+    cr_assert_not_null(m, "%s", out);
+    long long kernel = atoll(m + 10) * 1024;
+    json_t *s = e2e_stats(trace, NULL);
+    cr_assert_gt(e2e_int(s, "rss_samples"), 0);
+    long long ours = e2e_int(s, "peak_rss_bytes");
+    cr_expect(ours >= kernel * 95 / 100 && ours <= kernel * 105 / 100,
+              "peak RSS %lld bytes, the kernel's %lld", ours, kernel);
+    cr_expect_geq(ours, 64ll << 20);
+    json_decref(s);
+    free(out);
+    free(dir);
+}
