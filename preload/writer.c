@@ -240,16 +240,38 @@ static void meta_process(meta_t *m) {
 
 // ---- watermarks --------------------------------------------------------------------------------
 
-// The process's resident set in bytes, from /proc/self/statm, or 0 if it cannot be read.
-// Opened for each flush: a descriptor kept open could be closed (or its number reused) by a
-// program that closes every fd, and would name the parent after a fork.
+// /proc/self/statm, opened when the trace starts (a program that sandboxes itself later, with
+// a seccomp filter that kills on open, must not meet an open from the flusher) and re-read
+// with pread. The program may close the descriptor or reuse its number: the file's identity is
+// checked before each read, and on a mismatch sampling stops for good. A fork child opens its
+// own (the inherited one names the parent).
+static int statm_fd = -1;
+static dev_t statm_dev;
+static ino_t statm_ino;
+
+static void statm_open(void) {
+    struct stat st;
+    statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (statm_fd >= 0 && fstat(statm_fd, &st) == 0) {
+        statm_dev = st.st_dev;
+        statm_ino = st.st_ino;
+    } else if (statm_fd >= 0) {
+        close(statm_fd);
+        statm_fd = -1;
+    }
+}
+
+// The process's resident set in bytes, or 0 if it cannot be read.
 static uint64_t rss_bytes(void) {
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    struct stat st;
+    if (statm_fd < 0)
         return 0;
+    if (fstat(statm_fd, &st) != 0 || st.st_dev != statm_dev || st.st_ino != statm_ino) {
+        statm_fd = -1; // no longer ours: never read or close it again
+        return 0;
+    }
     char buf[96];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    ssize_t n = pread(statm_fd, buf, sizeof buf - 1, 0);
     if (n <= 0)
         return 0;
     buf[n] = '\0';
@@ -450,6 +472,8 @@ bool hp_writer_start(void) {
     int fd = create_file(hp_config.out, path, sizeof path);
     if (fd < 0)
         return false;
+    if (statm_fd < 0)
+        statm_open();
     meta_t m = {0};
     m.cap = 1u << 20;
     m.buf = hp_mem_map(m.cap);
@@ -530,6 +554,10 @@ void hp_writer_fork_parent(void) {
 }
 
 void hp_writer_fork_child(void) {
+    if (statm_fd >= 0) { // it names the parent: the child's trace opens its own
+        close(statm_fd);
+        statm_fd = -1;
+    }
     hp_traceout_fork_child();
     hp_pipeline_fork_child();
     atomic_store(&running, false);
