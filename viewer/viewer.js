@@ -485,7 +485,10 @@
     g.clearRect(0, 0, W, H);
     const p = this.pad, pw = W - p.l - p.r, ph = H - p.t - p.b;
     const tEnd = Math.max(T.duration_ns, 1);
-    const vMax = Math.max(T.peak_bytes, 1) * 1.08;
+    // the resident set (sampled at every flush) shares the axis: the gap is what the allocator
+    // keeps and what the rest of the process maps
+    const rss = TL.rss || [];
+    const vMax = Math.max(T.peak_bytes, TL.rss_peak || 0, 1) * 1.08;
     const X = (t) => p.l + t / tEnd * pw, Y = (v) => p.t + ph - v / vMax * ph;
     this.X = X; this.tEnd = tEnd; this.pw = pw;
     g.font = '11px ' + getComputedStyle(document.body).getPropertyValue('--sans');
@@ -509,6 +512,18 @@
     g.beginPath();
     for (let i = 0; i < n; i++) { const x = X(Math.min(TL.t[i] + bw, tEnd)), y = Y(TL.last[i]); i ? g.lineTo(x, y) : g.moveTo(x, y); }
     g.strokeStyle = '#c2410c'; g.lineWidth = 1.5; g.stroke();
+    if (rss.length >= 2) {
+      g.beginPath();
+      for (let i = 0; i + 1 < rss.length; i += 2) {
+        const x = X(Math.min(rss[i], tEnd)), y = Y(rss[i + 1]);
+        i ? g.lineTo(x, y) : g.moveTo(x, y);
+      }
+      g.strokeStyle = '#2563eb'; g.lineWidth = 1.25; g.setLineDash([5, 3]); g.stroke(); g.setLineDash([]);
+      g.fillStyle = '#2563eb'; g.textAlign = 'left'; g.textBaseline = 'top';
+      g.fillText('resident set (RSS), peak ' + fmtBytes(TL.rss_peak), p.l + 6, p.t + 2);
+      g.fillStyle = '#c2410c';
+      g.fillText('heap: live bytes', p.l + 6, p.t + 16);
+    }
     // the global peak, exact
     const px = X(T.peak_time_ns), py = Y(T.peak_bytes);
     g.setLineDash([4, 3]); g.strokeStyle = '#b91c1c'; g.lineWidth = 1;

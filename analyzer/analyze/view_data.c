@@ -386,7 +386,14 @@ static void write_timeline(FILE *f, const analyze_t *a) {
         putc(']', f);
     }
     fputs("],\"top\":", f);
-    fprintf(f, "%d}", TIMELINE_TOP);
+    fprintf(f, "%d", TIMELINE_TOP);
+    // the process's resident set as the shim sampled it (reader_rss_t): [time, bytes] pairs
+    const reader_rss_t *rss = reader_rss(a->r);
+    key(f, "rss", false);
+    putc('[', f);
+    for (size_t i = 0; i < rss->n_points; i++)
+        fprintf(f, "%s%" PRIu64 ",%" PRIu64, i ? "," : "", rss->time_ns[i], rss->bytes[i]);
+    fprintf(f, "],\"rss_peak\":%" PRIu64 "}", rss->peak_bytes);
 }
 
 static void write_growth(FILE *f, analyze_t *a) {

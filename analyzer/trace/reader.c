@@ -123,6 +123,8 @@ struct reader {
     reader_damage_t damage;
 
     reader_rss_t rss;
+    uint64_t rss_t[READER_RSS_POINTS], rss_b[READER_RSS_POINTS];
+    uint64_t rss_stride, rss_skip; // keep one sample in rss_stride; rss_skip counts down to it
     reader_cpu_t cpu;
     hmap_t cpu_index;          // stack id -> index into cpu_ids/cpu_counts
     uint64_t *cpu_ids, *cpu_counts;
@@ -273,6 +275,8 @@ reader_t *reader_open(const char *path, errmsg_t *err) {
     hmap_init(&r->module_top, sizeof(size_t));
     hmap_init(&r->cpu_index, sizeof(size_t));
     r->cpu.reason = "";
+    r->rss.time_ns = r->rss_t;
+    r->rss.bytes = r->rss_b;
     if (read_file_hdr(r, err) != 0) {
         reader_free(r);
         return NULL;
@@ -595,6 +599,39 @@ static void queue_events(reader_t *r, tqueue_t *q, dchunk_t *c) {
         heap_push(r, q);
 }
 
+// Notes a resident-set sample: the peak, and the curve in bounded memory (reader_rss_t).
+static void rss_sample(reader_t *r, uint64_t t, uint64_t bytes) {
+    reader_rss_t *s = &r->rss;
+    s->n_samples++;
+    bool peak = bytes > s->peak_bytes;
+    if (peak) {
+        s->peak_bytes = bytes;
+        s->peak_time_ns = t;
+    }
+    if (!r->rss_stride)
+        r->rss_stride = 1;
+    if (!peak && r->rss_skip) {
+        r->rss_skip--;
+        return;
+    }
+    if (s->n_points == READER_RSS_POINTS) {
+        // full: keep every second point (and the peak wherever it lies), sample half as often
+        size_t k = 0;
+        for (size_t i = 0; i < s->n_points; i++)
+            if (i % 2 == 0 || r->rss_b[i] == s->peak_bytes) {
+                r->rss_t[k] = r->rss_t[i];
+                r->rss_b[k++] = r->rss_b[i];
+            }
+        s->n_points = k;
+        r->rss_stride *= 2;
+    }
+    if (s->n_points < READER_RSS_POINTS) {
+        r->rss_t[s->n_points] = t;
+        r->rss_b[s->n_points++] = bytes;
+    }
+    r->rss_skip = r->rss_stride - 1;
+}
+
 // Takes back a chunk the pool decoded: the next in file order.
 static void consume(reader_t *r, dchunk_t *c) {
     const hpt_chunk_hdr_t *h = &c->h;
@@ -613,13 +650,8 @@ static void consume(reader_t *r, dchunk_t *c) {
     } else {
         if (h->base_time_ns > r->watermark)
             r->watermark = h->base_time_ns;
-        if (h->base_addr) { // the resident set when the shim wrote it (0: not known)
-            r->rss.n_samples++;
-            if (h->base_addr > r->rss.peak_bytes) {
-                r->rss.peak_bytes = h->base_addr;
-                r->rss.peak_time_ns = h->base_time_ns;
-            }
-        }
+        if (h->base_addr) // the resident set when the shim wrote it (0: not known)
+            rss_sample(r, h->base_time_ns, h->base_addr);
     }
     if (h->seq > r->next_seq)
         r->damage.seq_gaps += h->seq - r->next_seq;

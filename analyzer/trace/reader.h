@@ -65,7 +65,13 @@ typedef struct reader_rss {
     uint64_t n_samples;    // SYNC chunks that carried one (0: a trace from before, or no /proc)
     uint64_t peak_bytes;   // the largest
     uint64_t peak_time_ns; // the SYNC's watermark when it was taken
+    // The curve, at most READER_RSS_POINTS points: every sample while they fit, then every
+    // second one of those kept (and so on), the peak always among them. Times are watermarks.
+    const uint64_t *time_ns, *bytes;
+    size_t n_points;
 } reader_rss_t;
+
+#define READER_RSS_POINTS 4096
 
 typedef struct reader_cpu {
     bool has_info;      // a CPU_INFO record was read (traces before CPU sampling have none)
