@@ -161,10 +161,30 @@
       card('peak', fmtBytes(T.peak_bytes), fmtInt(T.peak_blocks) + ' blocks at ' + fmtDur(T.peak_time_ns)),
       card('leaked at exit', fmtBytes(T.end_bytes), fmtInt(T.end_blocks) + ' blocks still live', T.end_bytes > 0),
       card('sites', fmtInt(T.sites), fmtInt(T.stacks) + ' distinct stacks'),
+      D.timeline && D.timeline.rss_peak ? card('peak RSS', fmtBytes(D.timeline.rss_peak), 'the resident set, sampled at each flush') : null,
       cpu,
       d.clean_exit ? null : card('trace', 'incomplete', 'no trailer: the process did not exit cleanly', true),
       d.chunks_damaged || d.chunks_missing ? card('damage', fmtInt(d.chunks_damaged) + ' chunks', fmtInt(d.chunks_missing) + ' missing by sequence number', true) : null,
       d.lost_events ? card('lost', fmtInt(d.lost_events) + ' events', 'the shim could not record them', true) : null));
+    // allocations by requested size, power-of-two buckets: [min, blocks, bytes, ...]
+    const sz = D.sizes || [];
+    if (sz.length) {
+      let most = 0;
+      for (let i = 0; i < sz.length; i += 3) most = Math.max(most, sz[i + 1]);
+      const tb = el('tbody');
+      for (let i = 0; i < sz.length; i += 3) {
+        const lo = sz[i], range = lo === 0 ? '0 B' : lo === 1 ? '1 B' : '[' + fmtBytes(lo) + ', ' + fmtBytes(lo * 2) + ')';
+        const bar = el('div', {class: 'bar'});
+        bar.style.width = Math.max(1, Math.round(sz[i + 1] / most * 100)) + '%';
+        tb.appendChild(el('tr', null, el('td', {class: 'mono'}, range), el('td', {class: 'num'}, fmtInt(sz[i + 1])),
+          el('td', {class: 'num'}, pct(sz[i + 1], T.blocks)), el('td', {class: 'num'}, fmtBytes(sz[i + 2])),
+          el('td', {class: 'num'}, pct(sz[i + 2], T.bytes)), el('td', {class: 'barcell'}, bar)));
+      }
+      v.appendChild(el('h2', null, 'Allocation sizes'));
+      v.appendChild(el('table', {class: 'grid', id: 'sum-sizes'}, el('thead', null, el('tr', null,
+        el('th', null, 'requested size'), el('th', {class: 'num'}, 'blocks'), el('th', {class: 'num'}, 'share'),
+        el('th', {class: 'num'}, 'bytes'), el('th', {class: 'num'}, 'share'), el('th', null, ''))), tb));
+    }
     const tops = [['bytes', 'Top sites by bytes allocated'], ['peak', 'Top sites at the peak'], ['leaked', 'Top leaks (live at exit)']];
     for (const [m, title] of tops) {
       const c = colOf(m), idx = [];

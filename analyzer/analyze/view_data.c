@@ -277,7 +277,18 @@ static void write_summary(FILE *f, analyze_t *a) {
     num(f, "clean_exit", d->trailer);
     num(f, "lost_events", tr ? tr->n_lost_events : 0);
     num(f, "unknown_frees", t->n_unknown_frees);
-    putc('}', f);
+    // allocations by requested size, the non-empty power-of-two buckets (replay.h):
+    // [min, blocks, bytes, ...], min 0 for size 0, else the bucket holds [min, 2 * min)
+    fputs("},\"sizes\":[", f);
+    bool first = true;
+    for (unsigned k = 0; k < REPLAY_SIZE_BUCKETS; k++) {
+        if (!t->size_blocks[k])
+            continue;
+        fprintf(f, "%s%" PRIu64 ",%" PRIu64 ",%" PRIu64, first ? "" : ",",
+                k ? (uint64_t)1 << (k - 1) : (uint64_t)0, t->size_blocks[k], t->size_bytes[k]);
+        first = false;
+    }
+    putc(']', f);
 }
 
 void view_cpu_summary(const analyze_t *a, view_cpu_t *out) {

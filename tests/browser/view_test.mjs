@@ -99,6 +99,11 @@ async function testSample() {
   const cpuSamples = stats.cpu ? stats.cpu.samples : 0;
   if (cpuSamples > 0) check(new RegExp('CPU SAMPLES\\s*' + fmt(cpuSamples), 'i').test(cards), 'summary lacks the CPU sample count: ' + cards);
   else check(/CPU SAMPLES\s*not recorded/i.test(cards), 'summary lacks "CPU samples: not recorded"');
+  // the size histogram's blocks add up to the allocated blocks; peak RSS as stats says
+  const sizeRows = await page.$$eval('#sum-sizes tbody tr', (rs) => rs.map((r) => r.children[1].textContent));
+  const sizeBlocks = sizeRows.reduce((a, t) => a + Number(t.replace(/,/g, '')), 0);
+  check(sizeBlocks === stats.blocks, 'size histogram: ' + sizeBlocks + ' blocks, stats ' + stats.blocks);
+  if (stats.peak_rss_bytes) check(/PEAK RSS/i.test(cards), 'summary lacks the peak RSS: ' + cards);
   await page.screenshot({path: path.join(ART, 'viewer-summary.png'), fullPage: true});
 
   // flamegraph: every metric with data, zoom, search, bottom-up
