@@ -35,9 +35,10 @@ void out_stats_text(FILE *out, const char *trace, const reader_t *r, const repla
     const reader_rss_t *rss = reader_rss(r);
     if (rss->n_samples)
         fprintf(out, "peak RSS   %s (%s bytes) at %.3f s, the process's resident set (heap, code, "
-                     "stacks, heapprof's buffers), sampled %s times\n",
+                     "stacks, heapprof's buffers), sampled %s time%s\n",
                 fmt_bytes(rss->peak_bytes, a), fmt_grouped(rss->peak_bytes, b),
-                (double)rss->peak_time_ns / 1e9, fmt_grouped(rss->n_samples, c));
+                (double)rss->peak_time_ns / 1e9, fmt_grouped(rss->n_samples, c),
+                rss->n_samples == 1 ? "" : "s");
     fprintf(out, "threads    %" PRIu64 "\n", t->n_threads);
     fprintf(out, "stacks     %s\n", fmt_grouped(reader_n_stacks(r), a));
     fprintf(out, "events     %s\n", fmt_grouped(t->n_events, a));
