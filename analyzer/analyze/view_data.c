@@ -285,7 +285,7 @@ static void write_summary(FILE *f, analyze_t *a) {
         if (!t->size_blocks[k])
             continue;
         fprintf(f, "%s%" PRIu64 ",%" PRIu64 ",%" PRIu64, first ? "" : ",",
-                k ? (uint64_t)1 << (k - 1) : (uint64_t)0, t->size_blocks[k], t->size_bytes[k]);
+                replay_size_bucket_min(k), t->size_blocks[k], t->size_bytes[k]);
         first = false;
     }
     putc(']', f);

@@ -9,7 +9,6 @@
 #include "core/hmap.h"
 #include "core/xalloc.h"
 
-#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,30 +68,12 @@ static bool contains(const reader_module_t *m, uint64_t pc) {
     return pc >= m->base && pc - m->base < m->size;
 }
 
-// Whether a function's name is the one asked for: the whole name, or without its return type
-// and parameter list, each also as a shell pattern.
-static bool function_matches(const char *want, const char *function) {
-    if (!function)
-        return false;
-    if (strcmp(function, want) == 0 || fnmatch(want, function, 0) == 0)
-        return true;
-    const char *q = sites_skip_return_type(function);
-    const char *paren = strchr(q, '(');
-    size_t len = paren ? (size_t)(paren - q) : strlen(q);
-    char bare[1024];
-    if (len >= sizeof bare)
-        return false;
-    memcpy(bare, q, len);
-    bare[len] = '\0';
-    return strcmp(bare, want) == 0 || fnmatch(want, bare, 0) == 0;
-}
-
 static bool through_function(const filter_t *f, uint64_t id) {
     size_t n;
     const symbolize_frame_t **frames = sites_expand_stack(f->defs, f->sym, id, &n, NULL);
     bool yes = false;
     for (size_t i = 0; i < n && !yes; i++)
-        yes = function_matches(f->function, frames[i]->function);
+        yes = sites_function_named(frames[i]->function, f->function, true);
     free(frames);
     return yes;
 }

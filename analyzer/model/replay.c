@@ -138,6 +138,13 @@ static inline live_block_t *put_block(replay_t *rp, const reader_event_t *ev, bo
     return b;
 }
 
+// A counted allocation's requested size into the histogram (replay_totals_t.size_blocks).
+static inline void count_size(replay_totals_t *t, uint64_t size) {
+    unsigned k = replay_size_bucket(size);
+    t->size_blocks[k]++;
+    t->size_bytes[k] += size;
+}
+
 // ---- per-site figures (REPLAY_SITES) ----
 
 static uint32_t site_index(replay_t *rp, uint64_t stack) {
@@ -273,8 +280,7 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
     note_thread(rp, ev->tid);
     t->n_blocks++;
     t->n_bytes += size;
-    t->size_blocks[replay_size_bucket(ev->size)]++;
-    t->size_bytes[replay_size_bucket(ev->size)] += ev->size;
+    count_size(t, ev->size);
     t->n_events++;
     t->live_blocks++;
     t->live_bytes += size;
@@ -392,8 +398,7 @@ static void on_alloc(replay_t *rp, const reader_event_t *ev) {
     note_thread(rp, ev->tid);
     t->n_blocks++;
     t->n_bytes += ev->size;
-    t->size_blocks[replay_size_bucket(ev->size)]++;
-    t->size_bytes[replay_size_bucket(ev->size)] += ev->size;
+    count_size(t, ev->size);
     t->n_events++;
     t->live_blocks++;
     t->live_bytes += ev->size;

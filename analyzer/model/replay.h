@@ -20,6 +20,11 @@ static inline unsigned replay_size_bucket(uint64_t size) {
     return size ? 64u - (unsigned)__builtin_clzll(size) : 0u;
 }
 
+// The smallest size of bucket k (the bucket holds [min, 2 * min), bucket 0 only size 0).
+static inline uint64_t replay_size_bucket_min(unsigned k) {
+    return k ? (uint64_t)1 << (k - 1) : 0;
+}
+
 typedef struct replay_totals {
     uint64_t n_blocks;   // allocation events counted, including the new half of reallocs
     uint64_t n_bytes;    // bytes of those allocations

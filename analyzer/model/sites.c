@@ -7,6 +7,7 @@
 
 #include "core/xalloc.h"
 
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,19 +156,27 @@ void sites_set_alloc_fns(sites_t *s, const char *const *names, size_t n) {
     s->n_alloc_fns = n;
 }
 
-// Whether function is one the user named with --alloc-fn: its whole name, or the name without a
-// return type and parameter list ("xmalloc" names "void *xmalloc(size_t)" as well).
-static bool is_alloc_fn(const sites_t *s, const char *function) {
-    if (!function || !s->n_alloc_fns)
+bool sites_function_named(const char *function, const char *name, bool pattern) {
+    if (!function)
         return false;
+    if (strcmp(function, name) == 0 || (pattern && fnmatch(name, function, 0) == 0))
+        return true;
     const char *q = sites_skip_return_type(function);
     const char *paren = strchr(q, '(');
     size_t len = paren ? (size_t)(paren - q) : strlen(q);
-    for (size_t i = 0; i < s->n_alloc_fns; i++) {
-        const char *name = s->alloc_fns[i];
-        if (strcmp(function, name) == 0 || (strlen(name) == len && strncmp(q, name, len) == 0))
+    char bare[1024];
+    if (len >= sizeof bare)
+        return false;
+    memcpy(bare, q, len);
+    bare[len] = '\0';
+    return strcmp(bare, name) == 0 || (pattern && fnmatch(name, bare, 0) == 0);
+}
+
+// Whether function is one the user named with --alloc-fn.
+static bool is_alloc_fn(const sites_t *s, const char *function) {
+    for (size_t i = 0; function && i < s->n_alloc_fns; i++)
+        if (sites_function_named(function, s->alloc_fns[i], false))
             return true;
-    }
     return false;
 }
 

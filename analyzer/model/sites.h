@@ -63,6 +63,11 @@ const symbolize_frame_t **sites_expand_stack(const reader_t *r, symbolize_t *sym
 // parameter list. Returns a pointer into name.
 const char *sites_skip_return_type(const char *name);
 
+// Whether a frame's function is the one name says: its whole name, or the name without a return
+// type and parameter list ("xmalloc" names "void *xmalloc(size_t)" as well); with pattern, name
+// may also be a shell pattern ('*', '?', [...]). NULL function: false.
+bool sites_function_named(const char *function, const char *name, bool pattern);
+
 // Display name of a frame's function: the demangled name, else "MODULE+0xOFFSET" (module file
 // name only), else "0xADDRESS". Writes into buf when it has to compose; returns buf or a
 // string owned by the symbolizer.

@@ -442,8 +442,8 @@ static void print_short(FILE *f, analyze_t *a, const summary_t *m, size_t top) {
 
 // The smallest and largest size of a replay_size_bucket.
 static void bucket_range(unsigned k, uint64_t *lo, uint64_t *hi) {
-    *lo = k ? 1ull << (k - 1) : 0;
-    *hi = k == 0 ? 0 : k == 64 ? UINT64_MAX : (1ull << k) - 1;
+    *lo = replay_size_bucket_min(k);
+    *hi = k == 0 ? 0 : k == 64 ? UINT64_MAX : 2 * *lo - 1;
 }
 
 // Counted allocations by requested size, in power-of-two buckets, with a bar for the blocks.
@@ -794,9 +794,8 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
         json_t *sup = json_object();
         json_object_set_new(sup, "file", fmt_json_str(o->suppress_path));
         json_object_set_new(sup, "rules", fmt_json_int(o->n_rules));
-        summary_t sm = summarize(a->sites);
-        json_object_set_new(sup, "end_bytes", fmt_json_int(sm.suppressed_bytes));
-        json_object_set_new(sup, "end_blocks", fmt_json_int(sm.suppressed_blocks));
+        json_object_set_new(sup, "end_bytes", fmt_json_int(m.suppressed_bytes));
+        json_object_set_new(sup, "end_blocks", fmt_json_int(m.suppressed_blocks));
         json_object_set_new(root, "suppressions", sup);
     }
     json_object_set_new(root, "symbols", sym);

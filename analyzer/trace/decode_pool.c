@@ -128,8 +128,6 @@ void decode_pool_free(decode_pool_t *p) {
     free(p);
 }
 
-unsigned decode_pool_workers(const decode_pool_t *p) { return p->n_workers; }
-
 size_t decode_pool_in_flight(const decode_pool_t *p) {
     return (size_t)(p->submitted - p->released); // both written by the caller's thread only
 }
