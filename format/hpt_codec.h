@@ -76,9 +76,10 @@ typedef struct hpt_rec {
     uint32_t n_frames; // STACK only
     const uint8_t *frames; // STACK: encoded frames, decode with hpt_stack_frames()
     const uint8_t *frames_end;
-    const uint8_t *str;    // THREAD_START name, MODULE_LOAD path, PROCESS exe
+    const uint8_t *str;    // THREAD_START name, MODULE_LOAD path, PROCESS exe, ALLOCATOR family
     uint32_t str_len;
-    const uint8_t *str2;   // MODULE_LOAD build id (raw bytes), PROCESS args (argc in size)
+    const uint8_t *str2;   // MODULE_LOAD build id (raw bytes), PROCESS args (argc in size),
+                           // ALLOCATOR detail (status in counters[0])
     uint32_t str2_len;
     uint64_t counters[10]; // TRAILER (10); CPU_INFO (4): source, hz, n_samples, n_lost (reason in str)
     uint64_t tid;          // CPU_SAMPLE: the sampled thread
@@ -240,6 +241,12 @@ static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end
             return NULL;
         return hpt_get_varint(p, end, &r->stack);
     }
+    case HPT_REC_ALLOCATOR:
+        // status in counters[0], family in str, detail in str2
+        if (!(p = hpt_get_varint(p, end, &r->counters[0])) ||
+            !(p = hpt_get_bytes(p, end, &r->str, &r->str_len)))
+            return NULL;
+        return hpt_get_bytes(p, end, &r->str2, &r->str2_len);
     case HPT_REC_CPU_INFO:
         for (int i = 0; i < 4; i++)
             if (!(p = hpt_get_varint(p, end, &r->counters[i])))

@@ -28,6 +28,8 @@ typedef struct hpt_file_hdr {
 
 #define HPT_FILE_HAS_MEMBARRIER 1u // sync watermarks are exact (see docs/trace-format.md#merge)
 #define HPT_FILE_TOUCH 2u          // frees carry bytes-touched measures (docs/trace-format.md#touch)
+#define HPT_FILE_ALLOC_SCAN 8u     // the shim looked for allocators it is not preloaded over; what
+                                   // it found is in ALLOCATOR records (docs/trace-format.md#allocators)
 
 #define HPT_CHUNK_MAGIC 0x4b435048u // "HPCK" read as little-endian u32
 
@@ -87,6 +89,9 @@ enum hpt_rec_tag {
     HPT_REC_CPU_INFO = 15,    // source hz n_samples n_lost reason_len reason
 
     // 16-23 were v3's heap-stream records; never reused
+
+    HPT_REC_ALLOCATOR = 28,   // status family_len family detail_len detail   META only
+                              //   (docs/trace-format.md#allocators)
 };
 
 // "touch": how many bytes of the block being freed the program touched (docs/trace-format.md#touch).
@@ -107,6 +112,14 @@ enum hpt_cpu_source {
     HPT_CPU_OFF = 0,   // not sampled (turned off, or refused: the reason says why)
     HPT_CPU_PERF = 1,  // perf_event cpu-clock, user-space stacks unwound by the shim
     HPT_CPU_TIMER = 2, // per-thread CPU-time timer signal (fallback)
+};
+
+// HPT_REC_ALLOCATOR status: what the shim did about an allocator that libc's malloc names do
+// not reach (docs/trace-format.md#allocators).
+enum hpt_alloc_status {
+    HPT_ALLOC_PATCHED = 0,    // its entry points were patched: its blocks are in the trace
+    HPT_ALLOC_INTERPOSED = 1, // imported from a shared library and interposed by name: the same
+    HPT_ALLOC_UNHOOKED = 2,   // found but not hooked: its blocks are missing (detail says why)
 };
 
 #define HPT_STACK_UNKNOWN 0u     // stack id when unwinding failed

@@ -5,6 +5,7 @@
 // the hooks registered here. Never aborts: failures end in a disabled state.
 #include "lifecycle.h"
 
+#include "allocscan.h"
 #include "clock.h"
 #include "config.h"
 #include "cpu.h"
@@ -136,6 +137,9 @@ static void setup_recording(void) {
     if (hp_config.touch)
         hp_touch_init();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+    // Before recording starts, with one thread: allocators the loader does not route through
+    // the shim are hooked now, before the program's first call to them (allocscan.h).
+    hp_allocscan_run();
     atomic_store(&hp_state, HP_STATE_ON);
 }
 

@@ -220,14 +220,17 @@ static inline void publish(hp_ring_t *r, bool in_ring, const uint8_t *start,
         hp_tbuf_append(r, start, (size_t)(end - start));
 }
 
-void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align,
-                     const hp_frame_t *from) {
+// touch: whether the block is libc's (through hp_real), so hp_touch_* may ask its usable size;
+// false for an allocator the shim is not preloaded over (hp_record_alloc_foreign).
+static inline __attribute__((always_inline)) void
+record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align, const hp_frame_t *from,
+             bool touch) {
     HP_ASSERT(hp_tls_guard != 0); // the caller's: the shim's own allocations pass through
     HP_ASSERT(tag == HPT_REC_MALLOC || tag == HPT_REC_CALLOC || tag == HPT_REC_ALIGNED);
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return;
-    if (hp_config.touch && tag != HPT_REC_CALLOC)
+    if (touch && tag != HPT_REC_CALLOC)
         hp_touch_fill((void *)ptr, hp_touch_usable(ptr), 0);
     uint64_t t = hp_tbuf_busy_now(r);
     uint32_t stack = capture_stack(r, t, from);
@@ -246,9 +249,19 @@ void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align,
     hp_tbuf_idle(r);
 }
 
-static inline void measure(const void *ptr, hp_touch_t *t) {
+void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align,
+                     const hp_frame_t *from) {
+    record_alloc(tag, ptr, size, align, from, hp_config.touch);
+}
+
+void hp_record_alloc_foreign(uint8_t tag, const void *ptr, size_t size, size_t align,
+                             const hp_frame_t *from) {
+    record_alloc(tag, ptr, size, align, from, false);
+}
+
+static inline void measure(const void *ptr, hp_touch_t *t, bool touch) {
     t->method = -1;
-    if (hp_config.touch)
+    if (touch)
         hp_touch_measure(ptr, t);
 }
 
@@ -256,7 +269,7 @@ static inline uint8_t *put_touch(uint8_t *p, const hp_touch_t *t) {
     return hpt_put_touch(p, t->method, t->touched, t->touched_nz);
 }
 
-void hp_record_free(const void *ptr) {
+static inline __attribute__((always_inline)) void record_free(const void *ptr, bool touch) {
     HP_ASSERT(hp_tls_guard != 0 && ptr != NULL);
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
@@ -272,12 +285,20 @@ void hp_record_free(const void *ptr) {
     *p++ = HPT_REC_FREE;
     p = put_time(p, t);
     p = put_addr(p, (uint64_t)(uintptr_t)ptr);
-    hp_touch_t touch;
-    measure(ptr, &touch);
-    p = put_touch(p, &touch);
+    hp_touch_t tm;
+    measure(ptr, &tm, touch);
+    p = put_touch(p, &tm);
     HP_ASSERT((size_t)(p - start) <= sizeof buf);
     publish(r, in_ring != NULL, start, p);
     hp_tbuf_idle(r);
+}
+
+void hp_record_free(const void *ptr) {
+    record_free(ptr, hp_config.touch);
+}
+
+void hp_record_free_foreign(const void *ptr) {
+    record_free(ptr, false);
 }
 
 uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable) {
@@ -293,8 +314,15 @@ uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable) {
     return hp_tbuf_busy_now(r);
 }
 
-void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, const void *ptr,
-                           size_t size, const hp_frame_t *from) {
+uint64_t hp_record_realloc_begin_foreign(void) {
+    HP_ASSERT(hp_tls_guard != 0);
+    hp_ring_t *r = ring();
+    return HP_LIKELY(r != NULL) ? hp_tbuf_busy_now(r) : 0;
+}
+
+static inline __attribute__((always_inline)) void
+record_realloc_end(uint64_t t0, size_t old_usable, const void *old, const void *ptr, size_t size,
+                   const hp_frame_t *from, bool touch) {
     hp_ring_t *r = hp_tls_ring;
     if (HP_UNLIKELY(!r))
         return;
@@ -315,7 +343,7 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
         hp_tbuf_idle(r);
         return;
     }
-    if (hp_config.touch) // realloc kept min(old usable, size) bytes; the rest is new to the program
+    if (touch) // realloc kept min(old usable, size) bytes; the rest is new to the program
         hp_touch_fill((void *)ptr, hp_touch_usable(ptr), old_usable < size ? old_usable : size);
     // The new block's time orders it after any free of its address by another thread, which a
     // moved block's may have had while the call ran. A block that stayed where it was was this
@@ -348,6 +376,16 @@ void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, cons
         atomic_store_explicit(&r->last_t, t1, memory_order_release);
     }
     hp_tbuf_idle(r);
+}
+
+void hp_record_realloc_end(uint64_t t0, size_t old_usable, const void *old, const void *ptr,
+                           size_t size, const hp_frame_t *from) {
+    record_realloc_end(t0, old_usable, old, ptr, size, from, hp_config.touch);
+}
+
+void hp_record_realloc_end_foreign(uint64_t t0, const void *old, const void *ptr, size_t size,
+                                   const hp_frame_t *from) {
+    record_realloc_end(t0, 0, old, ptr, size, from, false);
 }
 
 void hp_record_thread_exit(void *arg) {

@@ -24,6 +24,17 @@ uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable);
 void hp_record_realloc_end(uint64_t t_before, size_t old_usable, const void *old, const void *p,
                            size_t size, const hp_frame_t *from);
 
+// The same for an allocator the shim is not preloaded over (patched or interposed by name,
+// allocscan.h): its blocks are not libc's, so they are never filled or measured for bytes
+// touched (which asks libc's malloc_usable_size); frees carry "not measured". realloc end: a
+// failed call (NULL) with size 0 records a free, as the libc form does.
+void hp_record_alloc_foreign(uint8_t tag, const void *p, size_t size, size_t align,
+                             const hp_frame_t *from);
+void hp_record_free_foreign(const void *p);
+uint64_t hp_record_realloc_begin_foreign(void);
+void hp_record_realloc_end_foreign(uint64_t t_before, const void *old, const void *p, size_t size,
+                                   const hp_frame_t *from);
+
 // What a thread's first event calls before it makes the thread's ring: makes sure this process
 // has a trace to write to (a fork child starts its own then). False: the thread records nothing
 // (the hook has already stopped profiling). Registered once by the lifecycle, before recording

@@ -9,6 +9,7 @@
 // Chunking and watermarks: docs/trace-format.md#chunks and #merge.
 #include "writer.h"
 
+#include "allocscan.h"
 #include "chunk.h"
 #include "clock.h"
 #include "compiler.h"
@@ -484,6 +485,7 @@ bool hp_writer_start(void) {
     meta_process(&m);
     hpt_dstate_t st = {0};
     hp_modmap_scan(&st, hp_state_now(), meta_emit, &m);
+    bool alloc_scan = hp_allocscan_emit(meta_emit, &m);
 
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
@@ -495,6 +497,8 @@ bool hp_writer_start(void) {
     h.start_unix_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
     h.pid = (uint32_t)getpid();
     h.ppid = (uint32_t)getppid();
+    if (alloc_scan)
+        h.flags |= HPT_FILE_ALLOC_SCAN;
     if (hp_config.touch) {
         h.flags |= HPT_FILE_TOUCH;
         h.touch_fill_max = hp_config.touch_fill_max;

@@ -9,6 +9,7 @@
 #include "format/hpt_format.h"
 
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -355,8 +356,62 @@ __attribute__((noreturn)) static void child_exec(const cmd_run_opts_t *o, const 
     _exit(e == ENOENT ? 127 : 126);
 }
 
+// The file execvp would run for cmd: cmd itself when it has a '/', else the first executable
+// regular file of that name in PATH. False when there is none (execvp then says why).
+static bool find_program(const char *cmd, char *out, size_t cap) {
+    if (strchr(cmd, '/'))
+        return snprintf(out, cap, "%s", cmd) < (int)cap;
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, ":");
+        struct stat st;
+        if (snprintf(out, cap, "%.*s%s%s", (int)n, p, n ? "/" : "", cmd) < (int)cap &&
+            stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
+            return true;
+        p += n + (p[n] == ':');
+    }
+    return false;
+}
+
+// Whether path is an ELF executable without a program interpreter: a static binary, which the
+// dynamic linker never loads, so LD_PRELOAD cannot reach it. Anything else (a script, a
+// dynamic ELF, a file that cannot be read) is for execvp to run or refuse.
+bool cmd_run_is_static_elf(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    Elf64_Ehdr eh;
+    bool is_static = false;
+    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+        eh.e_ident[EI_CLASS] == ELFCLASS64 && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN) &&
+        eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 && eh.e_phnum < 1024) {
+        // ET_DYN too: a static-pie has no interpreter either
+        is_static = true;
+        for (unsigned i = 0; i < eh.e_phnum; i++) {
+            Elf64_Phdr ph;
+            if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph) {
+                is_static = false; // unreadable: let execvp decide
+                break;
+            }
+            if (ph.p_type == PT_INTERP)
+                is_static = false;
+        }
+    }
+    close(fd);
+    return is_static;
+}
+
 int cmd_run_exec(const cmd_run_opts_t *o, cmd_run_result_t *res, errmsg_t *err) {
     memset(res, 0, sizeof *res);
+    char prog[PATH_MAX];
+    if (find_program(o->cmd[0], prog, sizeof prog) && cmd_run_is_static_elf(prog)) {
+        errmsg_set(err, "run: %s is statically linked: no dynamic linker loads it, so heapprof "
+                        "cannot be preloaded into it (link it dynamically to profile it)",
+                   prog);
+        return -1;
+    }
     if (cmd_run_find_preload(NULL, res->preload, sizeof res->preload) != 0) {
         errmsg_set(err, "run: the path of %s is too long", PRELOAD_NAME);
         return -1;

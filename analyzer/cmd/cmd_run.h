@@ -36,6 +36,11 @@ int cmd_run_parse(int argc, char **argv, cmd_run_opts_t *o, errmsg_t *err);
 // filled when it could not be started (res->exec_failed then says whether exec itself failed).
 // res->traces is allocated; free it with cmd_run_result_fini.
 int cmd_run_exec(const cmd_run_opts_t *o, cmd_run_result_t *res, errmsg_t *err);
+
+// Whether path is an ELF executable without a program interpreter (a static binary, out of
+// LD_PRELOAD's reach); false for anything else, unreadable files included. cmd_run_exec refuses
+// such a command with one line.
+bool cmd_run_is_static_elf(const char *path);
 void cmd_run_result_fini(cmd_run_result_t *res);
 
 // The libheapprof.so to preload: beside this executable (build tree, then install layouts),

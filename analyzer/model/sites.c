@@ -92,7 +92,7 @@ static const char *const alloc_exact[] = {
 
 static const char *const alloc_prefix[] = {
     // Rust's global allocator shims and the alloc crate's allocation layer
-    "__rdl_", "__rg_", "__rust_", "alloc::alloc::", "alloc::raw_vec::", "std::alloc::",
+    "__rdl_", "__rg_", "__rust_", "__rustc::", "alloc::alloc::", "alloc::raw_vec::", "std::alloc::",
     "hashbrown::raw::", "<std::alloc::System as core::alloc::global::GlobalAlloc>",
     // libstdc++'s allocators
     "std::__new_allocator", "__gnu_cxx::new_allocator", "std::allocator<",
@@ -225,6 +225,17 @@ const symbolize_frame_t **sites_expand_stack(const reader_t *r, symbolize_t *sym
     return frames ? frames : xmalloc(sizeof *frames);
 }
 
+// An allocator's entry point, as opposed to a helper that also allocates (C++'s
+// _M_realloc_insert runs the element's copy constructors, which are the user's).
+static bool is_alloc_entry(const char *function) {
+    if (!function)
+        return false;
+    const char *q = skip_rust_impl(sites_skip_return_type(function));
+    return any_equal(function, alloc_exact) || strncmp(q, "__rustc::", 9) == 0 ||
+           strncmp(q, "__rdl_", 6) == 0 || strncmp(q, "__rg_", 5) == 0 ||
+           strstr(function, " as core::alloc::global::GlobalAlloc>::") != NULL;
+}
+
 static void resolve(sites_t *s, site_t *site) {
     size_t n;
     const symbolize_frame_t **frames =
@@ -233,11 +244,20 @@ static void resolve(sites_t *s, site_t *site) {
     site->kinds = xcalloc(n ? n : 1, 1);
     site->n_frames = n;
     size_t first_lib = n, first_user = n, first_user_src = n;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         site->kinds[i] =
             is_alloc_fn(s, frames[i]->function)
                 ? SITES_FRAME_ALLOCATOR
                 : (uint8_t)sites_classify(frames[i]->function, frames[i]->file, frames[i]->module);
+    // Whatever an allocator's entry point calls is the allocator's: a #[global_allocator]'s
+    // code inlined into __rust_alloc, a program's own malloc's helpers (issue #21: hooked at
+    // their entry, their blocks are recorded from inside them).
+    for (size_t i = n; i-- > 1;)
+        if (is_alloc_entry(frames[i]->function)) {
+            memset(site->kinds, SITES_FRAME_ALLOCATOR, i);
+            break;
+        }
+    for (size_t i = 0; i < n; i++) {
         if (site->kinds[i] == SITES_FRAME_USER && first_user == n)
             first_user = i;
         if (site->kinds[i] == SITES_FRAME_USER && frames[i]->file && first_user_src == n)

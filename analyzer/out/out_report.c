@@ -536,6 +536,7 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
                 short_rule(a, rule));
     }
 
+    out_allocators_text(f, r);
     const reader_damage_t *d = reader_damage(r);
     if (d->chunks_damaged || d->seq_gaps || d->truncated)
         fprintf(f, "damage     %s damaged chunk%s skipped, %s missing%s: figures cover what "

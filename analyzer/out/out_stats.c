@@ -12,6 +12,30 @@
 
 // ---- text ----
 
+static const char *allocator_status(uint8_t status) {
+    switch (status) {
+    case HPT_ALLOC_PATCHED:
+        return "hooked";
+    case HPT_ALLOC_INTERPOSED:
+        return "interposed";
+    default:
+        return "NOT HOOKED";
+    }
+}
+
+void out_allocators_text(FILE *out, const reader_t *r) {
+    size_t n;
+    const reader_allocator_t *al = reader_allocators(r, &n);
+    char s1[512], s2[4096];
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, "allocator  %s %s: %s%s\n", allocator_status(al[i].status),
+                fmt_safe_text(al[i].family, s1, sizeof s1),
+                fmt_safe_text(al[i].detail, s2, sizeof s2),
+                al[i].status == HPT_ALLOC_UNHOOKED
+                    ? "; its allocations are missing from this trace"
+                    : "");
+}
+
 // 1234567 -> "1,234,567"
 void out_stats_text(FILE *out, const char *trace, const reader_t *r, const replay_totals_t *t,
                     const char *from_module, const filter_t *f) {
@@ -46,6 +70,7 @@ void out_stats_text(FILE *out, const char *trace, const reader_t *r, const repla
     char cpu_line[512];
     fprintf(out, "cpu        %s\n",
             fmt_safe_text(cpu_describe(reader_cpu(r), cpu_line, sizeof cpu_line), s1, sizeof s1));
+    out_allocators_text(out, r);
     if (reader_header(r)->flags & HPT_FILE_TOUCH) {
         char p[16];
         fprintf(out, "touched    %s of the %s in %s freed blocks (%s)\n",
@@ -108,6 +133,25 @@ json_t *out_stats_json(const reader_t *r, const replay_totals_t *t, const char *
     json_object_set_new(j, "stacks", fmt_json_int(reader_n_stacks(r)));
     json_object_set_new(j, "duration_ns", fmt_json_int(t->last_time_ns));
     json_object_set_new(j, "cpu", cpu_info_json(reader_cpu(r)));
+    // allocators beside libc's malloc; null when the shim did not look (older traces)
+    json_t *jal = json_array();
+    size_t n_al;
+    const reader_allocator_t *al = reader_allocators(r, &n_al);
+    for (size_t i = 0; i < n_al; i++) {
+        json_t *ja = json_object();
+        json_object_set_new(ja, "status", json_string(al[i].status == HPT_ALLOC_PATCHED ? "patched"
+                                                      : al[i].status == HPT_ALLOC_INTERPOSED
+                                                          ? "interposed"
+                                                          : "unhooked"));
+        json_object_set_new(ja, "family", fmt_json_str(al[i].family));
+        json_object_set_new(ja, "detail", fmt_json_str(al[i].detail));
+        json_array_append_new(jal, ja);
+    }
+    if (!(h->flags & HPT_FILE_ALLOC_SCAN)) {
+        json_decref(jal);
+        jal = json_null();
+    }
+    json_object_set_new(j, "allocators", jal);
     // the resident set sampled at each flush; null when the trace has no sample
     const reader_rss_t *rss = reader_rss(r);
     json_object_set_new(j, "peak_rss_bytes",

@@ -51,6 +51,8 @@ static bool def_valid(dchunk_t *c, const hpt_rec_t *rec) {
     }
     case HPT_REC_CPU_INFO:
         return rec->counters[0] <= HPT_CPU_TIMER;
+    case HPT_REC_ALLOCATOR:
+        return rec->counters[0] <= HPT_ALLOC_UNHOOKED;
     default:
         return true;
     }
@@ -158,6 +160,7 @@ static bool decode_records(dchunk_t *c, const uint8_t *p, const uint8_t *end, ui
         case HPT_REC_STACK:
         case HPT_REC_PROCESS:
         case HPT_REC_CPU_INFO:
+        case HPT_REC_ALLOCATOR:
         case HPT_REC_TRAILER:
             if (!def_valid(c, &rec))
                 return false;

@@ -44,6 +44,8 @@ _Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
 // SYNCs (or a forged trace: 64 KiB of zstd inflates to 100 million events) must not take all
 // memory. Four times what 16 threads at full speed leave between two SYNCs.
 #define BUFFERED_MAX (1u << 23)
+// ALLOCATOR records kept: the shim writes a few; a forged trace may repeat them without end.
+#define READER_ALLOCATORS_MAX 64u
 
 // One thread's decoded, not yet released events: a FIFO in per-thread (= time) order.
 typedef struct tqueue {
@@ -126,6 +128,8 @@ struct reader {
     uint64_t rss_t[READER_RSS_POINTS], rss_b[READER_RSS_POINTS];
     uint64_t rss_stride, rss_skip; // keep one sample in rss_stride; rss_skip counts down to it
     reader_cpu_t cpu;
+    reader_allocator_t *allocs; // ALLOCATOR records
+    size_t n_allocs, allocs_cap;
     hmap_t cpu_index;          // stack id -> index into cpu_ids/cpu_counts
     uint64_t *cpu_ids, *cpu_counts;
     size_t cpu_n, cpu_cap, cpu_counts_cap;
@@ -192,6 +196,7 @@ static void reader_free(reader_t *r) {
     hmap_fini(&r->module_top);
     hmap_fini(&r->cpu_index);
     free(r->cpu_ids);
+    free(r->allocs);
     free(r->cpu_counts);
     free(r->module_below);
     arena_free(&r->arena);
@@ -513,6 +518,15 @@ static void apply_defs(reader_t *r, dchunk_t *c, tqueue_t *q) {
         }
         case HPT_REC_PROCESS:
             def_process(r, rec);
+            break;
+        case HPT_REC_ALLOCATOR:
+            if (r->n_allocs < READER_ALLOCATORS_MAX) {
+                r->allocs = xgrow(r->allocs, &r->allocs_cap, r->n_allocs + 1, sizeof *r->allocs);
+                r->allocs[r->n_allocs++] = (reader_allocator_t){
+                    .status = (uint8_t)rec->counters[0],
+                    .family = arena_strndup(&r->arena, rec->str, rec->str_len),
+                    .detail = arena_strndup(&r->arena, rec->str2, rec->str2_len)};
+            }
             break;
         case HPT_REC_CPU_INFO:
             r->cpu.has_info = true;
@@ -993,6 +1007,11 @@ const reader_trailer_t *reader_trailer(const reader_t *r) {
 }
 
 const reader_cpu_t *reader_cpu(const reader_t *r) { return &r->cpu; }
+
+const reader_allocator_t *reader_allocators(const reader_t *r, size_t *n) {
+    *n = r->n_allocs;
+    return r->allocs;
+}
 
 const reader_rss_t *reader_rss(const reader_t *r) { return &r->rss; }
 

@@ -82,6 +82,14 @@ typedef struct reader_cpu {
     const char *reason; // why sampling is off ("" when on); owned by the reader
 } reader_cpu_t;
 
+// An allocator the shim found that libc's malloc names do not reach (ALLOCATOR records,
+// docs/trace-format.md#allocators): how it was hooked, or why it was not.
+typedef struct reader_allocator {
+    uint8_t status;     // enum hpt_alloc_status
+    const char *family; // "jemalloc", "mimalloc", "Rust #[global_allocator]", ...
+    const char *detail; // which module, which entry points, or why they could not be hooked
+} reader_allocator_t;
+
 typedef struct reader reader_t;
 
 // Opens and checks the file header. Refuses anything but a regular file (never blocks on a
@@ -125,6 +133,9 @@ const reader_damage_t *reader_damage(const reader_t *r);
 const reader_trailer_t *reader_trailer(const reader_t *r);
 // CPU sampling summary; never NULL.
 const reader_cpu_t *reader_cpu(const reader_t *r);
+// Allocators found beside libc's, in record order (n = 0: none, or a trace from a shim that did
+// not look: HPT_FILE_ALLOC_SCAN clear). Owned by the reader, valid until reader_close.
+const reader_allocator_t *reader_allocators(const reader_t *r, size_t *n);
 // Resident-set samples; never NULL.
 const reader_rss_t *reader_rss(const reader_t *r);
 // CPU samples counted by stack id (0: unwinding failed): *ids and *counts point at n entries,

@@ -1,0 +1,468 @@
+// SPDX-License-Identifier: MIT
+// Finds the allocators the dynamic linker will not route through the shim, hooks them, and
+// keeps what it found for the trace (docs/trace-format.md#allocators). Runs once per process
+// image at start, single-threaded, under the recursion guard; never on the event path. Reads
+// symbol tables from the module files with libelf (the executable's local symbols are not in
+// memory). Never aborts: what cannot be hooked is said, once, and the program runs on.
+#include "allocscan.h"
+
+#include "config.h"
+#include "diag.h"
+#include "format/hpt_format.h"
+#include "patch.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <link.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/single_threaded.h>
+#include <unistd.h>
+
+// The wrappers (hook_static.c, in the preloaded module only). Weak: absent in the unit tests.
+extern const hp_hook_table_t hp_hook_table __attribute__((weak, visibility("default")));
+
+enum family { FAM_MALLOC, FAM_RUST, FAM_JEMALLOC, FAM_MIMALLOC, FAM_TCMALLOC, FAM_N };
+
+static const char *const family_names[FAM_N] = {
+    [FAM_MALLOC] = "malloc defined by the program",
+    [FAM_RUST] = "Rust #[global_allocator]",
+    [FAM_JEMALLOC] = "jemalloc",
+    [FAM_MIMALLOC] = "mimalloc",
+    [FAM_TCMALLOC] = "tcmalloc",
+};
+
+#define NO_ROLE 0xff
+#define MARK_RUST_DEFAULT 0xfe // std's __rdl_alloc: the shims call libc's malloc, already seen
+#define MARK_TCMALLOC 0xfd     // tc_malloc: names the family of the executable's malloc
+
+static const struct {
+    const char *name;
+    uint8_t role;
+} libc_names[] = {
+    {"malloc", HP_HOOK_MALLOC},
+    {"free", HP_HOOK_FREE},
+    {"calloc", HP_HOOK_CALLOC},
+    {"realloc", HP_HOOK_REALLOC},
+    {"posix_memalign", HP_HOOK_POSIX_MEMALIGN},
+    {"aligned_alloc", HP_HOOK_ALIGNED_ALLOC},
+    {"memalign", HP_HOOK_MEMALIGN},
+},
+  rust_names[] = {
+      // v0 mangling since Rust 1.80 ends in <len><name>: _RNvCs..._7___rustc12___rust_alloc
+      {"__rust_alloc", HP_HOOK_RUST_ALLOC},
+      {"__rust_dealloc", HP_HOOK_RUST_DEALLOC},
+      {"__rust_realloc", HP_HOOK_RUST_REALLOC},
+      {"__rust_alloc_zeroed", HP_HOOK_RUST_ALLOC_ZEROED},
+      {"__rdl_alloc", MARK_RUST_DEFAULT},
+  },
+  je_names[] = {
+      {"mallocx", HP_HOOK_MALLOCX},
+      {"rallocx", HP_HOOK_RALLOCX},
+      {"sdallocx", HP_HOOK_SDALLOCX},
+      {"dallocx", HP_HOOK_DALLOCX},
+  },
+  mi_names[] = {
+      {"mi_malloc", HP_HOOK_MI_MALLOC},
+      {"mi_calloc", HP_HOOK_MI_CALLOC},
+      {"mi_zalloc", HP_HOOK_MI_ZALLOC},
+      {"mi_realloc", HP_HOOK_MI_REALLOC},
+      {"mi_free", HP_HOOK_MI_FREE},
+      {"mi_malloc_aligned", HP_HOOK_MI_MALLOC_ALIGNED},
+      {"mi_zalloc_aligned", HP_HOOK_MI_ZALLOC_ALIGNED},
+      {"mi_realloc_aligned", HP_HOOK_MI_REALLOC_ALIGNED},
+      {"mi_free_size", HP_HOOK_MI_FREE_SIZE},
+      {"mi_free_aligned", HP_HOOK_MI_FREE_ALIGNED},
+      {"mi_free_size_aligned", HP_HOOK_MI_FREE_SIZE_ALIGNED},
+  };
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char *role_name(uint8_t role) {
+    for (size_t i = 0; i < N_OF(libc_names); i++)
+        if (libc_names[i].role == role)
+            return libc_names[i].name;
+    for (size_t i = 0; i < N_OF(rust_names); i++)
+        if (rust_names[i].role == role)
+            return rust_names[i].name;
+    for (size_t i = 0; i < N_OF(je_names); i++)
+        if (je_names[i].role == role)
+            return je_names[i].name;
+    for (size_t i = 0; i < N_OF(mi_names); i++)
+        if (mi_names[i].role == role)
+            return mi_names[i].name;
+    return "?";
+}
+
+static enum family role_family(uint8_t role) {
+    if (role <= HP_HOOK_MEMALIGN)
+        return FAM_MALLOC;
+    if (role <= HP_HOOK_RUST_ALLOC_ZEROED)
+        return FAM_RUST;
+    if (role <= HP_HOOK_DALLOCX)
+        return FAM_JEMALLOC;
+    return FAM_MIMALLOC;
+}
+
+// Is name "<len>_<want>" at its end, as v0 mangling writes the last path segment of an
+// identifier that starts with '_' (_RNvCs..._7___rustc12___rust_alloc)?
+static bool v0_ends_with(const char *name, size_t len, const char *want) {
+    size_t wl = strlen(want);
+    char num[8];
+    int nl = 0;
+    for (size_t v = wl; v; v /= 10)
+        num[nl++] = (char)('0' + v % 10);
+    if (len < wl + (size_t)nl + 1 || strncmp(name, "_R", 2) != 0)
+        return false;
+    const char *tail = name + len - wl - 1 - (size_t)nl;
+    for (int i = 0; i < nl; i++)
+        if (tail[i] != num[nl - 1 - i])
+            return false;
+    return tail[nl] == '_' && memcmp(tail + nl + 1, want, wl) == 0;
+}
+
+// The role (or marker) a symbol name stands for; NO_ROLE for anything else. exe: libc's names
+// count only in the executable, the one module the loader looks in before the shim.
+static uint8_t classify(const char *name, bool exe) {
+    if (name[0] == '_' && name[1] == 'R') {
+        size_t len = strlen(name);
+        for (size_t i = 0; i < N_OF(rust_names); i++)
+            if (v0_ends_with(name, len, rust_names[i].name))
+                return rust_names[i].role;
+        return NO_ROLE;
+    }
+    if (name[0] == '_' && name[1] == '_') {
+        for (size_t i = 0; i < N_OF(rust_names); i++)
+            if (strcmp(name, rust_names[i].name) == 0)
+                return rust_names[i].role;
+        return NO_ROLE;
+    }
+    if (name[0] == 'm' && name[1] == 'i' && name[2] == '_') {
+        for (size_t i = 0; i < N_OF(mi_names); i++)
+            if (strcmp(name, mi_names[i].name) == 0)
+                return mi_names[i].role;
+        return NO_ROLE;
+    }
+    if (strcmp(name, "tc_malloc") == 0)
+        return MARK_TCMALLOC;
+    const char *je = name;
+    if (strncmp(je, "je_", 3) == 0)
+        je += 3;
+    else if (strncmp(je, "_rjem_", 6) == 0)
+        je += 6;
+    for (size_t i = 0; i < N_OF(je_names); i++)
+        if (strcmp(je, je_names[i].name) == 0)
+            return je_names[i].role;
+    if (exe)
+        for (size_t i = 0; i < N_OF(libc_names); i++)
+            if (strcmp(name, libc_names[i].name) == 0)
+                return libc_names[i].role;
+    return NO_ROLE;
+}
+
+// ---- what one module defines -------------------------------------------------------------------
+
+typedef struct hit {
+    uintptr_t addr;
+    size_t size;
+} hit_t;
+
+typedef struct module {
+    char path[1024];
+    bool exe, has_symtab, rust_default, tcmalloc;
+    hit_t hits[HP_HOOK_N]; // addr 0: not defined here
+} module_t;
+
+static void scan_symbols(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, uintptr_t bias, module_t *m) {
+    Elf_Data *d = elf_getdata(scn, NULL);
+    if (!d || sh->sh_entsize == 0)
+        return;
+    size_t n = sh->sh_size / sh->sh_entsize;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Sym s;
+        if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || s.st_value == 0 ||
+            GELF_ST_TYPE(s.st_info) != STT_FUNC) // an IFUNC's value is its resolver
+            continue;
+        const char *name = elf_strptr(e, sh->sh_link, s.st_name);
+        if (!name || !name[0])
+            continue;
+        uint8_t role = classify(name, m->exe);
+        if (role == MARK_RUST_DEFAULT)
+            m->rust_default = true;
+        else if (role == MARK_TCMALLOC)
+            m->tcmalloc = true;
+        else if (role != NO_ROLE && !m->hits[role].addr)
+            m->hits[role] = (hit_t){.addr = bias + (uintptr_t)s.st_value, .size = s.st_size};
+    }
+}
+
+static bool scan_file(module_t *m, uintptr_t bias) {
+    int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (e) {
+        Elf_Scn *scn = NULL;
+        while ((scn = elf_nextscn(e, scn))) {
+            GElf_Shdr sh;
+            if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+                continue;
+            m->has_symtab |= sh.sh_type == SHT_SYMTAB;
+            scan_symbols(e, scn, &sh, bias, m);
+        }
+        elf_end(e);
+    }
+    close(fd);
+    return e != NULL;
+}
+
+// ---- findings ----------------------------------------------------------------------------------
+
+#define MAX_FINDINGS 16
+typedef struct finding {
+    uint8_t status; // enum hpt_alloc_status
+    char family[64];
+    char detail[768];
+} finding_t;
+
+static finding_t findings[MAX_FINDINGS];
+static int n_findings;
+static bool scanned;
+static const void *hooked_at[HP_HOOK_N]; // the entry each role's wrapper stands for
+
+static void append(char *buf, size_t cap, const char *s) {
+    size_t l = strnlen(buf, cap);
+    if (l + 1 < cap) {
+        size_t n = strnlen(s, cap - l - 1);
+        memcpy(buf + l, s, n);
+        buf[l + n] = 0;
+    }
+}
+
+static void add_finding(uint8_t status, const char *family, const char *detail) {
+    if (n_findings == MAX_FINDINGS)
+        return;
+    finding_t *f = &findings[n_findings++];
+    f->status = status;
+    f->family[0] = f->detail[0] = 0;
+    append(f->family, sizeof f->family, family);
+    append(f->detail, sizeof f->detail, detail);
+    if (status == HPT_ALLOC_UNHOOKED)
+        hp_diag_line("warning: ", family, ": ", detail,
+                     "; its allocations are missing from the trace", (char *)NULL);
+    else if (!hp_config.quiet)
+        hp_diag_line(family, ": ", detail, (char *)NULL);
+}
+
+// The executable's malloc belongs to jemalloc, tcmalloc or mimalloc when the same module has
+// their own entry points too; otherwise it is the program's.
+static enum family malloc_family(const module_t *m) {
+    if (m->hits[HP_HOOK_MALLOCX].addr)
+        return FAM_JEMALLOC;
+    if (m->tcmalloc)
+        return FAM_TCMALLOC;
+    if (m->hits[HP_HOOK_MI_MALLOC].addr)
+        return FAM_MIMALLOC;
+    return FAM_MALLOC;
+}
+
+static uintptr_t fn_addr(hp_hook_fn_t f) {
+    uintptr_t a;
+    memcpy(&a, &f, sizeof a); // POSIX: function and object pointers share a representation
+    return a;
+}
+
+// Whether role's entry is the same function as an earlier role's (an alias: tcmalloc's malloc
+// is tc_malloc, mimalloc's malloc is mi_malloc): patched once, under the first.
+static bool is_alias(const module_t *m, int role) {
+    for (int r = 0; r < role; r++)
+        if (m->hits[r].addr == m->hits[role].addr)
+            return true;
+    return false;
+}
+
+// Patches every role of family fam defined in m (libc's names count as the family that owns
+// them) and reports the outcome. why_not: set when patching is out of the question.
+static void hook_family(const module_t *m, enum family fam, const char *why_not) {
+    char done[512] = "", failed[768] = "";
+    const hp_hook_table_t *t = &hp_hook_table ? &hp_hook_table : NULL;
+    for (int role = 0; role < HP_HOOK_N; role++) {
+        const hit_t *h = &m->hits[role];
+        enum family rf = role_family((uint8_t)role);
+        if (rf == FAM_MALLOC)
+            rf = malloc_family(m);
+        if (!h->addr || rf != fam || is_alias(m, role))
+            continue;
+        const char *why = why_not;
+        if (!why && !t)
+            why = "no wrappers in this build";
+        if (!why && hooked_at[role])
+            why = "already hooked in another module";
+        if (!why && h->size == 0)
+            why = "its symbol has no size";
+        if (!why)
+            why = hp_patch_entry((void *)h->addr, h->size, fn_addr(t->wrapper[role]),
+                                 t->orig[role]);
+        if (!why) {
+            hooked_at[role] = (const void *)h->addr;
+            append(done, sizeof done, done[0] ? ", " : "");
+            append(done, sizeof done, role_name((uint8_t)role));
+        } else {
+            append(failed, sizeof failed, failed[0] ? "; " : "");
+            append(failed, sizeof failed, role_name((uint8_t)role));
+            append(failed, sizeof failed, ": ");
+            append(failed, sizeof failed, why);
+        }
+    }
+    char detail[1024] = "";
+    if (done[0]) {
+        append(detail, sizeof detail, done);
+        append(detail, sizeof detail, " in ");
+        append(detail, sizeof detail, m->path);
+        append(detail, sizeof detail, ", patched at their entry");
+        add_finding(HPT_ALLOC_PATCHED, family_names[fam], detail);
+    }
+    if (failed[0]) {
+        detail[0] = 0;
+        append(detail, sizeof detail, m->path);
+        append(detail, sizeof detail, " defines ");
+        append(detail, sizeof detail, failed);
+        add_finding(HPT_ALLOC_UNHOOKED, family_names[fam], detail);
+    }
+}
+
+// mimalloc's entry points defined by a shared library: the program's calls to them bind to the
+// shim's own mi_* (hook_static.c) when those come first in the lookup order, as a preloaded
+// module's do. Points each wrapper at the library's function.
+static void interpose_mimalloc(const module_t *m) {
+    const hp_hook_table_t *t = &hp_hook_table ? &hp_hook_table : NULL;
+    char names[512] = "";
+    bool ours = t && (uintptr_t)dlsym(RTLD_DEFAULT, "mi_malloc") ==
+                         fn_addr(t->wrapper[HP_HOOK_MI_MALLOC]);
+    for (int role = HP_HOOK_MI_MALLOC; ours && role <= HP_HOOK_MI_FREE_SIZE_ALIGNED; role++) {
+        if (!m->hits[role].addr || hooked_at[role])
+            continue;
+        // the library's function itself: the address its symbol table gives, not a second
+        // lookup that could find the shim's again
+        void *lib_fn = (void *)m->hits[role].addr;
+        memcpy(t->orig[role], &lib_fn, sizeof lib_fn);
+        hooked_at[role] = (const void *)m->hits[role].addr;
+        append(names, sizeof names, names[0] ? ", " : "");
+        append(names, sizeof names, role_name((uint8_t)role));
+    }
+    if (!names[0])
+        return;
+    char detail[1024] = "";
+    append(detail, sizeof detail, names);
+    append(detail, sizeof detail, " of ");
+    append(detail, sizeof detail, m->path);
+    append(detail, sizeof detail, " interposed by name");
+    add_finding(HPT_ALLOC_INTERPOSED, family_names[FAM_MIMALLOC], detail);
+}
+
+static bool any_of(const module_t *m, int from, int to) {
+    for (int r = from; r <= to; r++)
+        if (m->hits[r].addr)
+            return true;
+    return false;
+}
+
+static void decide(module_t *m, const char *why_not) {
+    if (m->exe && any_of(m, HP_HOOK_MALLOC, HP_HOOK_MEMALIGN)) {
+        // the loader finds the executable's malloc before the shim's: nothing reaches us
+        hook_family(m, malloc_family(m), why_not);
+    }
+    // The shims call std's __rdl_alloc (libc's malloc, which the shim sees) unless a
+    // #[global_allocator] replaced it.
+    if (any_of(m, HP_HOOK_RUST_ALLOC, HP_HOOK_RUST_ALLOC_ZEROED) && !m->rust_default)
+        hook_family(m, FAM_RUST, why_not);
+    if (any_of(m, HP_HOOK_MALLOCX, HP_HOOK_DALLOCX) && malloc_family(m) != FAM_JEMALLOC)
+        hook_family(m, FAM_JEMALLOC, why_not); // prefixed, beside another malloc
+    else if (any_of(m, HP_HOOK_MALLOCX, HP_HOOK_DALLOCX) && !m->exe)
+        hook_family(m, FAM_JEMALLOC, why_not);
+    if (any_of(m, HP_HOOK_MI_MALLOC, HP_HOOK_MI_FREE_SIZE_ALIGNED)) {
+        if (!m->exe)
+            interpose_mimalloc(m); // libmimalloc.so: its malloc is below the shim's already
+        else if (malloc_family(m) != FAM_MIMALLOC)
+            hook_family(m, FAM_MIMALLOC, why_not); // beside another malloc
+    }
+}
+
+// ---- the scan ----------------------------------------------------------------------------------
+
+typedef struct walk {
+    uintptr_t self; // the shim's own load address: never scanned
+    const char *why_not;
+    int index;
+} walk_t;
+
+static bool skip_module(const char *name) {
+    // the C library and the loader are where libc's names should be; the vDSO has no file
+    static const char *const skip[] = {"/libc.so", "/ld-linux", "linux-vdso", "/libm.so",
+                                       "/libpthread.so", "/libdl.so", "/librt.so"};
+    for (size_t i = 0; i < N_OF(skip); i++)
+        if (strstr(name, skip[i]))
+            return true;
+    return false;
+}
+
+static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    walk_t *w = arg;
+    bool exe = w->index++ == 0;
+    if (info->dlpi_addr == w->self && !exe)
+        return 0;
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    if (!exe && (!name[0] || skip_module(name)))
+        return 0;
+    static module_t m; // 1 KiB path plus hits: off the caller's stack
+    memset(&m, 0, sizeof m);
+    m.exe = exe;
+    if (exe) {
+        ssize_t n = readlink("/proc/self/exe", m.path, sizeof m.path - 1);
+        if (n <= 0)
+            return 0;
+        m.path[n] = 0;
+    } else {
+        append(m.path, sizeof m.path, name);
+    }
+    if (scan_file(&m, info->dlpi_addr))
+        decide(&m, w->why_not);
+    return 0;
+}
+
+void hp_allocscan_run(void) {
+    if (scanned)
+        return;
+    scanned = true;
+    if (elf_version(EV_CURRENT) == EV_NONE)
+        return;
+    walk_t w = {0};
+    Dl_info self;
+    if (dladdr(&scanned, &self)) // any object of the shim names its module
+        w.self = (uintptr_t)self.dli_fbase;
+    // Patching rewrites code another thread could be running; with one thread none can be.
+    if (!__libc_single_threaded)
+        w.why_not = "threads were already running when heapprof started";
+    dl_iterate_phdr(visit, &w);
+}
+
+bool hp_allocscan_emit(hp_modmap_emit_fn emit, void *ctx) {
+    for (int i = 0; i < n_findings; i++) {
+        const finding_t *f = &findings[i];
+        uint8_t buf[16 + sizeof f->family + sizeof f->detail + 2 * HPT_VARINT_MAX], *p = buf;
+        size_t fl = strnlen(f->family, sizeof f->family), dl = strnlen(f->detail, sizeof f->detail);
+        *p++ = HPT_REC_ALLOCATOR;
+        p = hpt_put_varint(p, f->status);
+        p = hpt_put_varint(p, fl);
+        memcpy(p, f->family, fl);
+        p += fl;
+        p = hpt_put_varint(p, dl);
+        memcpy(p, f->detail, dl);
+        p += dl;
+        emit(ctx, buf, (size_t)(p - buf));
+    }
+    return scanned;
+}

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+// Allocators the dynamic linker does not route through the shim: a Rust #[global_allocator],
+// jemalloc/mimalloc/tcmalloc linked into the executable, a program's own malloc. Found at start
+// from the symbol tables of the loaded modules (libelf); hooked by entry patching (patch.h) or,
+// for mimalloc imported from its shared library, by name; otherwise reported, so a trace never
+// looks complete when it is not (docs/trace-format.md#allocators).
+#ifndef HEAPPROF_PRELOAD_ALLOCSCAN_H
+#define HEAPPROF_PRELOAD_ALLOCSCAN_H
+
+#include "modmap.h"
+
+#include <stdbool.h>
+
+// The entry points a wrapper exists for. The wrappers live in the preloaded module
+// (hook_static.c), which defines hp_hook_table; a program without it (the unit tests) hooks
+// nothing and only reports.
+enum hp_hook_role {
+    HP_HOOK_MALLOC, // libc's names, defined by the executable itself
+    HP_HOOK_FREE,
+    HP_HOOK_CALLOC,
+    HP_HOOK_REALLOC,
+    HP_HOOK_POSIX_MEMALIGN,
+    HP_HOOK_ALIGNED_ALLOC,
+    HP_HOOK_MEMALIGN,
+    HP_HOOK_RUST_ALLOC, // Rust's allocator shims (__rust_alloc, ...), plain or v0-mangled
+    HP_HOOK_RUST_DEALLOC,
+    HP_HOOK_RUST_REALLOC,
+    HP_HOOK_RUST_ALLOC_ZEROED,
+    HP_HOOK_MALLOCX, // jemalloc's non-standard API, bare or with je_ / _rjem_ prefixes
+    HP_HOOK_RALLOCX,
+    HP_HOOK_SDALLOCX,
+    HP_HOOK_DALLOCX,
+    HP_HOOK_MI_MALLOC, // mimalloc
+    HP_HOOK_MI_CALLOC,
+    HP_HOOK_MI_ZALLOC,
+    HP_HOOK_MI_REALLOC,
+    HP_HOOK_MI_FREE,
+    HP_HOOK_MI_MALLOC_ALIGNED,
+    HP_HOOK_MI_ZALLOC_ALIGNED,
+    HP_HOOK_MI_REALLOC_ALIGNED,
+    HP_HOOK_MI_FREE_SIZE,
+    HP_HOOK_MI_FREE_ALIGNED,
+    HP_HOOK_MI_FREE_SIZE_ALIGNED,
+    HP_HOOK_N
+};
+
+// wrapper[role]: the function a patched entry jumps to; orig[role]: the function-pointer
+// variable where that wrapper finds the original (a trampoline, or for mimalloc imported by name
+// the library's function), written as its bits.
+typedef void (*hp_hook_fn_t)(void);
+typedef struct hp_hook_table {
+    hp_hook_fn_t wrapper[HP_HOOK_N];
+    void *orig[HP_HOOK_N];
+} hp_hook_table_t;
+
+// Looks at every loaded module, hooks what it can and says on stderr what it cannot (always) and
+// what it hooked (unless quiet). Call once per process image, before recording starts, while
+// the process has one thread: patching is refused (and said) otherwise. Cold; allocates
+// through the host's malloc (libelf, Capstone), so the caller holds the recursion guard.
+void hp_allocscan_run(void);
+
+// Emits one ALLOCATOR record per finding into the META chunk (writer.c). True when the scan ran
+// (the trace's header then carries HPT_FILE_ALLOC_SCAN).
+bool hp_allocscan_emit(hp_modmap_emit_fn emit, void *ctx);
+
+#endif

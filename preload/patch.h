@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: MIT
+// Entry patching: makes a function of the host's jump to a wrapper of ours, and gives back a
+// trampoline that runs the function's relocated first instructions and jumps back behind them,
+// so the wrapper can call the original. Instructions are decoded by Capstone, never by hand.
+#ifndef HEAPPROF_PRELOAD_PATCH_H
+#define HEAPPROF_PRELOAD_PATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Patches the function at fn (size bytes, as its symbol says) to jump to the code at wrapper;
+// orig_slot (a function-pointer variable) gets the trampoline's address. Returns NULL on success, or why the function was left alone (static text):
+// a branch among the first instructions, a jump elsewhere in the function that lands inside the
+// bytes the patch overwrites, an instruction Capstone cannot decode or relocate, no memory
+// within reach of a 32-bit jump. The caller makes sure no other thread runs (or can reach fn)
+// while this runs. Cold; allocates (Capstone) through whatever malloc the host binds.
+const char *hp_patch_entry(void *fn, size_t size, uintptr_t wrapper, void *orig_slot);
+
+// Checks the same conditions without writing anything: NULL when fn could be patched. Cold.
+const char *hp_patch_check(const void *fn, size_t size);
+
+#endif
