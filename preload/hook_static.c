@@ -78,6 +78,16 @@ static inline __attribute__((always_inline)) void realloc_done(uint64_t t0, cons
     leave();
 }
 
+// A patched entry's callers may have been compiled knowing which registers the original
+// clobbers (GCC's -fipa-ra, for a caller in the allocator's own translation unit): the wrappers
+// clobber no general register but the return value's, whatever they call. Vector registers are
+// not kept (the file is built with -mgeneral-regs-only so its own code uses none).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HOOK_ENTRY __attribute__((no_caller_saved_registers))
+#else
+#define HOOK_ENTRY
+#endif
+
 // One original per role: a trampoline, or (mimalloc by name) the library's function.
 #define ORIG(name, ret, params) static ret(*orig_##name) params
 
@@ -91,7 +101,7 @@ ORIG(posix_memalign, int, (void **, size_t, size_t));
 ORIG(aligned_alloc, void *, (size_t, size_t));
 ORIG(memalign, void *, (size_t, size_t));
 
-static void *w_malloc(size_t n) {
+HOOK_ENTRY static void *w_malloc(size_t n) {
     if (!enter())
         return orig_malloc(n);
     void *p = orig_malloc(n);
@@ -99,7 +109,7 @@ static void *w_malloc(size_t n) {
     return p;
 }
 
-static void w_free(void *p) {
+HOOK_ENTRY static void w_free(void *p) {
     if (!p || !enter()) {
         orig_free(p);
         return;
@@ -109,7 +119,7 @@ static void w_free(void *p) {
     leave();
 }
 
-static void *w_calloc(size_t n, size_t m) {
+HOOK_ENTRY static void *w_calloc(size_t n, size_t m) {
     if (!enter())
         return orig_calloc(n, m);
     void *p = orig_calloc(n, m);
@@ -117,7 +127,7 @@ static void *w_calloc(size_t n, size_t m) {
     return p;
 }
 
-static void *w_realloc(void *old, size_t n) {
+HOOK_ENTRY static void *w_realloc(void *old, size_t n) {
     if (!enter())
         return orig_realloc(old, n);
     uint64_t t0 = realloc_start();
@@ -126,7 +136,7 @@ static void *w_realloc(void *old, size_t n) {
     return p;
 }
 
-static int w_posix_memalign(void **out, size_t align, size_t n) {
+HOOK_ENTRY static int w_posix_memalign(void **out, size_t align, size_t n) {
     if (!enter())
         return orig_posix_memalign(out, align, n);
     int rc = orig_posix_memalign(out, align, n);
@@ -134,7 +144,7 @@ static int w_posix_memalign(void **out, size_t align, size_t n) {
     return rc;
 }
 
-static void *w_aligned_alloc(size_t align, size_t n) {
+HOOK_ENTRY static void *w_aligned_alloc(size_t align, size_t n) {
     if (!enter())
         return orig_aligned_alloc(align, n);
     void *p = orig_aligned_alloc(align, n);
@@ -142,7 +152,7 @@ static void *w_aligned_alloc(size_t align, size_t n) {
     return p;
 }
 
-static void *w_memalign(size_t align, size_t n) {
+HOOK_ENTRY static void *w_memalign(size_t align, size_t n) {
     if (!enter())
         return orig_memalign(align, n);
     void *p = orig_memalign(align, n);
@@ -157,7 +167,7 @@ ORIG(rust_dealloc, void, (void *, size_t, size_t));
 ORIG(rust_realloc, void *, (void *, size_t, size_t, size_t));
 ORIG(rust_alloc_zeroed, void *, (size_t, size_t));
 
-static void *w_rust_alloc(size_t size, size_t align) {
+HOOK_ENTRY static void *w_rust_alloc(size_t size, size_t align) {
     if (!enter())
         return orig_rust_alloc(size, align);
     void *p = orig_rust_alloc(size, align);
@@ -165,7 +175,7 @@ static void *w_rust_alloc(size_t size, size_t align) {
     return p;
 }
 
-static void w_rust_dealloc(void *p, size_t size, size_t align) {
+HOOK_ENTRY static void w_rust_dealloc(void *p, size_t size, size_t align) {
     if (!enter()) {
         orig_rust_dealloc(p, size, align);
         return;
@@ -175,7 +185,7 @@ static void w_rust_dealloc(void *p, size_t size, size_t align) {
     leave();
 }
 
-static void *w_rust_realloc(void *old, size_t old_size, size_t align, size_t size) {
+HOOK_ENTRY static void *w_rust_realloc(void *old, size_t old_size, size_t align, size_t size) {
     if (!enter())
         return orig_rust_realloc(old, old_size, align, size);
     uint64_t t0 = realloc_start();
@@ -184,7 +194,7 @@ static void *w_rust_realloc(void *old, size_t old_size, size_t align, size_t siz
     return p;
 }
 
-static void *w_rust_alloc_zeroed(size_t size, size_t align) {
+HOOK_ENTRY static void *w_rust_alloc_zeroed(size_t size, size_t align) {
     if (!enter())
         return orig_rust_alloc_zeroed(size, align);
     void *p = orig_rust_alloc_zeroed(size, align);
@@ -207,7 +217,7 @@ static size_t mallocx_align(int flags) {
     return lg ? (size_t)1 << (lg < 63 ? lg : 63) : 0;
 }
 
-static void *w_mallocx(size_t size, int flags) {
+HOOK_ENTRY static void *w_mallocx(size_t size, int flags) {
     if (!enter())
         return orig_mallocx(size, flags);
     void *p = orig_mallocx(size, flags);
@@ -218,7 +228,7 @@ static void *w_mallocx(size_t size, int flags) {
     return p;
 }
 
-static void *w_rallocx(void *old, size_t size, int flags) {
+HOOK_ENTRY static void *w_rallocx(void *old, size_t size, int flags) {
     if (!enter())
         return orig_rallocx(old, size, flags);
     uint64_t t0 = realloc_start();
@@ -228,7 +238,7 @@ static void *w_rallocx(void *old, size_t size, int flags) {
     return p;
 }
 
-static void w_sdallocx(void *p, size_t size, int flags) {
+HOOK_ENTRY static void w_sdallocx(void *p, size_t size, int flags) {
     if (!enter()) {
         orig_sdallocx(p, size, flags);
         return;
@@ -238,7 +248,7 @@ static void w_sdallocx(void *p, size_t size, int flags) {
     leave();
 }
 
-static void w_dallocx(void *p, int flags) {
+HOOK_ENTRY static void w_dallocx(void *p, int flags) {
     if (!enter()) {
         orig_dallocx(p, flags);
         return;
@@ -254,17 +264,17 @@ static void w_dallocx(void *p, int flags) {
 // entry points, so nothing is lost and nothing crashes.
 
 // mimalloc's API as its mimalloc.h declares it (the shim does not need mimalloc to build)
-HP_EXPORT void *mi_malloc(size_t n);
-HP_EXPORT void *mi_calloc(size_t n, size_t m);
-HP_EXPORT void *mi_zalloc(size_t n);
-HP_EXPORT void *mi_realloc(void *p, size_t n);
-HP_EXPORT void mi_free(void *p);
-HP_EXPORT void *mi_malloc_aligned(size_t n, size_t align);
-HP_EXPORT void *mi_zalloc_aligned(size_t n, size_t align);
-HP_EXPORT void *mi_realloc_aligned(void *p, size_t n, size_t align);
-HP_EXPORT void mi_free_size(void *p, size_t size);
-HP_EXPORT void mi_free_aligned(void *p, size_t align);
-HP_EXPORT void mi_free_size_aligned(void *p, size_t size, size_t align);
+HP_EXPORT HOOK_ENTRY void *mi_malloc(size_t n);
+HP_EXPORT HOOK_ENTRY void *mi_calloc(size_t n, size_t m);
+HP_EXPORT HOOK_ENTRY void *mi_zalloc(size_t n);
+HP_EXPORT HOOK_ENTRY void *mi_realloc(void *p, size_t n);
+HP_EXPORT HOOK_ENTRY void mi_free(void *p);
+HP_EXPORT HOOK_ENTRY void *mi_malloc_aligned(size_t n, size_t align);
+HP_EXPORT HOOK_ENTRY void *mi_zalloc_aligned(size_t n, size_t align);
+HP_EXPORT HOOK_ENTRY void *mi_realloc_aligned(void *p, size_t n, size_t align);
+HP_EXPORT HOOK_ENTRY void mi_free_size(void *p, size_t size);
+HP_EXPORT HOOK_ENTRY void mi_free_aligned(void *p, size_t align);
+HP_EXPORT HOOK_ENTRY void mi_free_size_aligned(void *p, size_t size, size_t align);
 
 ORIG(mi_malloc, void *, (size_t));
 ORIG(mi_calloc, void *, (size_t, size_t));
@@ -323,7 +333,7 @@ static void *libc_aligned(size_t size, size_t align, bool zero) {
     return p;
 }
 
-HP_EXPORT void *mi_malloc(size_t n) {
+HP_EXPORT HOOK_ENTRY void *mi_malloc(size_t n) {
     if (!orig_mi_malloc && (!mi_resolve() || !orig_mi_malloc))
         return malloc(n);
     if (!enter())
@@ -333,7 +343,7 @@ HP_EXPORT void *mi_malloc(size_t n) {
     return p;
 }
 
-HP_EXPORT void *mi_calloc(size_t n, size_t m) {
+HP_EXPORT HOOK_ENTRY void *mi_calloc(size_t n, size_t m) {
     if (!orig_mi_calloc && (!mi_resolve() || !orig_mi_calloc))
         return calloc(n, m);
     if (!enter())
@@ -343,7 +353,7 @@ HP_EXPORT void *mi_calloc(size_t n, size_t m) {
     return p;
 }
 
-HP_EXPORT void *mi_zalloc(size_t n) {
+HP_EXPORT HOOK_ENTRY void *mi_zalloc(size_t n) {
     if (!orig_mi_zalloc && (!mi_resolve() || !orig_mi_zalloc))
         return calloc(1, n);
     if (!enter())
@@ -353,7 +363,7 @@ HP_EXPORT void *mi_zalloc(size_t n) {
     return p;
 }
 
-HP_EXPORT void *mi_realloc(void *old, size_t n) {
+HP_EXPORT HOOK_ENTRY void *mi_realloc(void *old, size_t n) {
     if (!orig_mi_realloc && (!mi_resolve() || !orig_mi_realloc))
         return realloc(old, n);
     if (!enter())
@@ -364,7 +374,7 @@ HP_EXPORT void *mi_realloc(void *old, size_t n) {
     return p;
 }
 
-HP_EXPORT void mi_free(void *p) {
+HP_EXPORT HOOK_ENTRY void mi_free(void *p) {
     if (!orig_mi_free && (!mi_resolve() || !orig_mi_free)) {
         free(p);
         return;
@@ -378,7 +388,7 @@ HP_EXPORT void mi_free(void *p) {
     leave();
 }
 
-HP_EXPORT void *mi_malloc_aligned(size_t n, size_t align) {
+HP_EXPORT HOOK_ENTRY void *mi_malloc_aligned(size_t n, size_t align) {
     if (!orig_mi_malloc_aligned && (!mi_resolve() || !orig_mi_malloc_aligned))
         return libc_aligned(n, align, false);
     if (!enter())
@@ -388,7 +398,7 @@ HP_EXPORT void *mi_malloc_aligned(size_t n, size_t align) {
     return p;
 }
 
-HP_EXPORT void *mi_zalloc_aligned(size_t n, size_t align) {
+HP_EXPORT HOOK_ENTRY void *mi_zalloc_aligned(size_t n, size_t align) {
     if (!orig_mi_zalloc_aligned && (!mi_resolve() || !orig_mi_zalloc_aligned))
         return libc_aligned(n, align, true);
     if (!enter())
@@ -398,7 +408,7 @@ HP_EXPORT void *mi_zalloc_aligned(size_t n, size_t align) {
     return p;
 }
 
-HP_EXPORT void *mi_realloc_aligned(void *old, size_t n, size_t align) {
+HP_EXPORT HOOK_ENTRY void *mi_realloc_aligned(void *old, size_t n, size_t align) {
     if (!orig_mi_realloc_aligned && (!mi_resolve() || !orig_mi_realloc_aligned)) {
         if (align <= 16)
             return realloc(old, n);
@@ -418,7 +428,7 @@ HP_EXPORT void *mi_realloc_aligned(void *old, size_t n, size_t align) {
     return p;
 }
 
-HP_EXPORT void mi_free_size(void *p, size_t size) {
+HP_EXPORT HOOK_ENTRY void mi_free_size(void *p, size_t size) {
     if (!orig_mi_free_size && (!mi_resolve() || !orig_mi_free_size)) {
         free(p);
         return;
@@ -432,7 +442,7 @@ HP_EXPORT void mi_free_size(void *p, size_t size) {
     leave();
 }
 
-HP_EXPORT void mi_free_aligned(void *p, size_t align) {
+HP_EXPORT HOOK_ENTRY void mi_free_aligned(void *p, size_t align) {
     if (!orig_mi_free_aligned && (!mi_resolve() || !orig_mi_free_aligned)) {
         free(p);
         return;
@@ -446,7 +456,7 @@ HP_EXPORT void mi_free_aligned(void *p, size_t align) {
     leave();
 }
 
-HP_EXPORT void mi_free_size_aligned(void *p, size_t size, size_t align) {
+HP_EXPORT HOOK_ENTRY void mi_free_size_aligned(void *p, size_t size, size_t align) {
     if (!orig_mi_free_size_aligned && (!mi_resolve() || !orig_mi_free_size_aligned)) {
         free(p);
         return;

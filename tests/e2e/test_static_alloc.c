@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+// Allocators the loader does not route through the shim (issue #21): a Rust #[global_allocator]
+// over jemalloc linked statically and over mimalloc imported from its shared library, a C
+// program whose malloc is jemalloc's in the executable, threads that allocate at once, a
+// program whose own malloc cannot be patched, an ordinary program (no word), a static binary.
+// Each program counts what its workload asks of its allocator and prints the counts: the trace
+// must hold exactly those (report --filter keeps the workload's allocations only).
+#include "spawn.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct counts {
+    long long allocs, reallocs, frees, bytes; // bytes: -1 when the program does not print them
+} counts_t;
+
+static counts_t parse_counts(const char *out) {
+    counts_t c = {-1, -1, -1, -1};
+    const char *p = strstr(out, "allocs=");
+    cr_assert(p, "no counts in the program's output: %s", out);
+    sscanf(p, "allocs=%lld reallocs=%lld frees=%lld bytes=%lld", &c.allocs, &c.reallocs, &c.frees,
+           &c.bytes);
+    cr_assert(c.allocs >= 0 && c.reallocs >= 0 && c.frees >= 0, "bad counts: %s", out);
+    return c;
+}
+
+typedef struct run {
+    char *dir, trace[4096];
+    char *out, *err; // under the shim
+    int status;
+    counts_t c;
+} run_t;
+
+// Runs argv without and with the shim (env: extra settings for the shimmed run): its output
+// and exit status must be the same both times.
+static run_t run_both(char *const argv[], const char *const *env, int want_status) {
+    run_t r = {0};
+    r.dir = e2e_tmpdir("static_alloc");
+    snprintf(r.trace, sizeof r.trace, "%s/t.hpt", r.dir);
+    e2e_run_opts_t plain = {.no_preload = true, .timeout_s = 120};
+    char *ref_out, *ref_err;
+    int ref = e2e_run(argv, &plain, &ref_out, &ref_err, NULL);
+    cr_assert_eq(ref, want_status, "%s without the shim: status %d: %s", argv[0], ref, ref_err);
+    e2e_run_opts_t o = {.out_template = r.trace, .env = env, .timeout_s = 120};
+    r.status = e2e_run(argv, &o, &r.out, &r.err, NULL);
+    cr_assert_eq(r.status, ref, "exit status %d under the shim, %d without: %s", r.status, ref,
+                 r.err);
+    cr_assert_str_eq(r.out, ref_out, "the program's output changed under the shim");
+    free(ref_out);
+    free(ref_err);
+    r.c = parse_counts(r.out);
+    return r;
+}
+
+static void run_free(run_t *r) {
+    free(r->out);
+    free(r->err);
+    free(r->dir);
+}
+
+static json_t *report_of(const char *trace, const char *filter) {
+    const char *args[] = {"report", "--json", "--filter", filter, trace, NULL};
+    return e2e_heapprof_json(args);
+}
+
+// The ALLOCATOR finding of family fam with status st ("patched", "interposed", "unhooked").
+static bool has_allocator(json_t *totals, const char *st, const char *fam) {
+    json_t *a;
+    size_t i;
+    json_array_foreach(json_object_get(totals, "allocators"), i, a) {
+        if (!strcmp(json_string_value(json_object_get(a, "status")), st) &&
+            !strcmp(json_string_value(json_object_get(a, "family")), fam))
+            return true;
+    }
+    return false;
+}
+
+static void expect_exact(json_t *rep, const counts_t *c) {
+    json_t *t = json_object_get(rep, "totals");
+    // a realloc is a new block (DHAT's counting)
+    cr_expect_eq(e2e_int(t, "blocks"), c->allocs + c->reallocs, "blocks");
+    cr_expect_eq(e2e_int(t, "frees"), c->frees, "frees");
+    if (c->bytes >= 0)
+        cr_expect_eq(e2e_int(t, "bytes"), c->bytes, "bytes");
+}
+
+static void expect_growth_advice(json_t *rep, const char *fn) {
+    json_t *g;
+    size_t i;
+    bool found = false;
+    json_array_foreach(json_object_get(rep, "growth"), i, g) {
+        const char *f = json_string_value(json_object_get(g, "function"));
+        const char *adv = json_string_value(json_object_get(g, "advice"));
+        if (f && !strcmp(f, fn) && adv && strstr(adv, "with_capacity"))
+            found = true;
+    }
+    cr_expect(found, "no with_capacity advice at %s", fn);
+}
+
+static void expect_rust_sites(json_t *rep) {
+    cr_expect_eq(e2e_int(e2e_site(rep, "alloc_counting::small_boxes"), "blocks"), 1000);
+    cr_expect_eq(e2e_int(e2e_site(rep, "alloc_counting::zeroed_pages"), "blocks"), 20);
+    cr_expect_eq(e2e_int(e2e_site(rep, "alloc_counting::aligned_lines"), "blocks"), 30);
+    expect_growth_advice(rep, "alloc_counting::grow_vec");
+}
+
+Test(static_alloc, rust_global_allocator_over_static_jemalloc_is_counted_exactly) {
+    char *argv[] = {E2E_PROGS "/rust_je_counting", NULL};
+    run_t r = run_both(argv, NULL, 0);
+    cr_expect_null(strstr(r.err, "warning"), "%s", r.err);
+    json_t *rep = report_of(r.trace, "alloc_counting::workload");
+    expect_exact(rep, &r.c);
+    expect_rust_sites(rep);
+    json_t *t = json_object_get(rep, "totals");
+    cr_expect(has_allocator(t, "patched", "Rust #[global_allocator]"));
+    cr_expect(has_allocator(t, "patched", "jemalloc"));
+    json_decref(rep);
+    run_free(&r);
+}
+
+Test(static_alloc, rust_global_allocator_over_shared_mimalloc_is_counted_exactly) {
+    char *argv[] = {E2E_PROGS "/rust_mi_counting", NULL};
+    run_t r = run_both(argv, NULL, 0);
+    cr_expect_null(strstr(r.err, "warning"), "%s", r.err);
+    json_t *rep = report_of(r.trace, "alloc_counting::workload");
+    expect_exact(rep, &r.c);
+    expect_rust_sites(rep);
+    cr_expect(has_allocator(json_object_get(rep, "totals"), "interposed", "mimalloc"));
+    json_decref(rep);
+    run_free(&r);
+}
+
+Test(static_alloc, unwinder_check_finds_no_difference_in_hooked_allocators) {
+    char *argv[] = {E2E_PROGS "/rust_je_counting", NULL};
+    const char *env[] = {"HEAPPROF_UNWIND=check", NULL};
+    run_t r = run_both(argv, env, 0);
+    cr_expect(strstr(r.err, "stacks, 0 differ from libunwind"), "%s", r.err);
+    run_free(&r);
+}
+
+Test(static_alloc, c_program_with_jemalloc_linked_in_is_counted_exactly) {
+    char *argv[] = {E2E_PROGS "/je_static", NULL};
+    run_t r = run_both(argv, NULL, 3);
+    json_t *rep = report_of(r.trace, "workload");
+    expect_exact(rep, &r.c);
+    cr_expect_eq(e2e_int(e2e_site(rep, "plain_blocks"), "blocks"), 1000);
+    cr_expect_eq(e2e_int(e2e_site(rep, "zeroed_arrays"), "blocks"), 100);
+    cr_expect_eq(e2e_int(e2e_site(rep, "grown_buffer"), "blocks"), 50);
+    cr_expect_eq(e2e_int(e2e_site(rep, "extended_api"), "blocks"), 20); // mallocx + rallocx
+    cr_expect(has_allocator(json_object_get(rep, "totals"), "patched", "jemalloc"));
+    json_decref(rep);
+    run_free(&r);
+}
+
+Test(static_alloc, threads_allocating_at_once_after_the_patch_are_counted_exactly) {
+    char *argv[] = {E2E_PROGS "/je_static", "threads", NULL};
+    run_t r = run_both(argv, NULL, 3);
+    json_t *rep = report_of(r.trace, "thread_churn");
+    expect_exact(rep, &r.c);
+    json_decref(rep);
+    run_free(&r);
+}
+
+Test(static_alloc, an_allocator_that_cannot_be_hooked_is_reported) {
+    char *argv[] = {E2E_PROGS "/own_malloc", NULL};
+    run_t r = run_both(argv, NULL, 0);
+    cr_expect(strstr(r.err, "heapprof: warning: malloc defined by the program: ") &&
+                  strstr(r.err, "malloc: a conditional branch among its first instructions") &&
+                  strstr(r.err, "missing from the trace"),
+              "%s", r.err);
+    const char *args[] = {"stats", r.trace, NULL};
+    char *stats = e2e_heapprof_ok(args);
+    cr_expect(strstr(stats, "allocator  NOT HOOKED malloc defined by the program"), "%s", stats);
+    cr_expect(strstr(stats, "allocator  hooked malloc defined by the program: calloc"), "%s",
+              stats);
+    free(stats);
+    // calloc's entry could be patched: its 100 blocks are there
+    json_t *rep = report_of(r.trace, "main");
+    cr_expect_eq(e2e_int(json_object_get(rep, "totals"), "blocks"), 100);
+    json_decref(rep);
+    run_free(&r);
+}
+
+Test(static_alloc, an_ordinary_program_gets_no_word) {
+    char *dir = e2e_tmpdir("static_alloc");
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    char *argv[] = {E2E_SAMPLES "/exact_counts", NULL};
+    e2e_run_opts_t o = {.out_template = trace, .timeout_s = 120};
+    char *out, *err;
+    cr_assert_eq(e2e_run(argv, &o, &out, &err, NULL), 0, "%s", err);
+    cr_expect_null(strstr(err, "warning"), "%s", err);
+    cr_expect_null(strstr(err, "patched"), "%s", err);
+    json_t *s = e2e_stats(trace, NULL);
+    json_t *al = json_object_get(s, "allocators");
+    cr_expect(json_is_array(al) && json_array_size(al) == 0, "the scan ran and found nothing");
+    const char *args[] = {"stats", trace, NULL};
+    char *text = e2e_heapprof_ok(args);
+    cr_expect_null(strstr(text, "allocator "), "%s", text);
+    free(text);
+    json_decref(s);
+    free(out);
+    free(err);
+    free(dir);
+}
+
+Test(static_alloc, heapprof_run_refuses_a_static_binary_in_one_line) {
+    const char *args[] = {"run", "--", E2E_PROGS "/static_hello", NULL};
+    char *out, *err;
+    cr_expect_eq(e2e_heapprof(args, &out, &err), 2);
+    cr_expect(strstr(err, "is statically linked"), "%s", err);
+    cr_expect_eq(strchr(err, '\n'), strrchr(err, '\n'), "one line: %s", err);
+    cr_expect_null(strstr(out, "hello"), "the program must not have run");
+    free(out);
+    free(err);
+}
