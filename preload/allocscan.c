@@ -49,6 +49,12 @@ static const struct {
     {"posix_memalign", HP_HOOK_POSIX_MEMALIGN},
     {"aligned_alloc", HP_HOOK_ALIGNED_ALLOC},
     {"memalign", HP_HOOK_MEMALIGN},
+    {"_Znwm", HP_HOOK_NEW},
+    {"_Znam", HP_HOOK_NEW_ARRAY},
+    {"_ZdlPv", HP_HOOK_DELETE},
+    {"_ZdaPv", HP_HOOK_DELETE_ARRAY},
+    {"_ZdlPvm", HP_HOOK_DELETE_SIZED},
+    {"_ZdaPvm", HP_HOOK_DELETE_ARRAY_SIZED},
 },
   rust_names[] = {
       // v0 mangling since Rust 1.80 ends in <len><name>: _RNvCs..._7___rustc12___rust_alloc
@@ -97,7 +103,7 @@ static const char *role_name(uint8_t role) {
 }
 
 static enum family role_family(uint8_t role) {
-    if (role <= HP_HOOK_MEMALIGN)
+    if (role <= HP_HOOK_DELETE_ARRAY_SIZED)
         return FAM_MALLOC;
     if (role <= HP_HOOK_RUST_ALLOC_ZEROED)
         return FAM_RUST;
@@ -370,7 +376,7 @@ static bool any_of(const module_t *m, int from, int to) {
 }
 
 static void decide(module_t *m, const char *why_not) {
-    if (m->exe && any_of(m, HP_HOOK_MALLOC, HP_HOOK_MEMALIGN)) {
+    if (m->exe && any_of(m, HP_HOOK_MALLOC, HP_HOOK_DELETE_ARRAY_SIZED)) {
         // the loader finds the executable's malloc before the shim's: nothing reaches us
         hook_family(m, malloc_family(m), why_not);
     }

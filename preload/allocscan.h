@@ -22,6 +22,12 @@ enum hp_hook_role {
     HP_HOOK_POSIX_MEMALIGN,
     HP_HOOK_ALIGNED_ALLOC,
     HP_HOOK_MEMALIGN,
+    HP_HOOK_NEW, // C++'s operator new and delete, when the executable defines them (tcmalloc)
+    HP_HOOK_NEW_ARRAY,
+    HP_HOOK_DELETE,
+    HP_HOOK_DELETE_ARRAY,
+    HP_HOOK_DELETE_SIZED,
+    HP_HOOK_DELETE_ARRAY_SIZED,
     HP_HOOK_RUST_ALLOC, // Rust's allocator shims (__rust_alloc, ...), plain or v0-mangled
     HP_HOOK_RUST_DEALLOC,
     HP_HOOK_RUST_REALLOC,

@@ -160,6 +160,43 @@ HOOK_ENTRY static void *w_memalign(size_t align, size_t n) {
     return p;
 }
 
+// ---- C++'s operator new and delete, defined by the executable (tcmalloc linked in) ---------------
+// A failed new throws through the wrapper: the guard it held is found abandoned by the next
+// entry (guard.h) and recording goes on.
+
+ORIG(new, void *, (size_t));
+ORIG(new_array, void *, (size_t));
+ORIG(delete, void, (void *));
+ORIG(delete_array, void, (void *));
+ORIG(delete_sized, void, (void *, size_t));
+ORIG(delete_array_sized, void, (void *, size_t));
+
+#define NEW_WRAPPER(name)                                                                          \
+    HOOK_ENTRY static void *w_##name(size_t n) {                                                   \
+        if (!enter())                                                                              \
+            return orig_##name(n);                                                                 \
+        void *p = orig_##name(n);                                                                  \
+        alloc_done(HPT_REC_MALLOC, p, n, 0);                                                       \
+        return p;                                                                                  \
+    }
+NEW_WRAPPER(new)
+NEW_WRAPPER(new_array)
+
+#define DELETE_WRAPPER(name, params, args)                                                         \
+    HOOK_ENTRY static void w_##name params {                                                       \
+        if (!p || !enter()) {                                                                      \
+            orig_##name args;                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        free_start(p);                                                                             \
+        orig_##name args;                                                                          \
+        leave();                                                                                   \
+    }
+DELETE_WRAPPER(delete, (void *p), (p))
+DELETE_WRAPPER(delete_array, (void *p), (p))
+DELETE_WRAPPER(delete_sized, (void *p, size_t n), (p, n))
+DELETE_WRAPPER(delete_array_sized, (void *p, size_t n), (p, n))
+
 // ---- Rust's allocator shims: a dealloc and a realloc carry the layout ------------------------
 
 ORIG(rust_alloc, void *, (size_t, size_t));
@@ -485,6 +522,12 @@ const hp_hook_table_t hp_hook_table = {
             HOOK(HP_HOOK_POSIX_MEMALIGN, posix_memalign),
             HOOK(HP_HOOK_ALIGNED_ALLOC, aligned_alloc),
             HOOK(HP_HOOK_MEMALIGN, memalign),
+            HOOK(HP_HOOK_NEW, new),
+            HOOK(HP_HOOK_NEW_ARRAY, new_array),
+            HOOK(HP_HOOK_DELETE, delete),
+            HOOK(HP_HOOK_DELETE_ARRAY, delete_array),
+            HOOK(HP_HOOK_DELETE_SIZED, delete_sized),
+            HOOK(HP_HOOK_DELETE_ARRAY_SIZED, delete_array_sized),
             HOOK(HP_HOOK_RUST_ALLOC, rust_alloc),
             HOOK(HP_HOOK_RUST_DEALLOC, rust_dealloc),
             HOOK(HP_HOOK_RUST_REALLOC, rust_realloc),
@@ -514,6 +557,12 @@ const hp_hook_table_t hp_hook_table = {
             SLOT(HP_HOOK_POSIX_MEMALIGN, posix_memalign),
             SLOT(HP_HOOK_ALIGNED_ALLOC, aligned_alloc),
             SLOT(HP_HOOK_MEMALIGN, memalign),
+            SLOT(HP_HOOK_NEW, new),
+            SLOT(HP_HOOK_NEW_ARRAY, new_array),
+            SLOT(HP_HOOK_DELETE, delete),
+            SLOT(HP_HOOK_DELETE_ARRAY, delete_array),
+            SLOT(HP_HOOK_DELETE_SIZED, delete_sized),
+            SLOT(HP_HOOK_DELETE_ARRAY_SIZED, delete_array_sized),
             SLOT(HP_HOOK_RUST_ALLOC, rust_alloc),
             SLOT(HP_HOOK_RUST_DEALLOC, rust_dealloc),
             SLOT(HP_HOOK_RUST_REALLOC, rust_realloc),

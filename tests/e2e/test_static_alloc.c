@@ -154,6 +154,19 @@ Test(static_alloc, c_program_with_jemalloc_linked_in_is_counted_exactly) {
     run_free(&r);
 }
 
+Test(static_alloc, cpp_program_with_tcmalloc_linked_in_is_counted_exactly) {
+    char *argv[] = {E2E_PROGS "/tc_static", NULL};
+    run_t r = run_both(argv, NULL, 0);
+    json_t *rep = report_of(r.trace, "workload");
+    expect_exact(rep, &r.c);
+    cr_expect_eq(e2e_int(e2e_site(rep, "nodes"), "blocks"), 1000);    // operator new
+    cr_expect_eq(e2e_int(e2e_site(rep, "arrays"), "blocks"), 100);    // operator new[]
+    cr_expect_eq(e2e_int(e2e_site(rep, "c_blocks"), "blocks"), 200);  // malloc
+    cr_expect(has_allocator(json_object_get(rep, "totals"), "patched", "tcmalloc"));
+    json_decref(rep);
+    run_free(&r);
+}
+
 Test(static_alloc, threads_allocating_at_once_after_the_patch_are_counted_exactly) {
     char *argv[] = {E2E_PROGS "/je_static", "threads", NULL};
     run_t r = run_both(argv, NULL, 3);
