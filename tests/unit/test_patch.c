@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+// Entry patching (preload/patch.c) on functions of this test, written in assembly so their
+// first instructions are known: a RIP-relative load is moved into the trampoline and still
+// reads the same variable; a branch among the first instructions, a jump back into the patched
+// bytes and a function shorter than a jump are refused. The ALLOCATOR record round-trips.
+#include "format/hpt_codec.h"
+#include "patch.h"
+
+#include <criterion/criterion.h>
+#include <string.h>
+
+long hp_test_counter = 40;
+
+// rip_load(x) = hp_test_counter + x; its first instruction is a 7-byte RIP-relative load
+__asm__(".text\n"
+        ".globl rip_load\n"
+        ".type rip_load, @function\n"
+        "rip_load:\n"
+        "  mov hp_test_counter(%rip), %rax\n"
+        "  add %rdi, %rax\n"
+        "  ret\n"
+        ".globl rip_load_end\n"
+        "rip_load_end:\n"
+        ".size rip_load, .-rip_load\n"
+        // branch_first(x) = x ? 1 : 0, a conditional jump within the first five bytes
+        ".globl branch_first\n"
+        ".type branch_first, @function\n"
+        "branch_first:\n"
+        "  test %rdi, %rdi\n"
+        "  je 1f\n"
+        "  mov $1, %eax\n"
+        "  ret\n"
+        "1:\n"
+        "  xor %eax, %eax\n"
+        "  ret\n"
+        ".globl branch_first_end\n"
+        "branch_first_end:\n"
+        // loop_back(n): counts to n; its loop jumps back to byte 2, inside the first five
+        ".globl loop_back\n"
+        ".type loop_back, @function\n"
+        "loop_back:\n"
+        "  xor %eax, %eax\n"
+        "2:\n"
+        "  inc %eax\n"
+        "  cmp %edi, %eax\n"
+        "  jl 2b\n"
+        "  ret\n"
+        ".globl loop_back_end\n"
+        "loop_back_end:\n"
+        ".globl tiny\n"
+        ".type tiny, @function\n"
+        "tiny:\n"
+        "  ret\n"
+        ".globl tiny_end\n"
+        "tiny_end:\n");
+
+long rip_load(long x);
+extern const char rip_load_end[], branch_first_end[], loop_back_end[], tiny_end[];
+long branch_first(long x);
+int loop_back(int n);
+void tiny(void);
+
+static size_t size_of(const void *fn, const char *end) {
+    return (size_t)(end - (const char *)fn);
+}
+
+static const void *code(void (*fn)(void)) {
+    const void *p;
+    memcpy(&p, &fn, sizeof p);
+    return p;
+}
+
+static long (*orig_rip_load)(long);
+
+static long wrapped_rip_load(long x) {
+    return orig_rip_load(x) + 1000;
+}
+
+Test(patch, a_rip_relative_first_instruction_is_moved_and_still_reads_its_variable) {
+    long (*volatile call)(long) = rip_load; // through a pointer: the compiler cannot fold it
+    cr_assert_eq(call(2), 42);
+    const void *fn = code((void (*)(void))rip_load);
+    cr_assert_null(hp_patch_check(fn, size_of(fn, rip_load_end)));
+    long (*w)(long) = wrapped_rip_load;
+    uintptr_t wa;
+    memcpy(&wa, &w, sizeof wa);
+    const char *why = hp_patch_entry((void *)fn, size_of(fn, rip_load_end), wa, &orig_rip_load);
+    cr_assert_null(why, "%s", why);
+    cr_expect_eq(call(2), 1042, "the entry jumps to the wrapper");
+    cr_expect_eq(orig_rip_load(2), 42, "the trampoline runs the original");
+    hp_test_counter = 50;
+    cr_expect_eq(orig_rip_load(2), 52, "the moved load reads the same variable");
+}
+
+Test(patch, a_branch_among_the_first_instructions_is_refused) {
+    const void *fn = code((void (*)(void))branch_first);
+    const char *why = hp_patch_check(fn, size_of(fn, branch_first_end));
+    cr_assert_not_null(why);
+    cr_expect(strstr(why, "conditional branch"), "%s", why);
+    long (*volatile call)(long) = branch_first;
+    cr_expect_eq(call(0), 0);
+    cr_expect_eq(call(5), 1);
+}
+
+Test(patch, a_jump_back_into_the_patched_bytes_is_refused) {
+    const void *fn = code((void (*)(void))loop_back);
+    const char *why = hp_patch_check(fn, size_of(fn, loop_back_end));
+    cr_assert_not_null(why);
+    cr_expect(strstr(why, "lands in the bytes the patch would overwrite"), "%s", why);
+    int (*volatile call)(int) = loop_back;
+    cr_expect_eq(call(7), 7, "the refused function still runs");
+}
+
+Test(patch, a_function_shorter_than_a_jump_is_refused) {
+    const void *fn = code(tiny);
+    cr_assert_not_null(hp_patch_check(fn, size_of(fn, tiny_end)));
+}
+
+Test(patch, allocator_record_round_trips_and_truncation_fails) {
+    uint8_t buf[128], *p = buf;
+    const char *fam = "jemalloc", *detail = "malloc in /bin/x: a call among its first instructions";
+    *p++ = HPT_REC_ALLOCATOR;
+    p = hpt_put_varint(p, HPT_ALLOC_UNHOOKED);
+    p = hpt_put_varint(p, strlen(fam));
+    memcpy(p, fam, strlen(fam));
+    p += strlen(fam);
+    p = hpt_put_varint(p, strlen(detail));
+    memcpy(p, detail, strlen(detail));
+    p += strlen(detail);
+    hpt_dstate_t st = {0};
+    hpt_rec_t r;
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(hpt_rec_decode(buf, p, &st, &r), p);
+    cr_expect_eq(r.tag, HPT_REC_ALLOCATOR);
+    cr_expect_eq(r.counters[0], HPT_ALLOC_UNHOOKED);
+    cr_expect_eq(r.str_len, strlen(fam));
+    cr_expect_eq(memcmp(r.str, fam, r.str_len), 0);
+    cr_expect_eq(r.str2_len, strlen(detail));
+    cr_expect_eq(memcmp(r.str2, detail, r.str2_len), 0);
+    for (const uint8_t *cut = buf; cut < p; cut++)
+        cr_expect_null(hpt_rec_decode(buf, cut, &st, &r), "truncated at %zu", (size_t)(cut - buf));
+}
