@@ -376,8 +376,10 @@ static bool any_of(const module_t *m, int from, int to) {
 }
 
 static void decide(module_t *m, const char *why_not) {
-    if (m->exe && any_of(m, HP_HOOK_MALLOC, HP_HOOK_DELETE_ARRAY_SIZED)) {
-        // the loader finds the executable's malloc before the shim's: nothing reaches us
+    if (m->exe && any_of(m, HP_HOOK_MALLOC, HP_HOOK_MEMALIGN)) {
+        // The loader finds the executable's malloc before the shim's: nothing reaches us. An
+        // executable that defines only operator new and delete (over malloc, as most do) is
+        // left alone: its blocks reach the shim's malloc, with their bytes-touched measure.
         hook_family(m, malloc_family(m), why_not);
     }
     // The shims call std's __rdl_alloc (libc's malloc, which the shim sees) unless a
