@@ -70,6 +70,13 @@ static const struct {
       {"sdallocx", HP_HOOK_SDALLOCX},
       {"dallocx", HP_HOOK_DALLOCX},
   },
+  // only with a prefix: bare, these are libc's names
+  je_prefixed_names[] = {
+      {"malloc", HP_HOOK_JE_MALLOC},
+      {"calloc", HP_HOOK_JE_CALLOC},
+      {"realloc", HP_HOOK_JE_REALLOC},
+      {"free", HP_HOOK_JE_FREE},
+  },
   mi_names[] = {
       {"mi_malloc", HP_HOOK_MI_MALLOC},
       {"mi_calloc", HP_HOOK_MI_CALLOC},
@@ -96,6 +103,10 @@ static const char *role_name(uint8_t role) {
     for (size_t i = 0; i < N_OF(je_names); i++)
         if (je_names[i].role == role)
             return je_names[i].name;
+    static const char *const prefixed[] = {"je_/_rjem_malloc", "je_/_rjem_calloc",
+                                           "je_/_rjem_realloc", "je_/_rjem_free"};
+    if (role >= HP_HOOK_JE_MALLOC && role <= HP_HOOK_JE_FREE)
+        return prefixed[role - HP_HOOK_JE_MALLOC];
     for (size_t i = 0; i < N_OF(mi_names); i++)
         if (mi_names[i].role == role)
             return mi_names[i].name;
@@ -107,7 +118,7 @@ static enum family role_family(uint8_t role) {
         return FAM_MALLOC;
     if (role <= HP_HOOK_RUST_ALLOC_ZEROED)
         return FAM_RUST;
-    if (role <= HP_HOOK_DALLOCX)
+    if (role <= HP_HOOK_JE_FREE)
         return FAM_JEMALLOC;
     return FAM_MIMALLOC;
 }
@@ -161,6 +172,9 @@ static uint8_t classify(const char *name, bool exe) {
     for (size_t i = 0; i < N_OF(je_names); i++)
         if (strcmp(je, je_names[i].name) == 0)
             return je_names[i].role;
+    for (size_t i = 0; je != name && i < N_OF(je_prefixed_names); i++)
+        if (strcmp(je, je_prefixed_names[i].name) == 0)
+            return je_prefixed_names[i].role;
     if (exe)
         for (size_t i = 0; i < N_OF(libc_names); i++)
             if (strcmp(name, libc_names[i].name) == 0)
@@ -386,9 +400,9 @@ static void decide(module_t *m, const char *why_not) {
     // #[global_allocator] replaced it.
     if (any_of(m, HP_HOOK_RUST_ALLOC, HP_HOOK_RUST_ALLOC_ZEROED) && !m->rust_default)
         hook_family(m, FAM_RUST, why_not);
-    if (any_of(m, HP_HOOK_MALLOCX, HP_HOOK_DALLOCX) && malloc_family(m) != FAM_JEMALLOC)
+    if (any_of(m, HP_HOOK_MALLOCX, HP_HOOK_JE_FREE) && malloc_family(m) != FAM_JEMALLOC)
         hook_family(m, FAM_JEMALLOC, why_not); // prefixed, beside another malloc
-    else if (any_of(m, HP_HOOK_MALLOCX, HP_HOOK_DALLOCX) && !m->exe)
+    else if (any_of(m, HP_HOOK_MALLOCX, HP_HOOK_JE_FREE) && !m->exe)
         hook_family(m, FAM_JEMALLOC, why_not);
     if (any_of(m, HP_HOOK_MI_MALLOC, HP_HOOK_MI_FREE_SIZE_ALIGNED)) {
         if (!m->exe)

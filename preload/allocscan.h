@@ -36,6 +36,10 @@ enum hp_hook_role {
     HP_HOOK_RALLOCX,
     HP_HOOK_SDALLOCX,
     HP_HOOK_DALLOCX,
+    HP_HOOK_JE_MALLOC, // jemalloc's standard names with its prefix (tikv-jemallocator's
+    HP_HOOK_JE_CALLOC, // _rjem_malloc for the common layouts), beside libc's own
+    HP_HOOK_JE_REALLOC,
+    HP_HOOK_JE_FREE,
     HP_HOOK_MI_MALLOC, // mimalloc
     HP_HOOK_MI_CALLOC,
     HP_HOOK_MI_ZALLOC,

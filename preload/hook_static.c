@@ -295,6 +295,47 @@ HOOK_ENTRY static void w_dallocx(void *p, int flags) {
     leave();
 }
 
+// jemalloc's standard names with its prefix: as libc's above, each with its own original.
+ORIG(je_malloc, void *, (size_t));
+ORIG(je_calloc, void *, (size_t, size_t));
+ORIG(je_realloc, void *, (void *, size_t));
+ORIG(je_free, void, (void *));
+
+HOOK_ENTRY static void *w_je_malloc(size_t n) {
+    if (!enter())
+        return orig_je_malloc(n);
+    void *p = orig_je_malloc(n);
+    alloc_done(HPT_REC_MALLOC, p, n, 0);
+    return p;
+}
+
+HOOK_ENTRY static void *w_je_calloc(size_t n, size_t m) {
+    if (!enter())
+        return orig_je_calloc(n, m);
+    void *p = orig_je_calloc(n, m);
+    alloc_done(HPT_REC_CALLOC, p, n * m, 0);
+    return p;
+}
+
+HOOK_ENTRY static void *w_je_realloc(void *old, size_t n) {
+    if (!enter())
+        return orig_je_realloc(old, n);
+    uint64_t t0 = realloc_start();
+    void *p = orig_je_realloc(old, n);
+    realloc_done(t0, old, p, n);
+    return p;
+}
+
+HOOK_ENTRY static void w_je_free(void *p) {
+    if (!p || !enter()) {
+        orig_je_free(p);
+        return;
+    }
+    free_start(p);
+    orig_je_free(p);
+    leave();
+}
+
 // ---- mimalloc: patched in an executable, or exported here and interposed by name ---------------
 // Before allocscan found the library (or in a program without it, which a library might probe
 // for with a weak reference), the exports serve from libc's allocator through the shim's own
@@ -536,6 +577,10 @@ const hp_hook_table_t hp_hook_table = {
             HOOK(HP_HOOK_RALLOCX, rallocx),
             HOOK(HP_HOOK_SDALLOCX, sdallocx),
             HOOK(HP_HOOK_DALLOCX, dallocx),
+            HOOK(HP_HOOK_JE_MALLOC, je_malloc),
+            HOOK(HP_HOOK_JE_CALLOC, je_calloc),
+            HOOK(HP_HOOK_JE_REALLOC, je_realloc),
+            HOOK(HP_HOOK_JE_FREE, je_free),
             [HP_HOOK_MI_MALLOC] = (hp_hook_fn_t)mi_malloc,
             [HP_HOOK_MI_CALLOC] = (hp_hook_fn_t)mi_calloc,
             [HP_HOOK_MI_ZALLOC] = (hp_hook_fn_t)mi_zalloc,
@@ -571,6 +616,10 @@ const hp_hook_table_t hp_hook_table = {
             SLOT(HP_HOOK_RALLOCX, rallocx),
             SLOT(HP_HOOK_SDALLOCX, sdallocx),
             SLOT(HP_HOOK_DALLOCX, dallocx),
+            SLOT(HP_HOOK_JE_MALLOC, je_malloc),
+            SLOT(HP_HOOK_JE_CALLOC, je_calloc),
+            SLOT(HP_HOOK_JE_REALLOC, je_realloc),
+            SLOT(HP_HOOK_JE_FREE, je_free),
             SLOT(HP_HOOK_MI_MALLOC, mi_malloc),
             SLOT(HP_HOOK_MI_CALLOC, mi_calloc),
             SLOT(HP_HOOK_MI_ZALLOC, mi_zalloc),

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // A #[global_allocator] over a C allocator the shim is not preloaded over, written over FFI as
-// the crates do it: `--cfg je` calls jemalloc's mallocx/rallocx/sdallocx (libjemalloc.a linked
-// in, as tikv-jemallocator does), `--cfg mi` mimalloc's mi_* (imported from libmimalloc.so, as
-// the mimalloc crate does with its shared build). The allocator counts what `workload` asks of
+// the crates do it: `--cfg je` calls jemalloc's malloc/calloc/realloc and mallocx/rallocx/
+// sdallocx as tikv-jemallocator does (libjemalloc.a linked in, unprefixed: its malloc is the
+// executable's), `--cfg mi` mimalloc's mi_* (imported from libmimalloc.so, as the mimalloc
+// crate does with its shared build). The allocator counts what `workload` asks of
 // it and prints the counts: the exact figures the trace must hold (test_static_alloc.c).
 use std::alloc::{GlobalAlloc, Layout};
 use std::hint::black_box;
@@ -23,14 +24,21 @@ fn count(c: &AtomicU64, bytes: usize) {
 
 #[cfg(je)]
 mod backend {
+    // tikv-jemallocator's choices: the standard names where malloc's own alignment suffices,
+    // the *allocx forms otherwise, sdallocx always
     use std::alloc::Layout;
-    extern "C" {
-        fn mallocx(size: usize, flags: i32) -> *mut u8;
-        fn rallocx(p: *mut u8, size: usize, flags: i32) -> *mut u8;
-        fn sdallocx(p: *mut u8, size: usize, flags: i32);
+    mod ffi {
+        extern "C" {
+            pub fn malloc(size: usize) -> *mut u8;
+            pub fn calloc(n: usize, size: usize) -> *mut u8;
+            pub fn realloc(p: *mut u8, size: usize) -> *mut u8;
+            pub fn mallocx(size: usize, flags: i32) -> *mut u8;
+            pub fn rallocx(p: *mut u8, size: usize, flags: i32) -> *mut u8;
+            pub fn sdallocx(p: *mut u8, size: usize, flags: i32);
+        }
     }
+    use ffi::*;
     const MALLOCX_ZERO: i32 = 0x40;
-    // tikv-jemallocator's layout_to_flags: no flag where malloc's own alignment suffices
     fn flags(l: &Layout) -> i32 {
         if l.align() <= 16 && l.align() <= l.size() {
             0
@@ -39,16 +47,25 @@ mod backend {
         }
     }
     pub unsafe fn alloc(l: Layout) -> *mut u8 {
-        mallocx(l.size(), flags(&l))
+        match flags(&l) {
+            0 => malloc(l.size()),
+            f => mallocx(l.size(), f),
+        }
     }
     pub unsafe fn alloc_zeroed(l: Layout) -> *mut u8 {
-        mallocx(l.size(), flags(&l) | MALLOCX_ZERO)
+        match flags(&l) {
+            0 => calloc(1, l.size()),
+            f => mallocx(l.size(), f | MALLOCX_ZERO),
+        }
     }
     pub unsafe fn dealloc(p: *mut u8, l: Layout) {
         sdallocx(p, l.size(), flags(&l))
     }
     pub unsafe fn realloc(p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        rallocx(p, n, flags(&l))
+        match flags(&l) {
+            0 => ffi::realloc(p, n),
+            f => rallocx(p, n, f),
+        }
     }
 }
 
