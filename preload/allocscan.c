@@ -294,6 +294,13 @@ static uintptr_t fn_addr(hp_hook_fn_t f) {
     return a;
 }
 
+static bool any_of(const module_t *m, int from, int to) {
+    for (int r = from; r <= to; r++)
+        if (m->hits[r].addr)
+            return true;
+    return false;
+}
+
 // Whether role's entry is the same function as an earlier role's (an alias: tcmalloc's malloc
 // is tc_malloc, mimalloc's malloc is mi_malloc): patched once, under the first.
 static bool is_alias(const module_t *m, int role) {
@@ -311,8 +318,12 @@ static void hook_family(const module_t *m, enum family fam, const char *why_not)
     for (int role = 0; role < HP_HOOK_N; role++) {
         const hit_t *h = &m->hits[role];
         enum family rf = role_family((uint8_t)role);
-        if (rf == FAM_MALLOC)
+        if (rf == FAM_MALLOC) {
+            // libc's names (and C++'s) count only where the executable defines malloc's
+            if (!m->exe || !any_of(m, HP_HOOK_MALLOC, HP_HOOK_MEMALIGN))
+                continue;
             rf = malloc_family(m);
+        }
         if (!h->addr || rf != fam || is_alias(m, role))
             continue;
         const char *why = why_not;
@@ -382,33 +393,26 @@ static void interpose_mimalloc(const module_t *m) {
     add_finding(HPT_ALLOC_INTERPOSED, family_names[FAM_MIMALLOC], detail);
 }
 
-static bool any_of(const module_t *m, int from, int to) {
-    for (int r = from; r <= to; r++)
-        if (m->hits[r].addr)
-            return true;
-    return false;
-}
-
 static void decide(module_t *m, const char *why_not) {
-    if (m->exe && any_of(m, HP_HOOK_MALLOC, HP_HOOK_MEMALIGN)) {
-        // The loader finds the executable's malloc before the shim's: nothing reaches us. An
-        // executable that defines only operator new and delete (over malloc, as most do) is
-        // left alone: its blocks reach the shim's malloc, with their bytes-touched measure.
-        hook_family(m, malloc_family(m), why_not);
-    }
+    // The loader finds the executable's malloc before the shim's: nothing reaches us. An
+    // executable that defines only operator new and delete (over malloc, as most do) is left
+    // alone: its blocks reach the shim's malloc, with their bytes-touched measure.
+    bool libc_named = m->exe && any_of(m, HP_HOOK_MALLOC, HP_HOOK_MEMALIGN);
+    enum family owner = libc_named ? malloc_family(m) : FAM_N; // whose libc names they are
+    if (libc_named)
+        hook_family(m, owner, why_not);
     // The shims call std's __rdl_alloc (libc's malloc, which the shim sees) unless a
     // #[global_allocator] replaced it.
     if (any_of(m, HP_HOOK_RUST_ALLOC, HP_HOOK_RUST_ALLOC_ZEROED) && !m->rust_default)
         hook_family(m, FAM_RUST, why_not);
-    if (any_of(m, HP_HOOK_MALLOCX, HP_HOOK_JE_FREE) && malloc_family(m) != FAM_JEMALLOC)
-        hook_family(m, FAM_JEMALLOC, why_not); // prefixed, beside another malloc
-    else if (any_of(m, HP_HOOK_MALLOCX, HP_HOOK_JE_FREE) && !m->exe)
+    // jemalloc's own API, beside libc's malloc or a prefixed build (unless hooked just above)
+    if (any_of(m, HP_HOOK_MALLOCX, HP_HOOK_JE_FREE) && owner != FAM_JEMALLOC)
         hook_family(m, FAM_JEMALLOC, why_not);
     if (any_of(m, HP_HOOK_MI_MALLOC, HP_HOOK_MI_FREE_SIZE_ALIGNED)) {
         if (!m->exe)
             interpose_mimalloc(m); // libmimalloc.so: its malloc is below the shim's already
-        else if (malloc_family(m) != FAM_MIMALLOC)
-            hook_family(m, FAM_MIMALLOC, why_not); // beside another malloc
+        else if (owner != FAM_MIMALLOC)
+            hook_family(m, FAM_MIMALLOC, why_not); // linked in beside another malloc
     }
 }
 

@@ -154,6 +154,21 @@ Test(static_alloc, c_program_with_jemalloc_linked_in_is_counted_exactly) {
     run_free(&r);
 }
 
+Test(static_alloc, prefixed_jemalloc_beside_libc_malloc_lands_in_one_trace) {
+    char *argv[] = {E2E_PROGS "/je_prefixed", NULL};
+    run_t r = run_both(argv, NULL, 0);
+    json_t *rep = report_of(r.trace, "both");
+    expect_exact(rep, &r.c);
+    // the libc blocks keep their bytes-touched measure; jemalloc's are not libc's to measure
+    const char *lb = strstr(r.out, "libc_blocks=");
+    cr_assert(lb);
+    json_t *touch = json_object_get(json_object_get(rep, "totals"), "touch");
+    cr_expect_eq(e2e_int(touch, "blocks"), atoll(lb + 12));
+    cr_expect(has_allocator(json_object_get(rep, "totals"), "patched", "jemalloc"));
+    json_decref(rep);
+    run_free(&r);
+}
+
 Test(static_alloc, cpp_program_with_tcmalloc_linked_in_is_counted_exactly) {
     char *argv[] = {E2E_PROGS "/tc_static", NULL};
     run_t r = run_both(argv, NULL, 0);
