@@ -47,6 +47,19 @@ __asm__(".text\n"
         "  ret\n"
         ".globl loop_back_end\n"
         "loop_back_end:\n"
+        // jmp_first(x) = rip_load(x) through a short jump over padding, as a shim that only
+        // forwards (Rust's __rust_alloc with the default allocator) may look
+        ".globl jmp_first\n"
+        ".type jmp_first, @function\n"
+        "jmp_first:\n"
+        "  jmp 3f\n"
+        "  nop\n"
+        "  nop\n"
+        "  nop\n"
+        "3:\n"
+        "  jmp rip_load\n"
+        ".globl jmp_first_end\n"
+        "jmp_first_end:\n"
         ".globl tiny\n"
         ".type tiny, @function\n"
         "tiny:\n"
@@ -55,7 +68,9 @@ __asm__(".text\n"
         "tiny_end:\n");
 
 long rip_load(long x);
-extern const char rip_load_end[], branch_first_end[], loop_back_end[], tiny_end[];
+extern const char rip_load_end[], branch_first_end[], loop_back_end[], tiny_end[],
+    jmp_first_end[];
+long jmp_first(long x);
 long branch_first(long x);
 int loop_back(int n);
 void tiny(void);
@@ -90,6 +105,25 @@ Test(patch, a_rip_relative_first_instruction_is_moved_and_still_reads_its_variab
     cr_expect_eq(orig_rip_load(2), 42, "the trampoline runs the original");
     hp_test_counter = 50;
     cr_expect_eq(orig_rip_load(2), 52, "the moved load reads the same variable");
+}
+
+static long (*orig_jmp_first)(long);
+
+static long wrapped_jmp_first(long x) {
+    return orig_jmp_first(x) + 2000;
+}
+
+Test(patch, a_leading_jump_becomes_an_absolute_one_in_the_trampoline) {
+    long (*volatile call)(long) = jmp_first;
+    cr_assert_eq(call(1), 41);
+    const void *fn = code((void (*)(void))jmp_first);
+    long (*w)(long) = wrapped_jmp_first;
+    uintptr_t wa;
+    memcpy(&wa, &w, sizeof wa);
+    const char *why = hp_patch_entry((void *)fn, size_of(fn, jmp_first_end), wa, &orig_jmp_first);
+    cr_assert_null(why, "%s", why);
+    cr_expect_eq(call(1), 2041);
+    cr_expect_eq(orig_jmp_first(1), 41, "the trampoline follows the jump");
 }
 
 Test(patch, a_branch_among_the_first_instructions_is_refused) {
