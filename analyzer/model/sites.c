@@ -20,6 +20,7 @@ struct sites {
     size_t n;
     const char *const *alloc_fns; // sites_set_alloc_fns: the program's own allocator functions
     size_t n_alloc_fns;
+    bool keep_wrappers; // sites_keep_wrappers: no forwarder detection
 };
 
 // ---- classification ----
@@ -156,6 +157,8 @@ void sites_set_alloc_fns(sites_t *s, const char *const *names, size_t n) {
     s->n_alloc_fns = n;
 }
 
+void sites_keep_wrappers(sites_t *s, bool keep) { s->keep_wrappers = keep; }
+
 bool sites_function_named(const char *function, const char *name, bool pattern) {
     if (!function)
         return false;
@@ -225,6 +228,26 @@ const symbolize_frame_t **sites_expand_stack(const reader_t *r, symbolize_t *sym
     return frames ? frames : xmalloc(sizeof *frames);
 }
 
+// The program's own functions that only forward to the allocator (xmalloc, jv_mem_alloc; the
+// rule is docs/design.md#allocator-wrappers) become allocator frames: from the innermost frame,
+// which called the allocator, outwards while each machine function (the frames of one return
+// address: a call with the calls inlined into it) is a forwarder, so chains of them go too.
+static void mark_forwarders(sites_t *s, site_t *site) {
+    size_t i = 0, n = site->n_frames;
+    while (i < n && site->kinds[i] == SITES_FRAME_ALLOCATOR)
+        i++;
+    while (i < n && site->kinds[i] == SITES_FRAME_USER) {
+        size_t last = i;
+        while (last + 1 < n && site->frames[last + 1]->pc == site->frames[i]->pc)
+            last++;
+        if (!symbolize_forwards_to_allocator(s->sym, site->frames[i]->pc))
+            return;
+        for (size_t k = i; k <= last; k++)
+            site->kinds[k] = SITES_FRAME_ALLOCATOR;
+        i = last + 1;
+    }
+}
+
 static void resolve(sites_t *s, site_t *site) {
     size_t n;
     const symbolize_frame_t **frames =
@@ -232,12 +255,15 @@ static void resolve(sites_t *s, site_t *site) {
     site->frames = frames;
     site->kinds = xcalloc(n ? n : 1, 1);
     site->n_frames = n;
-    size_t first_lib = n, first_user = n, first_user_src = n;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         site->kinds[i] =
             is_alloc_fn(s, frames[i]->function)
                 ? SITES_FRAME_ALLOCATOR
                 : (uint8_t)sites_classify(frames[i]->function, frames[i]->file, frames[i]->module);
+    if (!s->keep_wrappers)
+        mark_forwarders(s, site);
+    size_t first_lib = n, first_user = n, first_user_src = n;
+    for (size_t i = 0; i < n; i++) {
         if (site->kinds[i] == SITES_FRAME_USER && first_user == n)
             first_user = i;
         if (site->kinds[i] == SITES_FRAME_USER && frames[i]->file && first_user_src == n)
