@@ -1,27 +1,56 @@
 // SPDX-License-Identifier: MIT
 // The forwarder rule (docs/design.md#allocator-wrappers) as a walk over every path of one small
 // function, from its entry, with capstone decoding one instruction at a time. A path's state is
-// the set of registers that hold the allocator's block (its result, and copies of it) and
-// whether an allocator or another function was called on the way; (address, state) pairs are
-// visited once, so loops end. Bounded: a function past the limits is not a forwarder.
+// which registers point into the allocator's block (its result, copies of it, and where in it
+// they point), which hold zero (a NULL to return), how many bytes at the block's start were
+// written (a size header, as sqlite3MemMalloc's), and whether an allocator or another function
+// was called on the way; (address, state) pairs are visited once, so loops end. Bounded: a
+// function past the limits is not a forwarder.
 #include "symbols/forwarder.h"
 
 #include "core/hmap.h"
 
 #include <capstone/capstone.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MAX_FUNCTION_BYTES 2048 // "small": git's xmalloc is ~200 bytes, make_node-like code less
 #define MAX_STATES 4096
 #define MAX_PENDING 256
+#define MAX_HEADER 64 // bytes a wrapper may keep in front of the block it returns
 
 enum { CALLED_ALLOC = 1, CALLED_OTHER = 2 };
 
 typedef struct state {
     uint64_t addr;
-    uint16_t block; // bit i: general register i (gpr_index) holds the block
-    uint8_t called;
+    uint16_t block;  // bit i: general register i (gpr_index) points into the block, at off[i]
+    uint16_t zero;   // bit i: register i holds 0
+    uint8_t called;  // CALLED_*
+    uint8_t header;  // bytes at the block's start written on this path
+    int8_t off[16];  // 0 for registers outside block
 } state_t;
+
+static uint64_t state_key(const state_t *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t parts[4] = {s->addr, (uint64_t)s->block << 32 | (uint64_t)s->zero << 16 |
+                                      (uint64_t)s->called << 8 | s->header};
+    memcpy(&parts[2], s->off, sizeof s->off);
+    for (size_t i = 0; i < sizeof parts; i++)
+        h = (h ^ ((const uint8_t *)parts)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static void set_block(state_t *s, int reg, int64_t off) {
+    if (reg < 0)
+        return;
+    if (off < 0 || off > MAX_HEADER) { // no longer the block's start or header: not tracked
+        s->block &= (uint16_t)~(1u << reg);
+        s->off[reg] = 0;
+        return;
+    }
+    s->block |= (uint16_t)(1u << reg);
+    s->off[reg] = (int8_t)off;
+}
 
 // General-purpose register -> 0..15 (rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8..r15), any width;
 // -1 for every other register.
@@ -130,45 +159,88 @@ static bool direct_target(const cs_insn *in, uint64_t *to) {
     return true;
 }
 
-// The memory an instruction writes, checked against the block: writing through it (the caller's
-// work, as make_node's field stores) or storing it anywhere but the stack frame (a global, an
-// out-parameter: the function keeps or publishes the block) makes it no forwarder.
-static bool writes_block(const cs_insn *in, uint16_t block) {
+// The memory an instruction writes, checked against the block. Writing into it past a header
+// (the caller's work, as make_node's field stores: recorded in s->header and judged at the
+// return) or storing the block anywhere but the stack frame (a global, an out-parameter: the
+// function keeps or publishes it) makes it no forwarder: false then.
+static bool check_stores(const cs_insn *in, state_t *s) {
     const cs_x86 *x = &in->detail->x86;
     bool stores_mem = false, frame_slot = false, block_read = false;
     for (uint8_t i = 0; i < x->op_count; i++) {
         const cs_x86_op *op = &x->operands[i];
         if (op->type == X86_OP_MEM && (op->access & CS_AC_WRITE)) {
-            if (is_bit(block, op->mem.base) || is_bit(block, op->mem.index))
-                return true;
+            if (is_bit(s->block, op->mem.index))
+                return false;
+            if (is_bit(s->block, op->mem.base)) {
+                int64_t start = s->off[gpr_index(op->mem.base)] + op->mem.disp;
+                int64_t end = start + op->size;
+                if (start < 0 || end > MAX_HEADER)
+                    return false;
+                if (end > s->header)
+                    s->header = (uint8_t)end;
+                continue;
+            }
             stores_mem = true;
             frame_slot = op->mem.base == X86_REG_RSP || op->mem.base == X86_REG_RBP;
         }
-        if (op->type == X86_OP_REG && (op->access & CS_AC_READ) && is_bit(block, op->reg))
+        if (op->type == X86_OP_REG && (op->access & CS_AC_READ) && is_bit(s->block, op->reg))
             block_read = true;
     }
-    return stores_mem && block_read && !frame_slot;
+    return !(stores_mem && block_read && !frame_slot);
 }
 
-// The block set after a non-call instruction: a register it writes no longer holds the block,
-// unless the instruction is a 64-bit copy of a register that does.
-static uint16_t after_writes(walk_t *w, const cs_insn *in, uint16_t block) {
+// The registers after a non-call instruction: one it writes no longer holds the block or zero,
+// unless the instruction is a 64-bit copy of one that does, moves a block pointer by a constant
+// (add, sub, lea: a header's size), or zeroes it (xor r, r; mov r, 0).
+static void after_writes(walk_t *w, const cs_insn *in, state_t *s) {
     cs_regs rd, wr;
     uint8_t n_rd = 0, n_wr = 0;
     const cs_x86 *x = &in->detail->x86;
-    bool copy = in->id == X86_INS_MOV && x->op_count == 2 && x->operands[0].type == X86_OP_REG &&
-                x->operands[1].type == X86_OP_REG && x->operands[0].size == 8 &&
-                is_bit(block, x->operands[1].reg);
-    if (cs_regs_access(w->cs, in, rd, &n_rd, wr, &n_wr) != CS_ERR_OK)
-        return 0; // unknown writes: assume the block is gone (a later return then fails)
+    const cs_x86_op *o0 = &x->operands[0], *o1 = &x->operands[1];
+    bool two = x->op_count == 2 && o0->type == X86_OP_REG;
+    int dst = two ? gpr_index(o0->reg) : -1;
+    int src = two && o1->type == X86_OP_REG ? gpr_index(o1->reg) : -1;
+    bool wide = two && o0->size == 8;
+    // what the destination holds afterwards, decided before the writes are applied
+    bool to_block = false, to_zero = false;
+    int64_t to_off = 0;
+    if (dst >= 0) {
+        if (in->id == X86_INS_MOV && wide && src >= 0 && (s->block & BIT(src))) {
+            to_block = true;
+            to_off = s->off[src];
+        } else if (in->id == X86_INS_MOV && src >= 0 && (s->zero & BIT(src)) && o0->size >= 4) {
+            to_zero = true;
+        } else if ((in->id == X86_INS_ADD || in->id == X86_INS_SUB) && wide &&
+                   o1->type == X86_OP_IMM && (s->block & BIT(dst))) {
+            to_block = true;
+            to_off = s->off[dst] + (in->id == X86_INS_ADD ? o1->imm : -o1->imm);
+        } else if (in->id == X86_INS_LEA && wide && o1->type == X86_OP_MEM &&
+                   o1->mem.index == X86_REG_INVALID && is_bit(s->block, o1->mem.base)) {
+            to_block = true;
+            to_off = s->off[gpr_index(o1->mem.base)] + o1->mem.disp;
+        } else if ((in->id == X86_INS_XOR && src == dst && o0->size >= 4) ||
+                   (in->id == X86_INS_MOV && o1->type == X86_OP_IMM && o1->imm == 0 &&
+                    o0->size >= 4)) {
+            to_zero = true;
+        }
+    }
+    if (cs_regs_access(w->cs, in, rd, &n_rd, wr, &n_wr) != CS_ERR_OK) {
+        s->block = s->zero = 0; // unknown writes: assume all is gone (a later return then fails)
+        memset(s->off, 0, sizeof s->off);
+        return;
+    }
     for (uint8_t i = 0; i < n_wr; i++) {
         int g = gpr_index(wr[i]);
-        if (g >= 0)
-            block &= (uint16_t)~BIT(g);
+        if (g >= 0) {
+            s->block &= (uint16_t)~BIT(g);
+            s->zero &= (uint16_t)~BIT(g);
+            s->off[g] = 0;
+        }
     }
-    if (copy)
-        block |= BIT(gpr_index(x->operands[0].reg));
-    return block;
+    if (to_block)
+        set_block(s, dst, to_off);
+    if (to_zero)
+        s->zero |= BIT(dst);
 }
 
 // The call ending at w->ret_addr, found by decoding the function part from lo: its key, or
@@ -204,12 +276,21 @@ static step_t step(walk_t *w, state_t *s, state_t *branch, bool *returned_block)
     if (is_call) {
         uint64_t key = call_key(in);
         if (next == w->ret_addr || (key && key == w->alloc_key)) {
-            s->block = BIT(0); // rax: the allocator's result
+            // rax: the allocator's result, a block of its own (a header written before belongs
+            // to another block: a second try after a failure starts afresh)
+            s->block = BIT(0);
+            s->zero = 0;
+            s->header = 0;
+            memset(s->off, 0, sizeof s->off);
             s->called |= CALLED_ALLOC;
         } else {
             if (s->block & ARG_REGS)
                 return STEP_FAIL; // hands the block to another function
             s->block &= (uint16_t)~CALL_CLOBBERED;
+            s->zero &= (uint16_t)~CALL_CLOBBERED;
+            for (int r = 0; r < 16; r++)
+                if (!(s->block & BIT(r)))
+                    s->off[r] = 0;
             s->called |= CALLED_OTHER;
         }
         // a call that runs off the end of its function does not return (abort, die)
@@ -219,12 +300,14 @@ static step_t step(walk_t *w, state_t *s, state_t *branch, bool *returned_block)
         return STEP_ON;
     }
     if (cs_insn_group(w->cs, in, X86_GRP_RET)) {
-        if (s->called & CALLED_ALLOC) {
-            if (!(s->block & BIT(0)))
-                return STEP_FAIL; // returns something else than the block
+        if (s->block & BIT(0)) {
+            if (s->header > s->off[0])
+                return STEP_FAIL; // wrote into what it hands out: the caller's work
             *returned_block = true;
-        } else if (s->called & CALLED_OTHER) {
-            return STEP_FAIL; // a path that allocates nothing but calls: not only forwarding
+        } else if (!(s->zero & BIT(0)) && s->called) {
+            // neither the block nor NULL, after a call: a function that finds or builds
+            // something, not one that only forwards
+            return STEP_FAIL;
         }
         return STEP_END;
     }
@@ -232,7 +315,7 @@ static step_t step(walk_t *w, state_t *s, state_t *branch, bool *returned_block)
         if (!direct_target(in, &to))
             return STEP_FAIL; // a jump table or a tail call through a pointer: not followed
         if (in->id == X86_INS_JMP) {
-            if (call_key(in) == w->alloc_key) {
+            if (w->alloc_key && call_key(in) == w->alloc_key) {
                 *returned_block = true; // a tail call to the allocator returns its block
                 return STEP_END;
             }
@@ -246,9 +329,9 @@ static step_t step(walk_t *w, state_t *s, state_t *branch, bool *returned_block)
     }
     if (in->id == X86_INS_HLT || in->id == X86_INS_UD2 || in->id == X86_INS_INT3)
         return STEP_END; // a trap ends the path
-    if (writes_block(in, s->block))
+    if (!check_stores(in, s))
         return STEP_FAIL;
-    s->block = after_writes(w, in, s->block);
+    after_writes(w, in, s);
     s->addr = next;
     return next < end ? STEP_ON : STEP_FAIL;
 }
@@ -263,12 +346,8 @@ static bool walk(walk_t *w, uint64_t entry) {
     while (ok && n_pending > 0) {
         state_t s = pending[--n_pending];
         for (;;) {
-            if (s.addr >= (1ull << 44)) {
-                ok = false;
-                break;
-            }
             bool existed;
-            hmap_put(&seen, s.addr << 19 | (uint64_t)s.block << 3 | s.called, &existed);
+            hmap_put(&seen, state_key(&s), &existed);
             if (existed)
                 break;
             if (++n_states > MAX_STATES) {
