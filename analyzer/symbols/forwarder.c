@@ -112,6 +112,7 @@ typedef struct walk {
     uint64_t ret_addr;
     uint64_t alloc_key; // call_key of the observed allocator call (0: not comparable)
     uint64_t part_lo, part_hi; // bounds of the last part looked up
+    bool loose;                // forwarder_check's loose rule
 } walk_t;
 
 static bool decode(walk_t *w, uint64_t addr) {
@@ -284,7 +285,7 @@ static step_t step(walk_t *w, state_t *s, state_t *branch, bool *returned_block)
             memset(s->off, 0, sizeof s->off);
             s->called |= CALLED_ALLOC;
         } else {
-            if (s->block & ARG_REGS)
+            if ((s->block & ARG_REGS) && !w->loose)
                 return STEP_FAIL; // hands the block to another function
             s->block &= (uint16_t)~CALL_CLOBBERED;
             s->zero &= (uint16_t)~CALL_CLOBBERED;
@@ -312,8 +313,11 @@ static step_t step(walk_t *w, state_t *s, state_t *branch, bool *returned_block)
         return STEP_END;
     }
     if (is_jump) {
-        if (!direct_target(in, &to))
-            return STEP_FAIL; // a jump table or a tail call through a pointer: not followed
+        if (!direct_target(in, &to)) {
+            // a jump table, or a tail call through a pointer (sqlite3Malloc's to the configured
+            // allocator when statistics are off): not followed; the loose rule takes the latter
+            return w->loose && in->id == X86_INS_JMP ? STEP_END : STEP_FAIL;
+        }
         if (in->id == X86_INS_JMP) {
             if (w->alloc_key && call_key(in) == w->alloc_key) {
                 *returned_block = true; // a tail call to the allocator returns its block
@@ -372,8 +376,8 @@ static bool walk(walk_t *w, uint64_t entry) {
     return ok && returned_block;
 }
 
-bool forwarder_check(const forwarder_code_t *code, uint64_t ret_addr) {
-    walk_t w = {.code = code, .ret_addr = ret_addr};
+bool forwarder_check(const forwarder_code_t *code, uint64_t ret_addr, bool loose) {
+    walk_t w = {.code = code, .ret_addr = ret_addr, .loose = loose};
     uint64_t lo, hi;
     if (ret_addr == 0 || !code->bounds(code->ctx, ret_addr - 1, &lo, &hi) ||
         hi - lo > MAX_FUNCTION_BYTES)

@@ -23,7 +23,9 @@ typedef struct forwarder_code {
 // Whether the function holding ret_addr, the return address of a call seen (in the trace) to
 // reach an allocator, is a forwarder: small, every returning path after an allocator call
 // returns its result untouched, a path without one calls nothing, and no path writes into the
-// block, stores it outside the stack frame or hands it to another call. May allocate.
-bool forwarder_check(const forwarder_code_t *code, uint64_t ret_addr);
+// block, stores it outside the stack frame or hands it to another call. loose allows the last
+// (bookkeeping such as sqlite3Malloc's sqlite3MallocSize(p), or a memset) and tail calls
+// through a pointer: only with evidence from the trace besides (docs/design.md). May allocate.
+bool forwarder_check(const forwarder_code_t *code, uint64_t ret_addr, bool loose);
 
 #endif

@@ -616,16 +616,37 @@ static bool code_bounds(void *ctx, uint64_t addr, uint64_t *lo, uint64_t *hi) {
     return true;
 }
 
-bool symbolize_forwards_to_allocator(symbolize_t *s, uint64_t pc) {
+// Bits of a forwarders entry: the strict rule's verdict is known / yes, the loose rule's.
+enum { FWD_STRICT_KNOWN = 1, FWD_STRICT = 2, FWD_LOOSE_KNOWN = 4, FWD_LOOSE = 8 };
+
+// mc for the module holding pc, with its ELF file; false when there is none to read.
+static bool module_code(symbolize_t *s, uint64_t pc, module_code_t *mc) {
+    *mc = (module_code_t){.m = module_of(s, pc)};
+    return mc->m && mc->m->dm && (mc->elf = dwfl_module_getelf(mc->m->dm, &mc->bias)) &&
+           pc > mc->bias;
+}
+
+bool symbolize_forwards_to_allocator(symbolize_t *s, uint64_t pc, bool loose) {
+    uint8_t known_bit = loose ? FWD_LOOSE_KNOWN : FWD_STRICT_KNOWN;
+    uint8_t yes_bit = loose ? FWD_LOOSE : FWD_STRICT;
     const uint8_t *known = hmap_get(&s->forwarders, pc);
-    if (known)
-        return *known == 2;
-    module_code_t mc = {.m = module_of(s, pc)};
-    bool yes = false;
-    if (mc.m && mc.m->dm && (mc.elf = dwfl_module_getelf(mc.m->dm, &mc.bias)) && pc > mc.bias) {
+    if (known && (*known & known_bit))
+        return *known & yes_bit;
+    uint8_t v = known ? *known : 0;
+    module_code_t mc;
+    if (module_code(s, pc, &mc)) {
         forwarder_code_t code = {.bytes = code_bytes, .bounds = code_bounds, .ctx = &mc};
-        yes = forwarder_check(&code, pc - mc.bias);
+        if (forwarder_check(&code, pc - mc.bias, loose))
+            v |= yes_bit;
     }
-    *(uint8_t *)hmap_put(&s->forwarders, pc, NULL) = yes ? 2 : 1;
-    return yes;
+    *(uint8_t *)hmap_put(&s->forwarders, pc, NULL) = v | known_bit;
+    return v & yes_bit;
+}
+
+uint64_t symbolize_function_start(symbolize_t *s, uint64_t pc) {
+    module_code_t mc;
+    uint64_t lo, hi;
+    if (pc == 0 || !module_code(s, pc, &mc) || !code_bounds(&mc, pc - 1 - mc.bias, &lo, &hi))
+        return 0;
+    return lo + mc.bias;
 }

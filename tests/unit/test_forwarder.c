@@ -36,9 +36,16 @@ static bool fn_bounds(void *ctx, uint64_t addr, uint64_t *lo, uint64_t *hi) {
 static bool check(const uint8_t *code, size_t size, uint64_t ret) {
     fn_t f = {code, size};
     forwarder_code_t c = {.bytes = fn_bytes, .bounds = fn_bounds, .ctx = &f};
-    return forwarder_check(&c, ret);
+    return forwarder_check(&c, ret, false);
 }
 #define CHECK(code, ret) check(code, sizeof code, ret)
+
+static bool check_loose(const uint8_t *code, size_t size, uint64_t ret) {
+    fn_t f = {code, size};
+    forwarder_code_t c = {.bytes = fn_bytes, .bounds = fn_bounds, .ctx = &f};
+    return forwarder_check(&c, ret, true);
+}
+#define CHECK_LOOSE(code, ret) check_loose(code, sizeof code, ret)
 
 // push rbp; mov rbp, rsp; call malloc; test rax, rax; je 1f; pop rbp; ret; 1: call abort
 static const uint8_t xmalloc_like[] = {0x55, 0x48, 0x89, 0xe5, 0xe8, 0x00, 0x00, 0x00, 0x00,
@@ -61,6 +68,7 @@ static const uint8_t make_node_like[] = {
 
 Test(forwarder, a_function_that_fills_the_block_is_a_site) {
     cr_expect_not(CHECK(make_node_like, 14));
+    cr_expect_not(CHECK_LOOSE(make_node_like, 14));
 }
 
 // push rbp; push rbx; mov rbp, rdi; lea rdi, [rdi+8]; sub rsp, 8; call malloc; mov rbx, rax;
@@ -82,6 +90,7 @@ static const uint8_t keeps_like[] = {0x48, 0x83, 0xec, 0x08, 0xe8, 0x00, 0x00, 0
 
 Test(forwarder, a_function_that_keeps_the_block_is_a_site) {
     cr_expect_not(CHECK(keeps_like, 9));
+    cr_expect_not(CHECK_LOOSE(keeps_like, 9));
 }
 
 // push rbx; call malloc; mov rbx, rax; mov rdi, rax; call init; mov rax, rbx; pop rbx; ret
@@ -91,6 +100,7 @@ static const uint8_t passes_like[] = {0x53, 0xe8, 0x00, 0x00, 0x00, 0x00, 0x48, 
 
 Test(forwarder, a_function_that_hands_the_block_on_is_a_site) {
     cr_expect_not(CHECK(passes_like, 6));
+    cr_expect(CHECK_LOOSE(passes_like, 6), "the loose rule allows it");
 }
 
 // test rdi, rdi; je 1f; sub rsp, 8; call malloc; test rax, rax; je 2f; add rsp, 8; ret;
@@ -110,6 +120,7 @@ static const uint8_t lookup_like[] = {0x53, 0x48, 0x89, 0xfb, 0xe8, 0x00, 0x00, 
 
 Test(forwarder, returning_something_else_found_is_a_site) {
     cr_expect_not(CHECK(lookup_like, 22));
+    cr_expect_not(CHECK_LOOSE(lookup_like, 22));
 }
 
 // sub rsp, 8; call malloc; add rsp, 8; jmp rdi
@@ -118,9 +129,21 @@ static const uint8_t jumps_like[] = {0x48, 0x83, 0xec, 0x08, 0xe8, 0x00, 0x00, 0
 
 Test(forwarder, code_it_cannot_follow_is_no_forwarder) {
     cr_expect_not(CHECK(jumps_like, 9), "an indirect jump");
+    cr_expect_not(CHECK_LOOSE(jumps_like, 9), "no path returns the block");
     // the bytes end in the middle of the walk: no instruction to decode there
     static const uint8_t cut[] = {0x48, 0x83, 0xec, 0x08, 0xe8, 0x00, 0x00, 0x00, 0x00, 0x48, 0x83};
     cr_expect_not(CHECK(cut, 9));
+}
+
+// test rdi, rdi; je 1f; jmp rsi; 1: sub rsp, 8; call malloc; add rsp, 8; ret
+// (sqlite3Malloc: a tail call through the configured allocator's pointer on one path)
+static const uint8_t tail_like[] = {0x48, 0x85, 0xff, 0x74, 0x02, 0xff, 0xe6,
+                                    0x48, 0x83, 0xec, 0x08, 0xe8, 0x00, 0x00,
+                                    0x00, 0x00, 0x48, 0x83, 0xc4, 0x08, 0xc3};
+
+Test(forwarder, the_loose_rule_takes_a_tail_call_through_a_pointer) {
+    cr_expect_not(CHECK(tail_like, 16));
+    cr_expect(CHECK_LOOSE(tail_like, 16));
 }
 
 // Every function symbol of this executable with a size: its .eh_frame entry has the same bounds.
