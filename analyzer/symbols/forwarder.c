@@ -19,7 +19,8 @@
 #define MAX_PENDING 256
 #define MAX_HEADER 64 // bytes a wrapper may keep in front of the block it returns
 
-enum { CALLED_ALLOC = 1, CALLED_OTHER = 2 };
+// CALLED_MAYBE_DEAD: the path went on past a call that may not return (see step)
+enum { CALLED_ALLOC = 1, CALLED_OTHER = 2, CALLED_MAYBE_DEAD = 4 };
 
 typedef struct state {
     uint64_t addr;
@@ -113,6 +114,7 @@ typedef struct walk {
     uint64_t alloc_key; // call_key of the observed allocator call (0: not comparable)
     uint64_t part_lo, part_hi; // bounds of the last part looked up
     bool loose;                // forwarder_check's loose rule
+    hmap_t targets;            // addresses that a direct jump of the entry part goes to (a set)
 } walk_t;
 
 static bool decode(walk_t *w, uint64_t addr) {
@@ -246,17 +248,20 @@ static void after_writes(walk_t *w, const cs_insn *in, state_t *s) {
 
 // The call ending at w->ret_addr, found by decoding the function part from lo: its key, or
 // false when the decoding does not land on a call there.
-static bool find_observed_call(walk_t *w, uint64_t lo) {
-    uint64_t a = lo;
-    while (a < w->ret_addr) {
-        if (!decode(w, a))
-            return false;
+// Also notes the targets of the part's direct jumps (w->targets), decoding on to hi.
+static bool find_observed_call(walk_t *w, uint64_t lo, uint64_t hi) {
+    uint64_t a = lo, to;
+    bool found = false;
+    while (a < hi && decode(w, a)) {
+        if (cs_insn_group(w->cs, w->insn, X86_GRP_JUMP) && direct_target(w->insn, &to))
+            hmap_put(&w->targets, to, NULL);
         a += w->insn->size;
+        if (a == w->ret_addr && w->insn->id == X86_INS_CALL) {
+            w->alloc_key = call_key(w->insn);
+            found = true;
+        }
     }
-    if (a != w->ret_addr || w->insn->id != X86_INS_CALL)
-        return false;
-    w->alloc_key = call_key(w->insn);
-    return true;
+    return found;
 }
 
 typedef enum step { STEP_ON, STEP_END, STEP_FAIL } step_t;
@@ -276,7 +281,8 @@ static step_t step(walk_t *w, state_t *s, state_t *branch, bool *returned_block)
     bool is_jump = cs_insn_group(w->cs, in, X86_GRP_JUMP);
     if (is_call) {
         uint64_t key = call_key(in);
-        if (next == w->ret_addr || (key && key == w->alloc_key)) {
+        bool is_alloc = next == w->ret_addr || (key && key == w->alloc_key);
+        if (is_alloc) {
             // rax: the allocator's result, a block of its own (a header written before belongs
             // to another block: a second try after a failure starts afresh)
             s->block = BIT(0);
@@ -294,9 +300,15 @@ static step_t step(walk_t *w, state_t *s, state_t *branch, bool *returned_block)
                     s->off[r] = 0;
             s->called |= CALLED_OTHER;
         }
-        // a call that runs off the end of its function does not return (abort, die)
+        // a call that runs off the end of its function does not return (abort, die). One
+        // followed by the target of a jump may not either: gcc places another block after a
+        // call it knows never returns (Perl_croak_memory_wrap's), so the path goes on, but
+        // what it meets there does not count against the function; the jump brings its own
+        // state there, and that counts
         if (next >= end)
             return STEP_END;
+        if (!is_alloc && hmap_get(&w->targets, next))
+            s->called |= CALLED_MAYBE_DEAD;
         s->addr = next;
         return STEP_ON;
     }
@@ -360,7 +372,7 @@ static bool walk(walk_t *w, uint64_t entry) {
             }
             state_t branch;
             step_t r = step(w, &s, &branch, &returned_block);
-            if (r == STEP_FAIL)
+            if (r == STEP_FAIL && !(s.called & CALLED_MAYBE_DEAD))
                 ok = false;
             if (branch.addr) {
                 if (n_pending == MAX_PENDING)
@@ -386,7 +398,9 @@ bool forwarder_check(const forwarder_code_t *code, uint64_t ret_addr, bool loose
         return false;
     cs_option(w.cs, CS_OPT_DETAIL, CS_OPT_ON);
     w.insn = cs_malloc(w.cs);
-    bool ok = w.insn && find_observed_call(&w, lo) && walk(&w, lo);
+    hmap_init(&w.targets, 1);
+    bool ok = w.insn && find_observed_call(&w, lo, hi) && walk(&w, lo);
+    hmap_fini(&w.targets);
     if (w.insn)
         cs_free(w.insn, 1);
     cs_close(&w.cs);

@@ -146,6 +146,18 @@ Test(forwarder, the_loose_rule_takes_a_tail_call_through_a_pointer) {
     cr_expect(CHECK_LOOSE(tail_like, 16));
 }
 
+// sub rsp, 8; test rsi, rsi; je 2f; call calloc; test rax, rax; je 3f; 1: add rsp, 8; ret;
+// 2: call croak_memory_wrap; 3: mov rdx, [rip+0x100]; cmp byte ptr [rdx], 0; jne 1b;
+// call croak_no_mem   (Perl_safesyscalloc: the block after a call that never returns)
+static const uint8_t croak_like[] = {
+    0x48, 0x83, 0xec, 0x08, 0x48, 0x85, 0xf6, 0x74, 0x0f, 0xe8, 0x00, 0x00, 0x00, 0x00, 0x48, 0x85,
+    0xc0, 0x74, 0x0a, 0x48, 0x83, 0xc4, 0x08, 0xc3, 0xe8, 0x00, 0x00, 0x00, 0x00, 0x48, 0x8b, 0x15,
+    0x00, 0x01, 0x00, 0x00, 0x80, 0x3a, 0x00, 0x75, 0xea, 0xe8, 0x00, 0x00, 0x00, 0x00};
+
+Test(forwarder, code_after_a_call_that_never_returns_does_not_count) {
+    cr_expect(CHECK(croak_like, 14));
+}
+
 // Every function symbol of this executable with a size: its .eh_frame entry has the same bounds.
 Test(funcbounds, eh_frame_entries_are_the_functions) {
     elf_version(EV_CURRENT);
