@@ -115,6 +115,7 @@ typedef struct walk {
     uint64_t part_lo, part_hi; // bounds of the last part looked up
     bool loose;                // forwarder_check's loose rule
     hmap_t targets;            // addresses that a direct jump of the entry part goes to (a set)
+    bool rbp_is_frame;         // the entry part sets up rbp as its frame pointer (mov rbp, rsp)
 } walk_t;
 
 static bool decode(walk_t *w, uint64_t addr) {
@@ -166,7 +167,7 @@ static bool direct_target(const cs_insn *in, uint64_t *to) {
 // (the caller's work, as make_node's field stores: recorded in s->header and judged at the
 // return) or storing the block anywhere but the stack frame (a global, an out-parameter: the
 // function keeps or publishes it) makes it no forwarder: false then.
-static bool check_stores(const cs_insn *in, state_t *s) {
+static bool check_stores(const walk_t *w, const cs_insn *in, state_t *s) {
     const cs_x86 *x = &in->detail->x86;
     bool stores_mem = false, frame_slot = false, block_read = false;
     for (uint8_t i = 0; i < x->op_count; i++) {
@@ -184,7 +185,11 @@ static bool check_stores(const cs_insn *in, state_t *s) {
                 continue;
             }
             stores_mem = true;
-            frame_slot = op->mem.base == X86_REG_RSP || op->mem.base == X86_REG_RBP;
+            // rbp is the frame only where the prologue made it so (plugin_allocate keeps a
+            // global array's address in it)
+            frame_slot = op->mem.index == X86_REG_INVALID &&
+                         (op->mem.base == X86_REG_RSP ||
+                          (op->mem.base == X86_REG_RBP && w->rbp_is_frame));
         }
         if (op->type == X86_OP_REG && (op->access & CS_AC_READ) && is_bit(s->block, op->reg))
             block_read = true;
@@ -248,13 +253,19 @@ static void after_writes(walk_t *w, const cs_insn *in, state_t *s) {
 
 // The call ending at w->ret_addr, found by decoding the function part from lo: its key, or
 // false when the decoding does not land on a call there.
-// Also notes the targets of the part's direct jumps (w->targets), decoding on to hi.
+// Also notes the targets of the part's direct jumps (w->targets) and whether rbp is its frame
+// pointer, decoding on to hi.
 static bool find_observed_call(walk_t *w, uint64_t lo, uint64_t hi) {
     uint64_t a = lo, to;
     bool found = false;
     while (a < hi && decode(w, a)) {
+        const cs_x86 *x = &w->insn->detail->x86;
         if (cs_insn_group(w->cs, w->insn, X86_GRP_JUMP) && direct_target(w->insn, &to))
             hmap_put(&w->targets, to, NULL);
+        else if (w->insn->id == X86_INS_MOV && x->op_count == 2 &&
+                 x->operands[0].type == X86_OP_REG && x->operands[0].reg == X86_REG_RBP &&
+                 x->operands[1].type == X86_OP_REG && x->operands[1].reg == X86_REG_RSP)
+            w->rbp_is_frame = true;
         a += w->insn->size;
         if (a == w->ret_addr && w->insn->id == X86_INS_CALL) {
             w->alloc_key = call_key(w->insn);
@@ -345,7 +356,7 @@ static step_t step(walk_t *w, state_t *s, state_t *branch, bool *returned_block)
     }
     if (in->id == X86_INS_HLT || in->id == X86_INS_UD2 || in->id == X86_INS_INT3)
         return STEP_END; // a trap ends the path
-    if (!check_stores(in, s))
+    if (!check_stores(w, in, s))
         return STEP_FAIL;
     after_writes(w, in, s);
     s->addr = next;

@@ -135,6 +135,21 @@ Test(forwarder, code_it_cannot_follow_is_no_forwarder) {
     cr_expect_not(CHECK(cut, 9));
 }
 
+// push rbp; push rbx; xor ebx, ebx; sub rsp, 8; mov rbp, [rip+0x2ea9]; nop;
+// 1: mov edi, 0x60; call malloc; movsxd rdx, ebx; add ebx, 1; mov [rbp+rdx*8], rax;
+// cmp ebx, 0x32; jne 1b; add rsp, 8; pop rbx; pop rbp; ret
+// (gcc's plugin_allocate of tests/e2e/progs/plugin.c: rbp holds a global array, not the frame)
+static const uint8_t global_in_rbp[] = {
+    0x55, 0x53, 0x31, 0xdb, 0x48, 0x83, 0xec, 0x08, 0x48, 0x8b, 0x2d, 0xa9, 0x2e, 0x00, 0x00, 0x90,
+    0xbf, 0x60, 0x00, 0x00, 0x00, 0xe8, 0x06, 0xff, 0xff, 0xff, 0x48, 0x63, 0xd3, 0x83, 0xc3, 0x01,
+    0x48, 0x89, 0x44, 0xd5, 0x00, 0x83, 0xfb, 0x32, 0x75, 0xe6, 0x48, 0x83, 0xc4, 0x08, 0x5b, 0x5d,
+    0xc3};
+
+Test(forwarder, a_store_through_rbp_that_is_no_frame_pointer_keeps_the_block) {
+    cr_expect_not(CHECK(global_in_rbp, 26));
+    cr_expect_not(CHECK_LOOSE(global_in_rbp, 26));
+}
+
 // test rdi, rdi; je 1f; jmp rsi; 1: sub rsp, 8; call malloc; add rsp, 8; ret
 // (sqlite3Malloc: a tail call through the configured allocator's pointer on one path)
 static const uint8_t tail_like[] = {0x48, 0x85, 0xff, 0x74, 0x02, 0xff, 0xe6,
