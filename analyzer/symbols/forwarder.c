@@ -24,11 +24,11 @@ enum { CALLED_ALLOC = 1, CALLED_OTHER = 2, CALLED_MAYBE_DEAD = 4 };
 
 typedef struct state {
     uint64_t addr;
-    uint16_t block;  // bit i: general register i (gpr_index) points into the block, at off[i]
-    uint16_t zero;   // bit i: register i holds 0
-    uint8_t called;  // CALLED_*
-    uint8_t header;  // bytes at the block's start written on this path
-    int8_t off[16];  // 0 for registers outside block
+    uint16_t block; // bit i: general register i (gpr_index) points into the block, at off[i]
+    uint16_t zero;  // bit i: register i holds 0
+    uint8_t called; // CALLED_*
+    uint8_t header; // bytes at the block's start written on this path
+    int8_t off[16]; // 0 for registers outside block
 } state_t;
 
 static uint64_t state_key(const state_t *s) {
@@ -45,7 +45,7 @@ static void set_block(state_t *s, int reg, int64_t off) {
     if (reg < 0)
         return;
     if (off < 0 || off > MAX_HEADER) { // no longer the block's start or header: not tracked
-        s->block &= (uint16_t)~(1u << reg);
+        s->block &= (uint16_t) ~(1u << reg);
         s->off[reg] = 0;
         return;
     }
@@ -54,7 +54,8 @@ static void set_block(state_t *s, int reg, int64_t off) {
 }
 
 // General-purpose register -> 0..15 (rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8..r15), any width;
-// -1 for every other register.
+// -1 for every other register. (One line per register, its names at every width.)
+// clang-format off
 static int gpr_index(unsigned reg) {
     switch (reg) {
     case X86_REG_RAX: case X86_REG_EAX: case X86_REG_AX: case X86_REG_AL: case X86_REG_AH:
@@ -93,13 +94,14 @@ static int gpr_index(unsigned reg) {
         return -1;
     }
 }
+// clang-format on
 
 #define BIT(i) ((uint16_t)(1u << (i)))
 // System V AMD64: arguments in rdi, rsi, rdx, rcx, r8, r9; a call may clobber those and rax,
 // r10, r11 (so the block survives a call only in rbx, rbp, r12-r15)
 static const uint16_t ARG_REGS = BIT(7) | BIT(6) | BIT(2) | BIT(1) | BIT(8) | BIT(9);
-static const uint16_t CALL_CLOBBERED = BIT(7) | BIT(6) | BIT(2) | BIT(1) | BIT(8) | BIT(9) |
-                                       BIT(0) | BIT(10) | BIT(11);
+static const uint16_t CALL_CLOBBERED =
+    BIT(7) | BIT(6) | BIT(2) | BIT(1) | BIT(8) | BIT(9) | BIT(0) | BIT(10) | BIT(11);
 
 static bool is_bit(uint16_t set, unsigned reg) {
     int i = gpr_index(reg);
@@ -111,7 +113,7 @@ typedef struct walk {
     cs_insn *insn;
     const forwarder_code_t *code;
     uint64_t ret_addr;
-    uint64_t alloc_key; // call_key of the observed allocator call (0: not comparable)
+    uint64_t alloc_key;        // call_key of the observed allocator call (0: not comparable)
     uint64_t part_lo, part_hi; // bounds of the last part looked up
     bool loose;                // forwarder_check's loose rule
     hmap_t targets;            // addresses that a direct jump of the entry part goes to (a set)
@@ -187,9 +189,9 @@ static bool check_stores(const walk_t *w, const cs_insn *in, state_t *s) {
             stores_mem = true;
             // rbp is the frame only where the prologue made it so (plugin_allocate keeps a
             // global array's address in it)
-            frame_slot = op->mem.index == X86_REG_INVALID &&
-                         (op->mem.base == X86_REG_RSP ||
-                          (op->mem.base == X86_REG_RBP && w->rbp_is_frame));
+            frame_slot =
+                op->mem.index == X86_REG_INVALID &&
+                (op->mem.base == X86_REG_RSP || (op->mem.base == X86_REG_RBP && w->rbp_is_frame));
         }
         if (op->type == X86_OP_REG && (op->access & CS_AC_READ) && is_bit(s->block, op->reg))
             block_read = true;
