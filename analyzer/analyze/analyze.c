@@ -184,6 +184,7 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     a->cpu = cpu_new(r, a->sym);
     a->sites = sites_new(r, a->rp, a->sym);
     sites_set_alloc_fns(a->sites, o->alloc_fns, o->n_alloc_fns);
+    sites_keep_wrappers(a->sites, o->keep_wrappers);
     if (a->growth)
         growth_finish(a->growth);
     return a;

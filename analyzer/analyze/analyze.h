@@ -53,6 +53,7 @@ typedef struct analyze_opts {
     bool totals_only;  // replay's totals alone (`stats`): no sites, no symbols, no CPU table
     const char *const *alloc_fns; // the program's own allocator functions (sites_set_alloc_fns)
     size_t n_alloc_fns;
+    bool keep_wrappers; // functions that only forward to the allocator name sites (sites.h)
 } analyze_opts_t;
 
 // analyze_open with options; with growth, a->growth is finished (growth_finish) on return.

@@ -19,7 +19,8 @@
 
 const char cmd_report_usage[] =
     "usage: heapprof report TRACE [--json] [--top N] [--short-ms N] [--alloc-fn NAME]...\n"
-    "                       [--sizes] [--suppress FILE] [--filter FUNC] [--shim-cpu]\n"
+    "                       [--keep-wrappers] [--sizes] [--suppress FILE] [--filter FUNC]\n"
+    "                       [--shim-cpu]\n"
     "\n"
     "Where the program allocates, by function and source line: totals, then the top\n"
     "allocation sites by bytes allocated, by blocks, by bytes live at the heap's peak, by\n"
@@ -45,7 +46,10 @@ const char cmd_report_usage[] =
     "               the temporary ones)\n"
     "  --alloc-fn NAME  a function of the program's own that allocates for its callers\n"
     "               (xmalloc, a pool's alloc): its callers name the sites, as with\n"
-    "               malloc itself (repeatable; as Valgrind's --alloc-fn)\n"
+    "               malloc itself (repeatable; as Valgrind's --alloc-fn). Functions that\n"
+    "               only forward to the allocator (xmalloc, g_malloc: found in their\n"
+    "               machine code, also in stripped programs) count as it without this\n"
+    "  --keep-wrappers  such forwarding functions name sites like any other\n"
     "  --sizes      also a histogram of allocation sizes (power-of-two buckets)\n"
     "  --suppress FILE  known leaks, one `leak:PATTERN` a line (LeakSanitizer's format):\n"
     "               sites with a frame whose function, file or module matches are left\n"
@@ -93,6 +97,8 @@ int cmd_report_parse(int argc, char **argv, cmd_report_opts_t *o, errmsg_t *err)
             o->shim_cpu = true;
         } else if (!only_args && strcmp(a, "--sizes") == 0) {
             o->sizes = true;
+        } else if (!only_args && strcmp(a, "--keep-wrappers") == 0) {
+            o->keep_wrappers = true;
         } else if (!only_args && (strcmp(a, "--filter") == 0 || strncmp(a, "--filter=", 9) == 0)) {
             o->filter = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
             if (!o->filter || !*o->filter) {
@@ -151,7 +157,7 @@ int cmd_report_run(const cmd_report_opts_t *o, FILE *out, FILE *progress, errmsg
         return -1; // before the trace is read: a typo costs nothing
     analyze_opts_t ao = {.mode = 0, .growth = true, .short_ns = o->short_ns,
                          .alloc_fns = o->alloc_fns, .n_alloc_fns = o->n_alloc_fns,
-                         .through_function = o->filter};
+                         .through_function = o->filter, .keep_wrappers = o->keep_wrappers};
     analyze_t *a = analyze_open_opts(o->trace, &ao, progress, err);
     if (!a) {
         suppress_free(sup);

@@ -25,6 +25,7 @@ typedef struct cmd_report_opts {
     const char *filter;   // --filter FUNC: only allocations through FUNC (filter.h); NULL: all
     const char *alloc_fns[CMD_REPORT_MAX_ALLOC_FNS]; // --alloc-fn, as given (argv's strings)
     size_t n_alloc_fns;
+    bool keep_wrappers; // --keep-wrappers: no detection of functions that only forward to malloc
     size_t top;
     uint64_t short_ns; // --short-ms: blocks freed within this are short-lived
 } cmd_report_opts_t;

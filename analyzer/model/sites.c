@@ -5,6 +5,7 @@
 // Rust trait methods with "<Type as Trait>::", so both are peeled before the prefix tests.
 #include "model/sites.h"
 
+#include "core/hmap.h"
 #include "core/xalloc.h"
 
 #include <fnmatch.h>
@@ -20,6 +21,9 @@ struct sites {
     size_t n;
     const char *const *alloc_fns; // sites_set_alloc_fns: the program's own allocator functions
     size_t n_alloc_fns;
+    bool keep_wrappers; // sites_keep_wrappers: no forwarder detection
+    bool callers_counted;
+    hmap_t n_callers; // function start -> distinct caller functions in the trace's stacks
 };
 
 // ---- classification ----
@@ -156,6 +160,8 @@ void sites_set_alloc_fns(sites_t *s, const char *const *names, size_t n) {
     s->n_alloc_fns = n;
 }
 
+void sites_keep_wrappers(sites_t *s, bool keep) { s->keep_wrappers = keep; }
+
 bool sites_function_named(const char *function, const char *name, bool pattern) {
     if (!function)
         return false;
@@ -199,6 +205,8 @@ void sites_free(sites_t *s) {
         free(s->v[i].kinds);
     }
     free(s->v);
+    if (s->callers_counted)
+        hmap_fini(&s->n_callers);
     free(s);
 }
 
@@ -236,6 +244,68 @@ static bool is_alloc_entry(const char *function) {
            strstr(function, " as core::alloc::global::GlobalAlloc>::") != NULL;
 }
 
+// A function that passes the loose forwarder rule only (it hands the block to bookkeeping, as
+// sqlite3Malloc does) is a wrapper when this many functions call it in the trace's stacks.
+#define LOOSE_WRAPPER_MIN_CALLERS 4
+
+// n_callers from every site's stack: each pair of adjacent frames' functions counted once.
+static void count_callers(sites_t *s) {
+    s->callers_counted = true;
+    hmap_init(&s->n_callers, sizeof(uint32_t));
+    hmap_t pairs;
+    hmap_init(&pairs, 1);
+    for (size_t i = 0; i < s->n; i++) {
+        uint32_t n_pcs = 0;
+        const uint64_t *pcs = s->v[i].fig.stack ? reader_stack(s->r, s->v[i].fig.stack, &n_pcs)
+                                                : NULL;
+        uint64_t callee = pcs && n_pcs ? symbolize_function_start(s->sym, pcs[0]) : 0;
+        for (uint32_t k = 1; pcs && k < n_pcs; k++) {
+            uint64_t caller = symbolize_function_start(s->sym, pcs[k]);
+            bool seen = true;
+            if (callee && caller)
+                hmap_put(&pairs, callee * 0x9e3779b97f4a7c15ull ^ caller, &seen);
+            if (!seen)
+                (*(uint32_t *)hmap_put(&s->n_callers, callee, NULL))++;
+            callee = caller;
+        }
+    }
+    hmap_fini(&pairs);
+}
+
+// Whether the function holding return address pc is a wrapper: a forwarder by the strict rule,
+// or by the loose one and called from LOOSE_WRAPPER_MIN_CALLERS functions (the trace's evidence
+// that it serves the whole program, not one caller).
+static bool is_wrapper(sites_t *s, uint64_t pc) {
+    if (symbolize_forwards_to_allocator(s->sym, pc, false))
+        return true;
+    if (!symbolize_forwards_to_allocator(s->sym, pc, true))
+        return false;
+    if (!s->callers_counted)
+        count_callers(s);
+    const uint32_t *n = hmap_get(&s->n_callers, symbolize_function_start(s->sym, pc));
+    return n && *n >= LOOSE_WRAPPER_MIN_CALLERS;
+}
+
+// The program's own functions that only forward to the allocator (xmalloc, jv_mem_alloc; the
+// rule is docs/design.md#allocator-wrappers) become allocator frames: from the innermost frame,
+// which called the allocator, outwards while each machine function (the frames of one return
+// address: a call with the calls inlined into it) is a wrapper, so chains of them go too.
+static void mark_forwarders(sites_t *s, site_t *site) {
+    size_t i = 0, n = site->n_frames;
+    while (i < n && site->kinds[i] == SITES_FRAME_ALLOCATOR)
+        i++;
+    while (i < n && site->kinds[i] == SITES_FRAME_USER) {
+        size_t last = i;
+        while (last + 1 < n && site->frames[last + 1]->pc == site->frames[i]->pc)
+            last++;
+        if (!is_wrapper(s, site->frames[i]->pc))
+            return;
+        for (size_t k = i; k <= last; k++)
+            site->kinds[k] = SITES_FRAME_ALLOCATOR;
+        i = last + 1;
+    }
+}
+
 static void resolve(sites_t *s, site_t *site) {
     size_t n;
     const symbolize_frame_t **frames =
@@ -243,7 +313,6 @@ static void resolve(sites_t *s, site_t *site) {
     site->frames = frames;
     site->kinds = xcalloc(n ? n : 1, 1);
     site->n_frames = n;
-    size_t first_lib = n, first_user = n, first_user_src = n;
     for (size_t i = 0; i < n; i++)
         site->kinds[i] =
             is_alloc_fn(s, frames[i]->function)
@@ -257,6 +326,9 @@ static void resolve(sites_t *s, site_t *site) {
             memset(site->kinds, SITES_FRAME_ALLOCATOR, i);
             break;
         }
+    if (!s->keep_wrappers)
+        mark_forwarders(s, site);
+    size_t first_lib = n, first_user = n, first_user_src = n;
     for (size_t i = 0; i < n; i++) {
         if (site->kinds[i] == SITES_FRAME_USER && first_user == n)
             first_user = i;

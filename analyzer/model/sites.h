@@ -44,6 +44,10 @@ void sites_free(sites_t *s);
 // frame of one is part of the allocator, so its callers name the sites. names must outlive s;
 // call before the first sites_get.
 void sites_set_alloc_fns(sites_t *s, const char *const *names, size_t n);
+// With keep, functions that only forward to the allocator (xmalloc, g_malloc: detected from
+// their machine code, docs/design.md#allocator-wrappers) name sites like any other; by default
+// they count as the allocator's. Call before the first sites_get.
+void sites_keep_wrappers(sites_t *s, bool keep);
 size_t sites_count(const sites_t *s);
 
 // Figures of site i, without resolving its stack.

@@ -40,6 +40,7 @@ typedef struct summary {
     uint64_t suppressed_bytes, suppressed_blocks; // live at exit in sites --suppress matched
     uint64_t temp_blocks, temp_bytes;
     uint64_t touch_blocks, touch_bytes, touched_bytes, touch_resident_blocks, touch_sampled_blocks;
+    const bool *suppressed; // out_report_opts_t.suppressed: what the figures left out; NULL: none
 } summary_t;
 
 static uint64_t metric(const replay_site_t *g, ranking_t k) {
@@ -67,11 +68,9 @@ typedef struct sort_ctx {
 } sort_ctx_t;
 
 static sort_ctx_t sort_by; // qsort has no context argument in C11
-// The sites --suppress matched (out_report_opts_t.suppressed) while a report is written: the
-// leak ranking and its total leave them out. NULL: none.
-static const bool *end_suppressed;
-
-static bool suppressed_at_end(size_t i) { return end_suppressed && end_suppressed[i]; }
+// Whether --suppress matched site i (suppressed: out_report_opts_t.suppressed, NULL: none): the
+// leak ranking and its total leave it out.
+static bool is_suppressed(const bool *suppressed, size_t i) { return suppressed && suppressed[i]; }
 
 static int cmp_sites(const void *a, const void *b) {
     const replay_site_t *x = sites_figures(sort_by.sites, *(const size_t *)a);
@@ -84,12 +83,15 @@ static int cmp_sites(const void *a, const void *b) {
     return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-// Site indexes best first by figure k, in *n; only those where it is non-zero unless all.
-static size_t *ranked_sites(sites_t *s, ranking_t k, bool all, size_t *n) {
+// Site indexes best first by figure k, in *n; only those where it is non-zero (and, for the
+// leaks, not suppressed) unless all.
+static size_t *ranked_sites(sites_t *s, ranking_t k, bool all, const bool *suppressed,
+                            size_t *n) {
     size_t total = sites_count(s), kept = 0;
     size_t *v = xcalloc(total ? total : 1, sizeof *v);
     for (size_t i = 0; i < total; i++)
-        if (all || (metric(sites_figures(s, i), k) > 0 && !(k == RANK_END && suppressed_at_end(i))))
+        if (all ||
+            (metric(sites_figures(s, i), k) > 0 && !(k == RANK_END && is_suppressed(suppressed, i))))
             v[kept++] = i;
     sort_by = (sort_ctx_t){s, k};
     qsort(v, kept, sizeof *v, cmp_sites);
@@ -97,17 +99,19 @@ static size_t *ranked_sites(sites_t *s, ranking_t k, bool all, size_t *n) {
     return v;
 }
 
-static size_t *ranked(sites_t *s, ranking_t k, size_t *n) { return ranked_sites(s, k, false, n); }
+static size_t *ranked(sites_t *s, ranking_t k, const bool *suppressed, size_t *n) {
+    return ranked_sites(s, k, false, suppressed, n);
+}
 
-static summary_t summarize(sites_t *s) {
-    summary_t m = {0};
+static summary_t summarize(sites_t *s, const bool *suppressed) {
+    summary_t m = {.suppressed = suppressed};
     for (size_t i = 0; i < sites_count(s); i++) {
         const replay_site_t *g = sites_figures(s, i);
         m.bytes += g->bytes;
         m.blocks += g->blocks;
         m.peak_bytes += g->peak_bytes;
         m.peak_blocks += g->peak_blocks;
-        if (suppressed_at_end(i)) {
+        if (is_suppressed(suppressed, i)) {
             m.suppressed_bytes += g->end_bytes;
             m.suppressed_blocks += g->end_blocks;
         } else {
@@ -197,7 +201,7 @@ static const char *touch_method(const replay_site_t *g, char buf[64]) {
 
 static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m, size_t top) {
     size_t n = 0;
-    size_t *v = ranked(a->sites, k, &n);
+    size_t *v = ranked(a->sites, k, m->suppressed, &n);
     char b1[32], b2[32], b3[32], b4[32], b5[32], p1[16], meth[64];
     if (k == RANK_UNTOUCHED) {
         fprintf(f, "\nReserved but untouched");
@@ -228,7 +232,7 @@ static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m
     case RANK_END:
         fprintf(f, " (all: %s in %s blocks", fmt_bytes(m->end_bytes, b1),
                 fmt_grouped(m->end_blocks, b2));
-        if (end_suppressed)
+        if (m->suppressed)
             fprintf(f, "; %s in %s blocks more are known leaks, suppressed", fmt_bytes(m->suppressed_bytes, b3),
                     fmt_grouped(m->suppressed_blocks, b4));
         fprintf(f, ")\n");
@@ -498,7 +502,7 @@ static json_t *sizes_json(const replay_totals_t *t) {
 static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     const reader_t *r = a->r;
     const replay_totals_t *t = replay_totals(a->rp);
-    summary_t m = summarize(a->sites);
+    summary_t m = summarize(a->sites, o->suppressed);
     char b1[32], b2[32], b3[32], b4[32], p1[16];
     const char *exe = reader_exe(r);
     char safe[FN_CAP];
@@ -561,7 +565,7 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     // resolve what the rankings will show, with progress, before printing them
     for (int k = 0; k < N_RANKINGS; k++) {
         size_t n = 0;
-        size_t *v = ranked(a->sites, (ranking_t)k, &n);
+        size_t *v = ranked(a->sites, (ranking_t)k, m.suppressed, &n);
         analyze_resolve(a, v, n < o->top ? n : o->top);
         free(v);
     }
@@ -726,7 +730,7 @@ static void growth_json(analyze_t *a, json_t *root, const size_t *pos) {
 
 static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_t *err) {
     const replay_totals_t *t = replay_totals(a->rp);
-    summary_t m = summarize(a->sites);
+    summary_t m = summarize(a->sites, o->suppressed);
     json_t *root = json_object();
     json_object_set_new(root, "trace", fmt_json_str(a->path));
     json_t *totals = out_stats_json(a->r, t, NULL, NULL);
@@ -743,21 +747,21 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
 
     // every site, by bytes allocated; "top" lists indexes into this array
     size_t n = 0;
-    size_t *by_bytes = ranked_sites(a->sites, RANK_BYTES, true, &n);
+    size_t *by_bytes = ranked_sites(a->sites, RANK_BYTES, true, NULL, &n);
     size_t *pos = xcalloc(sites_count(a->sites) + 1, sizeof *pos);
     analyze_resolve(a, by_bytes, n);
     json_t *sites = json_array();
     for (size_t i = 0; i < n; i++) {
         pos[by_bytes[i]] = i;
         json_t *sj = site_json(a, sites_get(a->sites, by_bytes[i]));
-        if (suppressed_at_end(by_bytes[i]))
+        if (is_suppressed(m.suppressed, by_bytes[i]))
             json_object_set_new(sj, "suppressed", json_true());
         json_array_append_new(sites, sj);
     }
     json_t *top = json_object();
     for (int k = 0; k < N_RANKINGS; k++) {
         size_t nk = 0;
-        size_t *v = ranked(a->sites, (ranking_t)k, &nk);
+        size_t *v = ranked(a->sites, (ranking_t)k, m.suppressed, &nk);
         json_t *arr = json_array();
         for (size_t i = 0; i < nk && i < o->top; i++)
             json_array_append_new(arr, json_integer((json_int_t)pos[v[i]]));
@@ -818,14 +822,9 @@ static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_
 }
 
 int out_report_write(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_t *err) {
-    end_suppressed = o->suppressed;
-    if (o->json) {
-        int rc = write_json(a, o, f, err);
-        end_suppressed = NULL;
-        return rc;
-    }
+    if (o->json)
+        return write_json(a, o, f, err);
     write_text(a, o, f);
-    end_suppressed = NULL;
     if (fflush(f) != 0 || ferror(f)) {
         errmsg_set(err, "report: cannot write the output");
         return -1;

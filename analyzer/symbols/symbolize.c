@@ -12,10 +12,13 @@
 #include "core/hmap.h"
 #include "core/xalloc.h"
 #include "symbols/demangle.h"
+#include "symbols/forwarder.h"
+#include "symbols/funcbounds.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +31,8 @@ typedef struct module {
     Dwfl_Module *dm; // NULL: not reported, or not to be used (status says why)
     symbolize_module_t *pub;
     bool dwarf_checked;
+    bool bounds_read;     // bounds holds the module's .eh_frame (read on first need)
+    funcbounds_t bounds;  // for symbolize_forwards_to_allocator
 } module_t;
 
 typedef struct sub_range {
@@ -59,6 +64,7 @@ struct symbolize {
     hmap_t cache;   // pc -> chain_t *
     hmap_t cus;     // address of a CU's DIE data -> cu_index_t *
     hmap_t strings; // FNV-1a hash -> interned string (first one with that hash)
+    hmap_t forwarders; // return address -> 1 + whether its function only forwards (forwarder.h)
     arena_t arena;
     size_t n_addresses;
 };
@@ -132,6 +138,7 @@ symbolize_t *symbolize_new(const reader_t *r) {
     hmap_init(&s->cache, sizeof(chain_t *));
     hmap_init(&s->cus, sizeof(cu_index_t *));
     hmap_init(&s->strings, sizeof(const char *));
+    hmap_init(&s->forwarders, 1);
     s->cb.find_elf = dwfl_build_id_find_elf;
     s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
     s->cb.debuginfo_path = &s->debuginfo_path; // NULL: the default search path
@@ -169,9 +176,12 @@ void symbolize_free(symbolize_t *s) {
     hmap_fini(&s->cache);
     hmap_fini(&s->cus);
     hmap_fini(&s->strings);
+    hmap_fini(&s->forwarders);
     arena_free(&s->arena);
     if (s->dwfl)
         dwfl_end(s->dwfl);
+    for (size_t i = 0; i < s->n_mods; i++)
+        funcbounds_fini(&s->mods[i].bounds);
     free(s->mods);
     free(s->pub);
     free(s);
@@ -546,4 +556,97 @@ const char *symbolize_short_path(const char *path, int n_components) {
         p--;
     }
     return path;
+}
+
+// ---- allocator wrappers ----
+
+// One module's code for forwarder_check, in the ELF file's addresses: its executable sections
+// (present in a stripped file too) and its functions' bounds from .eh_frame, which stripping
+// keeps, else from the symbol table.
+typedef struct module_code {
+    module_t *m;
+    Elf *elf;
+    GElf_Addr bias; // the ELF file's addresses + bias = the process's
+    uint64_t sec_lo, sec_hi; // the last section found
+    const uint8_t *sec_bytes;
+} module_code_t;
+
+static const uint8_t *code_bytes(void *ctx, uint64_t addr, size_t *avail) {
+    module_code_t *mc = ctx;
+    if (!(addr >= mc->sec_lo && addr < mc->sec_hi)) {
+        mc->sec_bytes = NULL;
+        Elf_Scn *scn = NULL;
+        while ((scn = elf_nextscn(mc->elf, scn))) {
+            GElf_Shdr sh;
+            if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+                !(sh.sh_flags & SHF_EXECINSTR) || addr < sh.sh_addr ||
+                addr - sh.sh_addr >= sh.sh_size)
+                continue;
+            Elf_Data *d = elf_getdata(scn, NULL);
+            if (!d || !d->d_buf || d->d_size < sh.sh_size)
+                return NULL;
+            mc->sec_lo = sh.sh_addr;
+            mc->sec_hi = sh.sh_addr + sh.sh_size;
+            mc->sec_bytes = d->d_buf;
+            break;
+        }
+        if (!mc->sec_bytes)
+            return NULL;
+    }
+    *avail = (size_t)(mc->sec_hi - addr);
+    return mc->sec_bytes + (addr - mc->sec_lo);
+}
+
+static bool code_bounds(void *ctx, uint64_t addr, uint64_t *lo, uint64_t *hi) {
+    module_code_t *mc = ctx;
+    if (!mc->m->bounds_read) {
+        mc->m->bounds_read = true;
+        funcbounds_init(&mc->m->bounds, mc->elf);
+    }
+    if (funcbounds_find(&mc->m->bounds, addr, lo, hi))
+        return true;
+    // no .eh_frame entry (hand-written assembly, -fno-asynchronous-unwind-tables): the symbol
+    GElf_Off off;
+    GElf_Sym sym;
+    if (!dwfl_module_addrinfo(mc->m->dm, addr + mc->bias, &off, &sym, NULL, NULL, NULL) ||
+        sym.st_size == 0 || off >= sym.st_size)
+        return false;
+    *lo = addr - off;
+    *hi = *lo + sym.st_size;
+    return true;
+}
+
+// Bits of a forwarders entry: the strict rule's verdict is known / yes, the loose rule's.
+enum { FWD_STRICT_KNOWN = 1, FWD_STRICT = 2, FWD_LOOSE_KNOWN = 4, FWD_LOOSE = 8 };
+
+// mc for the module holding pc, with its ELF file; false when there is none to read.
+static bool module_code(symbolize_t *s, uint64_t pc, module_code_t *mc) {
+    *mc = (module_code_t){.m = module_of(s, pc)};
+    return mc->m && mc->m->dm && (mc->elf = dwfl_module_getelf(mc->m->dm, &mc->bias)) &&
+           pc > mc->bias;
+}
+
+bool symbolize_forwards_to_allocator(symbolize_t *s, uint64_t pc, bool loose) {
+    uint8_t known_bit = loose ? FWD_LOOSE_KNOWN : FWD_STRICT_KNOWN;
+    uint8_t yes_bit = loose ? FWD_LOOSE : FWD_STRICT;
+    const uint8_t *known = hmap_get(&s->forwarders, pc);
+    if (known && (*known & known_bit))
+        return *known & yes_bit;
+    uint8_t v = known ? *known : 0;
+    module_code_t mc;
+    if (module_code(s, pc, &mc)) {
+        forwarder_code_t code = {.bytes = code_bytes, .bounds = code_bounds, .ctx = &mc};
+        if (forwarder_check(&code, pc - mc.bias, loose))
+            v |= yes_bit;
+    }
+    *(uint8_t *)hmap_put(&s->forwarders, pc, NULL) = v | known_bit;
+    return v & yes_bit;
+}
+
+uint64_t symbolize_function_start(symbolize_t *s, uint64_t pc) {
+    module_code_t mc;
+    uint64_t lo, hi;
+    if (pc == 0 || !module_code(s, pc, &mc) || !code_bounds(&mc, pc - 1 - mc.bias, &lo, &hi))
+        return 0;
+    return lo + mc.bias;
 }

@@ -65,6 +65,17 @@ bool symbolize_current(const symbolize_t *s, const reader_t *r);
 const symbolize_module_t *symbolize_modules(const symbolize_t *s, size_t *n);
 size_t symbolize_n_addresses(const symbolize_t *s);
 
+// Whether the function that holds return address pc only forwards to an allocator (forwarder.h;
+// docs/design.md#allocator-wrappers), pc being seen in a stack as a call into an allocator or
+// into such a forwarder; loose: by forwarder_check's loose rule. From the module's machine code
+// and .eh_frame, so it works on stripped files; false when the module's file cannot be read.
+// Cached per pc. May allocate.
+bool symbolize_forwards_to_allocator(symbolize_t *s, uint64_t pc, bool loose);
+
+// Where the function (or the function part) that holds return address pc starts, in the
+// process's addresses, from .eh_frame or the symbol table; 0 when unknown. May allocate.
+uint64_t symbolize_function_start(symbolize_t *s, uint64_t pc);
+
 // Shortens a source path for display to its last n_components components
 // ("/work/app/src/main.rs", 3 -> "app/src/main.rs"). Returns a pointer into path.
 const char *symbolize_short_path(const char *path, int n_components);

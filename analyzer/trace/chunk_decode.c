@@ -26,19 +26,25 @@ static reader_event_t *push_meta(dchunk_t *c, uint8_t kind, uint64_t time_ns) {
     return e;
 }
 
-static void def(dchunk_t *c, const hpt_rec_t *rec, size_t ev) {
+static void def(dchunk_t *c, const hpt_rec_t *rec, size_t ev, size_t frames_at) {
     c->defs = xgrow(c->defs, &c->defs_cap, c->n_defs + 1, sizeof *c->defs);
     c->defs[c->n_defs].rec = *rec;
+    c->defs[c->n_defs].frames_at = frames_at;
     c->defs[c->n_defs++].ev = ev;
 }
 
-// The checks of what the reader will do with a definition: frames that expand, argv strings
-// that fit, a CPU source it knows.
+// The checks of what the reader will do with a definition: frames that expand (into c->frames,
+// for the reader to copy: each stack is expanded once), argv strings that fit, a CPU source it
+// knows.
 static bool def_valid(dchunk_t *c, const hpt_rec_t *rec) {
     switch (rec->tag) {
     case HPT_REC_STACK:
-        c->frames = xgrow(c->frames, &c->frames_cap, rec->n_frames + 1, sizeof *c->frames);
-        return hpt_stack_frames(rec, c->frames) == 0;
+        c->frames = xgrow(c->frames, &c->frames_cap, c->n_frames + rec->n_frames + 1,
+                          sizeof *c->frames);
+        if (hpt_stack_frames(rec, c->frames + c->n_frames) != 0)
+            return false;
+        c->n_frames += rec->n_frames;
+        return true;
     case HPT_REC_PROCESS: {
         const uint8_t *p = rec->str2, *end = rec->str2 + rec->str2_len;
         for (uint64_t i = 0; i < rec->size; i++) {
@@ -150,7 +156,7 @@ static bool decode_records(dchunk_t *c, const uint8_t *p, const uint8_t *end, ui
                 }
                 at = c->n_ev - 1;
             }
-            def(c, &rec, at);
+            def(c, &rec, at, 0);
             break;
         }
         case HPT_REC_CPU_SAMPLE:
@@ -161,11 +167,13 @@ static bool decode_records(dchunk_t *c, const uint8_t *p, const uint8_t *end, ui
         case HPT_REC_PROCESS:
         case HPT_REC_CPU_INFO:
         case HPT_REC_ALLOCATOR:
-        case HPT_REC_TRAILER:
+        case HPT_REC_TRAILER: {
+            size_t frames_at = c->n_frames;
             if (!def_valid(c, &rec))
                 return false;
-            def(c, &rec, SIZE_MAX);
+            def(c, &rec, SIZE_MAX, frames_at);
             break;
+        }
         default:
             return false; // hpt_rec_decode knows a tag this reader does not: treat as damage
         }
@@ -176,7 +184,7 @@ static bool decode_records(dchunk_t *c, const uint8_t *p, const uint8_t *end, ui
 void dchunk_decode(dchunk_t *c, ZSTD_DCtx *dctx) {
     const hpt_chunk_hdr_t *h = &c->h;
     c->ok = false;
-    c->n_ev = c->n_defs = c->n_cpu = 0;
+    c->n_ev = c->n_defs = c->n_cpu = c->n_frames = 0;
     c->min_time_ns = UINT64_MAX;
     if (h->type == HPT_CHUNK_SYNC) {
         c->ok = true;

@@ -23,6 +23,7 @@
 typedef struct dchunk_def {
     hpt_rec_t rec;
     size_t ev; // the event this record made (THREAD_*, MODULE_*) in ev[], or SIZE_MAX
+    size_t frames_at; // STACK: where its rec.n_frames frames start in the chunk's frames[]
 } dchunk_def_t;
 
 typedef struct dchunk {
@@ -49,8 +50,9 @@ typedef struct dchunk {
     size_t raw_cap, rows_cap;
     hpt_cols_alloc_t *col_allocs;
     size_t col_allocs_cap;
-    uint64_t *frames; // a STACK record's frames, checked here so the reader's copy cannot fail
-    size_t frames_cap;
+    uint64_t *frames; // the STACK records' frames, expanded once here (the check that they
+    size_t n_frames, frames_cap; // decode) for the reader to copy
+
 } dchunk_t;
 
 // Decompresses, untransposes and decodes c->in per c->h. dctx: the calling thread's own.

@@ -352,21 +352,19 @@ static tqueue_t *queue_for(reader_t *r, uint32_t tid) {
 
 // ---- definitions ----
 
-static bool def_stack(reader_t *r, const hpt_rec_t *rec) {
+// decoded: the record's frames as chunk_decode expanded (and so checked) them.
+static void def_stack(reader_t *r, const hpt_rec_t *rec, const uint64_t *decoded) {
     bool existed;
     stack_ref_t *s = hmap_put(&r->stacks, rec->stack, &existed);
     if (existed) {
         // ids are process-wide and defined once; a repeat cannot change what was handed out
-        return true;
+        return;
     }
     uint64_t *frames = arena_alloc(&r->arena, (size_t)rec->n_frames * sizeof *frames + 1);
-    if (hpt_stack_frames(rec, frames) != 0) { // chunk_decode checked them: only for safety
-        hmap_take(&r->stacks, rec->stack, NULL);
-        return false;
-    }
+    if (rec->n_frames)
+        memcpy(frames, decoded, (size_t)rec->n_frames * sizeof *frames);
     s->frames = frames;
     s->n = rec->n_frames;
-    return true;
 }
 
 static size_t def_module_load(reader_t *r, const hpt_rec_t *rec, uint32_t tid) {
@@ -496,7 +494,7 @@ static void apply_defs(reader_t *r, dchunk_t *c, tqueue_t *q) {
         const size_t ev = c->defs[i].ev;
         switch (rec->tag) {
         case HPT_REC_STACK:
-            def_stack(r, rec);
+            def_stack(r, rec, c->frames + c->defs[i].frames_at);
             break;
         case HPT_REC_THREAD_START:
             def_thread_start(r, q, rec, tid);
