@@ -28,6 +28,8 @@ typedef struct hpt_file_hdr {
 
 #define HPT_FILE_HAS_MEMBARRIER 1u // sync watermarks are exact (see docs/trace-format.md#merge)
 #define HPT_FILE_TOUCH 2u          // frees carry bytes-touched measures (docs/trace-format.md#touch)
+#define HPT_FILE_ATTACHED 0x10u    // recording started mid-run (`heapprof attach`): frees of blocks
+                                   // made before it are expected (docs/trace-format.md#attached)
 
 #define HPT_CHUNK_MAGIC 0x4b435048u // "HPCK" read as little-endian u32
 

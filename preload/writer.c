@@ -499,6 +499,8 @@ bool hp_writer_start(void) {
         h.flags |= HPT_FILE_TOUCH;
         h.touch_fill_max = hp_config.touch_fill_max;
     }
+    if (hp_config.attached)
+        h.flags |= HPT_FILE_ATTACHED;
     bool ok = start(fd, path, &h, m.buf, m.len, m.nrec);
     hp_mem_unmap(m.buf, m.cap);
     if (ok && !hp_config.quiet)
@@ -541,6 +543,11 @@ void hp_writer_stop(void) {
     wake();
     pthread_join(thread, NULL);
     hp_traceout_close();
+    // the program may run on (a detach): leave it no descriptor of ours
+    if (statm_fd >= 0) {
+        close(statm_fd);
+        statm_fd = -1;
+    }
 }
 
 void hp_writer_fork_prepare(void) {
