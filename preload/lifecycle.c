@@ -191,8 +191,37 @@ static bool loaded_for_attach(void) {
            a.dli_fbase != b.dli_fbase;
 }
 
+static bool attached_before; // an attached recording ran and ended: the next one restarts
+
+// A second attached recording in this process: a new trace file whose META chunk defines the
+// stacks interned so far (threads reuse their ids) and lists every module again. Its times go
+// on from the first trace's start: the threads' rings and encoders never go back in time.
+static bool restart_attached(const char **why) {
+    apply_attach_config();
+    hp_modmap_reset();
+    pthread_mutex_lock(&start_lock);
+    trace_started = false;
+    atomic_store(&hp_state, HP_STATE_ON);
+    bool ok = start_trace();
+    pthread_mutex_unlock(&start_lock);
+    if (!ok) {
+        atomic_store(&hp_state, HP_STATE_FINISHED);
+        *why = "heapprof could not create the trace file";
+    }
+    return ok;
+}
+
 bool hp_lifecycle_attach_start(const char *out_path, const char **why) {
     int st = atomic_load(&hp_state);
+    if (attached_before && st == HP_STATE_FINISHED) {
+        size_t n = strlen(out_path);
+        if (n == 0 || n >= sizeof attach_out) {
+            *why = "the trace path is empty or too long";
+            return false;
+        }
+        memcpy(attach_out, out_path, n + 1);
+        return restart_attached(why);
+    }
     if (st != HP_STATE_OFF || atomic_load(&early_started)) {
         *why = st == HP_STATE_ON ? "heapprof is already recording in this process"
                                  : "heapprof already recorded a trace in this process";
@@ -218,6 +247,7 @@ bool hp_lifecycle_attach_start(const char *out_path, const char **why) {
         *why = "heapprof could not create the trace file";
         return false;
     }
+    attached_before = true;
     return true;
 }
 

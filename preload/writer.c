@@ -476,6 +476,13 @@ bool hp_writer_start(void) {
         statm_open();
     meta_t m = {0};
     m.cap = 1u << 20;
+    // A later trace of an attached process (heapprof attach again) starts with the stacks
+    // interned so far: threads go on using their ids (docs/design.md#attach).
+    uint64_t n_known_stacks = hp_config.attached ? hp_stacktab_count() : 0;
+    if (n_known_stacks)
+        m.cap = HPT_CHUNK_MAX_RAW - 4096 < (1u << 20) + n_known_stacks * HP_REC_MAX
+                    ? HPT_CHUNK_MAX_RAW - 4096
+                    : (size_t)((1u << 20) + n_known_stacks * HP_REC_MAX);
     m.buf = hp_mem_map(m.cap);
     if (!m.buf) {
         close(fd);
@@ -484,6 +491,8 @@ bool hp_writer_start(void) {
     meta_process(&m);
     hpt_dstate_t st = {0};
     hp_modmap_scan(&st, hp_state_now(), meta_emit, &m);
+    if (n_known_stacks)
+        hp_stacktab_each_record(meta_emit, &m);
 
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);

@@ -144,7 +144,12 @@ int target_find_module(pid_t pid, const char *needle, const uint64_t *ino, uint6
     FILE *f = fopen(maps, "r");
     if (!f)
         return -1;
+    // A loaded module is an offset-0 mapping followed by its executable segment. Other
+    // mappings of the same file exist: a library the process reads as data (heapprof's own
+    // unwinder maps whole ELF files to read their unwind tables) has only the offset-0 one.
     char line[PATH_MAX + 256];
+    uint64_t head_start = 0, head_inode = 0;
+    bool have_head = false;
     int rc = -1;
     while (fgets(line, sizeof line, f)) {
         uint64_t lo, hi, off, inode;
@@ -156,12 +161,18 @@ int target_find_module(pid_t pid, const char *needle, const uint64_t *ino, uint6
             continue;
         char *name = line + name_at;
         name[strcspn(name, "\n")] = '\0';
-        if (off != 0 || !strstr(name, needle) || (ino && inode != *ino))
+        if (!strstr(name, needle) || (ino && inode != *ino))
             continue;
-        *start = lo;
-        snprintf(path, cap, "%s", name);
-        rc = 0;
-        break;
+        if (off == 0) {
+            head_start = lo;
+            head_inode = inode;
+            have_head = true;
+            snprintf(path, cap, "%s", name);
+        } else if (perms[2] == 'x' && have_head && inode == head_inode) {
+            *start = head_start;
+            rc = 0;
+            break;
+        }
     }
     fclose(f);
     return rc;

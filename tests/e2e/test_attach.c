@@ -393,3 +393,47 @@ Test(attach, refuses_when_ptrace_is_not_permitted, .timeout = 60) {
     cr_expect_eq(finish_target(&t, line, sizeof line), 0);
     cr_expect(strstr(line, "checksum=ok"), "%s", line);
 }
+
+// Attach and detach 20 times in a row to one process: every cycle records a trace of its own
+// whose sites are named (a later trace defines the stacks its threads reuse), and leaves no
+// thread, descriptor or tracer behind.
+Test(attach, twenty_cycles_leave_no_thread_or_descriptor, .timeout = 300) {
+    char *dir = e2e_tmpdir("attach_cycles");
+    target_t t = start_target(E2E_SAMPLES "/server_loop", true);
+    int threads_before = count_dir("task", t.pid);
+    int fds_before = count_dir("fd", t.pid);
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)t.pid);
+    char trace[20][4096];
+    for (int i = 0; i < 20; i++) {
+        snprintf(trace[i], sizeof trace[i], "%s/cycle%d.hpt", dir, i);
+        char *err = NULL;
+        const char *args[] = {"attach", pid, "--duration", "0.1", "-o", trace[i], NULL};
+        cr_assert_eq(e2e_heapprof(args, NULL, &err), 0, "cycle %d: %s", i, err);
+        free(err);
+        cr_assert_eq(count_dir("task", t.pid), threads_before, "cycle %d left a thread", i);
+        cr_assert_eq(count_dir("fd", t.pid), fds_before, "cycle %d left a descriptor", i);
+        cr_assert_eq(status_field(t.pid, "TracerPid"), 0, "cycle %d left the tracer", i);
+    }
+    long long sizes[20];
+    for (int i = 0; i < 20; i++)
+        sizes[i] = file_size(trace[i]);
+    char line[256];
+    cr_assert_eq(finish_target(&t, line, sizeof line), 0, "%s", line);
+    cr_expect(strstr(line, "checksum=ok"), "%s", line);
+    for (int i = 0; i < 20; i++) {
+        cr_expect_eq(file_size(trace[i]), sizes[i], "trace %d grew after its detach", i);
+        json_t *s = e2e_stats(trace[i], NULL);
+        cr_expect(json_is_true(json_object_get(s, "attached")));
+        cr_expect(json_is_true(json_object_get(json_object_get(s, "damage"), "clean_exit")));
+        json_decref(s);
+        json_t *r = e2e_report(trace[i]);
+        long long req, buf, ses;
+        expect_site(r, "make_request", 64, &req);
+        expect_site(r, "make_buffer", 256, &buf);
+        expect_site(r, "keep_session", 1024, &ses);
+        cr_expect_leq(llabs(req - ses), 2 * THREADS, "cycle %d: %lld vs %lld", i, req, ses);
+        json_decref(r);
+    }
+    free(dir);
+}
