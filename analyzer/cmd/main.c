@@ -6,6 +6,7 @@
 #include "cmd/cmd_check.h"
 #include "cmd/cmd_dhat.h"
 #include "cmd/cmd_flame.h"
+#include "cmd/cmd_live.h"
 #include "cmd/cmd_massif.h"
 #include "cmd/cmd_pprof.h"
 #include "cmd/cmd_report.h"
@@ -46,6 +47,7 @@ static const char usage[] =
     "  check [BUDGETS] -- CMD ARGS...  heap budgets for CI (or check [BUDGETS] TRACE)\n"
     "  attach PID [-o TRACE]           record a running process (until Ctrl-C, --duration S)\n"
     "  detach PID                      end a recording started by attach\n"
+    "  live TRACE                      watch a trace being written (q quits)\n"
     "\n"
     "  heapprof COMMAND --help         help for one command\n"
     "  heapprof --version\n";
@@ -233,6 +235,14 @@ static int do_detach(int argc, char **argv) {
     return 0;
 }
 
+static int do_live(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    if (cmd_live_run(argc, argv, stdout, &err) != 0)
+        return fail(&err);
+    return finish_output();
+}
+
 static const struct {
     const char *name;
     cmd_fn fn;
@@ -250,6 +260,7 @@ static const struct {
     {"check", do_check, cmd_check_usage},
     {"attach", do_attach, cmd_attach_usage},
     {"detach", do_detach, cmd_detach_usage},
+    {"live", do_live, cmd_live_usage},
 };
 
 static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }

@@ -25,7 +25,7 @@
 
 typedef struct target {
     pid_t pid;
-    int in;   // its standard input: closing it ends the program
+    int in;    // its standard input: closing it ends the program
     FILE *out; // its standard output
 } target_t;
 
@@ -33,7 +33,8 @@ typedef struct target {
 // waits for its "ready" line when it prints one.
 static target_t start_target(const char *prog, bool wait_ready) {
     int in[2], out[2];
-    cr_assert(pipe(in) == 0 && pipe(out) == 0);
+    cr_assert(pipe2(in, O_CLOEXEC) == 0 &&
+              pipe2(out, O_CLOEXEC) == 0); // children of ours never hold them
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
@@ -133,8 +134,7 @@ static void expect_site(json_t *report, const char *fn, long long size, long lon
     json_t *s = e2e_site(report, fn);
     *blocks = e2e_int(s, "blocks");
     cr_expect_gt(*blocks, 0, "%s: nothing recorded", fn);
-    cr_expect_eq(e2e_int(s, "bytes"), *blocks * size, "%s: bytes are not %lld per block", fn,
-                 size);
+    cr_expect_eq(e2e_int(s, "bytes"), *blocks * size, "%s: bytes are not %lld per block", fn, size);
 }
 
 Test(attach, whole_run_under_the_preload_matches_the_expect_file, .timeout = 120) {
@@ -208,8 +208,7 @@ Test(attach, records_a_window_then_leaves_the_program_running_unchanged, .timeou
     // one block per site per request: the sites differ only by the requests that straddle the
     // window's two ends, at most one per thread at each
     cr_expect_leq(llabs(req - buf), 2 * THREADS, "make_request %lld, make_buffer %lld", req, buf);
-    cr_expect_leq(llabs(req - ses), 2 * THREADS, "make_request %lld, keep_session %lld", req,
-                  ses);
+    cr_expect_leq(llabs(req - ses), 2 * THREADS, "make_request %lld, keep_session %lld", req, ses);
     cr_expect_lt(req, served, "the window recorded more requests than were served");
     // the window's blocks still live at the detach: the sessions in the rings at most
     cr_expect_leq(e2e_int(e2e_site(r, "keep_session"), "end_blocks"), THREADS * SESSIONS);
