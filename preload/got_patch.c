@@ -179,7 +179,8 @@ size_t hp_got_patch(const hp_got_hook_t *hooks, size_t n, const void *own_base) 
 static int restore_module(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
     size_t *n_restored = arg;
-    for (size_t i = 0; i < n_slots; i++) {
+    // newest first, an undo: a slot patched twice gets its first patch's value, then the original
+    for (size_t i = n_slots; i-- > 0;) {
         slot_t *s = &slots[i];
         if (!s->addr || s->base != info->dlpi_addr || s->phdr != (const void *)info->dlpi_phdr)
             continue;
