@@ -20,9 +20,10 @@
 
 // The allocation entry points that attached mode hooks: every one interpose.c
 // records.
+// "free" first: heapprof_attach_start patches it before the others (hooks[0]).
 static const char *const hooked_names[] = {
-    "malloc",         "calloc",        "realloc",  "reallocarray", "free",
-    "posix_memalign", "aligned_alloc", "memalign", "valloc",       "pvalloc",
+    "free",          "malloc",   "calloc", "realloc", "reallocarray", "posix_memalign",
+    "aligned_alloc", "memalign", "valloc", "pvalloc",
 };
 #define N_HOOKED (sizeof hooked_names / sizeof hooked_names[0])
 
@@ -113,15 +114,19 @@ long heapprof_attach_start(const char *out_path, char *why, unsigned long why_le
         copy_why(why, why_len, "heapprof is already attached to this process");
         return 0;
     }
-    int entered = hp_guard_enter(); // our own lookups and set-up are not the
-                                    // program's events
+    // our own lookups and set-up are not the program's events
+    int entered = hp_guard_enter();
     bool ok = find_hooks(&reason) && hp_lifecycle_attach_start(out_path, &reason);
     if (ok) {
         atomic_store(&attach_state, 1);
-        if (hp_got_patch(hooks, n_hooks, own_base) == 0) {
-            // nothing calls the allocator through a slot: recording would show
-            // nothing
-            hp_got_restore();
+        // free first: a block recorded by a patched malloc must never be freed through a slot
+        // not patched yet (it would stay "live" in the trace); a block allocated before is an
+        // unknown free, which the analyzer expects. Detach undoes it in the other order.
+        size_t n = hp_got_patch(hooks, 1, own_base);
+        n += hp_got_patch(hooks + 1, n_hooks - 1, own_base);
+        if (n == 0) {
+            // nothing calls the allocator through a slot: recording would show nothing
+            hp_got_restore(NULL);
             hp_lifecycle_attach_stop();
             atomic_store(&attach_state, 2);
             reason = "no loaded module calls malloc through a GOT slot";
@@ -145,7 +150,8 @@ long heapprof_attach_stop(void) {
     if (!atomic_compare_exchange_strong(&attach_state, &expected, 2))
         return -1;
     int entered = hp_guard_enter();
-    size_t n = hp_got_restore();
+    size_t n = hp_got_restore(hooks[0].hook); // the allocation slots first, free's last
+    n += hp_got_restore(NULL);
     hp_lifecycle_attach_stop();
     if (entered)
         hp_guard_leave();

@@ -176,33 +176,40 @@ size_t hp_got_patch(const hp_got_hook_t *hooks, size_t n, const void *own_base) 
     return c.n_done;
 }
 
+typedef struct restore_ctx {
+    const void *last; // slots holding this hook are left for a later call
+    size_t n_restored;
+} restore_ctx_t;
+
 static int restore_module(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
-    size_t *n_restored = arg;
+    restore_ctx_t *c = arg;
     // newest first, an undo: a slot patched twice gets its first patch's value, then the original
     for (size_t i = n_slots; i-- > 0;) {
         slot_t *s = &slots[i];
-        if (!s->addr || s->base != info->dlpi_addr || s->phdr != (const void *)info->dlpi_phdr)
+        if (!s->addr || s->base != info->dlpi_addr || s->phdr != (const void *)info->dlpi_phdr ||
+            (c->last && s->hook == c->last))
             continue;
         // a slot the program (or lazy binding) rewrote since is its own now
         if (atomic_load_explicit(s->addr, memory_order_acquire) == s->hook &&
             store_slot(s->addr, s->orig, in_relro(info, (uintptr_t)s->addr)))
-            ++*n_restored;
+            c->n_restored++;
         s->addr = NULL;
     }
     return 0;
 }
 
-size_t hp_got_restore(void) {
-    size_t n_restored = 0;
+size_t hp_got_restore(const void *last) {
+    restore_ctx_t c = {last, 0};
     pthread_mutex_lock(&slots_lock);
-    // inside the loader's lock: no module can be unmapped between the check and
-    // the store
-    dl_iterate_phdr(restore_module, &n_restored);
-    n_slots = 0;
-    n_skipped = 0;
+    // inside the loader's lock: no module can be unmapped between the check and the store
+    dl_iterate_phdr(restore_module, &c);
+    if (!last) {
+        n_slots = 0;
+        n_skipped = 0;
+    }
     pthread_mutex_unlock(&slots_lock);
-    return n_restored;
+    return c.n_restored;
 }
 
 size_t hp_got_n_patched(void) { return n_slots; }

@@ -23,10 +23,11 @@ typedef struct hp_got_hook {
 // Returns the number of slots rewritten by this call. Cold.
 size_t hp_got_patch(const hp_got_hook_t *hooks, size_t n, const void *own_base);
 
-// Puts back every remembered slot of a module that is still loaded (the same
-// base and program headers) and still holds its hook; forgets all of them.
-// Returns how many were put back. Cold.
-size_t hp_got_restore(void);
+// Puts back every remembered slot of a module that is still loaded (the same base and program
+// headers) and still holds its hook, except those holding `last` (NULL: none excepted), which
+// stay remembered for a later call; with last NULL it forgets all of them. Returns how many were
+// put back. So a caller can put back its allocation slots before its free slots. Cold.
+size_t hp_got_restore(const void *last);
 
 // Slots remembered now, and slots that could not be remembered (table full:
 // left unpatched).

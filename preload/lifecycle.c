@@ -22,6 +22,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/single_threaded.h>
@@ -175,20 +176,25 @@ bool hp_lifecycle_start_early(void) {
 extern long heapprof_attach_start(const char *out_path, char *why, unsigned long why_len)
     __attribute__((weak));
 
-// Whether this module was loaded by dlopen (by `heapprof attach`) rather than preloaded: the
-// process's malloc is then not this module's, so its entry points get calls only through
-// rewritten slots, and recording waits for the injector.
+// Whether this module was loaded by dlopen (by `heapprof attach`) rather than preloaded: its
+// entry points then get calls only through rewritten slots, and recording waits for the
+// injector. A preloaded module is loaded before the program's own dependencies, libc among
+// them; a dlopened one after. (Asking where the process's `malloc` resolves does not tell: a
+// non-PIE executable that takes malloc's address defines it as its own PLT entry.)
 static bool loaded_for_attach(void) {
     if (!heapprof_attach_start)
         return false;
-    // A lookup of our own exported names would find them either way (dlsym searches its
-    // caller's own scope too); where the process's malloc lands tells.
-    void *process_malloc = dlsym(RTLD_DEFAULT, "malloc"), *ours;
+    void *ours;
     long (*fn)(const char *, char *, unsigned long) = heapprof_attach_start;
     memcpy(&ours, &fn, sizeof ours);
-    Dl_info a, b;
-    return process_malloc && dladdr(process_malloc, &a) && dladdr(ours, &b) &&
-           a.dli_fbase != b.dli_fbase;
+    Dl_info info;
+    struct link_map *self = NULL;
+    if (!dladdr1(ours, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
+        return false;
+    for (const struct link_map *m = self->l_prev; m; m = m->l_prev)
+        if (m->l_name && strstr(m->l_name, "/libc.so."))
+            return true;
+    return false;
 }
 
 static bool attached_before; // an attached recording ran and ended: the next one restarts

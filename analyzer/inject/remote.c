@@ -290,7 +290,8 @@ int remote_call(remote_t *r, uint64_t fn, const uint64_t a[6], uint64_t *ret, in
             return -1;
         }
         if (sig < 0) {
-            // a lock that never comes free: stop it and put everything back as it was
+            // a lock that never comes free: stop the thread and give it back its registers, so it
+            // goes on where it was; what the abandoned call had done (a lock it took) stays done
             ptrace(PTRACE_INTERRUPT, r->tid, NULL, NULL);
             wait_stop(r->tid, 2000, &status);
             ptrace(PTRACE_SETREGS, r->tid, NULL, &r->saved);
