@@ -179,26 +179,28 @@ int target_find_module(pid_t pid, const char *needle, const uint64_t *ino, uint6
 }
 
 void target_file_path(pid_t pid, const char *target_path, uint64_t start, char *out, size_t cap) {
-    static const char deleted[] = " (deleted)";
-    size_t n = strlen(target_path), d = sizeof deleted - 1;
-    if (n > d && !strcmp(target_path + n - d, deleted)) {
-        // the file is gone from the file system; the mapping still names it
-        char maps[64], line[PATH_MAX + 256];
-        snprintf(maps, sizeof maps, "/proc/%d/maps", (int)pid);
-        FILE *f = fopen(maps, "r");
-        out[0] = '\0';
-        while (f && fgets(line, sizeof line, f)) {
-            uint64_t lo, hi;
-            if (sscanf(line, "%" SCNx64 "-%" SCNx64, &lo, &hi) == 2 && lo == start) {
-                snprintf(out, cap, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, lo, hi);
-                break;
-            }
+    // The mapping's own link first: it names the very file mapped, whatever the target's root
+    // and mount namespace (maps prints paths as seen from the reader's root, and a deleted
+    // file has no path at all).
+    char maps[64], line[PATH_MAX + 256];
+    snprintf(maps, sizeof maps, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(maps, "r");
+    out[0] = '\0';
+    while (f && fgets(line, sizeof line, f)) {
+        uint64_t lo, hi;
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64, &lo, &hi) == 2 && lo == start) {
+            snprintf(out, cap, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, lo, hi);
+            break;
         }
-        if (f)
-            fclose(f);
-        return;
     }
+    if (f)
+        fclose(f);
+    if (out[0] && access(out, R_OK) == 0)
+        return;
+    // without that (no CAP_SYS_ADMIN): the path in the target's root, else as maps says it
     snprintf(out, cap, "/proc/%d/root%s", (int)pid, target_path);
+    if (access(out, R_OK) != 0)
+        snprintf(out, cap, "%s", target_path);
 }
 
 bool target_same_root(pid_t pid) {

@@ -32,9 +32,8 @@ int target_find_module(pid_t pid, const char *needle, const uint64_t *ino, uint6
 // cannot be read or lacks the symbol.
 int target_symbol(const char *file, uint64_t start, const char *sym, uint64_t *addr, errmsg_t *err);
 
-// A path under which this process can open the target's file `target_path` (as
-// named in its maps): /proc/PID/root/PATH, or /proc/PID/map_files/... for a
-// deleted file mapped at start.
+// A path under which this process can open the file the target maps at start (named
+// target_path in its maps): /proc/PID/map_files/..., else /proc/PID/root/PATH, else PATH.
 void target_file_path(pid_t pid, const char *target_path, uint64_t start, char *out, size_t cap);
 
 // Whether the target sees the same root directory as this process.

@@ -436,3 +436,68 @@ Test(attach, twenty_cycles_leave_no_thread_or_descriptor, .timeout = 300) {
     }
     free(dir);
 }
+
+// A process under another root directory (a container's file system: here a chroot holding
+// server_loop and the libraries it and heapprof need): the library is copied into the target's
+// /tmp, loaded from there and unlinked, and the trace is written into the target's /tmp, which
+// heapprof names through /proc/PID/root. Needs root (chroot).
+Test(attach, a_process_under_another_root_gets_a_copy_of_the_library, .timeout = 120) {
+    if (geteuid() != 0)
+        cr_skip_test("needs root to chroot the target");
+    char *dir = e2e_tmpdir("attach_root");
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd,
+             "set -e; r='%s/root'; mkdir -p \"$r/lib/x86_64-linux-gnu\" \"$r/lib64\" \"$r/bin\" "
+             "\"$r/tmp\"; chmod 1777 \"$r/tmp\"; "
+             "for f in $(ldd '%s' '%s' | awk '/=> \\//{print $3}'); do cp -L \"$f\" "
+             "\"$r/lib/x86_64-linux-gnu/\"; done; "
+             "cp -L /lib64/ld-linux-x86-64.so.2 \"$r/lib64/\"; cp '%s' \"$r/bin/server_loop\"",
+             dir, E2E_LIB, E2E_SAMPLES "/server_loop", E2E_SAMPLES "/server_loop");
+    cr_assert_eq(system(cmd), 0, "could not build the root: %s", cmd);
+    char root[4200];
+    snprintf(root, sizeof root, "%s/root", dir);
+
+    int in[2], out[2];
+    cr_assert(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        if (chroot(root) != 0 || chdir("/") != 0)
+            _exit(126);
+        execl("/bin/server_loop", "server_loop", "4", "0", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    target_t t = {pid, in[1], fdopen(out[0], "r")};
+    char line[512] = "";
+    cr_assert(fgets(line, sizeof line, t.out), "the chrooted target printed nothing");
+    cr_assert_str_eq(line, "ready\n");
+
+    char pids[16], expect_path[256];
+    snprintf(pids, sizeof pids, "%d", (int)pid);
+    snprintf(expect_path, sizeof expect_path, "/proc/%d/root/tmp/heapprof.%d.hpt", (int)pid,
+             (int)pid);
+    char *err = NULL;
+    const char *args[] = {"attach", pids, "--duration", "0.5", NULL};
+    cr_assert_eq(e2e_heapprof(args, NULL, &err), 0, "%s", err);
+    cr_expect(strstr(err, expect_path), "the trace is not reported at %s: %s", expect_path, err);
+    free(err);
+    cr_expect(maps_contain(pid, "libheapprof-attach"), "the copy is not what was loaded");
+    char trace[4400];
+    snprintf(trace, sizeof trace, "%s/tmp/heapprof.%d.hpt", root, (int)pid);
+    // the copy was unlinked once mapped: the target's /tmp holds only the trace
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls '%s/tmp' | grep -v '^heapprof\\.%d\\.hpt$')\"", root,
+             (int)pid);
+    cr_expect_eq(system(cmd), 0, "the library copy was left in the target's /tmp");
+    cr_expect_eq(finish_target(&t, line, sizeof line), 0);
+    cr_expect(strstr(line, "checksum=ok"), "%s", line);
+    json_t *s = e2e_stats(trace, NULL);
+    cr_expect(json_is_true(json_object_get(s, "attached")));
+    cr_expect_gt(e2e_int(s, "blocks"), 0);
+    cr_expect_geq(e2e_int(json_object_get(s, "anomalies"), "unknown_frees"), 4 * SESSIONS);
+    json_decref(s);
+    free(dir);
+}
