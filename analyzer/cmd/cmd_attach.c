@@ -19,31 +19,23 @@
 const char cmd_attach_usage[] =
     "usage: heapprof attach PID [-o TRACE] [--duration S]\n"
     "\n"
-    "Loads libheapprof.so into the running process PID (ptrace, no gdb) and "
-    "records its\n"
-    "allocations from now on, until S seconds passed, Ctrl-C, `heapprof detach "
-    "PID` or the\n"
-    "program's exit; then every patched call slot is put back and the trace is "
-    "finished. The\n"
-    "program runs on; heapprof's library stays loaded in it, idle. Frees of "
-    "blocks allocated\n"
+    "Loads libheapprof.so into the running process PID (ptrace, no gdb) and records its\n"
+    "allocations from now on, until S seconds passed, Ctrl-C, `heapprof detach PID` or the\n"
+    "program's exit; then every patched call slot is put back and the trace is finished. The\n"
+    "program runs on; heapprof's library stays loaded in it, idle. Frees of blocks allocated\n"
     "before the attach are counted apart (\"frees of unknown addresses\").\n"
     "\n"
-    "  -o, --output TRACE   trace file (default heapprof.PID.hpt; it must not "
-    "exist)\n"
+    "  -o, --output TRACE   trace file (default heapprof.PID.hpt; it must not exist)\n"
     "  --duration S         detach after S seconds (decimals allowed)\n"
     "\n"
-    "Refused with exit status 2 and one line why: ptrace not permitted "
-    "(ptrace_scope, another\n"
-    "user), a process already traced, a statically linked program, another "
-    "architecture.\n";
+    "Refused with exit status 2 and one line why: ptrace not permitted (ptrace_scope, another\n"
+    "user), a process already traced, a statically linked program, another architecture.\n";
 
-const char cmd_detach_usage[] = "usage: heapprof detach PID\n"
-                                "\n"
-                                "Ends a recording started by `heapprof attach "
-                                "PID`: puts back every patched call slot and\n"
-                                "finishes the trace; heapprof's library stays "
-                                "loaded in the program, idle.\n";
+const char cmd_detach_usage[] =
+    "usage: heapprof detach PID\n"
+    "\n"
+    "Ends a recording started by `heapprof attach PID`: puts back every patched call slot and\n"
+    "finishes the trace; heapprof's library stays loaded in the program, idle.\n";
 
 static int parse_pid(const char *cmd, const char *a, pid_t *pid, errmsg_t *err) {
     char *end;
@@ -162,9 +154,7 @@ int cmd_attach_run(const cmd_attach_opts_t *o, FILE *msg, errmsg_t *err) {
     if (inject_detach(o->pid, &n, err) != 0)
         return -1;
     fprintf(msg,
-            "heapprof: detached from process %d after %.1f s (%ld call slots put "
-            "back); "
-            "trace %s\n",
+            "heapprof: detached from process %d after %.1f s (%ld call slots put back); trace %s\n",
             (int)o->pid, now_s() - t0, n, res.trace);
     return 0;
 }

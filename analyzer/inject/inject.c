@@ -42,8 +42,7 @@ static int copy_into_root(pid_t pid, const char *lib_path, char *target_path, si
         if (out >= 0)
             unlink(local_path);
         errmsg_set(err,
-                   "process %d has another root directory (a container) and "
-                   "heapprof could not "
+                   "process %d has another root directory (a container) and heapprof could not "
                    "copy its library into it (%s): %s",
                    (int)pid, local_path, strerror(errno));
         return -1;
@@ -196,8 +195,8 @@ int inject_detach(pid_t pid, long *n_restored, errmsg_t *err) {
         return -1;
     if ((long)ret < 0) {
         errmsg_set(err,
-                   "heapprof is not recording in process %d (detached already, or loaded "
-                   "by LD_PRELOAD): nothing to detach",
+                   "heapprof is not recording in process %d (detached already, or loaded by "
+                   "LD_PRELOAD): nothing to detach",
                    (int)pid);
         return -1;
     }

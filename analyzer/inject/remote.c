@@ -57,31 +57,27 @@ static long ptrace_scope(void) {
 static void seize_refused(pid_t pid, int e, errmsg_t *err) {
     long scope = ptrace_scope();
     if (e == EPERM && scope == 1)
-        errmsg_set(err,
-                   "ptrace of process %d refused: kernel.yama.ptrace_scope is 1 "
-                   "(only a parent "
-                   "may trace); run heapprof as root or set it to 0 (sysctl "
-                   "kernel.yama.ptrace_scope=0)",
-                   (int)pid);
+        errmsg_set(
+            err,
+            "ptrace of process %d refused: kernel.yama.ptrace_scope is 1 (only a parent may "
+            "trace); run heapprof as root or set it to 0 (sysctl kernel.yama.ptrace_scope=0)",
+            (int)pid);
     else if (e == EPERM && scope == 2)
         errmsg_set(err,
-                   "ptrace of process %d refused: kernel.yama.ptrace_scope is 2 "
-                   "(admin only); "
-                   "run heapprof as root (CAP_SYS_PTRACE)",
+                   "ptrace of process %d refused: kernel.yama.ptrace_scope is 2 (admin only); run "
+                   "heapprof as root (CAP_SYS_PTRACE)",
                    (int)pid);
     else if (e == EPERM && scope == 3)
         errmsg_set(err,
-                   "ptrace of process %d refused: kernel.yama.ptrace_scope is 3 "
-                   "(no attaching "
+                   "ptrace of process %d refused: kernel.yama.ptrace_scope is 3 (no attaching "
                    "until reboot); restart the program under `heapprof run`",
                    (int)pid);
     else if (e == EPERM)
-        errmsg_set(err,
-                   "ptrace of process %d refused (not permitted: another user's process, "
-                   "a "
-                   "setuid program, or a seccomp/container policy); run heapprof as the "
-                   "program's owner or root",
-                   (int)pid);
+        errmsg_set(
+            err,
+            "ptrace of process %d refused (not permitted: another user's process, a setuid "
+            "program, or a seccomp/container policy); run heapprof as the program's owner or root",
+            (int)pid);
     else
         errmsg_set(err, "ptrace of process %d failed: %s", (int)pid, strerror(e));
 }
@@ -234,10 +230,8 @@ int remote_borrow(remote_t *r, pid_t pid, errmsg_t *err) {
         sleep_ms(20);
     }
     errmsg_set(err,
-               "no thread of process %d reached a safe point (blocked in sleep, "
-               "poll, read or "
-               "wait, or outside libc) within 2 s; try again, or restart it "
-               "under `heapprof run`",
+               "no thread of process %d reached a safe point (blocked in sleep, poll, read or "
+               "wait, or outside libc) within 2 s; try again, or restart it under `heapprof run`",
                (int)pid);
     return -1;
 }

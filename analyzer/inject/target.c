@@ -55,11 +55,14 @@ static void comm_of(pid_t pid, char *out, size_t cap) {
     }
 }
 
+#define STATIC_MSG                                                                                 \
+    "process %d runs a statically linked program (or one without glibc): there is no dynamic "     \
+    "loader to load heapprof into; restart it under `heapprof run`"
+
 int target_check(pid_t pid, errmsg_t *err) {
 #if !defined(__x86_64__)
     (void)pid;
-    errmsg_set(err, "attach is implemented for x86-64 only; run the program "
-                    "under `heapprof run`");
+    errmsg_set(err, "attach is implemented for x86-64 only; run the program under `heapprof run`");
     return -1;
 #else
     char state[64] = "";
@@ -80,36 +83,47 @@ int target_check(pid_t pid, errmsg_t *err) {
         char comm[64];
         comm_of((pid_t)tracer, comm, sizeof comm);
         errmsg_set(err,
-                   "process %d is already traced by process %ld (%s), a debugger "
-                   "or another "
+                   "process %d is already traced by process %ld (%s), a debugger or another "
                    "profiler: detach that one first",
                    (int)pid, tracer, comm[0] ? comm : "?");
         return -1;
     }
     char exe[64];
     snprintf(exe, sizeof exe, "/proc/%d/exe", (int)pid);
+    bool dynamic = false;
+    if (target_check_exe(exe, pid, &dynamic, err) != 0)
+        return -1;
+    uint64_t start;
+    char path[PATH_MAX];
+    if (!dynamic || target_find_module(pid, "/libc.so.6", NULL, &start, path, sizeof path)) {
+        errmsg_set(err, STATIC_MSG, (int)pid);
+        return -1;
+    }
+    return 0;
+#endif
+}
+
+int target_check_exe(const char *exe, pid_t pid, bool *dynamic, errmsg_t *err) {
     int fd = open(exe, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        errmsg_set(err,
-                   "cannot read process %d's program (%s): run heapprof as its "
-                   "owner or root",
+        errmsg_set(err, "cannot read process %d's program (%s): run heapprof as its owner or root",
                    (int)pid, strerror(errno));
         return -1;
     }
     Elf64_Ehdr eh;
     ssize_t n = pread(fd, &eh, sizeof eh, 0);
-    if (n != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+    if (n < EI_NIDENT || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
         close(fd);
         errmsg_set(err, "process %d's program is not an ELF file heapprof can read", (int)pid);
         return -1;
     }
-    if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64) {
+    // e_machine sits at the same offset in 32- and 64-bit headers
+    if (n != (ssize_t)sizeof eh || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_machine != EM_X86_64) {
         close(fd);
         errmsg_set(err,
-                   "process %d runs a program for another architecture (ELF class "
-                   "%u, machine "
-                   "%u); heapprof attaches to x86-64 programs only: use a heapprof "
-                   "built for it",
+                   "process %d runs a program for another architecture (ELF class %u, machine "
+                   "%u); heapprof attaches to x86-64 programs only: use a heapprof built for it",
                    (int)pid, eh.e_ident[EI_CLASS], eh.e_machine);
         return -1;
     }
@@ -122,19 +136,12 @@ int target_check(pid_t pid, errmsg_t *err) {
         has_interp |= ph.p_type == PT_INTERP;
     }
     close(fd);
-    uint64_t start;
-    char path[PATH_MAX];
-    if (!has_interp || target_find_module(pid, "/libc.so.6", NULL, &start, path, sizeof path)) {
-        errmsg_set(err,
-                   "process %d runs a statically linked program (or one without "
-                   "glibc): there "
-                   "is no dynamic loader to load heapprof into; restart it under "
-                   "`heapprof run`",
-                   (int)pid);
+    *dynamic = has_interp;
+    if (!has_interp) {
+        errmsg_set(err, STATIC_MSG, (int)pid);
         return -1;
     }
     return 0;
-#endif
 }
 
 int target_find_module(pid_t pid, const char *needle, const uint64_t *ino, uint64_t *start,

@@ -21,6 +21,11 @@
 // when it may be tried.
 int target_check(pid_t pid, errmsg_t *err);
 
+// The part of target_check that reads the program's file exe (pid only names the process in
+// messages): an ELF file for x86-64 (class 64, EM_X86_64) with a PT_INTERP (*dynamic). -1 with
+// err set otherwise (a static program too, *dynamic false).
+int target_check_exe(const char *exe, pid_t pid, bool *dynamic, errmsg_t *err);
+
 // The lowest mapping of a file of the target whose path contains `needle` (and,
 // if not NULL, whose file has inode ino): its start, and the path as the target
 // names it (maybe ending in " (deleted)"). -1 when there is none.

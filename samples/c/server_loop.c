@@ -95,8 +95,7 @@ int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 4;
     iters = argc > 2 ? atol(argv[2]) : 0;
     if (n < 1 || n > MAX_THREADS || iters < 0) {
-        fprintf(stderr, "usage: server_loop [THREADS (1-64)] [ITERS (0: until "
-                        "stdin closes)]\n");
+        fprintf(stderr, "usage: server_loop [THREADS (1-64)] [ITERS (0: until stdin closes)]\n");
         return 2;
     }
     static worker_t w[MAX_THREADS];

@@ -448,10 +448,9 @@ Test(attach, a_process_under_another_root_gets_a_copy_of_the_library, .timeout =
     char cmd[16384];
     snprintf(cmd, sizeof cmd,
              "set -e; r='%s/root'; mkdir -p \"$r/lib/x86_64-linux-gnu\" \"$r/lib64\" \"$r/bin\" "
-             "\"$r/tmp\"; chmod 1777 \"$r/tmp\"; "
-             "for f in $(ldd '%s' '%s' | awk '/=> \\//{print $3}'); do cp -L \"$f\" "
-             "\"$r/lib/x86_64-linux-gnu/\"; done; "
-             "cp -L /lib64/ld-linux-x86-64.so.2 \"$r/lib64/\"; cp '%s' \"$r/bin/server_loop\"",
+             "\"$r/tmp\"; chmod 1777 \"$r/tmp\"; for f in $(ldd '%s' '%s' | awk '/=> \\//{print "
+             "$3}'); do cp -L \"$f\" \"$r/lib/x86_64-linux-gnu/\"; done; cp -L "
+             "/lib64/ld-linux-x86-64.so.2 \"$r/lib64/\"; cp '%s' \"$r/bin/server_loop\"",
              dir, E2E_LIB, E2E_SAMPLES "/server_loop", E2E_SAMPLES "/server_loop");
     cr_assert_eq(system(cmd), 0, "could not build the root: %s", cmd);
     char root[4200];
