@@ -94,6 +94,7 @@ int inject_attach(pid_t pid, const char *lib_path, const char *out_path, inject_
     // and writes its trace into its own /tmp.
     char lib_target[PATH_MAX], lib_copy[PATH_MAX + 64] = "", out_target[PATH_MAX + 64];
     bool same_root = target_same_root(pid);
+    uint64_t ino_of_lib = (uint64_t)lib_st.st_ino;
     if (same_root) {
         snprintf(lib_target, sizeof lib_target, "%s", lib_path);
         snprintf(out_target, sizeof out_target, "%s", out_path);
@@ -105,6 +106,21 @@ int inject_attach(pid_t pid, const char *lib_path, const char *out_path, inject_
         snprintf(out_target, sizeof out_target, "/tmp/heapprof.%d.hpt", (int)pid);
         snprintf(res->trace, sizeof res->trace, "/proc/%d/root/tmp/heapprof.%d.hpt", (int)pid,
                  (int)pid);
+    }
+    // Another libheapprof.so in the process (preloaded from elsewhere, another version): two
+    // shims would fight over the same slots. The same file is fine: heapprof_attach_start
+    // refuses a preloaded one that records already, and starts a loaded idle one again.
+    uint64_t other_start;
+    char other[PATH_MAX];
+    if (target_find_module(pid, "libheapprof", NULL, &other_start, other, sizeof other) == 0 &&
+        target_find_module(pid, "libheapprof", &ino_of_lib, &other_start, other, sizeof other) !=
+            0 &&
+        same_root) {
+        errmsg_set(err,
+                   "process %d already has another libheapprof.so loaded (preloaded?); end that "
+                   "recording instead of attaching",
+                   (int)pid);
+        goto fail_copy;
     }
     struct stat out_st;
     if (lstat(res->trace, &out_st) == 0) {

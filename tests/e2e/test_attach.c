@@ -500,3 +500,34 @@ Test(attach, a_process_under_another_root_gets_a_copy_of_the_library, .timeout =
     json_decref(s);
     free(dir);
 }
+
+// A process that runs under the preload already records: attaching is refused, the preloaded
+// recording goes on untouched (its trace complete at exit).
+Test(attach, refuses_a_process_recording_under_the_preload, .timeout = 60) {
+    char *dir = e2e_tmpdir("attach_preloaded");
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s/pre.hpt", dir);
+    setenv("LD_PRELOAD", E2E_LIB, 1);
+    setenv("HEAPPROF_OUT", trace, 1);
+    setenv("HEAPPROF_QUIET", "1", 1);
+    target_t t = start_target(E2E_SAMPLES "/server_loop", true);
+    unsetenv("LD_PRELOAD");
+    unsetenv("HEAPPROF_OUT");
+    unsetenv("HEAPPROF_QUIET");
+    char pid[16], out[4200];
+    snprintf(pid, sizeof pid, "%d", (int)t.pid);
+    snprintf(out, sizeof out, "%s/attached.hpt", dir);
+    const char *args[] = {"attach", pid, "-o", out, NULL};
+    char *err = NULL;
+    cr_expect_eq(e2e_heapprof(args, NULL, &err), 2, "%s", err);
+    cr_expect(strstr(err, "already recording"), "%s", err);
+    free(err);
+    char line[256];
+    cr_expect_eq(finish_target(&t, line, sizeof line), 0);
+    cr_expect(strstr(line, "checksum=ok"), "%s", line);
+    json_t *s = e2e_stats(trace, "server_loop");
+    cr_expect(json_is_true(json_object_get(json_object_get(s, "damage"), "clean_exit")));
+    cr_expect(!json_is_true(json_object_get(s, "attached")));
+    json_decref(s);
+    free(dir);
+}
