@@ -30,6 +30,8 @@ typedef struct hpt_file_hdr {
 #define HPT_FILE_TOUCH 2u          // frees carry bytes-touched measures (docs/trace-format.md#touch)
 #define HPT_FILE_ALLOC_SCAN 8u     // the shim looked for allocators it is not preloaded over; what
                                    // it found is in ALLOCATOR records (docs/trace-format.md#allocators)
+#define HPT_FILE_ATTACHED 0x10u    // recording started mid-run (`heapprof attach`): frees of blocks
+                                   // made before it are expected (docs/trace-format.md#attached)
 
 #define HPT_CHUNK_MAGIC 0x4b435048u // "HPCK" read as little-endian u32
 

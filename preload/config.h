@@ -39,6 +39,7 @@ typedef struct hp_config {
     uint32_t test_drain_delay_ms; // HEAPPROF_TEST_DRAIN_DELAY_MS: workers and the flusher sleep
                                   // this long before each drain (tests of back-pressure only)
     bool clock_tsc;         // HEAPPROF_CLOCK=mono: event times from the vDSO only (clock.h)
+    bool attached;          // recording started mid-run by `heapprof attach` (not from the environment)
 } hp_config_t;
 
 extern hp_config_t hp_config;

@@ -545,7 +545,10 @@ void hp_cpu_start(void) {
     const bool arch_ok = true;
 #endif
     if (hp_config.cpu == HP_CPU_OFF) {
-        reason = "HEAPPROF_CPU=0";
+        // attached mode turns sampling off itself: no signal handlers in a program that did
+        // not ask for them (lifecycle.c)
+        reason = hp_config.attached ? "not sampled when attached (heapprof attach)"
+                                    : "HEAPPROF_CPU=0";
     } else if (!arch_ok) {
         reason = "CPU samples are only taken on x86-64 so far";
     } else {

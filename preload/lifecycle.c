@@ -21,8 +21,11 @@
 #include "unwind.h"
 #include "writer.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
+#include <string.h>
 #include <sys/single_threaded.h>
 #include <unistd.h>
 
@@ -114,6 +117,19 @@ void hp_lifecycle_before_exec(void) {
         hp_writer_flush_sync(true);
 }
 
+// Attached mode (`heapprof attach`): the trace path the injector gave, and the settings that
+// keep a program that did not ask for us as it was (no CPU-sampling signals, nothing on its
+// stderr). Empty: not attached.
+static char attach_out[HP_PATH_MAX];
+
+static void apply_attach_config(void) {
+    memcpy(hp_config.out, attach_out, sizeof hp_config.out);
+    hp_config.quiet = true;
+    hp_config.cpu = HP_CPU_OFF;
+    hp_config.attached = true;
+    hp_config.enabled = true;
+}
+
 // Sets up recording; the first caller wins. Called by the first allocation (libraries
 // initialised before ours allocate too: libstdc++'s emergency exception pool, for one) or by
 // the constructor.
@@ -127,6 +143,8 @@ static void setup_recording(void) {
     hp_record_set_trace_hook(ensure_trace);
     hp_real_resolve();
     hp_config_load();
+    if (attach_out[0])
+        apply_attach_config();
     hp_state_set_start_ns(hp_clock_mono_ns());
     hp_clock_start();
     if (!hp_config.enabled || !hp_real.malloc) {
@@ -157,7 +175,102 @@ bool hp_lifecycle_start_early(void) {
     return hp_state_is_on();
 }
 
+// The exported entry of attached mode, defined only in the preloaded module (attach.c); weak,
+// so programs that link the core without it (the unit tests) see NULL.
+extern long heapprof_attach_start(const char *out_path, char *why, unsigned long why_len)
+    __attribute__((weak));
+
+// Whether this module was loaded by dlopen (by `heapprof attach`) rather than preloaded: its
+// entry points then get calls only through rewritten slots, and recording waits for the
+// injector. A preloaded module is loaded before the program's own dependencies, libc among
+// them; a dlopened one after. (Asking where the process's `malloc` resolves does not tell: a
+// non-PIE executable that takes malloc's address defines it as its own PLT entry.)
+static bool loaded_for_attach(void) {
+    if (!heapprof_attach_start)
+        return false;
+    void *ours;
+    long (*fn)(const char *, char *, unsigned long) = heapprof_attach_start;
+    memcpy(&ours, &fn, sizeof ours);
+    Dl_info info;
+    struct link_map *self = NULL;
+    if (!dladdr1(ours, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
+        return false;
+    for (const struct link_map *m = self->l_prev; m; m = m->l_prev)
+        if (m->l_name && strstr(m->l_name, "/libc.so."))
+            return true;
+    return false;
+}
+
+static bool attached_before; // an attached recording ran and ended: the next one restarts
+
+// A second attached recording in this process: a new trace file whose META chunk defines the
+// stacks interned so far (threads reuse their ids) and lists every module again. Its times go
+// on from the first trace's start: the threads' rings and encoders never go back in time.
+static bool restart_attached(const char **why) {
+    apply_attach_config();
+    hp_modmap_reset();
+    pthread_mutex_lock(&start_lock);
+    trace_started = false;
+    atomic_store(&hp_state, HP_STATE_ON);
+    bool ok = start_trace();
+    pthread_mutex_unlock(&start_lock);
+    if (!ok) {
+        atomic_store(&hp_state, HP_STATE_FINISHED);
+        *why = "heapprof could not create the trace file";
+    }
+    return ok;
+}
+
+bool hp_lifecycle_attach_start(const char *out_path, const char **why) {
+    int st = atomic_load(&hp_state);
+    if (attached_before && st == HP_STATE_FINISHED) {
+        size_t n = strlen(out_path);
+        if (n == 0 || n >= sizeof attach_out) {
+            *why = "the trace path is empty or too long";
+            return false;
+        }
+        memcpy(attach_out, out_path, n + 1);
+        return restart_attached(why);
+    }
+    if (st != HP_STATE_OFF || atomic_load(&early_started)) {
+        *why = st == HP_STATE_ON ? "heapprof is already recording in this process"
+                                 : "heapprof already recorded a trace in this process";
+        return false;
+    }
+    size_t n = strlen(out_path);
+    if (n == 0 || n >= sizeof attach_out) {
+        *why = "the trace path is empty or too long";
+        return false;
+    }
+    memcpy(attach_out, out_path, n + 1);
+    setup_recording();
+    if (!hp_state_is_on()) {
+        *why = "heapprof could not set up recording (the allocator's functions were not found)";
+        return false;
+    }
+    pthread_mutex_lock(&start_lock);
+    bool ok = start_trace();
+    ctor_done = true;
+    pthread_mutex_unlock(&start_lock);
+    if (!ok) {
+        atomic_store(&hp_state, HP_STATE_DISABLED);
+        *why = "heapprof could not create the trace file";
+        return false;
+    }
+    attached_before = true;
+    return true;
+}
+
+void hp_lifecycle_attach_stop(void) {
+    int expected = HP_STATE_ON;
+    atomic_compare_exchange_strong(&hp_state, &expected, HP_STATE_FINISHED);
+    if (expected == HP_STATE_ON || expected == HP_STATE_DISABLED)
+        hp_writer_stop(); // final flush, TRAILER, the flusher and workers joined
+}
+
 __attribute__((constructor)) static void hp_lifecycle_init(void) {
+    if (loaded_for_attach())
+        return; // the injector calls heapprof_attach_start next (attach.c)
     int entered = hp_guard_enter();
     setup_recording();
     if (hp_state_is_on()) {

@@ -30,4 +30,13 @@ void hp_lifecycle_before_exit_now(void);
 // must touch nothing the parent owns. Cold (a system call).
 bool hp_lifecycle_is_vfork_child(void);
 
+// Attached mode (preload/attach.c; docs/design.md#attach): starts this process's trace at
+// out_path, with CPU sampling off and nothing said on the program's stderr. False, with *why
+// set to a static reason, if recording cannot start or already ran in this process. Cold.
+bool hp_lifecycle_attach_start(const char *out_path, const char **why);
+
+// Ends attached recording: state FINISHED, final flush and TRAILER, the shim's threads joined.
+// The caller has already put the program's slots back. Cold; waits for the writer.
+void hp_lifecycle_attach_stop(void);
+
 #endif

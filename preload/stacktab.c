@@ -103,6 +103,30 @@ static table_t *table_with_room(void) {
     return nt;
 }
 
+// Encodes the STACK record of frames f[0..n) as id into buf (HP_REC_MAX bytes); its length.
+static size_t encode_stack_record(uint8_t *buf, uint32_t id, const uint64_t *f, uint32_t n) {
+    uint8_t *p = buf;
+    *p++ = HPT_REC_STACK;
+    p = hpt_put_varint(p, id);
+    p = hpt_put_varint(p, n);
+    for (uint32_t i = 0; i < n; i++)
+        p = hpt_put_varint(p, i == 0 ? f[0] : hpt_zigzag((int64_t)(f[i] - f[i - 1])));
+    HP_ASSERT((size_t)(p - buf) <= HP_REC_MAX);
+    return (size_t)(p - buf);
+}
+
+void hp_stacktab_each_record(void (*emit)(void *ctx, const uint8_t *rec, size_t len), void *ctx) {
+    uint8_t buf[HP_REC_MAX];
+    pthread_mutex_lock(&lock);
+    const table_t *t = atomic_load_explicit(&cur, memory_order_relaxed);
+    for (uint64_t i = 0; t && i <= t->mask; i++) {
+        const entry_t *e = &t->slots[i];
+        if (atomic_load_explicit(&e->hash, memory_order_relaxed))
+            emit(ctx, buf, encode_stack_record(buf, e->id, e->frames, e->n));
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 static void emit_stack_record(hp_ring_t *r, uint32_t id, const uint64_t *f, uint32_t n) {
     uint8_t buf[HP_REC_MAX];
     uint8_t *p = buf;

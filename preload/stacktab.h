@@ -17,6 +17,11 @@ uint32_t hp_stacktab_find(const uint64_t *frames, uint32_t n);
 uint32_t hp_stacktab_intern(hp_ring_t *r, const uint64_t *frames, uint32_t n);
 
 uint64_t hp_stacktab_count(void);
+
+// Calls emit with the STACK record of every stack interned so far (a second trace of the same
+// process, `heapprof attach` again, must define the ids its threads still reuse). Takes the
+// table lock; cold.
+void hp_stacktab_each_record(void (*emit)(void *ctx, const uint8_t *rec, size_t len), void *ctx);
 uint64_t hp_stacktab_overflows(void);
 
 // fork support: prepare takes the lock, parent releases it, child starts from an empty table.

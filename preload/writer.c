@@ -477,6 +477,13 @@ bool hp_writer_start(void) {
         statm_open();
     meta_t m = {0};
     m.cap = 1u << 20;
+    // A later trace of an attached process (heapprof attach again) starts with the stacks
+    // interned so far: threads go on using their ids (docs/design.md#attach).
+    uint64_t n_known_stacks = hp_config.attached ? hp_stacktab_count() : 0;
+    if (n_known_stacks)
+        m.cap = HPT_CHUNK_MAX_RAW - 4096 < (1u << 20) + n_known_stacks * HP_REC_MAX
+                    ? HPT_CHUNK_MAX_RAW - 4096
+                    : (size_t)((1u << 20) + n_known_stacks * HP_REC_MAX);
     m.buf = hp_mem_map(m.cap);
     if (!m.buf) {
         close(fd);
@@ -486,6 +493,8 @@ bool hp_writer_start(void) {
     hpt_dstate_t st = {0};
     hp_modmap_scan(&st, hp_state_now(), meta_emit, &m);
     bool alloc_scan = hp_allocscan_emit(meta_emit, &m);
+    if (n_known_stacks)
+        hp_stacktab_each_record(meta_emit, &m);
 
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
@@ -503,6 +512,8 @@ bool hp_writer_start(void) {
         h.flags |= HPT_FILE_TOUCH;
         h.touch_fill_max = hp_config.touch_fill_max;
     }
+    if (hp_config.attached)
+        h.flags |= HPT_FILE_ATTACHED;
     bool ok = start(fd, path, &h, m.buf, m.len, m.nrec);
     hp_mem_unmap(m.buf, m.cap);
     if (ok && !hp_config.quiet)
@@ -545,6 +556,11 @@ void hp_writer_stop(void) {
     wake();
     pthread_join(thread, NULL);
     hp_traceout_close();
+    // the program may run on (a detach): leave it no descriptor of ours
+    if (statm_fd >= 0) {
+        close(statm_fd);
+        statm_fd = -1;
+    }
 }
 
 void hp_writer_fork_prepare(void) {

@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libunwind-dev libzstd-dev zlib1g-dev libjansson-dev
       libcriterion-dev libyaml-dev libdw-dev libelf-dev libiberty-dev valgrind heaptrack hyperfine rustc
-      libxml2-utils
+      libxml2-utils libncurses-dev tmux
       libcapstone-dev libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
       libprotobuf-c-dev protobuf-c-compiler golang-go
       sqlite3 python3 git chromium)

@@ -2,9 +2,11 @@
 // The heapprof command: argv -> subcommand. The only file that prints errors and chooses exit
 // codes: 0 ok, 2 usage or unreadable/invalid trace, 127/126 command not found/not runnable,
 // for `run` the command's own status, for `check` 1 when a budget is broken.
+#include "cmd/cmd_attach.h"
 #include "cmd/cmd_check.h"
 #include "cmd/cmd_dhat.h"
 #include "cmd/cmd_flame.h"
+#include "cmd/cmd_live.h"
 #include "cmd/cmd_massif.h"
 #include "cmd/cmd_pprof.h"
 #include "cmd/cmd_report.h"
@@ -43,6 +45,9 @@ static const char usage[] =
     "  view TRACE [-o FILE]            self-contained HTML viewer (open it in a browser)\n"
     "  pprof TRACE [-o FILE]           gzipped pprof profile (go tool pprof, Pyroscope, Parca)\n"
     "  check [BUDGETS] -- CMD ARGS...  heap budgets for CI (or check [BUDGETS] TRACE)\n"
+    "  attach PID [-o TRACE]           record a running process (until Ctrl-C, --duration S)\n"
+    "  detach PID                      end a recording started by attach\n"
+    "  live TRACE                      watch a trace being written (q quits)\n"
     "\n"
     "  heapprof COMMAND --help         help for one command\n"
     "  heapprof --version\n";
@@ -213,6 +218,31 @@ static int do_check(int argc, char **argv) {
     return rc;
 }
 
+static int do_attach(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    cmd_attach_opts_t o;
+    if (cmd_attach_parse(argc, argv, &o, &err) != 0 || cmd_attach_run(&o, stderr, &err) != 0)
+        return fail(&err);
+    return 0;
+}
+
+static int do_detach(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    if (cmd_detach_run(argc, argv, stderr, &err) != 0)
+        return fail(&err);
+    return 0;
+}
+
+static int do_live(int argc, char **argv) {
+    errmsg_t err;
+    errmsg_init(&err);
+    if (cmd_live_run(argc, argv, stdout, &err) != 0)
+        return fail(&err);
+    return finish_output();
+}
+
 static const struct {
     const char *name;
     cmd_fn fn;
@@ -228,6 +258,9 @@ static const struct {
     {"view", do_view, cmd_view_usage},
     {"pprof", do_pprof, cmd_pprof_usage},
     {"check", do_check, cmd_check_usage},
+    {"attach", do_attach, cmd_attach_usage},
+    {"detach", do_detach, cmd_detach_usage},
+    {"live", do_live, cmd_live_usage},
 };
 
 static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }

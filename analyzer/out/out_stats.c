@@ -106,7 +106,12 @@ void out_stats_text(FILE *out, const char *trace, const reader_t *r, const repla
     if (d->late_events)
         fprintf(out, "late       %s events arrived after their merge watermark\n",
                 fmt_grouped(d->late_events, a));
-    if (t->n_unknown_frees || t->n_double_allocs)
+    bool attached = reader_header(r)->flags & HPT_FILE_ATTACHED;
+    if (attached)
+        fprintf(out, "attached   the trace started mid-run (heapprof attach): %s frees of blocks "
+                     "allocated before it are counted apart; \"at end\" is at detach\n",
+                fmt_grouped(t->n_unknown_frees, a));
+    if (t->n_double_allocs || (t->n_unknown_frees && !attached))
         fprintf(out, "anomalies  %s frees of unknown addresses, %s allocations at live addresses\n",
                 fmt_grouped(t->n_unknown_frees, a), fmt_grouped(t->n_double_allocs, b));
 }
@@ -190,6 +195,7 @@ json_t *out_stats_json(const reader_t *r, const replay_totals_t *t, const char *
     json_object_set_new(ja, "unknown_frees", fmt_json_int(t->n_unknown_frees));
     json_object_set_new(ja, "double_allocs", fmt_json_int(t->n_double_allocs));
     json_object_set_new(j, "anomalies", ja);
+    json_object_set_new(j, "attached", json_boolean(h->flags & HPT_FILE_ATTACHED));
 
     // shim counters come from the trailer; without one they are unknown, not zero
     const reader_trailer_t *tr = reader_trailer(r);

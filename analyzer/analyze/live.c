@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: MIT
+// The figures of `heapprof live` (live.h). Each refresh is one `heapprof report` pass over the
+// trace as written so far (analyze.h, with growth chains); the rates are the difference of each
+// site's allocated bytes from the previous refresh, kept by stack id.
+#include "analyze/live.h"
+
+#include "analyze/analyze.h"
+#include "core/fmt.h"
+#include "core/hmap.h"
+#include "core/xalloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct live {
+    const char *path;
+    hmap_t prev_bytes; // stack id -> bytes allocated at the previous refresh
+    uint64_t prev_time_ns, prev_total_bytes;
+    bool has_prev;
+    uint64_t *history;
+    size_t n_history, cap_history;
+};
+
+live_t *live_new(const char *path) {
+    live_t *l = xcalloc(1, sizeof *l);
+    l->path = path;
+    hmap_init(&l->prev_bytes, sizeof(uint64_t));
+    return l;
+}
+
+void live_free(live_t *l) {
+    if (!l)
+        return;
+    hmap_fini(&l->prev_bytes);
+    free(l->history);
+    free(l);
+}
+
+const uint64_t *live_history(const live_t *l, size_t *n) {
+    *n = l->n_history;
+    return l->history;
+}
+
+// "function  file:line" of site i, safe to print.
+static void site_name(analyze_t *a, size_t i, char *out, size_t cap) {
+    const site_t *s = sites_get(a->sites, i);
+    if (!s->n_frames) {
+        snprintf(out, cap, "(unknown stack)");
+        return;
+    }
+    char fn[1024], loc[1024], raw[2100];
+    const symbolize_frame_t *fr = s->frames[s->name_frame];
+    const char *name = sites_frame_function(fr, fn, sizeof fn);
+    sites_frame_location(fr, loc, sizeof loc);
+    if (strcmp(name, loc) == 0)
+        snprintf(raw, sizeof raw, "%s", name);
+    else
+        snprintf(raw, sizeof raw, "%s  %s", name, loc);
+    char safe[4 * sizeof raw];
+    snprintf(out, cap, "%s", fmt_safe_text(raw, safe, sizeof safe));
+}
+
+typedef struct ranked {
+    size_t site;
+    double key;
+} ranked_t;
+
+static int by_key_desc(const void *x, const void *y) {
+    const ranked_t *a = x, *b = y;
+    return (a->key < b->key) - (a->key > b->key);
+}
+
+int live_refresh(live_t *l, live_snapshot_t *s, errmsg_t *err) {
+    analyze_opts_t ao = {.mode = REPLAY_SITES, .growth = true, .short_ns = 1000000};
+    analyze_t *a = analyze_open_opts(l->path, &ao, NULL, err);
+    if (!a)
+        return 0;
+    memset(s, 0, sizeof *s);
+    const replay_totals_t *t = replay_totals(a->rp);
+    const hpt_file_hdr_t *h = reader_header(a->r);
+    s->finished = reader_damage(a->r)->trailer;
+    s->attached = h->flags & HPT_FILE_ATTACHED;
+    s->pid = h->pid;
+    const char *exe = reader_exe(a->r);
+    char safe[4 * LIVE_NAME_BYTES];
+    snprintf(s->exe, sizeof s->exe, "%s", exe ? fmt_safe_text(exe, safe, sizeof safe) : "?");
+    s->time_ns = t->last_time_ns;
+    s->live_bytes = t->live_bytes;
+    s->live_blocks = t->live_blocks;
+    s->peak_bytes = t->peak_bytes;
+    s->n_blocks = t->n_blocks;
+    s->n_bytes = t->n_bytes;
+    double dt_s = l->has_prev && t->last_time_ns > l->prev_time_ns
+                      ? (double)(t->last_time_ns - l->prev_time_ns) / 1e9
+                      : 0;
+    if (dt_s > 0)
+        s->rate_bytes_s = (double)(t->n_bytes - l->prev_total_bytes) / dt_s;
+
+    size_t n = sites_count(a->sites);
+    ranked_t *live = xcalloc(n ? n : 1, sizeof *live), *rate = xcalloc(n ? n : 1, sizeof *rate);
+    size_t n_rate = 0;
+    for (size_t i = 0; i < n; i++) {
+        const replay_site_t *f = sites_figures(a->sites, i);
+        live[i] = (ranked_t){i, (double)f->end_bytes};
+        uint64_t *prev = hmap_get(&l->prev_bytes, f->stack + 1); // + 1: stack 0 is a stack too
+        uint64_t before = prev ? *prev : 0;
+        if (dt_s > 0 && f->bytes > before)
+            rate[n_rate++] = (ranked_t){i, (double)(f->bytes - before) / dt_s};
+        uint64_t *slot = hmap_put(&l->prev_bytes, f->stack + 1, NULL);
+        *slot = f->bytes;
+    }
+    qsort(live, n, sizeof *live, by_key_desc);
+    qsort(rate, n_rate, sizeof *rate, by_key_desc);
+    for (size_t i = 0; i < n && s->n_by_live < LIVE_TOP && live[i].key > 0; i++) {
+        live_site_t *o = &s->by_live[s->n_by_live++];
+        const replay_site_t *f = sites_figures(a->sites, live[i].site);
+        site_name(a, live[i].site, o->name, sizeof o->name);
+        o->live_bytes = f->end_bytes;
+        o->live_blocks = f->end_blocks;
+        o->bytes = f->bytes;
+    }
+    for (size_t i = 0; i < n_rate && s->n_by_rate < LIVE_TOP; i++) {
+        live_site_t *o = &s->by_rate[s->n_by_rate++];
+        const replay_site_t *f = sites_figures(a->sites, rate[i].site);
+        site_name(a, rate[i].site, o->name, sizeof o->name);
+        o->live_bytes = f->end_bytes;
+        o->live_blocks = f->end_blocks;
+        o->bytes = f->bytes;
+        o->rate_bytes_s = rate[i].key;
+    }
+    free(live);
+    free(rate);
+
+    size_t ng = a->growth ? growth_n_sites(a->growth) : 0;
+    ranked_t *g = xcalloc(ng ? ng : 1, sizeof *g);
+    for (size_t i = 0; i < ng; i++)
+        g[i] = (ranked_t){i, (double)growth_site(a->growth, i)->bytes_copied};
+    qsort(g, ng, sizeof *g, by_key_desc);
+    for (size_t i = 0; i < ng && s->n_growth < LIVE_GROWTH_TOP && g[i].key > 0; i++) {
+        const growth_site_t *gs = growth_site(a->growth, g[i].site);
+        size_t site = analyze_site_of(a, gs->stack);
+        if (site == SIZE_MAX)
+            continue;
+        live_growth_t *o = &s->growth[s->n_growth++];
+        site_name(a, site, o->name, sizeof o->name);
+        o->bytes_copied = gs->bytes_copied;
+        o->n_steps = gs->n_steps;
+    }
+    free(g);
+
+    if (l->n_history == l->cap_history) {
+        l->cap_history = l->cap_history ? 2 * l->cap_history : 256;
+        l->history = xrealloc(l->history, l->cap_history * sizeof *l->history);
+    }
+    l->history[l->n_history++] = t->live_bytes;
+    l->prev_time_ns = t->last_time_ns;
+    l->prev_total_bytes = t->n_bytes;
+    l->has_prev = true;
+    analyze_close(a);
+    return 1;
+}
