@@ -23,11 +23,13 @@ typedef struct hpt_file_hdr {
     uint32_t touch_fill_max; // with HPT_FILE_TOUCH: blocks up to this many usable bytes are
                              // pattern-filled (HPT_TOUCH_FILL), larger ones measured by resident pages
     uint32_t reserved0;  // 0 (v3's heap stream kept a time unit here)
-    uint32_t reserved;
+    uint32_t sample_bytes; // with HPT_FILE_SAMPLED: the mean sampling interval N in bytes, else 0
 } hpt_file_hdr_t;
 
 #define HPT_FILE_HAS_MEMBARRIER 1u // sync watermarks are exact (see docs/trace-format.md#merge)
 #define HPT_FILE_TOUCH 2u          // frees carry bytes-touched measures (docs/trace-format.md#touch)
+#define HPT_FILE_SAMPLED 4u        // only sampled allocations (and their frees) are recorded, each
+                                   // standing for 1/p of its kind (docs/trace-format.md#sampled)
 
 #define HPT_CHUNK_MAGIC 0x4b435048u // "HPCK" read as little-endian u32
 

@@ -39,6 +39,8 @@ typedef struct hp_config {
     uint32_t test_drain_delay_ms; // HEAPPROF_TEST_DRAIN_DELAY_MS: workers and the flusher sleep
                                   // this long before each drain (tests of back-pressure only)
     bool clock_tsc;         // HEAPPROF_CLOCK=mono: event times from the vDSO only (clock.h)
+    uint32_t sample_bytes;  // HEAPPROF_SAMPLE_BYTES: mean bytes between samples; 0 = record all
+    uint64_t sample_seed;   // HEAPPROF_SAMPLE_SEED (default: the process id), sample.h
 } hp_config_t;
 
 extern hp_config_t hp_config;
