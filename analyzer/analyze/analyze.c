@@ -143,6 +143,9 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
         a->filter = filter_new(defs, o->from_module, o->through_function);
     a->rp = a->filter ? replay_new(filter_keep, a->filter) : replay_new(NULL, NULL);
     replay_set_mode(a->rp, o->totals_only ? mode : mode | REPLAY_SITES);
+    const hpt_file_hdr_t *h = reader_header(r);
+    if (h->flags & HPT_FILE_SAMPLED)
+        replay_set_sampled(a->rp, h->sample_bytes);
     if (o->growth) {
         a->growth = growth_new(o->short_ns);
         growth_attach(a->growth, a->rp); // replay's events now feed growth too

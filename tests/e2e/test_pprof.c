@@ -409,6 +409,70 @@ Test(pprof, follow_writes_profiles_whose_alloc_adds_up_to_the_run, .timeout = 30
     free(dir);
 }
 
+// value of one -top table summed over its rows
+static double flat_total(json_t *m) {
+    double t = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(m, k, v) t += (double)json_integer_value(v);
+    return t;
+}
+
+// Sampled recording (docs/sampling.md): the same deterministic run, recorded in full and sampled
+// at N = 512 KiB with a fixed seed; go tool pprof reads both profiles. Every function holding at
+// least 5% of the exact figure is estimated within 10%, the total within 3% (the spread over 20
+// seeds is measured by bench/sampled_accuracy.sh, not here).
+Test(pprof, sampled_estimates_agree_with_the_full_trace, .timeout = 300) {
+    char *dir = e2e_tmpdir("pprof_sampled");
+    char prog[4300], full[4300], sampled[4300], full_pb[4300], sampled_pb[4300];
+    snprintf(prog, sizeof prog, "%s/sampled_mix", E2E_PROGS);
+    snprintf(full, sizeof full, "%s/full.hpt", dir);
+    snprintf(sampled, sizeof sampled, "%s/sampled.hpt", dir);
+    snprintf(full_pb, sizeof full_pb, "%s/full.pb.gz", dir);
+    snprintf(sampled_pb, sizeof sampled_pb, "%s/sampled.pb.gz", dir);
+    char *argv[] = {prog, NULL};
+    // no bytes-touched fill: 8 GB of pattern would only slow the full run down
+    static const char *const full_env[] = {"HEAPPROF_TOUCH=0", NULL};
+    static const char *const sampled_env[] = {"HEAPPROF_TOUCH=0", "HEAPPROF_SAMPLE_BYTES=524288",
+                                              "HEAPPROF_SAMPLE_SEED=1", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, full, full_env, NULL), 0);
+    cr_assert_eq(e2e_run_preloaded(argv, sampled, sampled_env, NULL), 0);
+    cr_assert_eq(pprof(full, full_pb, NULL, NULL), 0);
+    cr_assert_eq(pprof(sampled, sampled_pb, NULL, NULL), 0);
+    struct stat fs, ss;
+    cr_assert(stat(full, &fs) == 0 && stat(sampled, &ss) == 0);
+    cr_expect_lt(ss.st_size * 4, fs.st_size, "sampled trace %lld bytes, full %lld",
+                 (long long)ss.st_size, (long long)fs.st_size);
+    static const char *const indexes[] = {"alloc_space", "alloc_objects"};
+    static const size_t want_big[] = {5, 3}; // sampled_mix.c: functions with 5% or more
+    for (size_t i = 0; i < 2; i++) {
+        json_t *exact = top_flat(indexes[i], full_pb), *est = top_flat(indexes[i], sampled_pb);
+        double te = flat_total(exact), ts = flat_total(est);
+        cr_expect(te > 0 && ts >= te * 0.97 && ts <= te * 1.03, "%s total: exact %.0f, estimate %.0f",
+                  indexes[i], te, ts);
+        size_t n_big = 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(exact, k, v) {
+            double x = (double)json_integer_value(v);
+            if (x < te * 0.05)
+                continue;
+            n_big++;
+            json_t *e = json_object_get(est, k);
+            double y = e ? (double)json_integer_value(e) : 0;
+            cr_expect(y >= x * 0.9 && y <= x * 1.1, "%s of %s: exact %.0f, estimate %.0f (%+.1f%%)",
+                      indexes[i], k, x, y, (y / x - 1) * 100);
+        }
+        cr_expect_eq(n_big, want_big[i], "%s: %zu functions with 5%% or more", indexes[i], n_big);
+        json_decref(exact);
+        json_decref(est);
+    }
+    char *raw = go_pprof_raw(sampled_pb);
+    cr_expect(strstr(raw, "every value is an estimate"), "no estimate comment: %.400s", raw);
+    free(raw);
+    free(dir);
+}
+
 Test(pprof, help, .timeout = 60) {
     const char *args[] = {"pprof", "--help", NULL};
     char *out = NULL;
