@@ -205,6 +205,17 @@ void analyze_resolve(analyze_t *a, const size_t *order, size_t n) {
     progress_done(&p);
 }
 
+int analyze_refuse_sampled(const analyze_t *a, const char *cmd, errmsg_t *err) {
+    const hpt_file_hdr_t *h = reader_header(a->r);
+    if (!(h->flags & HPT_FILE_SAMPLED))
+        return 0;
+    errmsg_set(err,
+               "%s: %s is a sampled trace (HEAPPROF_SAMPLE_BYTES=%u): its figures would be "
+               "estimates; record without sampling, or use pprof, report or stats",
+               cmd, a->path, h->sample_bytes);
+    return -1;
+}
+
 void analyze_close(analyze_t *a) {
     if (!a)
         return;

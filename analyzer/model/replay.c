@@ -73,6 +73,7 @@ struct replay {
     replay_companion_fn companion_alloc, companion_free; // NULL: no companion
     void *companion_ctx;
     uint64_t sample_interval; // bytes; 0: every allocation was recorded
+    replay_totals_t shown;    // replay_totals_shown's copy
 };
 
 replay_t *replay_new(replay_keep_fn keep, void *keep_ctx) {
@@ -395,6 +396,8 @@ static void on_free_sites(replay_t *rp, const reader_event_t *ev) {
     }
 }
 
+static uint64_t rounded(double v);
+
 size_t replay_n_sites(const replay_t *rp) { return rp->n_sites; }
 
 void replay_site(const replay_t *rp, size_t i, replay_site_t *out) {
@@ -428,6 +431,14 @@ void replay_site(const replay_t *rp, size_t i, replay_site_t *out) {
         .est_end_blocks = s->est_live_blocks,
         .est_end_bytes = s->est_live_bytes,
     };
+    if (rp->sample_interval) {
+        out->blocks = rounded(out->est_blocks);
+        out->bytes = rounded(out->est_bytes);
+        out->peak_blocks = rounded(out->est_peak_blocks);
+        out->peak_bytes = rounded(out->est_peak_bytes);
+        out->end_blocks = rounded(out->est_end_blocks);
+        out->end_bytes = rounded(out->est_end_bytes);
+    }
 }
 
 // ---- totals only (the default mode) ----
@@ -536,6 +547,26 @@ void replay_events(replay_t *rp, const reader_event_t *ev, size_t n) {
 }
 
 const replay_totals_t *replay_totals(const replay_t *rp) { return &rp->t; }
+
+// An estimate as a count: the nearest integer (a float sum's residue around 0 is 0).
+static uint64_t rounded(double v) {
+    return v < 0.5 ? 0 : v >= 0x1p63 ? (uint64_t)INT64_MAX : (uint64_t)llround(v);
+}
+
+const replay_totals_t *replay_totals_shown(replay_t *rp) {
+    if (!rp->sample_interval)
+        return &rp->t;
+    replay_totals_t *s = &rp->shown;
+    *s = rp->t;
+    s->n_blocks = rounded(s->est_blocks);
+    s->n_bytes = rounded(s->est_bytes);
+    s->n_frees = rounded(s->est_blocks - s->est_live_blocks);
+    s->peak_blocks = rounded(s->est_peak_blocks);
+    s->peak_bytes = rounded(s->est_peak_bytes);
+    s->live_blocks = rounded(s->est_live_blocks);
+    s->live_bytes = rounded(s->est_live_bytes);
+    return s;
+}
 
 uint32_t replay_last_site(const replay_t *rp) { return rp->last_site; }
 

@@ -132,7 +132,9 @@ typedef struct replay_site {
 } replay_site_t;
 
 // Sites seen so far (REPLAY_SITES), in order of their first allocation, and the figures of site
-// i as of now (t-end = the latest event so far). 0 sites without REPLAY_SITES.
+// i as of now (t-end = the latest event so far). 0 sites without REPLAY_SITES. For a sampled
+// trace blocks, bytes, peak_* and end_* are the estimates (rounded est_*); the other figures
+// are those of the sampled blocks.
 size_t replay_n_sites(const replay_t *rp);
 void replay_site(const replay_t *rp, size_t i, replay_site_t *out);
 
@@ -145,6 +147,12 @@ void replay_event(replay_t *rp, const reader_event_t *ev);
 void replay_events(replay_t *rp, const reader_event_t *ev, size_t n);
 
 const replay_totals_t *replay_totals(const replay_t *rp);
+
+// The totals to show people: replay_totals, or for a sampled trace a copy with the estimates
+// in place of n_blocks, n_bytes, n_frees, peak_* and live_* (rounded; docs/sampling.md). The
+// size histogram, events and touch figures stay those of the sampled blocks. Valid until the
+// next call or event.
+const replay_totals_t *replay_totals_shown(replay_t *rp);
 
 // The site whose figures the latest site change touched (REPLAY_SITES; 0 before any). An event
 // that changed no site leaves it as it was; one that changed two (an allocation at a live

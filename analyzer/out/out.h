@@ -39,6 +39,8 @@ json_t *out_report_cpu_json(analyze_t *a, size_t top);
 
 // ---- out_stats.c: the totals `heapprof stats` prints (the "totals" of `report --json`) ----
 // r: a trace read to its end; t: its replay's totals; from_module and f NULL without a filter.
+// A sampled trace's warning line ("sampled    ESTIMATES: ..."); nothing for a full trace.
+void out_stats_sampled_line(FILE *out, const reader_t *r);
 void out_stats_text(FILE *out, const char *trace, const reader_t *r, const replay_totals_t *t,
                     const char *from_module, const filter_t *f);
 json_t *out_stats_json(const reader_t *r, const replay_totals_t *t, const char *from_module,

@@ -12,7 +12,6 @@
 #include "out/pprof_build.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,10 +27,6 @@ static const char *const sample_types[N_VALUES][2] = {
 };
 
 static int64_t sat(uint64_t v) { return v > INT64_MAX ? INT64_MAX : (int64_t)v; }
-
-// A sampled trace's estimate as a sample value (nearest integer; a float sum's residue below 0
-// is 0).
-static uint64_t est(double v) { return v <= 0.5 ? 0 : v >= 0x1p63 ? (uint64_t)INT64_MAX : (uint64_t)llround(v); }
 
 // now - before as a sample value: a site's figure as of this profile minus what earlier ones
 // counted. Negative only if a later read merged events in another order (a realloc then joins
@@ -145,19 +140,7 @@ int out_pprof_write(analyze_t *a, const out_pprof_opts_t *o, FILE *f, errmsg_t *
     uint64_t interval = replay_sample_interval(a->rp);
     for (size_t i = 0; i < n; i++) {
         const site_t *s = sites_get(a->sites, i);
-        replay_site_t sampled;
-        const replay_site_t *g = &s->fig;
-        if (interval) {
-            // the estimates in place of the sampled blocks' own figures (docs/sampling.md)
-            sampled = s->fig;
-            sampled.blocks = est(g->est_blocks);
-            sampled.bytes = est(g->est_bytes);
-            sampled.peak_blocks = est(g->est_peak_blocks);
-            sampled.peak_bytes = est(g->est_peak_bytes);
-            sampled.end_blocks = est(g->est_end_blocks);
-            sampled.end_bytes = est(g->est_end_bytes);
-            g = &sampled;
-        }
+        const replay_site_t *g = &s->fig; // estimates for a sampled trace (replay.h)
         int64_t v[N_VALUES] = {
             [V_ALLOC_OBJECTS] = sat(g->blocks),
             [V_ALLOC_SPACE] = sat(g->bytes),
