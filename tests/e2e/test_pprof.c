@@ -5,10 +5,12 @@
 // at exit is the report's bytes still live at exit. A damaged or truncated trace gives a valid
 // profile of what was read and the report's damage line as a warning, or one error line and
 // status 2; never a crash, never a half-written file.
+#include "format/hpt_format.h"
 #include "spawn.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -470,6 +472,53 @@ Test(pprof, sampled_estimates_agree_with_the_full_trace, .timeout = 300) {
     char *raw = go_pprof_raw(sampled_pb);
     cr_expect(strstr(raw, "every value is an estimate"), "no estimate comment: %.400s", raw);
     free(raw);
+    free(dir);
+}
+
+// A sampled trace says so wherever its figures are shown, and the commands whose figures must be
+// exact refuse it with one line; a header that says "sampled" without an interval is damage.
+Test(pprof, sampled_trace_is_marked_as_estimates_or_refused, .timeout = 300) {
+    char *dir = e2e_tmpdir("pprof_sampled_marked");
+    char prog[4300], trace[4300], out[4300];
+    snprintf(prog, sizeof prog, "%s/sampled_mix", E2E_PROGS);
+    snprintf(trace, sizeof trace, "%s/s.hpt", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    char *argv[] = {prog, "500", NULL};
+    static const char *const env[] = {"HEAPPROF_SAMPLE_BYTES=65536", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, env, NULL), 0);
+    static const char *const shown[][3] = {{"report", NULL}, {"stats", NULL}};
+    for (size_t i = 0; i < 2; i++) {
+        const char *args[] = {shown[i][0], trace, NULL};
+        char *o = e2e_heapprof_ok(args);
+        cr_expect(strstr(o, "\nsampled    ESTIMATES: "), "%s: %.600s", shown[i][0], o);
+        free(o);
+    }
+    json_t *st = e2e_stats(trace, NULL);
+    cr_expect_eq(e2e_int(st, "sample_bytes"), 65536);
+    json_decref(st);
+    static const char *const refused[] = {"dhat", "massif", "view"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *args[] = {refused[i], trace, "-o", out, NULL};
+        char *err = NULL;
+        cr_expect_eq(e2e_heapprof(args, NULL, &err), 2, "%s", refused[i]);
+        assert_one_error_line(err);
+        cr_expect(strstr(err, "is a sampled trace"), "%s: %s", refused[i], err);
+        free(err);
+    }
+    // the flag without an interval: no weight can be computed
+    FILE *f = fopen(trace, "r+b");
+    cr_assert(f);
+    static const uint8_t zero[4];
+    cr_assert_eq(fseek(f, (long)offsetof(hpt_file_hdr_t, sample_bytes), SEEK_SET), 0);
+    cr_assert_eq(fwrite(zero, 1, 4, f), 4);
+    fclose(f);
+    char *err = NULL;
+    cr_expect_eq(pprof(trace, out, NULL, &err), 2);
+    assert_one_error_line(err);
+    cr_expect(strstr(err, "sampling interval of 0"), "%s", err);
+    free(err);
+    static const char *const left[] = {"s.hpt", NULL};
+    expect_only(dir, left);
     free(dir);
 }
 
