@@ -10,6 +10,7 @@
 #include "lifecycle.h"
 #include "real.h"
 #include "record.h"
+#include "sample.h"
 #include "state.h"
 
 #include <errno.h>
@@ -71,7 +72,8 @@ static inline __attribute__((always_inline)) void epilogue(void) {
 // point's caller, with errno as the real call left it; then the epilogue.
 static inline __attribute__((always_inline)) void alloc_done(uint8_t tag, const void *p,
                                                              size_t size, size_t align) {
-    if (p) {
+    // the sampling decision first: an unsampled block costs no errno save and no call
+    if (p && hp_sample_alloc(size)) {
         int e = errno;
         hp_frame_t from;
         HP_CALLER_FRAME(from);
@@ -81,8 +83,11 @@ static inline __attribute__((always_inline)) void alloc_done(uint8_t tag, const 
     epilogue();
 }
 
-// Records a free, before the real one runs, with errno untouched.
+// Records a free, before the real one runs, with errno untouched; in sampled mode only a
+// sampled block's.
 static inline __attribute__((always_inline)) void free_start(const void *p) {
+    if (!hp_sample_free(p))
+        return;
     int e = errno;
     hp_record_free(p);
     errno = e;

@@ -229,8 +229,6 @@ void hp_record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align,
                      const hp_frame_t *from) {
     HP_ASSERT(hp_tls_guard != 0); // the caller's: the shim's own allocations pass through
     HP_ASSERT(tag == HPT_REC_MALLOC || tag == HPT_REC_CALLOC || tag == HPT_REC_ALIGNED);
-    if (!hp_sample_alloc(size)) // sampled mode, no sample due: no clock, no stack, no ring
-        return;
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return;
@@ -267,8 +265,6 @@ static inline uint8_t *put_touch(uint8_t *p, const hp_touch_t *t) {
 
 void hp_record_free(const void *ptr) {
     HP_ASSERT(hp_tls_guard != 0 && ptr != NULL);
-    if (!hp_sample_free(ptr)) // sampled mode, not a sampled block
-        return;
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return;

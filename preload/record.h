@@ -11,13 +11,13 @@
 #include <stdint.h>
 
 // Records a new block (tag HPT_REC_MALLOC, CALLOC or ALIGNED) after the real call returned p;
-// from: the entry point's caller (HP_CALLER_FRAME), where its stack starts. In sampled mode only
-// if a sample is due (hp_sample_alloc): every entry point that allocates comes through here.
+// from: the entry point's caller (HP_CALLER_FRAME), where its stack starts. The caller asked
+// hp_sample_alloc first (sample.h) and got true.
 void hp_record_alloc(uint8_t tag, const void *p, size_t size, size_t align,
                      const hp_frame_t *from);
 
-// Records a free of p (non-NULL). Must be called before the real free runs. In sampled mode
-// only if p is a sampled block (hp_sample_free).
+// Records a free of p (non-NULL). Must be called before the real free runs. The caller asked
+// hp_sample_free first (sample.h) and got true.
 void hp_record_free(const void *p);
 
 // realloc brackets the real call: begin before it (returns the "before" time, marks the thread
