@@ -11,7 +11,12 @@
 # CPU sampler is another feature (bench/feature_cost.sh).
 #
 # Usage: bench/sampled.sh [--runs N] [--n BYTES] [--only NAME[,NAME...]] [--no-heaptrack]
-#                         [--lib PATH] [--cli PATH]
+#                         [--tools base,sampled,...] [--scale K] [--lib PATH] [--cli PATH]
+#   --tools: which of base, full, sampled, heaptrack run (base always does); without full the
+#     allocation calls are counted by bench/tools/count_events.so in a run of its own
+#   --scale K: multiplies each workload's size argument, so that a cheap tool's few ns per call
+#     stand out of the noise (GNU time counts CPU in 10 ms steps); the start-up cost (the writer
+#     thread, the first module scan) is spread over more calls too
 #   needs the bench workloads (bench/run.sh --build-only builds them)
 set -u
 export LC_ALL=C
@@ -21,6 +26,8 @@ RUNS=5
 N=524288
 ONLY=""
 HEAPTRACK=1
+TOOLS_ARG="base,full,sampled,heaptrack"
+SCALE=1
 LIB="$ROOT/build/preload/libheapprof.so"
 CLI="$ROOT/build/analyzer/heapprof"
 while [ $# -gt 0 ]; do
@@ -29,9 +36,11 @@ while [ $# -gt 0 ]; do
     --n) N="$2"; shift 2 ;;
     --only) ONLY="$2"; shift 2 ;;
     --no-heaptrack) HEAPTRACK=0; shift ;;
+    --tools) TOOLS_ARG="$2"; shift 2 ;;
+    --scale) SCALE="$2"; shift 2 ;;
     --lib) LIB="$2"; shift 2 ;;
     --cli) CLI="$2"; shift 2 ;;
-    -h | --help) sed -n 3,15p "$0"; exit 0 ;;
+    -h | --help) sed -n 3,21p "$0"; exit 0 ;;
     *) echo "sampled.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -81,8 +90,13 @@ median_range() { # values on stdin -> "median (min..max)"
         printf "%.1f (%.1f..%.1f)", m, v[1], v[NR] }'
 }
 
-TOOLS=(base full sampled)
-[ "$HEAPTRACK" = 1 ] && TOOLS+=(heaptrack)
+TOOLS=(base)
+for t in full sampled heaptrack; do
+    [[ ",$TOOLS_ARG," == *",$t,"* ]] || continue
+    [ "$t" = heaptrack ] && [ "$HEAPTRACK" = 0 ] && continue
+    TOOLS+=("$t")
+done
+has() { [[ " ${TOOLS[*]} " == *" $1 "* ]]; }
 printf "N = %s bytes, %s rounds, added time per allocation call in ns (median (min..max) of rounds)\n" "$N" "$RUNS"
 printf "%-16s %10s %8s | %-24s %-24s %-24s | %-24s %-24s | %10s %10s\n" workload allocs base_s \
     "full wall" "sampled wall" "heaptrack wall" "full cpu" "sampled cpu" full_trace sampled_trace
@@ -92,6 +106,8 @@ for w in "${WORKLOADS[@]}"; do
     if [ -n "$ONLY" ] && ! [[ ",$ONLY," == *",$name,"* ]]; then
         continue
     fi
+    size="${cmd##* }"
+    cmd="${cmd% *} $((size * SCALE))"
     : >"$OUT/$name.rounds"
     for ((r = 0; r < RUNS; r++)); do
         line="$r"
@@ -106,16 +122,23 @@ for w in "${WORKLOADS[@]}"; do
         echo "$line" >>"$OUT/$name.rounds"
         unset got
     done
-    allocs=$("$CLI" stats --json "$OUT/$name.full.hpt" | python3 -c 'import json,sys; print(json.load(sys.stdin)["blocks"])')
+    if has full; then
+        allocs=$("$CLI" stats --json "$OUT/$name.full.hpt" | python3 -c 'import json,sys; print(json.load(sys.stdin)["blocks"])')
+    else
+        rm -f "$OUT/count.txt"
+        # shellcheck disable=SC2086
+        env LD_PRELOAD="$BIN/count_events.so" BENCH_COUNT_OUT="$OUT/count.txt" $cmd >/dev/null
+        allocs=$(awk '{n += $2} END {print n}' "$OUT/count.txt")
+    fi
     base=$(awk '{for (i = 2; i < NF; i += 3) if ($i == "base") print $(i + 1)}' "$OUT/$name.rounds" | median_range | cut -d' ' -f1)
     added() { # TOOL FIELD(1 wall, 2 cpu)
         awk -v t="$1" -v f="$2" -v n="$allocs" '{
             for (i = 2; i < NF; i += 3) { if ($i == "base") b = $(i + f); if ($i == t) x = $(i + f) }
             if (x != "") printf "%.3f\n", (x - b) / n * 1e9 }' "$OUT/$name.rounds" | median_range
     }
-    ht="-"
-    [ "$HEAPTRACK" = 1 ] && ht=$(added heaptrack 1)
+    col() { if has "$1"; then added "$1" "$2"; else echo "-"; fi; }
+    size_of() { if has "$1"; then stat -c %s "$OUT/$name.$1.hpt"; else echo "-"; fi; }
     printf "%-16s %10s %8s | %-24s %-24s %-24s | %-24s %-24s | %10s %10s\n" "$name" "$allocs" "$base" \
-        "$(added full 1)" "$(added sampled 1)" "$ht" "$(added full 2)" "$(added sampled 2)" \
-        "$(stat -c %s "$OUT/$name.full.hpt")" "$(stat -c %s "$OUT/$name.sampled.hpt")"
+        "$(col full 1)" "$(col sampled 1)" "$(col heaptrack 1)" "$(col full 2)" "$(col sampled 2)" \
+        "$(size_of full)" "$(size_of sampled)"
 done

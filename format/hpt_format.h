@@ -89,6 +89,7 @@ enum hpt_rec_tag {
     HPT_REC_CPU_INFO = 15,    // source hz n_samples n_lost reason_len reason
 
     // 16-23 were v3's heap-stream records; never reused
+    // 24-27 are set aside for sampled recording (docs/trace-format.md#sampled); unused so far
 };
 
 // "touch": how many bytes of the block being freed the program touched (docs/trace-format.md#touch).
