@@ -367,8 +367,9 @@ static char *last_profile(const char *dir) {
     return line;
 }
 
-Test(pprof, follow_writes_profiles_whose_alloc_adds_up_to_the_run, .timeout = 300) {
-    char *dir = e2e_tmpdir("pprof_follow");
+// env: extra VAR=VALUE words for the program ("" for none).
+static void follow_adds_up(const char *tag, const char *env) {
+    char *dir = e2e_tmpdir(tag);
     char trace[4300], out[4300], script[16384];
     snprintf(trace, sizeof trace, "%s/t.hpt", dir);
     snprintf(out, sizeof out, "%s/profiles", dir);
@@ -376,9 +377,9 @@ Test(pprof, follow_writes_profiles_whose_alloc_adds_up_to_the_run, .timeout = 30
     // the follower starts first and waits for the trace; the program allocates for 2 s
     snprintf(script, sizeof script,
              "'%s' pprof --follow '%s' --every 300ms --out-dir '%s' 2>'%s/follow.err' & f=$!\n"
-             "LD_PRELOAD='%s' HEAPPROF_OUT='%s' '%s/slow_alloc' 2000 || exit 90\n"
+             "LD_PRELOAD='%s' HEAPPROF_OUT='%s' %s '%s/slow_alloc' 2000 || exit 90\n"
              "wait $f",
-             E2E_HEAPPROF, trace, out, dir, E2E_LIB, trace, E2E_PROGS);
+             E2E_HEAPPROF, trace, out, dir, E2E_LIB, trace, env, E2E_PROGS);
     char *argv[] = {"/bin/sh", "-c", script, NULL};
     e2e_run_opts_t o = {.no_preload = true, .timeout_s = 120};
     char *err = NULL;
@@ -409,6 +410,16 @@ Test(pprof, follow_writes_profiles_whose_alloc_adds_up_to_the_run, .timeout = 30
     static const char *const left[] = {"t.hpt", "profiles", "follow.err", NULL};
     expect_only(dir, left);
     free(dir);
+}
+
+Test(pprof, follow_writes_profiles_whose_alloc_adds_up_to_the_run, .timeout = 300) {
+    follow_adds_up("pprof_follow", "");
+}
+
+// Sampled: each profile's alloc_* is the difference of the rounded running estimates, so they
+// add up exactly to the estimates of the whole run (the report's, per function).
+Test(pprof, follow_on_a_sampled_trace_adds_up_to_the_run_estimates, .timeout = 300) {
+    follow_adds_up("pprof_follow_sampled", "HEAPPROF_SAMPLE_BYTES=4096 HEAPPROF_SAMPLE_SEED=3");
 }
 
 // value of one -top table summed over its rows
