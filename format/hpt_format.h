@@ -23,11 +23,13 @@ typedef struct hpt_file_hdr {
     uint32_t touch_fill_max; // with HPT_FILE_TOUCH: blocks up to this many usable bytes are
                              // pattern-filled (HPT_TOUCH_FILL), larger ones measured by resident pages
     uint32_t reserved0;  // 0 (v3's heap stream kept a time unit here)
-    uint32_t reserved;
+    uint32_t sample_bytes; // with HPT_FILE_SAMPLED: the mean sampling interval N in bytes, else 0
 } hpt_file_hdr_t;
 
 #define HPT_FILE_HAS_MEMBARRIER 1u // sync watermarks are exact (see docs/trace-format.md#merge)
 #define HPT_FILE_TOUCH 2u          // frees carry bytes-touched measures (docs/trace-format.md#touch)
+#define HPT_FILE_SAMPLED 4u        // only sampled allocations (and their frees) are recorded, each
+                                   // standing for 1/p of its kind (docs/trace-format.md#sampled)
 #define HPT_FILE_ALLOC_SCAN 8u     // the shim looked for allocators it is not preloaded over; what
                                    // it found is in ALLOCATOR records (docs/trace-format.md#allocators)
 #define HPT_FILE_ATTACHED 0x10u    // recording started mid-run (`heapprof attach`): frees of blocks
@@ -92,6 +94,7 @@ enum hpt_rec_tag {
 
     // 16-23 were v3's heap-stream records; never reused
 
+    // 24-27 are set aside for sampled recording (docs/trace-format.md#sampled); unused so far
     HPT_REC_ALLOCATOR = 28,   // status family_len family detail_len detail   META only
                               //   (docs/trace-format.md#allocators)
 };

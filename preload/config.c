@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 hp_config_t hp_config;
 
@@ -111,6 +112,12 @@ void hp_config_load(void) {
         hp_diag_line("ignoring HEAPPROF_CPU=", cpu, ": expected 0, 1, perf or timer; using 1",
                      (char *)NULL);
     parse_u32("HEAPPROF_CPU_HZ", 1, 10000, &hp_config.cpu_hz);
+    // Sampled recording (sample.h): 1 GiB at most, so the interval fits the file header's word
+    hp_config.sample_bytes = 0;
+    parse_u32("HEAPPROF_SAMPLE_BYTES", 0, 1u << 30, &hp_config.sample_bytes);
+    uint32_t seed = (uint32_t)getpid();
+    parse_u32("HEAPPROF_SAMPLE_SEED", 0, UINT32_MAX, &seed);
+    hp_config.sample_seed = seed;
     // round the buffer down to a power of two so ring offsets wrap with a mask
     uint32_t ring = 1u << 16;
     while ((uint64_t)ring * 2 <= (uint64_t)buffer_kb * 1024)

@@ -40,6 +40,8 @@ typedef struct hp_config {
                                   // this long before each drain (tests of back-pressure only)
     bool clock_tsc;         // HEAPPROF_CLOCK=mono: event times from the vDSO only (clock.h)
     bool attached;          // recording started mid-run by `heapprof attach` (not from the environment)
+    uint32_t sample_bytes;  // HEAPPROF_SAMPLE_BYTES: mean bytes between samples; 0 = record all
+    uint64_t sample_seed;   // HEAPPROF_SAMPLE_SEED (default: the process id), sample.h
 } hp_config_t;
 
 extern hp_config_t hp_config;

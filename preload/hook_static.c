@@ -13,6 +13,7 @@
 #include "guard.h"
 #include "real.h"
 #include "record.h"
+#include "sample.h"
 #include "state.h"
 
 #include <dlfcn.h>
@@ -43,7 +44,8 @@ static inline __attribute__((always_inline)) void leave(void) {
 // Records block p of size bytes (nothing for NULL), then gives the guard back.
 static inline __attribute__((always_inline)) void alloc_done(uint8_t tag, const void *p,
                                                              size_t size, size_t align) {
-    if (p) {
+    // the sampling decision first (sample.h), as interpose.c's entry points take it
+    if (p && hp_sample_alloc(size)) {
         int e = errno;
         hp_frame_t from;
         HP_CALLER_FRAME(from);
@@ -56,14 +58,17 @@ static inline __attribute__((always_inline)) void alloc_done(uint8_t tag, const 
 }
 
 static inline __attribute__((always_inline)) void free_start(const void *p) {
+    if (!hp_sample_free(p))
+        return;
     int e = errno;
     hp_record_free_foreign(p);
     errno = e;
 }
 
-static inline __attribute__((always_inline)) uint64_t realloc_start(void) {
+static inline __attribute__((always_inline)) uint64_t realloc_start(const void *old,
+                                                                   size_t size) {
     int e = errno;
-    uint64_t t0 = hp_record_realloc_begin_foreign();
+    uint64_t t0 = hp_record_realloc_begin_foreign(old, size);
     errno = e;
     return t0;
 }
@@ -130,7 +135,7 @@ HOOK_ENTRY static void *w_calloc(size_t n, size_t m) {
 HOOK_ENTRY static void *w_realloc(void *old, size_t n) {
     if (!enter())
         return orig_realloc(old, n);
-    uint64_t t0 = realloc_start();
+    uint64_t t0 = realloc_start(old, n);
     void *p = orig_realloc(old, n);
     realloc_done(t0, old, p, n);
     return p;
@@ -225,7 +230,7 @@ HOOK_ENTRY static void w_rust_dealloc(void *p, size_t size, size_t align) {
 HOOK_ENTRY static void *w_rust_realloc(void *old, size_t old_size, size_t align, size_t size) {
     if (!enter())
         return orig_rust_realloc(old, old_size, align, size);
-    uint64_t t0 = realloc_start();
+    uint64_t t0 = realloc_start(old, size);
     void *p = orig_rust_realloc(old, old_size, align, size);
     realloc_done(t0, old, p, size);
     return p;
@@ -268,7 +273,7 @@ HOOK_ENTRY static void *w_mallocx(size_t size, int flags) {
 HOOK_ENTRY static void *w_rallocx(void *old, size_t size, int flags) {
     if (!enter())
         return orig_rallocx(old, size, flags);
-    uint64_t t0 = realloc_start();
+    uint64_t t0 = realloc_start(old, size);
     void *p = orig_rallocx(old, size, flags);
     // rallocx never frees: a failure (NULL) leaves old alone, whatever the size
     realloc_done(t0, old, p, p || size ? size : 1);
@@ -320,7 +325,7 @@ HOOK_ENTRY static void *w_je_calloc(size_t n, size_t m) {
 HOOK_ENTRY static void *w_je_realloc(void *old, size_t n) {
     if (!enter())
         return orig_je_realloc(old, n);
-    uint64_t t0 = realloc_start();
+    uint64_t t0 = realloc_start(old, n);
     void *p = orig_je_realloc(old, n);
     realloc_done(t0, old, p, n);
     return p;
@@ -446,7 +451,7 @@ HP_EXPORT HOOK_ENTRY void *mi_realloc(void *old, size_t n) {
         return realloc(old, n);
     if (!enter())
         return orig_mi_realloc(old, n);
-    uint64_t t0 = realloc_start();
+    uint64_t t0 = realloc_start(old, n);
     void *p = orig_mi_realloc(old, n);
     realloc_done(t0, old, p, n);
     return p;
@@ -500,7 +505,7 @@ HP_EXPORT HOOK_ENTRY void *mi_realloc_aligned(void *old, size_t n, size_t align)
     }
     if (!enter())
         return orig_mi_realloc_aligned(old, n, align);
-    uint64_t t0 = realloc_start();
+    uint64_t t0 = realloc_start(old, n);
     void *p = orig_mi_realloc_aligned(old, n, align);
     realloc_done(t0, old, p, n);
     return p;

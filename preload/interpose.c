@@ -10,6 +10,7 @@
 #include "lifecycle.h"
 #include "real.h"
 #include "record.h"
+#include "sample.h"
 #include "state.h"
 
 #include <errno.h>
@@ -71,7 +72,8 @@ static inline __attribute__((always_inline)) void epilogue(void) {
 // point's caller, with errno as the real call left it; then the epilogue.
 static inline __attribute__((always_inline)) void alloc_done(uint8_t tag, const void *p,
                                                              size_t size, size_t align) {
-    if (p) {
+    // the sampling decision first: an unsampled block costs no errno save and no call
+    if (p && hp_sample_alloc(size)) {
         int e = errno;
         hp_frame_t from;
         HP_CALLER_FRAME(from);
@@ -81,18 +83,21 @@ static inline __attribute__((always_inline)) void alloc_done(uint8_t tag, const 
     epilogue();
 }
 
-// Records a free, before the real one runs, with errno untouched.
+// Records a free, before the real one runs, with errno untouched; in sampled mode only a
+// sampled block's.
 static inline __attribute__((always_inline)) void free_start(const void *p) {
+    if (!hp_sample_free(p))
+        return;
     int e = errno;
     hp_record_free(p);
     errno = e;
 }
 
 // realloc brackets the real call (record.h); errno stays the host's on both sides.
-static inline __attribute__((always_inline)) uint64_t realloc_start(const void *old,
+static inline __attribute__((always_inline)) uint64_t realloc_start(const void *old, size_t n,
                                                                     size_t *old_usable) {
     int e = errno;
-    uint64_t t0 = hp_record_realloc_begin(old, old_usable);
+    uint64_t t0 = hp_record_realloc_begin(old, n, old_usable);
     errno = e;
     return t0;
 }
@@ -162,7 +167,7 @@ HP_EXPORT void *realloc(void *old, size_t n) {
     if (c != CALL_RECORD)
         return c == CALL_PASS ? hp_real.realloc(old, n) : realloc_boot(old, n);
     size_t old_usable;
-    uint64_t t0 = realloc_start(old, &old_usable);
+    uint64_t t0 = realloc_start(old, n, &old_usable);
     void *p = hp_real.realloc(old, n);
     realloc_done(t0, old_usable, old, p, n);
     return p;
@@ -185,7 +190,8 @@ HP_EXPORT void *reallocarray(void *old, size_t n, size_t m) {
     if (c != CALL_RECORD)
         return c == CALL_PASS ? hp_real.reallocarray(old, n, m) : reallocarray_boot(old, n, m);
     size_t old_usable, total;
-    uint64_t t0 = realloc_start(old, &old_usable);
+    uint64_t t0 = realloc_start(old, __builtin_mul_overflow(n, m, &total) ? SIZE_MAX : n * m,
+                                &old_usable);
     void *p = hp_real.reallocarray(old, n, m);
     // on overflow the real call fails and records nothing, so n * m is exact here
     realloc_done(t0, old_usable, old, p, p || !__builtin_mul_overflow(n, m, &total) ? n * m : 1);

@@ -14,6 +14,7 @@
 #include "pipeline.h"
 #include "real.h"
 #include "record.h"
+#include "sample.h"
 #include "stacktab.h"
 #include "state.h"
 #include "tbuf.h"
@@ -100,6 +101,7 @@ static void fork_child(void) {
     hp_cpu_fork_child();
     hp_modmap_reset();
     hp_record_fork_child();
+    hp_sample_fork_child();
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     start_lock = fresh;
     trace_started = false;
@@ -154,6 +156,10 @@ static void setup_recording(void) {
     hp_unwind_init();
     if (hp_config.touch)
         hp_touch_init();
+    if (hp_config.sample_bytes && !hp_sample_init()) {
+        hp_state_disable("out of memory for the set of sampled blocks; profiling stopped");
+        return;
+    }
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     // Before recording starts, with one thread: allocators the loader does not route through
     // the shim are hooked now, before the program's first call to them (allocscan.h).

@@ -9,7 +9,8 @@
 
 hp_real_t hp_real;
 
-static _Alignas(64) char boot_arena[256 * 1024];
+_Alignas(64) char hp_real_boot_arena[HP_REAL_BOOT_BYTES];
+#define boot_arena hp_real_boot_arena
 static size_t boot_used; // only touched while resolving, i.e. single-threaded start-up
 static int resolving;
 
@@ -23,10 +24,6 @@ void *hp_real_boot_alloc(size_t size, size_t align) {
     boot_used = start + size;
     *(size_t *)(boot_arena + start - 16) = size;
     return boot_arena + start;
-}
-
-bool hp_real_is_boot(const void *p) {
-    return (const char *)p >= boot_arena && (const char *)p < boot_arena + sizeof boot_arena;
 }
 
 size_t hp_real_boot_size(const void *p) {

@@ -19,6 +19,7 @@
 #include "diag.h"
 #include "guard.h"
 #include "modmap.h"
+#include "sample.h"
 #include "stacktab.h"
 #include "state.h"
 #include "tbuf.h"
@@ -46,6 +47,10 @@ typedef struct enc_state {
 } enc_state_t;
 static HP_TLS enc_state_t hp_tls_enc = {.undo_head = UINT64_MAX};
 static HP_TLS uint32_t hp_tls_last_stack; // id of this thread's previous stack (0: none)
+// Sampled mode: what hp_record_realloc_begin decided for the realloc in flight (REALLOC_*).
+static HP_TLS uint8_t hp_tls_realloc_plan;
+#define REALLOC_OLD_SAMPLED 1u // the old block was a sampled one (taken out of the set)
+#define REALLOC_NEW_SAMPLED 2u // the new block is to be sampled
 
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
@@ -230,6 +235,8 @@ record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align, const hp_f
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return;
+    if (hp_config.sample_bytes)
+        hp_sample_keep(ptr);
     if (touch && tag != HPT_REC_CALLOC)
         hp_touch_fill((void *)ptr, hp_touch_usable(ptr), 0);
     uint64_t t = hp_tbuf_busy_now(r);
@@ -301,9 +308,26 @@ void hp_record_free_foreign(const void *ptr) {
     record_free(ptr, false);
 }
 
-uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable) {
+// Sampled mode: decides both halves of a realloc of old to size before the real call, into
+// hp_tls_realloc_plan; false when neither is sampled (the call then records nothing and reads
+// no clock). The old block leaves the set before the real call can free it.
+static inline bool realloc_plan(const void *old, size_t size) {
+    if (!hp_config.sample_bytes)
+        return true;
+    unsigned plan = 0;
+    if (old && hp_sample_free(old))
+        plan |= REALLOC_OLD_SAMPLED;
+    if (hp_sample_alloc(size))
+        plan |= REALLOC_NEW_SAMPLED;
+    hp_tls_realloc_plan = (uint8_t)plan;
+    return plan != 0;
+}
+
+uint64_t hp_record_realloc_begin(const void *old, size_t size, size_t *old_usable) {
     HP_ASSERT(hp_tls_guard != 0);
     *old_usable = 0;
+    if (!realloc_plan(old, size))
+        return 0;
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return 0;
@@ -314,8 +338,10 @@ uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable) {
     return hp_tbuf_busy_now(r);
 }
 
-uint64_t hp_record_realloc_begin_foreign(void) {
+uint64_t hp_record_realloc_begin_foreign(const void *old, size_t size) {
     HP_ASSERT(hp_tls_guard != 0);
+    if (!realloc_plan(old, size))
+        return 0;
     hp_ring_t *r = ring();
     return HP_LIKELY(r != NULL) ? hp_tbuf_busy_now(r) : 0;
 }
@@ -323,12 +349,30 @@ uint64_t hp_record_realloc_begin_foreign(void) {
 static inline __attribute__((always_inline)) void
 record_realloc_end(uint64_t t0, size_t old_usable, const void *old, const void *ptr, size_t size,
                    const hp_frame_t *from, bool touch) {
+    unsigned plan = REALLOC_OLD_SAMPLED | REALLOC_NEW_SAMPLED;
+    if (hp_config.sample_bytes) {
+        plan = hp_tls_realloc_plan;
+        if (!plan)
+            return;
+        if (!ptr && size != 0 && (plan & REALLOC_OLD_SAMPLED))
+            hp_sample_keep(old); // the call failed: the old block lives on, still sampled
+        else if (ptr && (plan & REALLOC_NEW_SAMPLED))
+            hp_sample_keep(ptr);
+    }
     hp_ring_t *r = hp_tls_ring;
     if (HP_UNLIKELY(!r))
         return;
     // begin marked the ring busy at t0, and nothing since has committed past it
     HP_ASSERT(atomic_load_explicit(&r->busy, memory_order_relaxed) == 1);
     uint8_t buf[80], *p = buf;
+    if (!(plan & REALLOC_OLD_SAMPLED))
+        old = NULL; // sampled mode: an unsampled old block is not in the trace
+    if (ptr && !(plan & REALLOC_NEW_SAMPLED)) {
+        // sampled mode: the old block was sampled, the new one is not: the old one dies
+        HP_ASSERT(old != NULL);
+        ptr = NULL;
+        size = 0;
+    }
     if (!ptr) {
         // realloc(p, 0) freed p (glibc); a failed realloc left it alone and records nothing
         if (old && size == 0) {

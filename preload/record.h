@@ -11,16 +11,20 @@
 #include <stdint.h>
 
 // Records a new block (tag HPT_REC_MALLOC, CALLOC or ALIGNED) after the real call returned p;
-// from: the entry point's caller (HP_CALLER_FRAME), where its stack starts.
+// from: the entry point's caller (HP_CALLER_FRAME), where its stack starts. The caller asked
+// hp_sample_alloc first (sample.h) and got true.
 void hp_record_alloc(uint8_t tag, const void *p, size_t size, size_t align,
                      const hp_frame_t *from);
 
-// Records a free of p (non-NULL). Must be called before the real free runs.
+// Records a free of p (non-NULL). Must be called before the real free runs. The caller asked
+// hp_sample_free first (sample.h) and got true.
 void hp_record_free(const void *p);
 
 // realloc brackets the real call: begin before it (returns the "before" time, marks the thread
-// busy and gives the old block's usable size), end after it with the outcome.
-uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable);
+// busy and gives the old block's usable size), end after it with the outcome. size: the size
+// asked for. In sampled mode (sample.h) begin decides for both blocks, and where neither is
+// sampled, neither call touches the ring or reads the clock.
+uint64_t hp_record_realloc_begin(const void *old, size_t size, size_t *old_usable);
 void hp_record_realloc_end(uint64_t t_before, size_t old_usable, const void *old, const void *p,
                            size_t size, const hp_frame_t *from);
 
@@ -31,7 +35,7 @@ void hp_record_realloc_end(uint64_t t_before, size_t old_usable, const void *old
 void hp_record_alloc_foreign(uint8_t tag, const void *p, size_t size, size_t align,
                              const hp_frame_t *from);
 void hp_record_free_foreign(const void *p);
-uint64_t hp_record_realloc_begin_foreign(void);
+uint64_t hp_record_realloc_begin_foreign(const void *old, size_t size);
 void hp_record_realloc_end_foreign(uint64_t t_before, const void *old, const void *p, size_t size,
                                    const hp_frame_t *from);
 

@@ -514,6 +514,10 @@ bool hp_writer_start(void) {
     }
     if (hp_config.attached)
         h.flags |= HPT_FILE_ATTACHED;
+    if (hp_config.sample_bytes) {
+        h.flags |= HPT_FILE_SAMPLED;
+        h.sample_bytes = hp_config.sample_bytes;
+    }
     bool ok = start(fd, path, &h, m.buf, m.len, m.nrec);
     hp_mem_unmap(m.buf, m.cap);
     if (ok && !hp_config.quiet)

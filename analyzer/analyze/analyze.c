@@ -143,6 +143,9 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
         a->filter = filter_new(defs, o->from_module, o->through_function);
     a->rp = a->filter ? replay_new(filter_keep, a->filter) : replay_new(NULL, NULL);
     replay_set_mode(a->rp, o->totals_only ? mode : mode | REPLAY_SITES);
+    const hpt_file_hdr_t *h = reader_header(r);
+    if (h->flags & HPT_FILE_SAMPLED)
+        replay_set_sampled(a->rp, h->sample_bytes);
     if (o->growth) {
         a->growth = growth_new(o->short_ns);
         growth_attach(a->growth, a->rp); // replay's events now feed growth too
@@ -201,6 +204,17 @@ void analyze_resolve(analyze_t *a, const size_t *order, size_t n) {
             progress_tick(&p, "symbolizing", i, n, total);
     }
     progress_done(&p);
+}
+
+int analyze_refuse_sampled(const analyze_t *a, const char *cmd, errmsg_t *err) {
+    const hpt_file_hdr_t *h = reader_header(a->r);
+    if (!(h->flags & HPT_FILE_SAMPLED))
+        return 0;
+    errmsg_set(err,
+               "%s: %s is a sampled trace (HEAPPROF_SAMPLE_BYTES=%u): its figures would be "
+               "estimates; record without sampling, or use pprof, report or stats",
+               cmd, a->path, h->sample_bytes);
+    return -1;
 }
 
 void analyze_close(analyze_t *a) {

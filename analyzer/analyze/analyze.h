@@ -41,6 +41,11 @@ typedef struct analyze {
 analyze_t *analyze_open(const char *path, unsigned mode, FILE *progress, errmsg_t *err);
 void analyze_close(analyze_t *a);
 
+// The commands whose figures must be exact (dhat, massif, view, check) refuse a sampled trace
+// (docs/sampling.md#what-each-command-does): returns -1 with err filled ("CMD: TRACE is a
+// sampled trace ..."), or 0 for a trace that records every allocation.
+int analyze_refuse_sampled(const analyze_t *a, const char *cmd, errmsg_t *err);
+
 typedef struct analyze_opts {
     unsigned mode;     // replay mode, as for analyze_open
     bool growth;       // also detect growth chains and short-lived blocks (growth.h)

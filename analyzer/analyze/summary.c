@@ -105,7 +105,7 @@ summary_t *summary_from_analyze(analyze_t *a, const char *const *exclude, size_t
         const char *slash = strrchr(exe, '/');
         s->program = xstrdup(slash ? slash + 1 : exe);
     }
-    const replay_totals_t *t = replay_totals(a->rp);
+    const replay_totals_t *t = replay_totals_shown(a->rp); // estimates, as the sites' figures
     s->total[SUMMARY_PEAK] = t->peak_bytes;
     s->total[SUMMARY_TOTAL] = t->n_bytes;
     s->total[SUMMARY_BLOCKS] = t->n_blocks;

@@ -296,6 +296,8 @@ static summary_t *trace_summary(const cmd_check_opts_t *o, const char *path, FIL
     ao.from_module = o->from_module; // as `stats --from-module` counts (filter.h)
     if (!(a = analyze_open_opts(path, &ao, progress, &why)))
         goto done;
+    if (analyze_refuse_sampled(a, "check", &why) != 0) // a budget holds or fails on exact figures
+        goto done;
     if (a->filter && filter_n_matching_modules(a->filter) == 0) {
         // every figure would be 0 and every budget would hold: never what was meant
         errmsg_set(&why, "%s: --from-module %s matches no module of the trace", path,

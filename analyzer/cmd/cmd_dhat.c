@@ -32,6 +32,10 @@ int cmd_dhat_run(const cmd_dhat_opts_t *o, FILE *out, FILE *progress, errmsg_t *
     analyze_t *a = analyze_open(o->trace, REPLAY_DHAT, progress, err);
     if (!a)
         return -1;
+    if (analyze_refuse_sampled(a, "dhat", err) != 0) { // DHAT's figures are exact counts
+        analyze_close(a);
+        return -1;
+    }
     out_file_t of;
     int rc = out_file_open(&of, "dhat", o->out, out, err);
     if (rc == 0)

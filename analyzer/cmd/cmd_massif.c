@@ -31,6 +31,10 @@ int cmd_massif_run(const cmd_massif_opts_t *o, FILE *out, FILE *progress, errmsg
     analyze_t *a = analyze_open_opts(o->trace, &ao, progress, err);
     if (!a)
         return -1;
+    if (analyze_refuse_sampled(a, "massif", err) != 0) { // snapshots of the sampled heap mislead
+        analyze_close(a);
+        return -1;
+    }
     out_file_t of;
     int rc = out_file_open(&of, "massif", o->out, out, err);
     if (rc == 0)

@@ -53,7 +53,7 @@ int cmd_stats_run(const cmd_stats_opts_t *o, FILE *out, errmsg_t *err) {
     analyze_t *a = analyze_open_opts(o->trace, &ao, NULL, err);
     if (!a)
         return -1;
-    const replay_totals_t *t = replay_totals(a->rp);
+    const replay_totals_t *t = replay_totals_shown(a->rp);
     int rc = 0;
     if (o->json)
         rc = out_stats_json_write(out, a->r, t, o->from_module, a->filter, err);

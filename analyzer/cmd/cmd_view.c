@@ -50,7 +50,8 @@ int cmd_view_run(const cmd_view_opts_t *o, FILE *out, FILE *progress, errmsg_t *
         return -1;
     analyze_opts_t ao = {.mode = 0, .growth = true, .short_ns = o->short_ns, .timeline = true};
     analyze_t *a = analyze_open_opts(o->trace, &ao, progress, err);
-    int rc = a ? out_html_write(a, of.f, err) : -1;
+    // the viewer's timeline, lifetimes and growth advice are the sampled blocks' own
+    int rc = a && analyze_refuse_sampled(a, "view", err) == 0 ? out_html_write(a, of.f, err) : -1;
     analyze_close(a);
     return out_file_close(&of, rc, err);
 }

@@ -11,6 +11,7 @@
 #include "core/hmap.h"
 #include "core/xalloc.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #define BLOCK_COUNTED (1ull << 63) // in live_block.stack: the block passed the filter
@@ -33,6 +34,8 @@ typedef struct site_acc {
     uint64_t birth_sum_ns; // sum of the birth times of live blocks (mod 2^64)
     uint64_t temp_blocks, temp_bytes;
     uint64_t touch_blocks, touch_bytes, touched_bytes, touch_resident_blocks, touch_sampled_blocks;
+    // sampled traces only: the weighted figures (replay_set_sampled)
+    double est_blocks, est_bytes, est_live_blocks, est_live_bytes, est_snap_blocks, est_snap_bytes;
 } site_acc_t;
 
 typedef struct thread_state {
@@ -69,6 +72,8 @@ struct replay {
     uint32_t last_site;                     // the site the latest change touched (timeline.c)
     replay_companion_fn companion_alloc, companion_free; // NULL: no companion
     void *companion_ctx;
+    uint64_t sample_interval; // bytes; 0: every allocation was recorded
+    replay_totals_t shown;    // replay_totals_shown's copy
 };
 
 replay_t *replay_new(replay_keep_fn keep, void *keep_ctx) {
@@ -98,6 +103,32 @@ void replay_free(replay_t *rp) {
 void replay_set_mode(replay_t *rp, unsigned mode) {
     // DHAT's conventions live in the per-site path only
     rp->mode = (mode & REPLAY_DHAT) ? mode | REPLAY_SITES : mode;
+}
+
+void replay_set_sampled(replay_t *rp, uint64_t interval_bytes) {
+    rp->sample_interval = interval_bytes;
+}
+
+uint64_t replay_sample_interval(const replay_t *rp) { return rp->sample_interval; }
+
+double replay_sample_weight(uint64_t size, uint64_t interval_bytes) {
+    if (size == 0 || interval_bytes == 0)
+        return 1;
+    // -expm1(-x) = 1 - exp(-x) without the cancellation that loses tiny blocks' probability
+    double p = -expm1(-(double)size / (double)interval_bytes);
+    return p > 0 ? 1 / p : 1;
+}
+
+// A counted block's weighted figures enter (sign +1) or leave (-1) the estimated live heap.
+static inline void est_live(replay_totals_t *t, site_acc_t *s, uint64_t size, uint64_t interval,
+                            double sign) {
+    double w = replay_sample_weight(size, interval) * sign;
+    t->est_live_blocks += w;
+    t->est_live_bytes += w * (double)size;
+    if (s) {
+        s->est_live_blocks += w;
+        s->est_live_bytes += w * (double)size;
+    }
 }
 
 // A thread counts once it produced a counted heap event: with a filter, a main thread that only
@@ -191,6 +222,8 @@ static inline void site_touch(replay_t *rp, site_acc_t *s, uint32_t idx) {
         s->snap_epoch = rp->epoch;
         s->snap_bytes = s->live_bytes;
         s->snap_blocks = s->live_blocks;
+        s->est_snap_bytes = s->est_live_bytes;
+        s->est_snap_blocks = s->est_live_blocks;
     }
 }
 
@@ -199,6 +232,8 @@ static void site_release(replay_t *rp, uint32_t idx, const live_block_t *b, uint
     site_touch(rp, s, idx);
     s->live_bytes -= b->size;
     s->live_blocks--;
+    if (rp->sample_interval)
+        est_live(&rp->t, s, b->size, rp->sample_interval, -1);
     s->birth_sum_ns -= b->time_ns;
     if (now > b->time_ns)
         s->lifetime_ns += now - b->time_ns;
@@ -284,8 +319,22 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
     t->n_events++;
     t->live_blocks++;
     t->live_bytes += size;
-    if (t->live_bytes > t->peak_bytes ||
-        (t->live_bytes == t->peak_bytes && (rp->mode & REPLAY_DHAT))) {
+    bool new_peak = t->live_bytes > t->peak_bytes ||
+                    (t->live_bytes == t->peak_bytes && (rp->mode & REPLAY_DHAT));
+    if (rp->sample_interval) {
+        double w = replay_sample_weight(size, rp->sample_interval);
+        s->est_blocks += w;
+        s->est_bytes += w * (double)size;
+        t->est_blocks += w;
+        t->est_bytes += w * (double)size;
+        est_live(t, s, size, rp->sample_interval, 1);
+        new_peak = t->est_live_bytes > t->est_peak_bytes;
+        if (new_peak) {
+            t->est_peak_bytes = t->est_live_bytes;
+            t->est_peak_blocks = t->est_live_blocks;
+        }
+    }
+    if (new_peak) {
         t->peak_bytes = t->live_bytes;
         t->peak_blocks = t->live_blocks;
         t->peak_time_ns = ev->time_ns;
@@ -315,6 +364,8 @@ static inline const live_block_t *free_block(replay_t *rp, const reader_event_t 
     note_thread(rp, ev->tid);
     t->live_bytes -= b->size;
     t->live_blocks--;
+    if (rp->sample_interval && !(rp->mode & REPLAY_SITES)) // with sites, site_release does it
+        est_live(t, NULL, b->size, rp->sample_interval, -1);
     return b;
 }
 
@@ -345,6 +396,8 @@ static void on_free_sites(replay_t *rp, const reader_event_t *ev) {
     }
 }
 
+static uint64_t rounded(double v);
+
 size_t replay_n_sites(const replay_t *rp) { return rp->n_sites; }
 
 void replay_site(const replay_t *rp, size_t i, replay_site_t *out) {
@@ -371,7 +424,21 @@ void replay_site(const replay_t *rp, size_t i, replay_site_t *out) {
         .touched_bytes = s->touched_bytes,
         .touch_resident_blocks = s->touch_resident_blocks,
         .touch_sampled_blocks = s->touch_sampled_blocks,
+        .est_blocks = s->est_blocks,
+        .est_bytes = s->est_bytes,
+        .est_peak_blocks = changed_since_peak ? s->est_snap_blocks : s->est_live_blocks,
+        .est_peak_bytes = changed_since_peak ? s->est_snap_bytes : s->est_live_bytes,
+        .est_end_blocks = s->est_live_blocks,
+        .est_end_bytes = s->est_live_bytes,
     };
+    if (rp->sample_interval) {
+        out->blocks = rounded(out->est_blocks);
+        out->bytes = rounded(out->est_bytes);
+        out->peak_blocks = rounded(out->est_peak_blocks);
+        out->peak_bytes = rounded(out->est_peak_bytes);
+        out->end_blocks = rounded(out->est_end_blocks);
+        out->end_bytes = rounded(out->est_end_bytes);
+    }
 }
 
 // ---- totals only (the default mode) ----
@@ -387,6 +454,8 @@ static void on_alloc(replay_t *rp, const reader_event_t *ev) {
         if (b->stack & BLOCK_COUNTED) {
             t->live_bytes -= b->size;
             t->live_blocks--;
+            if (rp->sample_interval)
+                est_live(t, NULL, b->size, rp->sample_interval, -1);
         }
     }
     b->size = ev->size;
@@ -402,7 +471,19 @@ static void on_alloc(replay_t *rp, const reader_event_t *ev) {
     t->n_events++;
     t->live_blocks++;
     t->live_bytes += ev->size;
-    if (t->live_bytes > t->peak_bytes) {
+    bool new_peak = t->live_bytes > t->peak_bytes;
+    if (rp->sample_interval) {
+        double w = replay_sample_weight(ev->size, rp->sample_interval);
+        t->est_blocks += w;
+        t->est_bytes += w * (double)ev->size;
+        est_live(t, NULL, ev->size, rp->sample_interval, 1);
+        new_peak = t->est_live_bytes > t->est_peak_bytes;
+        if (new_peak) {
+            t->est_peak_bytes = t->est_live_bytes;
+            t->est_peak_blocks = t->est_live_blocks;
+        }
+    }
+    if (new_peak) {
         t->peak_bytes = t->live_bytes;
         t->peak_blocks = t->live_blocks;
         t->peak_time_ns = ev->time_ns;
@@ -466,6 +547,26 @@ void replay_events(replay_t *rp, const reader_event_t *ev, size_t n) {
 }
 
 const replay_totals_t *replay_totals(const replay_t *rp) { return &rp->t; }
+
+// An estimate as a count: the nearest integer (a float sum's residue around 0 is 0).
+static uint64_t rounded(double v) {
+    return v < 0.5 ? 0 : v >= 0x1p63 ? (uint64_t)INT64_MAX : (uint64_t)llround(v);
+}
+
+const replay_totals_t *replay_totals_shown(replay_t *rp) {
+    if (!rp->sample_interval)
+        return &rp->t;
+    replay_totals_t *s = &rp->shown;
+    *s = rp->t;
+    s->n_blocks = rounded(s->est_blocks);
+    s->n_bytes = rounded(s->est_bytes);
+    s->n_frees = rounded(s->est_blocks - s->est_live_blocks);
+    s->peak_blocks = rounded(s->est_peak_blocks);
+    s->peak_bytes = rounded(s->est_peak_bytes);
+    s->live_blocks = rounded(s->est_live_blocks);
+    s->live_bytes = rounded(s->est_live_bytes);
+    return s;
+}
 
 uint32_t replay_last_site(const replay_t *rp) { return rp->last_site; }
 

@@ -45,7 +45,17 @@ typedef struct replay_totals {
     // Counted allocations by requested size (a realloc's new size), in power-of-two buckets:
     // bucket 0 holds size 0, bucket k >= 1 sizes [2^(k-1), 2^k - 1] (REPLAY_SIZE_BUCKETS).
     uint64_t size_blocks[REPLAY_SIZE_BUCKETS], size_bytes[REPLAY_SIZE_BUCKETS];
+    // A sampled trace's estimates of the program's figures (replay_set_sampled; 0 otherwise):
+    // every counted block weighted by replay_sample_weight. The peak above is then the moment
+    // the *estimated* live bytes were highest, and peak_* are the sampled figures at it.
+    double est_blocks, est_bytes, est_live_blocks, est_live_bytes, est_peak_blocks, est_peak_bytes;
 } replay_totals_t;
+
+// A sampled trace (HPT_FILE_SAMPLED, docs/sampling.md#the-estimator): the shim recorded an
+// allocation of size bytes with probability p = 1 - exp(-size / interval_bytes), so it stands
+// for 1/p allocations of its size (the Horvitz-Thompson weight; unbiased). Returns 1/p; 1 for
+// size 0 or interval 0.
+double replay_sample_weight(uint64_t size, uint64_t interval_bytes);
 
 // Decides whether an allocation event counts (see filter.h). Called once per allocation.
 typedef bool (*replay_keep_fn)(void *ctx, const reader_event_t *ev);
@@ -68,6 +78,11 @@ void replay_free(replay_t *rp);
 
 // Sets the mode; call before the first event. The default (0) is what `heapprof stats` shows.
 void replay_set_mode(replay_t *rp, unsigned mode);
+
+// The trace is sampled with this mean interval (file header): keep the est_* estimates too
+// (replay_totals_t, replay_site_t). Call before the first event; 0: not sampled.
+void replay_set_sampled(replay_t *rp, uint64_t interval_bytes);
+uint64_t replay_sample_interval(const replay_t *rp); // 0: the trace records every allocation
 
 // The first words of every block in replay's live table. A companion (below) may read size and
 // time_ns of a block replay has counted: size as replay counts it (DHAT mode takes a 0-byte block
@@ -110,10 +125,16 @@ typedef struct replay_site {
     uint64_t touched_bytes;         // bytes of them the program touched (<= touch_bytes)
     uint64_t touch_resident_blocks; // of touch_blocks, measured by resident pages (upper bound)
     uint64_t touch_sampled_blocks;  // of touch_blocks, measured on sampled lines (an estimate)
+    // A sampled trace's estimates (replay_set_sampled; 0 otherwise) of blocks and bytes, blocks
+    // and bytes live at the global peak, and at t-end: the counted blocks weighted by
+    // replay_sample_weight.
+    double est_blocks, est_bytes, est_peak_blocks, est_peak_bytes, est_end_blocks, est_end_bytes;
 } replay_site_t;
 
 // Sites seen so far (REPLAY_SITES), in order of their first allocation, and the figures of site
-// i as of now (t-end = the latest event so far). 0 sites without REPLAY_SITES.
+// i as of now (t-end = the latest event so far). 0 sites without REPLAY_SITES. For a sampled
+// trace blocks, bytes, peak_* and end_* are the estimates (rounded est_*); the other figures
+// are those of the sampled blocks.
 size_t replay_n_sites(const replay_t *rp);
 void replay_site(const replay_t *rp, size_t i, replay_site_t *out);
 
@@ -126,6 +147,12 @@ void replay_event(replay_t *rp, const reader_event_t *ev);
 void replay_events(replay_t *rp, const reader_event_t *ev, size_t n);
 
 const replay_totals_t *replay_totals(const replay_t *rp);
+
+// The totals to show people: replay_totals, or for a sampled trace a copy with the estimates
+// in place of n_blocks, n_bytes, n_frees, peak_* and live_* (rounded; docs/sampling.md). The
+// size histogram, events and touch figures stay those of the sampled blocks. Valid until the
+// next call or event.
+const replay_totals_t *replay_totals_shown(replay_t *rp);
 
 // The site whose figures the latest site change touched (REPLAY_SITES; 0 before any). An event
 // that changed no site leaves it as it was; one that changed two (an allocation at a live

@@ -42,6 +42,8 @@ json_t *out_report_cpu_json(analyze_t *a, size_t top);
 // One "allocator" line per allocator the shim found beside libc's (reader_allocators): hooked,
 // or not, and then that its blocks are missing. Nothing for an ordinary program.
 void out_allocators_text(FILE *out, const reader_t *r);
+// A sampled trace's warning line ("sampled    ESTIMATES: ..."); nothing for a full trace.
+void out_stats_sampled_line(FILE *out, const reader_t *r);
 void out_stats_text(FILE *out, const char *trace, const reader_t *r, const replay_totals_t *t,
                     const char *from_module, const filter_t *f);
 json_t *out_stats_json(const reader_t *r, const replay_totals_t *t, const char *from_module,

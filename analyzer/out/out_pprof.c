@@ -137,9 +137,10 @@ int out_pprof_write(analyze_t *a, const out_pprof_opts_t *o, FILE *f, errmsg_t *
     uint64_t *ids = NULL;
     pprof_line_t *lines = NULL;
     size_t cap = 0, lcap = 0;
+    uint64_t interval = replay_sample_interval(a->rp);
     for (size_t i = 0; i < n; i++) {
         const site_t *s = sites_get(a->sites, i);
-        const replay_site_t *g = &s->fig;
+        const replay_site_t *g = &s->fig; // estimates for a sampled trace (replay.h)
         int64_t v[N_VALUES] = {
             [V_ALLOC_OBJECTS] = sat(g->blocks),
             [V_ALLOC_SPACE] = sat(g->bytes),
@@ -162,14 +163,20 @@ int out_pprof_write(analyze_t *a, const out_pprof_opts_t *o, FILE *f, errmsg_t *
     free(lines);
     hmap_fini(&mappings);
 
-    pprof_build_set_period(b, "space", "bytes", 1);
+    pprof_build_set_period(b, "space", "bytes", interval ? sat(interval) : 1);
     pprof_build_set_default_type(b, "inuse_space");
     uint64_t from = o->since && o->since_ns <= t->last_time_ns ? o->since_ns : 0;
     pprof_build_set_time(b, sat(h->start_unix_ns + t->last_time_ns), sat(t->last_time_ns - from));
     char line[1024], d[32], d2[32];
     const char *exe = reader_exe(a->r);
-    snprintf(line, sizeof line, "heapprof: %s (pid %" PRIu32 "), every allocation recorded",
-             exe ? exe : "(unknown program)", h->pid);
+    if (interval)
+        snprintf(line, sizeof line,
+                 "heapprof: %s (pid %" PRIu32 "), sampled every %" PRIu64
+                 " bytes on average: every value is an estimate (docs/sampling.md)",
+                 exe ? exe : "(unknown program)", h->pid, interval);
+    else
+        snprintf(line, sizeof line, "heapprof: %s (pid %" PRIu32 "), every allocation recorded",
+                 exe ? exe : "(unknown program)", h->pid);
     pprof_build_add_comment(b, line);
     if (o->since) {
         snprintf(line, sizeof line, "alloc_*: allocated from %s to %s after the start",

@@ -501,7 +501,7 @@ static json_t *sizes_json(const replay_totals_t *t) {
 
 static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     const reader_t *r = a->r;
-    const replay_totals_t *t = replay_totals(a->rp);
+    const replay_totals_t *t = replay_totals_shown(a->rp);
     summary_t m = summarize(a->sites, o->suppressed);
     char b1[32], b2[32], b3[32], b4[32], p1[16];
     const char *exe = reader_exe(r);
@@ -509,6 +509,7 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     fprintf(f, "heapprof report of %s\n", fmt_safe_text(a->path, safe, sizeof safe));
     fprintf(f, "program    %s (pid %u)\n",
             exe ? fmt_safe_text(exe, safe, sizeof safe) : "(unknown)", reader_header(r)->pid);
+    out_stats_sampled_line(f, r);
     if (o->filter_function)
         fprintf(f, "filter     only allocations with %s on their stack (--filter)\n",
                 fmt_safe_text(o->filter_function, safe, sizeof safe));
@@ -734,7 +735,7 @@ static void growth_json(analyze_t *a, json_t *root, const size_t *pos) {
 }
 
 static int write_json(analyze_t *a, const out_report_opts_t *o, FILE *f, errmsg_t *err) {
-    const replay_totals_t *t = replay_totals(a->rp);
+    const replay_totals_t *t = replay_totals_shown(a->rp);
     summary_t m = summarize(a->sites, o->suppressed);
     json_t *root = json_object();
     json_object_set_new(root, "trace", fmt_json_str(a->path));

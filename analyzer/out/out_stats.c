@@ -36,6 +36,18 @@ void out_allocators_text(FILE *out, const reader_t *r) {
                     : "");
 }
 
+void out_stats_sampled_line(FILE *out, const reader_t *r) {
+    const hpt_file_hdr_t *h = reader_header(r);
+    if (!(h->flags & HPT_FILE_SAMPLED))
+        return;
+    char n[32];
+    fprintf(out,
+            "sampled    ESTIMATES: one allocation in every %s on average was recorded "
+            "(HEAPPROF_SAMPLE_BYTES=%" PRIu32 "); blocks, bytes, frees, peak and at-end figures "
+            "are weighted estimates, the rest count the sampled blocks (docs/sampling.md)\n",
+            fmt_bytes(h->sample_bytes, n), h->sample_bytes);
+}
+
 // 1234567 -> "1,234,567"
 void out_stats_text(FILE *out, const char *trace, const reader_t *r, const replay_totals_t *t,
                     const char *from_module, const filter_t *f) {
@@ -45,6 +57,7 @@ void out_stats_text(FILE *out, const char *trace, const reader_t *r, const repla
     // the executable (and the CPU sampler's reason below) come from the trace: fmt_safe_text
     fprintf(out, "trace      %s (pid %u%s%s)\n", fmt_safe_text(trace, s1, sizeof s1), h->pid,
             exe ? ", " : "", exe ? fmt_safe_text(exe, s2, sizeof s2) : "");
+    out_stats_sampled_line(out, r);
     if (f)
         fprintf(out, "filter     allocations from %s (%zu module%s matched)\n",
                 fmt_safe_text(from_module, s1, sizeof s1),
@@ -125,6 +138,10 @@ json_t *out_stats_json(const reader_t *r, const replay_totals_t *t, const char *
     const hpt_file_hdr_t *h = reader_header(r);
     json_object_set_new(j, "pid", fmt_json_int(h->pid));
     json_object_set_new(j, "exe", reader_exe(r) ? json_string(reader_exe(r)) : json_null());
+    // a sampled trace: blocks, bytes, frees, peak_* and end_* are estimates (docs/sampling.md)
+    json_object_set_new(j, "sample_bytes", h->flags & HPT_FILE_SAMPLED
+                                               ? fmt_json_int(h->sample_bytes)
+                                               : json_null());
     json_object_set_new(j, "blocks", fmt_json_int(t->n_blocks));
     json_object_set_new(j, "bytes", fmt_json_int(t->n_bytes));
     json_object_set_new(j, "frees", fmt_json_int(t->n_frees));

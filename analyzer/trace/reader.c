@@ -231,6 +231,12 @@ static int read_file_hdr(reader_t *r, errmsg_t *err) {
                    r->path, r->hdr.version, HPT_VERSION);
         return -1;
     }
+    if ((r->hdr.flags & HPT_FILE_SAMPLED) && r->hdr.sample_bytes == 0) {
+        // weights are 1/p of the interval: without it no figure of the trace means anything
+        errmsg_set(err, "%s: damaged file header (sampled, with a sampling interval of 0 bytes)",
+                   r->path);
+        return -1;
+    }
     if (r->hdr.hdr_bytes < sizeof r->hdr || r->hdr.hdr_bytes > MAX_FILE_HDR_BYTES) {
         errmsg_set(err, "%s: damaged file header (header size %u)", r->path, r->hdr.hdr_bytes);
         return -1;

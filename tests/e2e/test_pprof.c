@@ -5,10 +5,12 @@
 // at exit is the report's bytes still live at exit. A damaged or truncated trace gives a valid
 // profile of what was read and the report's damage line as a warning, or one error line and
 // status 2; never a crash, never a half-written file.
+#include "format/hpt_format.h"
 #include "spawn.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,8 +367,9 @@ static char *last_profile(const char *dir) {
     return line;
 }
 
-Test(pprof, follow_writes_profiles_whose_alloc_adds_up_to_the_run, .timeout = 300) {
-    char *dir = e2e_tmpdir("pprof_follow");
+// env: extra VAR=VALUE words for the program ("" for none).
+static void follow_adds_up(const char *tag, const char *env) {
+    char *dir = e2e_tmpdir(tag);
     char trace[4300], out[4300], script[16384];
     snprintf(trace, sizeof trace, "%s/t.hpt", dir);
     snprintf(out, sizeof out, "%s/profiles", dir);
@@ -374,9 +377,9 @@ Test(pprof, follow_writes_profiles_whose_alloc_adds_up_to_the_run, .timeout = 30
     // the follower starts first and waits for the trace; the program allocates for 2 s
     snprintf(script, sizeof script,
              "'%s' pprof --follow '%s' --every 300ms --out-dir '%s' 2>'%s/follow.err' & f=$!\n"
-             "LD_PRELOAD='%s' HEAPPROF_OUT='%s' '%s/slow_alloc' 2000 || exit 90\n"
+             "LD_PRELOAD='%s' HEAPPROF_OUT='%s' %s '%s/slow_alloc' 2000 || exit 90\n"
              "wait $f",
-             E2E_HEAPPROF, trace, out, dir, E2E_LIB, trace, E2E_PROGS);
+             E2E_HEAPPROF, trace, out, dir, E2E_LIB, trace, env, E2E_PROGS);
     char *argv[] = {"/bin/sh", "-c", script, NULL};
     e2e_run_opts_t o = {.no_preload = true, .timeout_s = 120};
     char *err = NULL;
@@ -405,6 +408,127 @@ Test(pprof, follow_writes_profiles_whose_alloc_adds_up_to_the_run, .timeout = 30
     free(last);
     json_decref(r);
     static const char *const left[] = {"t.hpt", "profiles", "follow.err", NULL};
+    expect_only(dir, left);
+    free(dir);
+}
+
+Test(pprof, follow_writes_profiles_whose_alloc_adds_up_to_the_run, .timeout = 300) {
+    follow_adds_up("pprof_follow", "");
+}
+
+// Sampled: each profile's alloc_* is the difference of the rounded running estimates, so they
+// add up exactly to the estimates of the whole run (the report's, per function).
+Test(pprof, follow_on_a_sampled_trace_adds_up_to_the_run_estimates, .timeout = 300) {
+    follow_adds_up("pprof_follow_sampled", "HEAPPROF_SAMPLE_BYTES=4096 HEAPPROF_SAMPLE_SEED=3");
+}
+
+// value of one -top table summed over its rows
+static double flat_total(json_t *m) {
+    double t = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(m, k, v) t += (double)json_integer_value(v);
+    return t;
+}
+
+// Sampled recording (docs/sampling.md): the same deterministic run, recorded in full and sampled
+// at N = 512 KiB with a fixed seed; go tool pprof reads both profiles. Every function holding at
+// least 5% of the exact figure is estimated within 10%, the total within 3% (the spread over 20
+// seeds is measured by bench/sampled_accuracy.sh, not here).
+Test(pprof, sampled_estimates_agree_with_the_full_trace, .timeout = 300) {
+    char *dir = e2e_tmpdir("pprof_sampled");
+    char prog[4300], full[4300], sampled[4300], full_pb[4300], sampled_pb[4300];
+    snprintf(prog, sizeof prog, "%s/sampled_mix", E2E_PROGS);
+    snprintf(full, sizeof full, "%s/full.hpt", dir);
+    snprintf(sampled, sizeof sampled, "%s/sampled.hpt", dir);
+    snprintf(full_pb, sizeof full_pb, "%s/full.pb.gz", dir);
+    snprintf(sampled_pb, sizeof sampled_pb, "%s/sampled.pb.gz", dir);
+    char *argv[] = {prog, NULL};
+    // no bytes-touched fill: 8 GB of pattern would only slow the full run down
+    static const char *const full_env[] = {"HEAPPROF_TOUCH=0", NULL};
+    static const char *const sampled_env[] = {"HEAPPROF_TOUCH=0", "HEAPPROF_SAMPLE_BYTES=524288",
+                                              "HEAPPROF_SAMPLE_SEED=1", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, full, full_env, NULL), 0);
+    cr_assert_eq(e2e_run_preloaded(argv, sampled, sampled_env, NULL), 0);
+    cr_assert_eq(pprof(full, full_pb, NULL, NULL), 0);
+    cr_assert_eq(pprof(sampled, sampled_pb, NULL, NULL), 0);
+    struct stat fs, ss;
+    cr_assert(stat(full, &fs) == 0 && stat(sampled, &ss) == 0);
+    cr_expect_lt(ss.st_size * 4, fs.st_size, "sampled trace %lld bytes, full %lld",
+                 (long long)ss.st_size, (long long)fs.st_size);
+    static const char *const indexes[] = {"alloc_space", "alloc_objects"};
+    static const size_t want_big[] = {5, 3}; // sampled_mix.c: functions with 5% or more
+    for (size_t i = 0; i < 2; i++) {
+        json_t *exact = top_flat(indexes[i], full_pb), *est = top_flat(indexes[i], sampled_pb);
+        double te = flat_total(exact), ts = flat_total(est);
+        cr_expect(te > 0 && ts >= te * 0.97 && ts <= te * 1.03, "%s total: exact %.0f, estimate %.0f",
+                  indexes[i], te, ts);
+        size_t n_big = 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(exact, k, v) {
+            double x = (double)json_integer_value(v);
+            if (x < te * 0.05)
+                continue;
+            n_big++;
+            json_t *e = json_object_get(est, k);
+            double y = e ? (double)json_integer_value(e) : 0;
+            cr_expect(y >= x * 0.9 && y <= x * 1.1, "%s of %s: exact %.0f, estimate %.0f (%+.1f%%)",
+                      indexes[i], k, x, y, (y / x - 1) * 100);
+        }
+        cr_expect_eq(n_big, want_big[i], "%s: %zu functions with 5%% or more", indexes[i], n_big);
+        json_decref(exact);
+        json_decref(est);
+    }
+    char *raw = go_pprof_raw(sampled_pb);
+    cr_expect(strstr(raw, "every value is an estimate"), "no estimate comment: %.400s", raw);
+    free(raw);
+    free(dir);
+}
+
+// A sampled trace says so wherever its figures are shown, and the commands whose figures must be
+// exact refuse it with one line; a header that says "sampled" without an interval is damage.
+Test(pprof, sampled_trace_is_marked_as_estimates_or_refused, .timeout = 300) {
+    char *dir = e2e_tmpdir("pprof_sampled_marked");
+    char prog[4300], trace[4300], out[4300];
+    snprintf(prog, sizeof prog, "%s/sampled_mix", E2E_PROGS);
+    snprintf(trace, sizeof trace, "%s/s.hpt", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    char *argv[] = {prog, "500", NULL};
+    static const char *const env[] = {"HEAPPROF_SAMPLE_BYTES=65536", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, env, NULL), 0);
+    static const char *const shown[][3] = {{"report", NULL}, {"stats", NULL}};
+    for (size_t i = 0; i < 2; i++) {
+        const char *args[] = {shown[i][0], trace, NULL};
+        char *o = e2e_heapprof_ok(args);
+        cr_expect(strstr(o, "\nsampled    ESTIMATES: "), "%s: %.600s", shown[i][0], o);
+        free(o);
+    }
+    json_t *st = e2e_stats(trace, NULL);
+    cr_expect_eq(e2e_int(st, "sample_bytes"), 65536);
+    json_decref(st);
+    static const char *const refused[] = {"dhat", "massif", "view"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *args[] = {refused[i], trace, "-o", out, NULL};
+        char *err = NULL;
+        cr_expect_eq(e2e_heapprof(args, NULL, &err), 2, "%s", refused[i]);
+        assert_one_error_line(err);
+        cr_expect(strstr(err, "is a sampled trace"), "%s: %s", refused[i], err);
+        free(err);
+    }
+    // the flag without an interval: no weight can be computed
+    FILE *f = fopen(trace, "r+b");
+    cr_assert(f);
+    static const uint8_t zero[4];
+    cr_assert_eq(fseek(f, (long)offsetof(hpt_file_hdr_t, sample_bytes), SEEK_SET), 0);
+    cr_assert_eq(fwrite(zero, 1, 4, f), 4);
+    fclose(f);
+    char *err = NULL;
+    cr_expect_eq(pprof(trace, out, NULL, &err), 2);
+    assert_one_error_line(err);
+    cr_expect(strstr(err, "sampling interval of 0"), "%s", err);
+    free(err);
+    static const char *const left[] = {"s.hpt", NULL};
     expect_only(dir, left);
     free(dir);
 }

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // replay on hand-made event sequences: peak at the first maximum, end state, realloc halves,
-// unknown frees, allocations at live addresses, threads, and the keep filter.
+// unknown frees, allocations at live addresses, threads, the keep filter, and a sampled trace's
+// weighted estimates.
 #include "model/replay.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <string.h>
 
 static reader_event_t alloc_ev(uint64_t t, uint64_t addr, uint64_t size) {
@@ -390,5 +392,73 @@ Test(replay, sites_touch_uses_the_not_zero_count_for_calloc_and_caps_at_the_size
     cr_assert_eq(s.touch_bytes, 100 + 64 + 1000);
     cr_assert_eq(s.touched_bytes, 40 + 8 + 1000);
     cr_assert_eq(s.touch_resident_blocks, 1);
+    replay_free(rp);
+}
+
+// ---- sampled traces (replay_set_sampled, docs/sampling.md) ----
+
+// The probability that a Poisson process of one point per n bytes on average puts a point in
+// a block of size bytes, inverted: the weight of a sampled block.
+static double weight(double size, double n) { return 1 / (1 - exp(-size / n)); }
+
+Test(replay, sample_weight_is_the_inverse_of_the_sampling_probability) {
+    cr_expect_float_eq(replay_sample_weight(100, 1000), weight(100, 1000), 1e-9);
+    cr_expect_float_eq(replay_sample_weight(1000, 1000), 1 / (1 - exp(-1)), 1e-9);
+    // a tiny block: p ~ size/N, so the weight is ~N/size (no cancellation in 1 - exp)
+    cr_expect_float_eq(replay_sample_weight(1, 1u << 30), (double)(1u << 30) + 0.5, 1e-3);
+    cr_expect_float_eq(replay_sample_weight(1u << 30, 1000), 1.0, 1e-12);
+    cr_expect_float_eq(replay_sample_weight(0, 1000), 1.0, 1e-12); // never sampled: weight 1
+    cr_expect_float_eq(replay_sample_weight(100, 0), 1.0, 1e-12);  // not sampled
+}
+
+Test(replay, sampled_sites_carry_weighted_estimates) {
+    for (int with_sites = 0; with_sites < 2; with_sites++) {
+        replay_t *rp = replay_new(NULL, NULL);
+        replay_set_mode(rp, with_sites ? REPLAY_SITES : 0);
+        replay_set_sampled(rp, 1000);
+        reader_event_t ev[] = {at(10, 1, 7, 0xA0, 100), at(20, 1, 9, 0xB0, 5000),
+                               fr(30, 1, 0xA0)};
+        feed(rp, ev, 3);
+        double wa = weight(100, 1000), wb = weight(5000, 1000);
+        const replay_totals_t *raw = replay_totals(rp);
+        cr_expect_eq(raw->n_bytes, 5100, "the sampled blocks' own figures stay");
+        cr_expect_float_eq(raw->est_bytes, 100 * wa + 5000 * wb, 1e-6);
+        cr_expect_float_eq(raw->est_blocks, wa + wb, 1e-9);
+        cr_expect_float_eq(raw->est_live_bytes, 5000 * wb, 1e-6);
+        const replay_totals_t *t = replay_totals_shown(rp);
+        cr_expect_eq(t->n_bytes, (uint64_t)llround(100 * wa + 5000 * wb));
+        cr_expect_eq(t->n_blocks, (uint64_t)llround(wa + wb));
+        cr_expect_eq(t->peak_bytes, (uint64_t)llround(100 * wa + 5000 * wb));
+        cr_expect_eq(t->live_bytes, (uint64_t)llround(5000 * wb));
+        cr_expect_eq(t->live_blocks, 1);
+        cr_expect_eq(t->n_frees, (uint64_t)llround(wa));
+        if (with_sites) {
+            replay_site_t a = site_of_stack(rp, 7), b = site_of_stack(rp, 9);
+            cr_expect_eq(a.bytes, (uint64_t)llround(100 * wa));
+            cr_expect_eq(a.blocks, (uint64_t)llround(wa));
+            cr_expect_eq(a.end_bytes, 0);
+            cr_expect_eq(a.peak_bytes, (uint64_t)llround(100 * wa));
+            cr_expect_eq(b.end_bytes, (uint64_t)llround(5000 * wb));
+            cr_expect_float_eq(b.est_end_bytes, 5000 * wb, 1e-6);
+        }
+        replay_free(rp);
+    }
+}
+
+Test(replay, sampled_peak_is_the_estimated_heap_not_the_sampled_one) {
+    // the sampled heap is largest with the one big block (5000 bytes); the estimated heap with
+    // ten small ones (each standing for ~10.5 blocks of its size: ~10,508 bytes in all)
+    replay_t *rp = replay_new(NULL, NULL);
+    replay_set_mode(rp, REPLAY_SITES);
+    replay_set_sampled(rp, 1000);
+    reader_event_t ev[12] = {at(10, 1, 9, 0x10000, 5000), fr(20, 1, 0x10000)};
+    for (int i = 0; i < 10; i++)
+        ev[2 + i] = at(30 + (uint64_t)i, 1, 7, 0x100 + 0x100 * (uint64_t)i, 100);
+    feed(rp, ev, 12);
+    const replay_totals_t *t = replay_totals_shown(rp);
+    cr_expect_eq(t->peak_time_ns, 39);
+    cr_expect_eq(t->peak_bytes, (uint64_t)llround(1000 * weight(100, 1000)));
+    cr_expect_eq(site_of_stack(rp, 9).peak_bytes, 0);
+    cr_expect_eq(site_of_stack(rp, 7).peak_blocks, (uint64_t)llround(10 * weight(100, 1000)));
     replay_free(rp);
 }
