@@ -244,8 +244,13 @@ static bool is_alloc_entry(const char *function) {
            strstr(function, " as core::alloc::global::GlobalAlloc>::") != NULL;
 }
 
-// A function that passes the loose forwarder rule only (it hands the block to bookkeeping, as
-// sqlite3Malloc does) is a wrapper when this many functions call it in the trace's stacks.
+// A forwarder is a wrapper only when the trace shows it serving several functions: this many
+// call it in the trace's stacks. With one caller, naming the site by the caller gains nothing
+// and a function that decides what to allocate for its one caller (a factory such as
+// `make_request`, which returns malloc(64)) would lose its name. A function that passes the
+// loose rule only (it hands the block to bookkeeping, as sqlite3Malloc does) needs more
+// evidence, as the machine code no longer tells it from a constructor that calls an init().
+#define WRAPPER_MIN_CALLERS 2
 #define LOOSE_WRAPPER_MIN_CALLERS 4
 
 // n_callers from every site's stack: each pair of adjacent frames' functions counted once.
@@ -272,18 +277,21 @@ static void count_callers(sites_t *s) {
     hmap_fini(&pairs);
 }
 
-// Whether the function holding return address pc is a wrapper: a forwarder by the strict rule,
-// or by the loose one and called from LOOSE_WRAPPER_MIN_CALLERS functions (the trace's evidence
-// that it serves the whole program, not one caller).
+// Whether the function holding return address pc is a wrapper: a forwarder by the strict rule
+// called from WRAPPER_MIN_CALLERS functions, or by the loose one called from
+// LOOSE_WRAPPER_MIN_CALLERS (the trace's evidence that it serves the program, not one caller).
 static bool is_wrapper(sites_t *s, uint64_t pc) {
+    unsigned need;
     if (symbolize_forwards_to_allocator(s->sym, pc, false))
-        return true;
-    if (!symbolize_forwards_to_allocator(s->sym, pc, true))
+        need = WRAPPER_MIN_CALLERS;
+    else if (symbolize_forwards_to_allocator(s->sym, pc, true))
+        need = LOOSE_WRAPPER_MIN_CALLERS;
+    else
         return false;
     if (!s->callers_counted)
         count_callers(s);
     const uint32_t *n = hmap_get(&s->n_callers, symbolize_function_start(s->sym, pc));
-    return n && *n >= LOOSE_WRAPPER_MIN_CALLERS;
+    return n && *n >= need;
 }
 
 // The program's own functions that only forward to the allocator (xmalloc, jv_mem_alloc; the

@@ -169,12 +169,32 @@ static bool direct_target(const cs_insn *in, uint64_t *to) {
 // (the caller's work, as make_node's field stores: recorded in s->header and judged at the
 // return) or storing the block anywhere but the stack frame (a global, an out-parameter: the
 // function keeps or publishes it) makes it no forwarder: false then.
+// Whether operand i of in may be written. Capstone 4 marks the destination of many SSE/AVX
+// stores as read only (movups [rax], xmm0: gcc's inlined memset), so its access flags alone
+// would take a function that fills its block for a forwarder. In Intel order the destination
+// comes first: a memory operand there is taken as written unless the instruction only reads it.
+static bool may_write(const cs_insn *in, uint8_t i) {
+    if (in->detail->x86.operands[i].access & CS_AC_WRITE)
+        return true;
+    if (i != 0)
+        return false;
+    switch (in->id) {
+    case X86_INS_CMP: case X86_INS_TEST: case X86_INS_PUSH: case X86_INS_BT: case X86_INS_NOP:
+    case X86_INS_UCOMISS: case X86_INS_UCOMISD: case X86_INS_COMISS: case X86_INS_COMISD:
+    case X86_INS_PTEST: case X86_INS_PREFETCH: case X86_INS_PREFETCHNTA: case X86_INS_PREFETCHT0:
+    case X86_INS_PREFETCHT1: case X86_INS_PREFETCHT2: case X86_INS_PREFETCHW:
+        return false;
+    default:
+        return true;
+    }
+}
+
 static bool check_stores(const walk_t *w, const cs_insn *in, state_t *s) {
     const cs_x86 *x = &in->detail->x86;
     bool stores_mem = false, frame_slot = false, block_read = false;
     for (uint8_t i = 0; i < x->op_count; i++) {
         const cs_x86_op *op = &x->operands[i];
-        if (op->type == X86_OP_MEM && (op->access & CS_AC_WRITE)) {
+        if (op->type == X86_OP_MEM && may_write(in, i)) {
             if (is_bit(s->block, op->mem.index))
                 return false;
             if (is_bit(s->block, op->mem.base)) {

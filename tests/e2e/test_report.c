@@ -374,8 +374,10 @@ static void expect_wrapper_sites(json_t *r, site_name_fn name_of) {
     cr_expect_geq(n, 2, "new_tracked's callers' sites");
     cr_expect_eq(blocks_named(r, "make_node", name_of, &n), 9);
     cr_expect_eq(n, 2);
+    cr_expect_eq(blocks_named(r, "new_config", name_of, &n), 1, "a forwarder with one caller");
+    cr_expect_eq(n, 1);
     static const char *const never[] = {"xmalloc", "counted_malloc", "track_a", "track_b",
-                                        "push_evens", "push_odds"};
+                                        "push_evens", "push_odds", "read_config"};
     for (size_t i = 0; i < sizeof never / sizeof *never; i++) {
         blocks_named(r, never[i], name_of, &n);
         cr_expect_eq(n, 0, "a site named %s", never[i]);

@@ -7,7 +7,9 @@
 // allocates. counted_malloc and new_tracked both hand the block to bookkeeping (as sqlite3Malloc
 // does): counted_malloc is a wrapper by the trace's evidence, four functions call it (count_a..d:
 // 1, 2, 3 and 4 blocks of 24 bytes); new_tracked, called by two (track_a, track_b: 1 and 2
-// blocks of 40 bytes), stays a site. leak_me leaks one block of 777 bytes, stdio its buffer.
+// blocks of 40 bytes), stays a site. new_config forwards like xmalloc but only read_config calls
+// it (1 block of 48 bytes): one caller is no evidence of a wrapper, so it stays a site. leak_me
+// leaks one block of 777 bytes, stdio its buffer.
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -33,6 +35,8 @@ void count_c(void);
 void count_d(void);
 void track_a(void);
 void track_b(void);
+void *new_config(void);
+void read_config(void);
 
 __attribute__((noinline)) void *xmalloc(size_t n) {
     void *p = malloc(n);
@@ -123,6 +127,19 @@ __attribute__((noinline)) void track_b(void) {
         counted[11 + i] = new_tracked(40);
 }
 
+__attribute__((noinline)) void *new_config(void) {
+    void *p = malloc(48);
+    if (!p)
+        abort();
+    return p;
+}
+
+__attribute__((noinline)) void read_config(void) {
+    void *c = new_config();
+    __asm__ volatile("" ::"r"(c) : "memory"); // no tail call: read_config stays new_config's caller
+    free(c);
+}
+
 // One block never freed, from a function of the program's own (test_report.c: --suppress).
 __attribute__((noinline)) void leak_me(void) { sink[63] = malloc(777); }
 
@@ -139,6 +156,7 @@ int main(void) {
     count_d();
     track_a();
     track_b();
+    read_config();
     for (int i = 0; i < 13; i++)
         free(counted[i]);
     for (struct node *n = push_odds(push_evens(NULL)), *next; n; n = next) {
