@@ -369,8 +369,7 @@ static inline size_t hpt_cols_untranspose(const uint8_t *in, size_t n, uint8_t *
                     return 0;
                 t = hpt_put_varint(t, v);
                 if (v && ((v - 1) & 3) != HPT_TOUCH_RESIDENT) {
-                    if (((v - 1) & 3) > HPT_TOUCH_FILL_SAMPLED ||
-                        !hpt_colr_get(&c[HPT_COL_TOUCH], &z))
+                    if (!hpt_colr_get(&c[HPT_COL_TOUCH], &z))
                         return 0;
                     // known block: z is relative to its size, else to the first count
                     uint64_t nz = (known ? old_size : (v - 1) >> 2) + (uint64_t)hpt_unzigzag(z);

@@ -21,7 +21,7 @@ typedef struct hpt_file_hdr {
     uint32_t ppid;
     uint32_t flags;      // HPT_FILE_*
     uint32_t touch_fill_max; // with HPT_FILE_TOUCH: blocks up to this many usable bytes are
-                             // pattern-filled (HPT_TOUCH_FILL), larger ones measured by resident pages
+                             // pattern-filled (HPT_TOUCH_FILL), larger ones on resident pages (PAGES)
     uint32_t reserved0;  // 0 (v3's heap stream kept a time unit here)
     uint32_t reserved;
 } hpt_file_hdr_t;
@@ -96,10 +96,15 @@ enum hpt_rec_tag {
 //     count), which is the figure for a calloc block (zero-filled, never pattern-filled);
 //   HPT_TOUCH_FILL_SAMPLED: the same on every k-th 64-byte line only (k a power of two chosen by
 //     the block's usable size), both counts already multiplied by k: an estimate;
-//   HPT_TOUCH_RESIDENT: the count is the block's bytes on resident pages (mincore), an upper bound.
+//   HPT_TOUCH_RESIDENT: the count is the block's bytes on resident pages (mincore), an upper bound
+//     (written by shims before issue #23; no second varint);
+//   HPT_TOUCH_PAGES: a block above touch_fill_max: the pattern (sampled as for FILL_SAMPLED) on the
+//     pages resident when it was handed out, read back on the pages resident when it was freed;
+//     a page faulted in meanwhile counts whole. Two varints as for FILL.
 #define HPT_TOUCH_FILL 0u
 #define HPT_TOUCH_RESIDENT 1u
 #define HPT_TOUCH_FILL_SAMPLED 2u
+#define HPT_TOUCH_PAGES 3u // issue #23
 #define HPT_TOUCH_PATTERN 0xa5u
 
 // HPT_REC_CPU_INFO source: how CPU samples were taken (docs/trace-format.md#cpu).

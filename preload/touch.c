@@ -16,14 +16,16 @@
 #define CHUNK (255u * 16u) // the most bytes count_equal's 8-bit lane counters can take
 
 // Line stride of a block: 1 (every byte) up to the sample size, then the power of two that
-// keeps the lines measured within it. A block that grows by realloc gets a stride that is a
-// multiple of its old one, so every line it measures was measured (filled) before the copy.
+// keeps the lines measured within it, but never more than one page (PAGE / LINE lines), so that
+// every page of a large block has a measured line and a page the program faulted in is seen
+// (docs/trace-format.md#touch). A block that grows by realloc gets a stride that is a multiple
+// of its old one, so every line it measures was measured (filled) before the copy.
 static inline size_t stride_lines(size_t usable) {
     if (HP_LIKELY(usable <= hp_config.touch_sample_bytes))
         return 1;
     size_t lines = usable / LINE, budget = hp_config.touch_sample_bytes / LINE;
     unsigned shift = 0;
-    while ((lines >> shift) > budget)
+    while ((lines >> shift) > budget && ((size_t)LINE << shift) < PAGE)
         shift++;
     return (size_t)1 << shift;
 }
@@ -106,29 +108,74 @@ static void count_filled(const uint8_t *p, size_t usable, hp_touch_t *out) {
     out->touched_nz = (measured - ez) * k;
 }
 
-// Bytes of [p, p + n) on resident pages. mincore fails only for unmapped ranges, which a live
-// block cannot be; on failure the block is reported as not measured.
-static int count_resident(const uint8_t *p, size_t n, hp_touch_t *out) {
-    uintptr_t start = (uintptr_t)p, end = start + n;
-    uintptr_t page = start & ~(uintptr_t)(PAGE - 1);
-    unsigned char vec[1024];
-    uint64_t bytes = 0;
+// Blocks above touch_fill_max (docs/trace-format.md#touch, "pattern on resident pages"): only
+// the measured bytes on pages that are resident when the block is handed out are filled. Filling
+// a resident page costs no memory, and it is the only kind that can hold an earlier block's
+// bytes (glibc serves large blocks from the heap once its mmap threshold has risen); a page that
+// is not resident reads as zeros once the program faults it in, which differs from the pattern.
+// At free only pages resident then are read (reading the rest would map them), so one measure
+// counts the bytes written on recycled pages exactly and whole faulted-in pages otherwise.
+typedef struct page_count {
+    uint64_t measured, eq, ez; // measured bytes on resident pages; of them equal to pattern / 0
+} page_count_t;
+
+// The measured bytes of the block [p, p + usable) from byte `from` on that lie on the page at
+// pg: all of them (k == 1), or the parts of every k-th line from the block's start. Fills them
+// with the pattern (c == NULL) or counts them into c.
+static void page_visit(uint8_t *p, size_t from, size_t usable, size_t k, uintptr_t pg,
+                       page_count_t *c) {
+    uintptr_t base = (uintptr_t)p;
+    uintptr_t lo = pg > base + from ? pg : base + from;
+    uintptr_t hi = pg + PAGE < base + usable ? pg + PAGE : base + usable;
+    if (lo >= hi)
+        return;
+    size_t step = k == 1 ? hi - lo : k * LINE, len = k == 1 ? hi - lo : LINE;
+    // the measured line that starts at or before lo (it may reach into this page)
+    uintptr_t s = k == 1 ? lo : base + (lo - base) / step * step;
+    for (; s < hi; s += step) {
+        uintptr_t a = s > lo ? s : lo, b = s + len < hi ? s + len : hi;
+        if (a >= b)
+            continue;
+        if (!c) {
+            memset((void *)a, HPT_TOUCH_PATTERN, b - a);
+            continue;
+        }
+        for (uintptr_t x = a; x < b; x += CHUNK) {
+            size_t n = b - x < CHUNK ? b - x : CHUNK;
+            count_equal((const uint8_t *)x, n, &c->eq, &c->ez);
+        }
+        c->measured += b - a;
+    }
+}
+
+// Visits every resident page of the block from byte `from` on; -1 if mincore failed (a live
+// block is mapped, so it does not).
+static int resident_visit(uint8_t *p, size_t from, size_t usable, page_count_t *c) {
+    size_t k = stride_lines(usable);
+    uintptr_t end = (uintptr_t)p + usable;
+    uintptr_t page = ((uintptr_t)p + from) & ~(uintptr_t)(PAGE - 1);
+    unsigned char vec[2048];
     while (page < end) {
         size_t pages = (end - page + PAGE - 1) / PAGE;
         if (pages > sizeof vec)
             pages = sizeof vec;
         if (mincore((void *)page, pages * PAGE, vec) != 0)
             return -1;
-        for (size_t k = 0; k < pages; k++, page += PAGE) {
-            if (!(vec[k] & 1))
-                continue;
-            uintptr_t a = page > start ? page : start;
-            uintptr_t b = page + PAGE < end ? page + PAGE : end;
-            bytes += b - a;
-        }
+        for (size_t i = 0; i < pages; i++, page += PAGE)
+            if (vec[i] & 1)
+                page_visit(p, from, usable, k, page, c);
     }
-    out->method = HPT_TOUCH_RESIDENT;
-    out->touched = out->touched_nz = bytes;
+    return 0;
+}
+
+static int count_resident(const uint8_t *p, size_t usable, hp_touch_t *out) {
+    page_count_t c = {0, 0, 0};
+    if (resident_visit((uint8_t *)p, 0, usable, &c) != 0)
+        return -1;
+    size_t k = stride_lines(usable);
+    out->method = HPT_TOUCH_PAGES;
+    out->touched = (c.measured - c.eq) * k;
+    out->touched_nz = (c.measured - c.ez) * k;
     return 0;
 }
 
@@ -203,9 +250,13 @@ size_t hp_touch_usable(const void *p) {
 }
 
 void hp_touch_fill(void *p, size_t usable, size_t keep) {
-    if (usable > hp_config.touch_fill_max || keep >= usable)
+    if (keep >= usable)
         return;
     uint8_t *b = p;
+    if (usable > hp_config.touch_fill_max) {
+        resident_visit(b, keep, usable, NULL); // on failure nothing is filled: an upper bound
+        return;
+    }
     size_t k = stride_lines(usable);
     if (k == 1) {
         memset(b + keep, HPT_TOUCH_PATTERN, usable - keep);

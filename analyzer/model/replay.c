@@ -33,6 +33,7 @@ typedef struct site_acc {
     uint64_t birth_sum_ns; // sum of the birth times of live blocks (mod 2^64)
     uint64_t temp_blocks, temp_bytes;
     uint64_t touch_blocks, touch_bytes, touched_bytes, touch_resident_blocks, touch_sampled_blocks;
+    uint64_t touch_pages_blocks;
 } site_acc_t;
 
 typedef struct thread_state {
@@ -210,6 +211,7 @@ static void add_touched(replay_t *rp, site_acc_t *s, const reader_event_t *ev,
                         const live_block_t *b) {
     bool resident = ev->touch == 1 + HPT_TOUCH_RESIDENT;
     bool sampled = ev->touch == 1 + HPT_TOUCH_FILL_SAMPLED;
+    bool pages = ev->touch == 1 + HPT_TOUCH_PAGES;
     uint64_t touched = (b->stack & BLOCK_ZEROED) && !resident ? ev->touched_nz : ev->touched;
     // the measure covers the allocator's usable size, which may exceed what was asked for
     if (touched > b->size)
@@ -220,12 +222,14 @@ static void add_touched(replay_t *rp, site_acc_t *s, const reader_event_t *ev,
     t->touched_bytes += touched;
     t->touch_resident_blocks += resident;
     t->touch_sampled_blocks += sampled;
+    t->touch_pages_blocks += pages;
     if (s) {
         s->touch_blocks++;
         s->touch_bytes += b->size;
         s->touched_bytes += touched;
         s->touch_resident_blocks += resident;
         s->touch_sampled_blocks += sampled;
+        s->touch_pages_blocks += pages;
     }
 }
 
@@ -371,6 +375,7 @@ void replay_site(const replay_t *rp, size_t i, replay_site_t *out) {
         .touched_bytes = s->touched_bytes,
         .touch_resident_blocks = s->touch_resident_blocks,
         .touch_sampled_blocks = s->touch_sampled_blocks,
+        .touch_pages_blocks = s->touch_pages_blocks,
     };
 }
 

@@ -247,7 +247,9 @@ Test(codec, touch_measures_round_trip) {
                  {HPT_TOUCH_FILL, 0, 0},
                  {HPT_TOUCH_FILL, 100, 7},
                  {HPT_TOUCH_FILL_SAMPLED, 1ull << 40, 3},
-                 {HPT_TOUCH_RESIDENT, 4096, 4096}};
+                 {HPT_TOUCH_RESIDENT, 4096, 4096},
+                 {HPT_TOUCH_PAGES, 5000, 300},
+                 {HPT_TOUCH_PAGES, 0, 1ull << 33}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         uint8_t buf[64], *p = buf;
         *p++ = HPT_REC_FREE;
@@ -264,7 +266,7 @@ Test(codec, touch_measures_round_trip) {
                                                                              : cases[i].nz);
         }
     }
-    // method 3 does not exist: damage, not a figure
+    // method 3 (pattern on resident pages) carries the non-zero count: without it, damage
     uint8_t bad[] = {HPT_REC_FREE, 1, 0, (5 << 2 | 3) + 1};
     hpt_dstate_t st = {0};
     hpt_rec_t r;

@@ -85,6 +85,9 @@ static void every_kind(rows_t *r) {
     r_alloc(r, HPT_REC_ALIGNED, 1, 6, h + 0x1000, 4096);
     r_free(r, 80, h + 0x40, HPT_TOUCH_FILL, 3, 100);  // a block of the chunk
     r_free(r, 80, h, HPT_TOUCH_FILL_SAMPLED, 24, 16); // nz below the count
+    r_alloc(r, HPT_REC_MALLOC, 5, 5, h + 0x40000, 300000);
+    r_free(r, 80, h + 0x40000, HPT_TOUCH_PAGES, 8192, 4000); // a block of the chunk, by pages
+    r_free(r, 80, h + 0x77770, HPT_TOUCH_PAGES, 70, 1u << 21); // not of the chunk
     r_free(r, 80, h - 0x999, HPT_TOUCH_RESIDENT, 4096,
            0);                      // not 16-aligned, not of the chunk
     r_free(r, 9, 0x1234, -1, 0, 0); // not measured

@@ -11,6 +11,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 // Reading fresh, never-written blocks is the point of these tests.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -102,20 +103,104 @@ Test(touch, realloc_keep_is_preserved_and_growth_stays_measurable, .init = setup
     free(q);
 }
 
-Test(touch, large_blocks_are_never_written_and_measured_by_resident_pages, .init = setup) {
+// Pages of [p, p + n) resident now.
+static size_t resident_pages(const uint8_t *p, size_t n) {
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095, e = (uintptr_t)p + n;
+    static unsigned char vec[(64u << 20) / 4096 + 2];
+    size_t pages = (e - a + 4095) / 4096, r = 0;
+    cr_assert_leq(pages, sizeof vec);
+    cr_assert_eq(mincore((void *)a, pages * 4096, vec), 0);
+    for (size_t i = 0; i < pages; i++)
+        r += vec[i] & 1;
+    return r;
+}
+
+// A fresh 8 MiB block: filling it makes no page resident, and what the program writes there
+// is counted by the pages it faulted in.
+Test(touch, a_fresh_large_block_stays_out_of_rss_and_counts_faulted_pages, .init = setup) {
     size_t n = 8u << 20;
     uint8_t *p = malloc(n);
-    hp_touch_fill(p, hp_touch_usable(p), 0); // above touch_fill_max: must not touch a byte
+    size_t before = resident_pages(p, n);
+    hp_touch_fill(p, hp_touch_usable(p), 0); // above touch_fill_max
+    cr_assert_eq(resident_pages(p, n), before, "filling made pages resident");
     hp_touch_t t;
     hp_touch_measure(p, &t);
-    cr_assert_eq(t.method, HPT_TOUCH_RESIDENT);
+    cr_assert_eq(t.method, HPT_TOUCH_PAGES);
     // a sanitizer's allocator may fill the first 4 KiB: at most 3 pages
-    cr_assert_leq(t.touched, 3 * 4096, "%llu bytes resident before any write",
-                 (unsigned long long)t.touched);
+    cr_assert_leq(t.touched, 3 * 4096, "%llu bytes before any write", (unsigned long long)t.touched);
     memset(p + (1u << 20), 1, 1u << 20);
     hp_touch_measure(p, &t);
     cr_assert_geq(t.touched, 1u << 20);
-    cr_assert_leq(t.touched, (1u << 20) + 2 * 4096 + 8192);
+    cr_assert_leq(t.touched, (1u << 20) + 2 * 4096 + 3 * 4096);
+    // zeros written to a fresh page are not counted by the non-zero figure (calloc's)
+    cr_assert_leq(t.touched_nz, (1u << 20) + 3 * 4096);
+    cr_assert_geq(t.touched_nz, 1u << 20);
+    free(p);
+}
+
+// A large block on pages an earlier owner wrote (glibc's heap after its mmap threshold rose):
+// those pages are resident, so they are filled and the program's writes count exactly; a page
+// that was not resident (dropped here with MADV_DONTNEED) counts whole once written, and not at
+// all while it is left alone.
+Test(touch, a_recycled_large_block_counts_exactly_what_its_owner_wrote, .init = setup) {
+    hp_config.touch_sample_bytes = 1u << 30; // every byte
+    size_t n = 4u << 20;
+    uint8_t *p = malloc(n);
+    size_t usable = hp_touch_usable(p);
+    memset(p, 0x11, usable); // the earlier owner's bytes
+    uint8_t *page = (uint8_t *)(((uintptr_t)p + (2u << 20)) & ~(uintptr_t)4095);
+    cr_assert_eq(madvise(page, 3 * 4096, MADV_DONTNEED), 0);
+    hp_touch_fill(p, usable, 0);
+    cr_assert_eq(resident_pages(page, 3 * 4096), 0, "a dropped page was filled");
+    memset(p + 1000, 2, 3000);   // recycled pages: exact
+    memset(p + 500000, 0, 777);  // zeros are writes too
+    page[4096 + 5] = 7;          // the middle dropped page, faulted in
+    hp_touch_t t;
+    hp_touch_measure(p, &t);
+    cr_assert_eq(t.method, HPT_TOUCH_PAGES);
+    cr_assert_eq(t.touched, 3000 + 777 + 4096, "%llu", (unsigned long long)t.touched);
+    // as a calloc block: the earlier owner's 0x11 bytes count (calloc would have zeroed them)
+    cr_assert_eq(t.touched_nz, usable - 3 * 4096 - 777 + 1);
+    free(p);
+}
+
+// The default sampling: one line a page at most, so the 1 KiB a Vec::with_capacity(1 << 20)
+// holds is reported as one page, not as 1/8 of the block.
+Test(touch, a_sampled_large_block_is_within_a_page_per_written_range, .init = setup) {
+    hp_config.touch_sample_bytes = 512;
+    size_t n = 1u << 20;
+    uint8_t *p = malloc(n);
+    size_t usable = hp_touch_usable(p);
+    memset(p, 0x11, usable);
+    hp_touch_fill(p, usable, 0);
+    memset(p, 3, 1024);
+    hp_touch_t t;
+    hp_touch_measure(p, &t);
+    cr_assert_eq(t.method, HPT_TOUCH_PAGES);
+    cr_assert_leq(t.touched, 1024 + 4096, "%llu", (unsigned long long)t.touched);
+    cr_assert_geq(t.touched + 4096, 1024);
+    memset(p, 3, usable);
+    hp_touch_measure(p, &t);
+    cr_assert_geq(t.touched + 4096, usable);
+    cr_assert_leq(t.touched, usable + 4096);
+    free(p);
+}
+
+// realloc's kept bytes of a large block are left as they are; its new tail is filled on the
+// resident pages only.
+Test(touch, a_large_realloc_tail_is_measured_like_a_new_block, .init = setup) {
+    hp_config.touch_sample_bytes = 1u << 30;
+    size_t n = 2u << 20;
+    uint8_t *p = malloc(n);
+    size_t usable = hp_touch_usable(p);
+    memset(p, 0x11, usable);
+    size_t keep = 300000;
+    hp_touch_fill(p, usable, keep);
+    for (size_t i = 0; i < keep; i++)
+        cr_assert_eq(p[i], 0x11, "kept byte %zu overwritten", i);
+    hp_touch_t t;
+    hp_touch_measure(p, &t);
+    cr_assert_eq(t.touched, keep, "the kept bytes count as touched, the tail not");
     free(p);
 }
 
