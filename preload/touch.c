@@ -154,7 +154,7 @@ static int resident_visit(uint8_t *p, size_t from, size_t usable, page_count_t *
     size_t k = stride_lines(usable);
     uintptr_t end = (uintptr_t)p + usable;
     uintptr_t page = ((uintptr_t)p + from) & ~(uintptr_t)(PAGE - 1);
-    unsigned char vec[2048];
+    unsigned char vec[1024]; // 4 MiB a call; the stack of a small thread stays small
     while (page < end) {
         size_t pages = (end - page + PAGE - 1) / PAGE;
         if (pages > sizeof vec)

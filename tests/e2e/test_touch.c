@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Bytes touched (docs/trace-format.md#touch) on programs built to touch known amounts: the
 // pattern measure exact to the byte when every line is measured, calloc blocks judged by their
-// non-zero bytes, a realloc chain, a huge reservation measured by resident pages, the default
-// line sampling's estimates, HEAPPROF_TOUCH=0, and the Rust over-reservation of
+// non-zero bytes, a realloc chain, a huge fresh reservation measured on its resident pages, the
+// default line sampling's estimates, HEAPPROF_TOUCH=0, and the Rust over-reservation of
 // samples/rust/vec_growth.rs. Issue #23: blocks of 16 B to 64 MiB from every origin glibc has
 // (progs/touch_origins.c, whose own tally of what it wrote is the truth), and the Rust buffer
 // reserved after large frees (samples/rust/reserve_after_free.rs).

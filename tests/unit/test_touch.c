@@ -127,7 +127,8 @@ Test(touch, a_fresh_large_block_stays_out_of_rss_and_counts_faulted_pages, .init
     hp_touch_measure(p, &t);
     cr_assert_eq(t.method, HPT_TOUCH_PAGES);
     // a sanitizer's allocator may fill the first 4 KiB: at most 3 pages
-    cr_assert_leq(t.touched, 3 * 4096, "%llu bytes before any write", (unsigned long long)t.touched);
+    cr_assert_leq(t.touched, 3 * 4096, "%llu bytes before any write",
+                  (unsigned long long)t.touched);
     memset(p + (1u << 20), 1, 1u << 20);
     hp_touch_measure(p, &t);
     cr_assert_geq(t.touched, 1u << 20);

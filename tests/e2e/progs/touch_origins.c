@@ -77,7 +77,8 @@ static void check_mmapped(const char *what, size_t before, int want) {
     int mmapped = mmapped_bytes() > before;
     if (mmapped != want) {
         char line[200];
-        snprintf(line, sizeof line, "%s was %s", what, mmapped ? "mmapped" : "served from the heap");
+        snprintf(line, sizeof line, "%s was %s", what,
+                 mmapped ? "mmapped" : "served from the heap");
         fail(line);
     }
 }
