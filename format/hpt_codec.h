@@ -170,6 +170,10 @@ static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end
         if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_addr(p, end, st, &r->addr)))
             return NULL;
         return hpt_get_touch(p, end, r);
+    case HPT_REC_TOUCH_LIVE:
+        if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_varint(p, end, &r->addr)))
+            return NULL;
+        return hpt_get_touch(p, end, r);
     case HPT_REC_REALLOC:
         if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_varint(p, end, &n)))
             return NULL;

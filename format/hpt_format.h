@@ -87,6 +87,9 @@ enum hpt_rec_tag {
     HPT_REC_CPU_INFO = 15,    // source hz n_samples n_lost reason_len reason
 
     // 16-23 were v3's heap-stream records; never reused
+
+    HPT_REC_TOUCH_LIVE = 36, // dt addr touch   a block still live at exit, measured then; addr is
+                             //   absolute (no delta), touch as FREE's (docs/trace-format.md#touch)
 };
 
 // "touch": how many bytes of the block being freed the program touched (docs/trace-format.md#touch).

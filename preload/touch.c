@@ -10,6 +10,8 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #define PAGE 4096u
 #define LINE 64u
@@ -119,38 +121,91 @@ typedef struct page_count {
     uint64_t measured, eq, ez; // measured bytes on resident pages; of them equal to pattern / 0
 } page_count_t;
 
-// The measured bytes of the block [p, p + usable) from byte `from` on that lie on the page at
-// pg: all of them (k == 1), or the parts of every k-th line from the block's start. Fills them
-// with the pattern (c == NULL) or counts them into c.
-static void page_visit(uint8_t *p, size_t from, size_t usable, size_t k, uintptr_t pg,
-                       page_count_t *c) {
-    uintptr_t base = (uintptr_t)p;
-    uintptr_t lo = pg > base + from ? pg : base + from;
-    uintptr_t hi = pg + PAGE < base + usable ? pg + PAGE : base + usable;
-    if (lo >= hi)
-        return;
-    size_t step = k == 1 ? hi - lo : k * LINE, len = k == 1 ? hi - lo : LINE;
-    // the measured line that starts at or before lo (it may reach into this page)
-    uintptr_t s = k == 1 ? lo : base + (lo - base) / step * step;
-    for (; s < hi; s += step) {
-        uintptr_t a = s > lo ? s : lo, b = s + len < hi ? s + len : hi;
-        if (a >= b)
-            continue;
-        if (!c) {
-            memset((void *)a, HPT_TOUCH_PATTERN, b - a);
-            continue;
+// What a visit does with each measured range: fill it, count it in place, or count a copy of it
+// made by process_vm_readv (a block that may be freed and unmapped under us: blocks live at
+// exit, while other threads may still run).
+enum visit_op { VISIT_FILL, VISIT_COUNT, VISIT_COPY };
+
+// The copies of up to 64 ranges (4 KiB) in one process_vm_readv on our own pid: a range no
+// longer mapped fails the call with EFAULT instead of faulting.
+typedef struct copy_batch {
+    struct iovec local[64], remote[64];
+    unsigned n;
+    size_t bytes;
+    bool failed;
+    uint8_t buf[4096];
+} copy_batch_t;
+
+typedef struct visit {
+    enum visit_op op;
+    page_count_t c;
+    copy_batch_t *copy; // VISIT_COPY
+} visit_t;
+
+static void copy_flush(visit_t *v) {
+    copy_batch_t *b = v->copy;
+    if (b->n && !b->failed) {
+        ssize_t got = process_vm_readv(getpid(), b->local, b->n, b->remote, b->n, 0);
+        if (got != (ssize_t)b->bytes) {
+            b->failed = true;
+        } else {
+            for (size_t off = 0; off < b->bytes; off += CHUNK)
+                count_equal(b->buf + off, b->bytes - off < CHUNK ? b->bytes - off : CHUNK,
+                            &v->c.eq, &v->c.ez);
+            v->c.measured += b->bytes;
         }
-        for (uintptr_t x = a; x < b; x += CHUNK) {
-            size_t n = b - x < CHUNK ? b - x : CHUNK;
-            count_equal((const uint8_t *)x, n, &c->eq, &c->ez);
+    }
+    b->n = 0;
+    b->bytes = 0;
+}
+
+static void visit_range(visit_t *v, uintptr_t a, uintptr_t b) {
+    if (v->op == VISIT_FILL) {
+        memset((void *)a, HPT_TOUCH_PATTERN, b - a);
+    } else if (v->op == VISIT_COUNT) {
+        for (uintptr_t x = a; x < b; x += CHUNK)
+            count_equal((const uint8_t *)x, b - x < CHUNK ? b - x : CHUNK, &v->c.eq, &v->c.ez);
+        v->c.measured += b - a;
+    } else {
+        copy_batch_t *c = v->copy;
+        while (a < b) {
+            size_t n = b - a < sizeof c->buf ? b - a : sizeof c->buf;
+            if (c->n == sizeof c->local / sizeof *c->local || c->bytes + n > sizeof c->buf)
+                copy_flush(v);
+            c->local[c->n] = (struct iovec){c->buf + c->bytes, n};
+            c->remote[c->n] = (struct iovec){(void *)a, n};
+            c->n++;
+            c->bytes += n;
+            a += n;
         }
-        c->measured += b - a;
     }
 }
 
-// Visits every resident page of the block from byte `from` on; -1 if mincore failed (a live
-// block is mapped, so it does not).
-static int resident_visit(uint8_t *p, size_t from, size_t usable, page_count_t *c) {
+// The measured bytes of the block [p, p + usable) from byte `from` on that lie in [lo, hi):
+// all of them (k == 1), or the parts of every k-th line from the block's start.
+static void lines_visit(uintptr_t p, size_t from, size_t usable, size_t k, uintptr_t lo,
+                        uintptr_t hi, visit_t *v) {
+    lo = lo > p + from ? lo : p + from;
+    hi = hi < p + usable ? hi : p + usable;
+    if (lo >= hi)
+        return;
+    if (k == 1) {
+        visit_range(v, lo, hi);
+        return;
+    }
+    size_t step = k * LINE;
+    // the measured line that starts at or before lo (it may reach into [lo, hi))
+    for (uintptr_t s = p + (lo - p) / step * step; s < hi; s += step) {
+        uintptr_t a = s > lo ? s : lo, b = s + LINE < hi ? s + LINE : hi;
+        if (a < b)
+            visit_range(v, a, b);
+    }
+}
+
+// Visits the measured bytes on every resident page of the block from byte `from` on; -1 if
+// mincore failed (a live block is mapped, so it does not; one freed under a VISIT_COPY may be
+// unmapped).
+static int resident_visit(uint8_t *p, size_t from, size_t usable, visit_t *v) {
     size_t k = stride_lines(usable);
     uintptr_t end = (uintptr_t)p + usable;
     uintptr_t page = ((uintptr_t)p + from) & ~(uintptr_t)(PAGE - 1);
@@ -163,19 +218,22 @@ static int resident_visit(uint8_t *p, size_t from, size_t usable, page_count_t *
             return -1;
         for (size_t i = 0; i < pages; i++, page += PAGE)
             if (vec[i] & 1)
-                page_visit(p, from, usable, k, page, c);
+                lines_visit((uintptr_t)p, from, usable, k, page, page + PAGE, v);
     }
     return 0;
 }
 
+static void set_counts(hp_touch_t *out, int method, const page_count_t *c, size_t k) {
+    out->method = method;
+    out->touched = (c->measured - c->eq) * k;
+    out->touched_nz = (c->measured - c->ez) * k;
+}
+
 static int count_resident(const uint8_t *p, size_t usable, hp_touch_t *out) {
-    page_count_t c = {0, 0, 0};
-    if (resident_visit((uint8_t *)p, 0, usable, &c) != 0)
+    visit_t v = {.op = VISIT_COUNT};
+    if (resident_visit((uint8_t *)p, 0, usable, &v) != 0)
         return -1;
-    size_t k = stride_lines(usable);
-    out->method = HPT_TOUCH_PAGES;
-    out->touched = (c.measured - c.eq) * k;
-    out->touched_nz = (c.measured - c.ez) * k;
+    set_counts(out, HPT_TOUCH_PAGES, &v.c, stride_lines(usable));
     return 0;
 }
 
@@ -254,7 +312,8 @@ void hp_touch_fill(void *p, size_t usable, size_t keep) {
         return;
     uint8_t *b = p;
     if (usable > hp_config.touch_fill_max) {
-        resident_visit(b, keep, usable, NULL); // on failure nothing is filled: an upper bound
+        visit_t v = {.op = VISIT_FILL};
+        resident_visit(b, keep, usable, &v); // on failure nothing is filled: an upper bound
         return;
     }
     size_t k = stride_lines(usable);
@@ -284,4 +343,37 @@ void hp_touch_measure(const void *p, hp_touch_t *out) {
         count_filled(p, n, out);
     else
         count_resident(p, n, out);
+}
+
+void hp_touch_measure_live(const void *p, hp_touch_t *out) {
+    out->method = -1;
+    // the usable size from glibc's chunk header (hp_touch_usable), read by copy
+    if (!atomic_load_explicit(&glibc_candidate, memory_order_relaxed))
+        return;
+    size_t word;
+    struct iovec local = {&word, sizeof word}, remote = {(void *)((uintptr_t)p - sizeof word),
+                                                         sizeof word};
+    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof word)
+        return;
+    size_t chunk = word & ~(size_t)7, hdr = (word & 2) ? 16 : 8;
+    if (chunk <= hdr || chunk - hdr > ((size_t)1 << 46))
+        return; // not a block's header (freed and reused meanwhile): no figure
+    size_t n = chunk - hdr, k = stride_lines(n);
+    copy_batch_t batch;
+    batch.n = 0;
+    batch.bytes = 0;
+    batch.failed = false;
+    visit_t v = {.op = VISIT_COPY, .copy = &batch};
+    int method;
+    if (n <= hp_config.touch_fill_max) {
+        lines_visit((uintptr_t)p, 0, n, k, (uintptr_t)p, (uintptr_t)p + n, &v);
+        method = k == 1 ? HPT_TOUCH_FILL : HPT_TOUCH_FILL_SAMPLED;
+    } else {
+        if (resident_visit((uint8_t *)p, 0, n, &v) != 0)
+            return;
+        method = HPT_TOUCH_PAGES;
+    }
+    copy_flush(&v);
+    if (!batch.failed)
+        set_counts(out, method, &v.c, k);
 }

@@ -211,8 +211,8 @@ static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m
         if (!(reader_header(a->r)->flags & HPT_FILE_TOUCH))
             fprintf(f, " (not measured: the trace was recorded with HEAPPROF_TOUCH=0)\n");
         else
-            fprintf(f, " (all: %s of %s in %s freed blocks never touched; blocks live at exit "
-                       "are not measured)\n",
+            fprintf(f, " (all: %s of %s in %s measured blocks never touched; blocks live at "
+                       "exit are measured then)\n",
                     fmt_bytes(m->touch_bytes - m->touched_bytes, b1), fmt_bytes(m->touch_bytes, b2),
                     fmt_grouped(m->touch_blocks, b3));
     } else {
@@ -531,7 +531,7 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     fprintf(f, "temporary  %s blocks (%s of all) freed before their thread's next allocation\n",
             fmt_grouped(m.temp_blocks, b1), fmt_percent(m.temp_blocks, m.blocks, p1));
     if (reader_header(r)->flags & HPT_FILE_TOUCH)
-        fprintf(f, "touched    %s of the %s in %s freed blocks (%s)\n", fmt_bytes(m.touched_bytes, b1),
+        fprintf(f, "touched    %s of the %s in %s measured blocks (%s)\n", fmt_bytes(m.touched_bytes, b1),
                 fmt_bytes(m.touch_bytes, b2), fmt_grouped(m.touch_blocks, b3),
                 fmt_percent(m.touched_bytes, m.touch_bytes, p1));
     if (a->growth) {

@@ -61,7 +61,7 @@ static __attribute__((noinline, noclone)) void aligned_full(void) {
     free(p);
 }
 
-// never freed: not measured
+// never freed: measured at exit, 300 of 300
 static __attribute__((noinline, noclone)) void leaked(void) {
     char *p = malloc(300);
     write_bytes(p, 300, 1);

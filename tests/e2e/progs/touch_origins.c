@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // touch_origins: blocks of 16 B to 64 MiB from every place glibc's malloc serves them (fresh
 // mmap; the heap once its dynamic mmap threshold has risen, on pages an earlier block made
-// resident and on fresh ones; realloc in place, by mremap and by copy; calloc; memalign), each
+// resident and on fresh ones; realloc in place, by mremap and by copy; calloc; memalign; and
+// blocks left live at exit), each
 // written with a known number of bytes, for e2e_touch (issue #23). Prints one line a site,
 // "<site> <bytes written> <written ranges> <bytes requested>", the truth the test compares
 // heapprof's figures with. Every origin is checked (mallinfo2's mmapped bytes, mincore, block
@@ -290,6 +291,29 @@ static __attribute__((noinline)) void aligned_blocks(void) {
     free(p);
 }
 
+// Left live at exit (issue #23): measured then, from the shim's table of live blocks. A small
+// block, a calloc block, a large heap block on recycled pages and a fresh mapping.
+static __attribute__((noinline)) void live_at_exit(void) {
+    size_t before = mmapped_bytes();
+    char *p = must(malloc(100));
+    requested(__func__, 100);
+    put(__func__, p + 10, 60);
+    char *c = must(calloc(1, 5000));
+    requested(__func__, 5000);
+    put(__func__, c + 4000, 999);
+    char *h = must(malloc(2 * MiB));
+    check_mmapped("live_at_exit's 2 MiB block", before, 0);
+    check_resident("live_at_exit's 2 MiB block", h, 2 * MiB);
+    requested(__func__, 2 * MiB);
+    put(__func__, h + 12345, 54321);
+    char *m = must(malloc(40 * MiB));
+    check_mmapped("live_at_exit's 40 MiB block", before, 1);
+    requested(__func__, 40 * MiB);
+    put(__func__, page_up(m + 5 * MiB), 7 * PAGE);
+    // kept where the compiler cannot see them die
+    __asm__ volatile("" : : "r"(p), "r"(c), "r"(h), "r"(m) : "memory");
+}
+
 int main(void) {
     // Transparent huge pages would make a whole 2 MiB resident for one write: off for this
     // process, so that the figures of fresh pages are the program's own.
@@ -304,6 +328,7 @@ int main(void) {
     realloc_moved();
     calloc_blocks();
     aligned_blocks();
+    live_at_exit();
     for (size_t i = 0; i < n_tallies; i++)
         printf("%s %zu %zu %zu\n", tallies[i].site, tallies[i].written, tallies[i].ranges,
                tallies[i].requested);
