@@ -239,7 +239,7 @@ bool hp_pipeline_drain(hp_ring_t *r) {
         }
         // the bytes are ours now: the owner may go on while they are compressed and written
         atomic_store_explicit(&r->tail, h, memory_order_release);
-        if (hp_config.touch) // which blocks are live, for their measure at exit
+        if (hp_config.touch && hp_config.touch_live) // which blocks are live, for exit
             hp_touch_live_note(d->stage, d->stage + n, r->wstate);
         ok = write_records(r, d, d->stage, d->stage + n, &events);
         drainer_put(d);

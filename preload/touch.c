@@ -121,39 +121,55 @@ typedef struct page_count {
     uint64_t measured, eq, ez; // measured bytes on resident pages; of them equal to pattern / 0
 } page_count_t;
 
-// What a visit does with each measured range: fill it, count it in place, or count a copy of it
-// made by process_vm_readv (a block that may be freed and unmapped under us: blocks live at
-// exit, while other threads may still run).
+// What a visit does with each measured range: fill it, count it in place, or queue it to be
+// copied by process_vm_readv and counted then (blocks live at exit, which a thread still
+// running may free and unmap meanwhile: a range no longer mapped fails the copy with EFAULT
+// instead of faulting).
 enum visit_op { VISIT_FILL, VISIT_COUNT, VISIT_COPY };
 
-// The copies of up to 64 ranges (4 KiB) in one process_vm_readv on our own pid: a range no
-// longer mapped fails the call with EFAULT instead of faulting.
+// Ranges of many blocks copied by one process_vm_readv (at most IOV_MAX = 1024 of them, 64 KiB):
+// each remembers its block (owner), whose counts it goes to.
+#define COPY_RANGES 1024u
 typedef struct copy_batch {
-    struct iovec local[64], remote[64];
+    struct iovec local[COPY_RANGES], remote[COPY_RANGES];
+    uint16_t owner[COPY_RANGES];
     unsigned n;
     size_t bytes;
-    bool failed;
-    uint8_t buf[4096];
+    page_count_t *c; // per owner
+    bool *failed;    // per owner: a range of it could not be copied
+    uint8_t buf[64u << 10];
 } copy_batch_t;
 
 typedef struct visit {
     enum visit_op op;
-    page_count_t c;
-    copy_batch_t *copy; // VISIT_COPY
+    page_count_t c;      // VISIT_COUNT
+    copy_batch_t *copy;  // VISIT_COPY
+    uint16_t owner;      // VISIT_COPY
 } visit_t;
 
-static void copy_flush(visit_t *v) {
-    copy_batch_t *b = v->copy;
-    if (b->n && !b->failed) {
-        ssize_t got = process_vm_readv(getpid(), b->local, b->n, b->remote, b->n, 0);
-        if (got != (ssize_t)b->bytes) {
-            b->failed = true;
-        } else {
-            for (size_t off = 0; off < b->bytes; off += CHUNK)
-                count_equal(b->buf + off, b->bytes - off < CHUNK ? b->bytes - off : CHUNK,
-                            &v->c.eq, &v->c.ez);
-            v->c.measured += b->bytes;
+// Copies and counts the queued ranges. A copy stops at the first range that fails (never
+// inside one): the ranges before it count, its block gets no figure, the rest are copied again.
+static void copy_flush(copy_batch_t *b) {
+    unsigned first = 0;
+    pid_t pid = getpid();
+    while (first < b->n) {
+        ssize_t got = process_vm_readv(pid, b->local + first, b->n - first, b->remote + first,
+                                       b->n - first, 0);
+        size_t done = got > 0 ? (size_t)got : 0;
+        unsigned i = first;
+        for (; i < b->n && b->local[i].iov_len <= done; i++) {
+            page_count_t *c = &b->c[b->owner[i]];
+            const uint8_t *x = b->local[i].iov_base;
+            size_t len = b->local[i].iov_len;
+            for (size_t off = 0; off < len; off += CHUNK)
+                count_equal(x + off, len - off < CHUNK ? len - off : CHUNK, &c->eq, &c->ez);
+            c->measured += len;
+            done -= len;
         }
+        if (i == b->n)
+            break;
+        b->failed[b->owner[i]] = true;
+        first = i + 1;
     }
     b->n = 0;
     b->bytes = 0;
@@ -169,11 +185,12 @@ static void visit_range(visit_t *v, uintptr_t a, uintptr_t b) {
     } else {
         copy_batch_t *c = v->copy;
         while (a < b) {
-            size_t n = b - a < sizeof c->buf ? b - a : sizeof c->buf;
-            if (c->n == sizeof c->local / sizeof *c->local || c->bytes + n > sizeof c->buf)
-                copy_flush(v);
+            size_t n = b - a < 4096 ? b - a : 4096;
+            if (c->n == COPY_RANGES || c->bytes + n > sizeof c->buf)
+                copy_flush(c);
             c->local[c->n] = (struct iovec){c->buf + c->bytes, n};
             c->remote[c->n] = (struct iovec){(void *)a, n};
+            c->owner[c->n] = v->owner;
             c->n++;
             c->bytes += n;
             a += n;
@@ -345,35 +362,67 @@ void hp_touch_measure(const void *p, hp_touch_t *out) {
         count_resident(p, n, out);
 }
 
-void hp_touch_measure_live(const void *p, hp_touch_t *out) {
-    out->method = -1;
-    // the usable size from glibc's chunk header (hp_touch_usable), read by copy
-    if (!atomic_load_explicit(&glibc_candidate, memory_order_relaxed))
+// Reads the words before the blocks (glibc's chunk headers) by copy; ok[i]: word[i] was read.
+static void read_headers(const uint64_t *addr, size_t n, size_t *word, bool *ok) {
+    struct iovec local[HP_TOUCH_LIVE_GROUP], remote[HP_TOUCH_LIVE_GROUP];
+    for (size_t i = 0; i < n; i++) {
+        local[i] = (struct iovec){&word[i], sizeof *word};
+        remote[i] = (struct iovec){(void *)(uintptr_t)(addr[i] - sizeof *word), sizeof *word};
+        ok[i] = false;
+    }
+    pid_t pid = getpid();
+    for (size_t first = 0; first < n;) {
+        ssize_t got = process_vm_readv(pid, local + first, n - first, remote + first, n - first, 0);
+        size_t good = got > 0 ? (size_t)got / sizeof *word : 0;
+        for (size_t i = first; i < first + good; i++)
+            ok[i] = true;
+        first += good + 1; // the one that failed gets no figure
+    }
+}
+
+void hp_touch_measure_live(const uint64_t *addr, size_t n, hp_touch_t *out) {
+    // not reentrant (one batch buffer, 100 KiB, kept out of the stack): the exit's one caller
+    // and tests
+    static copy_batch_t batch;
+    page_count_t c[HP_TOUCH_LIVE_GROUP];
+    bool failed[HP_TOUCH_LIVE_GROUP], ok[HP_TOUCH_LIVE_GROUP];
+    size_t word[HP_TOUCH_LIVE_GROUP], usable[HP_TOUCH_LIVE_GROUP];
+    for (size_t i = 0; i < n; i++)
+        out[i].method = -1;
+    // the usable size comes from glibc's chunk header, as in hp_touch_usable
+    if (n > HP_TOUCH_LIVE_GROUP || !atomic_load_explicit(&glibc_candidate, memory_order_relaxed))
         return;
-    size_t word;
-    struct iovec local = {&word, sizeof word}, remote = {(void *)((uintptr_t)p - sizeof word),
-                                                         sizeof word};
-    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof word)
-        return;
-    size_t chunk = word & ~(size_t)7, hdr = (word & 2) ? 16 : 8;
-    if (chunk <= hdr || chunk - hdr > ((size_t)1 << 46))
-        return; // not a block's header (freed and reused meanwhile): no figure
-    size_t n = chunk - hdr, k = stride_lines(n);
-    copy_batch_t batch;
+    read_headers(addr, n, word, ok);
     batch.n = 0;
     batch.bytes = 0;
-    batch.failed = false;
-    visit_t v = {.op = VISIT_COPY, .copy = &batch};
-    int method;
-    if (n <= hp_config.touch_fill_max) {
-        lines_visit((uintptr_t)p, 0, n, k, (uintptr_t)p, (uintptr_t)p + n, &v);
-        method = k == 1 ? HPT_TOUCH_FILL : HPT_TOUCH_FILL_SAMPLED;
-    } else {
-        if (resident_visit((uint8_t *)p, 0, n, &v) != 0)
-            return;
-        method = HPT_TOUCH_PAGES;
+    batch.c = c;
+    batch.failed = failed;
+    for (size_t i = 0; i < n; i++) {
+        c[i] = (page_count_t){0, 0, 0};
+        failed[i] = !ok[i];
+        size_t chunk = word[i] & ~(size_t)7, hdr = (word[i] & 2) ? 16 : 8;
+        if (failed[i] || chunk <= hdr || chunk - hdr > ((size_t)1 << 46)) {
+            failed[i] = true; // not a block's header (freed and reused meanwhile): no figure
+            continue;
+        }
+        usable[i] = chunk - hdr;
+        size_t k = stride_lines(usable[i]);
+        uintptr_t p = (uintptr_t)addr[i];
+        visit_t v = {.op = VISIT_COPY, .copy = &batch, .owner = (uint16_t)i};
+        if (usable[i] <= hp_config.touch_fill_max) {
+            lines_visit(p, 0, usable[i], k, p, p + usable[i], &v);
+            out[i].method = k == 1 ? HPT_TOUCH_FILL : HPT_TOUCH_FILL_SAMPLED;
+        } else if (resident_visit((uint8_t *)p, 0, usable[i], &v) == 0) {
+            out[i].method = HPT_TOUCH_PAGES;
+        } else {
+            failed[i] = true;
+        }
     }
-    copy_flush(&v);
-    if (!batch.failed)
-        set_counts(out, method, &v.c, k);
+    copy_flush(&batch);
+    for (size_t i = 0; i < n; i++) {
+        if (failed[i])
+            out[i].method = -1;
+        else if (out[i].method >= 0)
+            set_counts(&out[i], out[i].method, &c[i], stride_lines(usable[i]));
+    }
 }

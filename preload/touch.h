@@ -36,12 +36,14 @@ void hp_touch_fill(void *p, size_t usable, size_t keep);
 // Measures a live block before it is freed.
 void hp_touch_measure(const void *p, hp_touch_t *out);
 
-// Measures a block that was live at the last record but may have been freed since by a thread
-// still running (blocks live at exit, touch_live.h): every byte it reads is copied with
-// process_vm_readv, so an unmapped block gives no figure (method -1) instead of a fault. The
-// usable size comes from glibc's chunk header, so with another allocator: no figure.
-// A syscall per 4 KiB measured; not for the event path.
-void hp_touch_measure_live(const void *p, hp_touch_t *out);
+// Measures n <= HP_TOUCH_LIVE_GROUP blocks that were live at the last record but may have been
+// freed since by a thread still running (blocks live at exit, touch_live.h) into out[0..n):
+// every byte it reads is copied with process_vm_readv, so an unmapped block gives no figure
+// (method -1) instead of a fault. The usable size comes from glibc's chunk header, so with
+// another allocator: no figures. A system call per group's headers and per 64 KiB measured
+// (1024 ranges); not reentrant (one static buffer); not for the event path.
+#define HP_TOUCH_LIVE_GROUP 256u
+void hp_touch_measure_live(const uint64_t *addr, size_t n, hp_touch_t *out);
 
 // Usable size of a live block, as the real allocator reports it.
 size_t hp_touch_usable(const void *p);

@@ -421,7 +421,7 @@ static void *flusher_main(void *arg) {
             hp_tbuf_reap(ring_is_dead);
         }
         // blocks still live at exit get their bytes-touched figure, after the last drain
-        if (stopping && hp_config.touch)
+        if (stopping && hp_config.touch && hp_config.touch_live)
             hp_touch_live_emit();
         // a trailer is asked for just before exec: this image writes nothing after it
         if (stopping || atomic_exchange(&trailer_req, false))

@@ -240,29 +240,48 @@ Test(touch, glibc_chunk_header_gives_the_usable_size) {
 Test(touch_live, the_copying_measure_agrees_and_survives_unmapped_blocks, .init = setup) {
     hp_touch_init();
     hp_config.touch_sample_bytes = 512;
-    static const size_t sizes[] = {24, 500, 3000, 100000, 1u << 20, 9u << 20};
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    // a group of blocks of every method (some larger than one copy batch), with a mapping that
+    // is gone among them: what a block freed by another thread at exit can be
+    static const size_t sizes[] = {24, 500, 3000, 100000, 0, 1u << 20, 9u << 20, 70000};
+    enum { N = sizeof sizes / sizeof *sizes };
+    uint64_t addr[N];
+    hp_touch_t want[N], got[N];
+    for (size_t i = 0; i < N; i++) {
+        if (!sizes[i]) {
+            uint8_t *m = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            cr_assert_neq(m, MAP_FAILED);
+            cr_assert_eq(munmap(m, 3 * 4096), 0);
+            addr[i] = (uint64_t)(uintptr_t)(m + 16);
+            want[i].method = -1;
+            continue;
+        }
         uint8_t *p = hp_real.malloc(sizes[i]);
         size_t usable = hp_touch_usable(p);
         memset(p, 0x11, usable); // an earlier owner's bytes (for the large ones: resident)
         hp_touch_fill(p, usable, 0);
         memset(p + sizes[i] / 3, 0, sizes[i] / 4);
-        hp_touch_t a, b;
-        hp_touch_measure(p, &a);
-        hp_touch_measure_live(p, &b);
-        cr_assert_geq(a.method, 0, "size %zu", sizes[i]);
-        cr_assert_eq(b.method, a.method, "size %zu", sizes[i]);
-        cr_assert_eq(b.touched, a.touched, "size %zu", sizes[i]);
-        cr_assert_eq(b.touched_nz, a.touched_nz, "size %zu", sizes[i]);
-        hp_real.free(p);
+        hp_touch_measure(p, &want[i]);
+        cr_assert_geq(want[i].method, 0, "size %zu", sizes[i]);
+        addr[i] = (uint64_t)(uintptr_t)p;
     }
-    // a mapping gone: what a block freed by another thread at exit can be
-    uint8_t *m = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    cr_assert_neq(m, MAP_FAILED);
-    cr_assert_eq(munmap(m, 3 * 4096), 0);
-    hp_touch_t t;
-    hp_touch_measure_live(m + 16, &t);
-    cr_assert_eq(t.method, -1);
+    for (int sampled = 0; sampled < 2; sampled++) {
+        hp_config.touch_sample_bytes = sampled ? 512 : 1u << 30;
+        for (size_t i = 0; i < N; i++)
+            if (sizes[i])
+                hp_touch_measure((void *)(uintptr_t)addr[i], &want[i]);
+        hp_touch_measure_live(addr, N, got);
+        for (size_t i = 0; i < N; i++) {
+            cr_assert_eq(got[i].method, want[i].method, "size %zu", sizes[i]);
+            if (want[i].method < 0)
+                continue;
+            cr_assert_eq(got[i].touched, want[i].touched, "size %zu", sizes[i]);
+            cr_assert_eq(got[i].touched_nz, want[i].touched_nz, "size %zu", sizes[i]);
+        }
+    }
+    for (size_t i = 0; i < N; i++)
+        if (sizes[i])
+            hp_real.free((void *)(uintptr_t)addr[i]);
 }
 #endif
 
