@@ -312,3 +312,21 @@ Test(touch, rust_reservation_after_large_frees_is_almost_untouched, .timeout = 1
     }
     free(prog);
 }
+
+// HEAPPROF_TOUCH_LIVE=0: the blocks live at exit get no figure, the freed ones theirs as before.
+Test(touch, live_off_leaves_blocks_live_at_exit_unmeasured, .timeout = 120) {
+    char *prog = prog_path(E2E_PROGS, "touch");
+    const char *env[] = {"HEAPPROF_TOUCH_LIVE=0", "HEAPPROF_TOUCH_SAMPLE_BYTES=1048576", NULL};
+    char *trace = trace_of(prog, "touch_live_off", env);
+    json_t *r = e2e_report(trace);
+    json_t *s = e2e_site(r, "leaked");
+    cr_expect_eq(e2e_int(s, "touch_measured_blocks"), 0);
+    cr_expect(json_is_null(json_object_get(s, "touch_method")));
+    s = e2e_site(r, "part_written");
+    cr_expect_eq(e2e_int(s, "touched_bytes"), 10000);
+    json_t *t = json_object_get(json_object_get(r, "totals"), "touch");
+    cr_expect_eq(e2e_int(t, "live_blocks"), 0);
+    json_decref(r);
+    free(trace);
+    free(prog);
+}
