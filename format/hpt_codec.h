@@ -85,7 +85,7 @@ typedef struct hpt_rec {
     uint64_t tid;          // CPU_SAMPLE: the sampled thread
     uint8_t touch;         // FREE: 0 not measured, else 1 + HPT_TOUCH_*
     uint64_t touched;      // with touch: bytes touched (FILL*: differing from the pattern)
-    uint64_t touched_nz;   // with touch: FILL*: bytes that are not zero; RESIDENT: = touched
+    uint64_t touched_nz;   // with touch: bytes that are not zero (RESIDENT: = touched)
 } hpt_rec_t;
 
 // Encodes a block's touch measure (see hpt_format.h): method HPT_TOUCH_*, or -1 for none.
@@ -137,9 +137,7 @@ static inline const uint8_t *hpt_get_touch(const uint8_t *p, const uint8_t *end,
     r->touch = 0;
     if (v == 0)
         return p;
-    v--;
-    if ((v & 3) > HPT_TOUCH_FILL_SAMPLED)
-        return NULL;
+    v--; // every method (v & 3) is defined: FILL, RESIDENT, FILL_SAMPLED, PAGES
     r->touch = (uint8_t)(1 + (v & 3));
     r->touched = r->touched_nz = v >> 2;
     if ((v & 3) != HPT_TOUCH_RESIDENT) {
@@ -171,6 +169,10 @@ static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end
         return p;
     case HPT_REC_FREE:
         if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_addr(p, end, st, &r->addr)))
+            return NULL;
+        return hpt_get_touch(p, end, r);
+    case HPT_REC_TOUCH_LIVE:
+        if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_varint(p, end, &r->addr)))
             return NULL;
         return hpt_get_touch(p, end, r);
     case HPT_REC_REALLOC:

@@ -231,6 +231,7 @@ static inline size_t hpt_cols_transpose(const uint8_t *rows, size_t row_bytes, s
         case HPT_REC_MODULE_UNLOAD:
         case HPT_REC_CPU_SAMPLE:
         case HPT_REC_CPU_INFO:
+        case HPT_REC_TOUCH_LIVE: // its address is absolute: no address state to carry
             ok = hpt_colw_bytes(&w[HPT_COL_OTHER], p, (size_t)(next - p));
             break;
         default:
@@ -369,8 +370,7 @@ static inline size_t hpt_cols_untranspose(const uint8_t *in, size_t n, uint8_t *
                     return 0;
                 t = hpt_put_varint(t, v);
                 if (v && ((v - 1) & 3) != HPT_TOUCH_RESIDENT) {
-                    if (((v - 1) & 3) > HPT_TOUCH_FILL_SAMPLED ||
-                        !hpt_colr_get(&c[HPT_COL_TOUCH], &z))
+                    if (!hpt_colr_get(&c[HPT_COL_TOUCH], &z))
                         return 0;
                     // known block: z is relative to its size, else to the first count
                     uint64_t nz = (known ? old_size : (v - 1) >> 2) + (uint64_t)hpt_unzigzag(z);

@@ -21,7 +21,7 @@ typedef struct hpt_file_hdr {
     uint32_t ppid;
     uint32_t flags;      // HPT_FILE_*
     uint32_t touch_fill_max; // with HPT_FILE_TOUCH: blocks up to this many usable bytes are
-                             // pattern-filled (HPT_TOUCH_FILL), larger ones measured by resident pages
+                             // pattern-filled (HPT_TOUCH_FILL), larger ones on resident pages (PAGES)
     uint32_t reserved0;  // 0 (v3's heap stream kept a time unit here)
     uint32_t sample_bytes; // with HPT_FILE_SAMPLED: the mean sampling interval N in bytes, else 0
 } hpt_file_hdr_t;
@@ -97,6 +97,8 @@ enum hpt_rec_tag {
     // 24-27 are set aside for sampled recording (docs/trace-format.md#sampled); unused so far
     HPT_REC_ALLOCATOR = 28,   // status family_len family detail_len detail   META only
                               //   (docs/trace-format.md#allocators)
+    HPT_REC_TOUCH_LIVE = 36, // dt addr touch   a block still live at exit, measured then; addr is
+                             //   absolute (no delta), touch as FREE's (docs/trace-format.md#touch)
 };
 
 // "touch": how many bytes of the block being freed the program touched (docs/trace-format.md#touch).
@@ -106,10 +108,15 @@ enum hpt_rec_tag {
 //     count), which is the figure for a calloc block (zero-filled, never pattern-filled);
 //   HPT_TOUCH_FILL_SAMPLED: the same on every k-th 64-byte line only (k a power of two chosen by
 //     the block's usable size), both counts already multiplied by k: an estimate;
-//   HPT_TOUCH_RESIDENT: the count is the block's bytes on resident pages (mincore), an upper bound.
+//   HPT_TOUCH_RESIDENT: the count is the block's bytes on resident pages (mincore), an upper bound
+//     (written by shims before issue #23; no second varint);
+//   HPT_TOUCH_PAGES: a block above touch_fill_max: the pattern (sampled as for FILL_SAMPLED) on the
+//     pages resident when it was handed out, read back on the pages resident when it was freed;
+//     a page faulted in meanwhile counts whole. Two varints as for FILL.
 #define HPT_TOUCH_FILL 0u
 #define HPT_TOUCH_RESIDENT 1u
 #define HPT_TOUCH_FILL_SAMPLED 2u
+#define HPT_TOUCH_PAGES 3u // issue #23
 #define HPT_TOUCH_PATTERN 0xa5u
 
 // HPT_REC_CPU_INFO source: how CPU samples were taken (docs/trace-format.md#cpu).

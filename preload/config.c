@@ -59,6 +59,7 @@ void hp_config_load(void) {
     // measure exactly what was touched
     hp_config.touch_fill_max = 128 * 1024;
     hp_config.touch_sample_bytes = 512;
+    hp_config.touch_live = true;
 
     const char *out = getenv("HEAPPROF_OUT");
     if (out) {
@@ -78,6 +79,7 @@ void hp_config_load(void) {
     parse_bool("HEAPPROF_TOUCH", &hp_config.touch);
     parse_u32("HEAPPROF_TOUCH_FILL_MAX", 0, 1u << 30, &hp_config.touch_fill_max);
     parse_u32("HEAPPROF_TOUCH_SAMPLE_BYTES", 64, 1u << 30, &hp_config.touch_sample_bytes);
+    parse_bool("HEAPPROF_TOUCH_LIVE", &hp_config.touch_live);
     // 1 MiB: compresses well; smaller chunks lose less to one damaged byte
     hp_config.chunk_kb = 1024;
     parse_u32("HEAPPROF_CHUNK_KB", 1, 1024, &hp_config.chunk_kb);

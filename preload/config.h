@@ -35,6 +35,7 @@ typedef struct hp_config {
     bool touch;             // HEAPPROF_TOUCH=0: do not measure bytes touched (touch.h)
     uint32_t touch_fill_max; // HEAPPROF_TOUCH_FILL_MAX: largest block (usable bytes) to fill
     uint32_t touch_sample_bytes; // HEAPPROF_TOUCH_SAMPLE_BYTES: most bytes measured per block
+    bool touch_live;        // HEAPPROF_TOUCH_LIVE=0: blocks live at exit not measured (touch_live.h)
     uint32_t chunk_kb;      // HEAPPROF_CHUNK_KB: most raw bytes of records per chunk, in KiB
     uint32_t test_drain_delay_ms; // HEAPPROF_TEST_DRAIN_DELAY_MS: workers and the flusher sleep
                                   // this long before each drain (tests of back-pressure only)

@@ -13,6 +13,7 @@
 #include "mem.h"
 #include "state.h"
 #include "thread.h"
+#include "touch_live.h"
 #include "traceout.h"
 
 #include <pthread.h>
@@ -238,6 +239,8 @@ bool hp_pipeline_drain(hp_ring_t *r) {
         }
         // the bytes are ours now: the owner may go on while they are compressed and written
         atomic_store_explicit(&r->tail, h, memory_order_release);
+        if (hp_config.touch && hp_config.touch_live) // which blocks are live, for exit
+            hp_touch_live_note(d->stage, d->stage + n, r->wstate);
         ok = write_records(r, d, d->stage, d->stage + n, &events);
         drainer_put(d);
         if (!ok)
@@ -438,4 +441,5 @@ void hp_pipeline_fork_child(void) {
     n_workers = n_idle = 0;
     stopping = false;
     atomic_store(&running, false);
+    hp_touch_live_fork_child();
 }

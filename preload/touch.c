@@ -10,20 +10,24 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #define PAGE 4096u
 #define LINE 64u
 #define CHUNK (255u * 16u) // the most bytes count_equal's 8-bit lane counters can take
 
 // Line stride of a block: 1 (every byte) up to the sample size, then the power of two that
-// keeps the lines measured within it. A block that grows by realloc gets a stride that is a
-// multiple of its old one, so every line it measures was measured (filled) before the copy.
+// keeps the lines measured within it, but never more than one page (PAGE / LINE lines), so that
+// every page of a large block has a measured line and a page the program faulted in is seen
+// (docs/trace-format.md#touch). A block that grows by realloc gets a stride that is a multiple
+// of its old one, so every line it measures was measured (filled) before the copy.
 static inline size_t stride_lines(size_t usable) {
     if (HP_LIKELY(usable <= hp_config.touch_sample_bytes))
         return 1;
     size_t lines = usable / LINE, budget = hp_config.touch_sample_bytes / LINE;
     unsigned shift = 0;
-    while ((lines >> shift) > budget)
+    while ((lines >> shift) > budget && ((size_t)LINE << shift) < PAGE)
         shift++;
     return (size_t)1 << shift;
 }
@@ -106,29 +110,147 @@ static void count_filled(const uint8_t *p, size_t usable, hp_touch_t *out) {
     out->touched_nz = (measured - ez) * k;
 }
 
-// Bytes of [p, p + n) on resident pages. mincore fails only for unmapped ranges, which a live
-// block cannot be; on failure the block is reported as not measured.
-static int count_resident(const uint8_t *p, size_t n, hp_touch_t *out) {
-    uintptr_t start = (uintptr_t)p, end = start + n;
-    uintptr_t page = start & ~(uintptr_t)(PAGE - 1);
-    unsigned char vec[1024];
-    uint64_t bytes = 0;
+// Blocks above touch_fill_max (docs/trace-format.md#touch, "pattern on resident pages"): only
+// the measured bytes on pages that are resident when the block is handed out are filled. Filling
+// a resident page costs no memory, and it is the only kind that can hold an earlier block's
+// bytes (glibc serves large blocks from the heap once its mmap threshold has risen); a page that
+// is not resident reads as zeros once the program faults it in, which differs from the pattern.
+// At free only pages resident then are read (reading the rest would map them), so one measure
+// counts the bytes written on recycled pages exactly and whole faulted-in pages otherwise.
+typedef struct page_count {
+    uint64_t measured, eq, ez; // measured bytes on resident pages; of them equal to pattern / 0
+} page_count_t;
+
+// What a visit does with each measured range: fill it, count it in place, or queue it to be
+// copied by process_vm_readv and counted then (blocks live at exit, which a thread still
+// running may free and unmap meanwhile: a range no longer mapped fails the copy with EFAULT
+// instead of faulting).
+enum visit_op { VISIT_FILL, VISIT_COUNT, VISIT_COPY };
+
+// Ranges of many blocks copied by one process_vm_readv (at most IOV_MAX = 1024 of them, 64 KiB):
+// each remembers its block (owner), whose counts it goes to.
+#define COPY_RANGES 1024u
+typedef struct copy_batch {
+    struct iovec local[COPY_RANGES], remote[COPY_RANGES];
+    uint16_t owner[COPY_RANGES];
+    unsigned n;
+    size_t bytes;
+    page_count_t *c; // per owner
+    bool *failed;    // per owner: a range of it could not be copied
+    uint8_t buf[64u << 10];
+} copy_batch_t;
+
+typedef struct visit {
+    enum visit_op op;
+    page_count_t c;      // VISIT_COUNT
+    copy_batch_t *copy;  // VISIT_COPY
+    uint16_t owner;      // VISIT_COPY
+} visit_t;
+
+// Copies and counts the queued ranges. A copy stops at the first range that fails (never
+// inside one): the ranges before it count, its block gets no figure, the rest are copied again.
+static void copy_flush(copy_batch_t *b) {
+    unsigned first = 0;
+    pid_t pid = getpid();
+    while (first < b->n) {
+        ssize_t got = process_vm_readv(pid, b->local + first, b->n - first, b->remote + first,
+                                       b->n - first, 0);
+        size_t done = got > 0 ? (size_t)got : 0;
+        unsigned i = first;
+        for (; i < b->n && b->local[i].iov_len <= done; i++) {
+            page_count_t *c = &b->c[b->owner[i]];
+            const uint8_t *x = b->local[i].iov_base;
+            size_t len = b->local[i].iov_len;
+            for (size_t off = 0; off < len; off += CHUNK)
+                count_equal(x + off, len - off < CHUNK ? len - off : CHUNK, &c->eq, &c->ez);
+            c->measured += len;
+            done -= len;
+        }
+        if (i == b->n)
+            break;
+        b->failed[b->owner[i]] = true;
+        first = i + 1;
+    }
+    b->n = 0;
+    b->bytes = 0;
+}
+
+static void visit_range(visit_t *v, uintptr_t a, uintptr_t b) {
+    if (v->op == VISIT_FILL) {
+        memset((void *)a, HPT_TOUCH_PATTERN, b - a);
+    } else if (v->op == VISIT_COUNT) {
+        for (uintptr_t x = a; x < b; x += CHUNK)
+            count_equal((const uint8_t *)x, b - x < CHUNK ? b - x : CHUNK, &v->c.eq, &v->c.ez);
+        v->c.measured += b - a;
+    } else {
+        copy_batch_t *c = v->copy;
+        while (a < b) {
+            size_t n = b - a < 4096 ? b - a : 4096;
+            if (c->n == COPY_RANGES || c->bytes + n > sizeof c->buf)
+                copy_flush(c);
+            c->local[c->n] = (struct iovec){c->buf + c->bytes, n};
+            c->remote[c->n] = (struct iovec){(void *)a, n};
+            c->owner[c->n] = v->owner;
+            c->n++;
+            c->bytes += n;
+            a += n;
+        }
+    }
+}
+
+// The measured bytes of the block [p, p + usable) from byte `from` on that lie in [lo, hi):
+// all of them (k == 1), or the parts of every k-th line from the block's start.
+static void lines_visit(uintptr_t p, size_t from, size_t usable, size_t k, uintptr_t lo,
+                        uintptr_t hi, visit_t *v) {
+    lo = lo > p + from ? lo : p + from;
+    hi = hi < p + usable ? hi : p + usable;
+    if (lo >= hi)
+        return;
+    if (k == 1) {
+        visit_range(v, lo, hi);
+        return;
+    }
+    size_t step = k * LINE;
+    // the measured line that starts at or before lo (it may reach into [lo, hi))
+    for (uintptr_t s = p + (lo - p) / step * step; s < hi; s += step) {
+        uintptr_t a = s > lo ? s : lo, b = s + LINE < hi ? s + LINE : hi;
+        if (a < b)
+            visit_range(v, a, b);
+    }
+}
+
+// Visits the measured bytes on every resident page of the block from byte `from` on; -1 if
+// mincore failed (a live block is mapped, so it does not; one freed under a VISIT_COPY may be
+// unmapped).
+static int resident_visit(uint8_t *p, size_t from, size_t usable, visit_t *v) {
+    size_t k = stride_lines(usable);
+    uintptr_t end = (uintptr_t)p + usable;
+    uintptr_t page = ((uintptr_t)p + from) & ~(uintptr_t)(PAGE - 1);
+    unsigned char vec[1024]; // 4 MiB a call; the stack of a small thread stays small
     while (page < end) {
         size_t pages = (end - page + PAGE - 1) / PAGE;
         if (pages > sizeof vec)
             pages = sizeof vec;
         if (mincore((void *)page, pages * PAGE, vec) != 0)
             return -1;
-        for (size_t k = 0; k < pages; k++, page += PAGE) {
-            if (!(vec[k] & 1))
-                continue;
-            uintptr_t a = page > start ? page : start;
-            uintptr_t b = page + PAGE < end ? page + PAGE : end;
-            bytes += b - a;
-        }
+        for (size_t i = 0; i < pages; i++, page += PAGE)
+            if (vec[i] & 1)
+                lines_visit((uintptr_t)p, from, usable, k, page, page + PAGE, v);
     }
-    out->method = HPT_TOUCH_RESIDENT;
-    out->touched = out->touched_nz = bytes;
+    return 0;
+}
+
+static void set_counts(hp_touch_t *out, int method, const page_count_t *c, size_t k) {
+    out->method = method;
+    out->touched = (c->measured - c->eq) * k;
+    out->touched_nz = (c->measured - c->ez) * k;
+}
+
+static int count_resident(const uint8_t *p, size_t usable, hp_touch_t *out) {
+    visit_t v = {.op = VISIT_COUNT};
+    if (resident_visit((uint8_t *)p, 0, usable, &v) != 0)
+        return -1;
+    set_counts(out, HPT_TOUCH_PAGES, &v.c, stride_lines(usable));
     return 0;
 }
 
@@ -203,9 +325,14 @@ size_t hp_touch_usable(const void *p) {
 }
 
 void hp_touch_fill(void *p, size_t usable, size_t keep) {
-    if (usable > hp_config.touch_fill_max || keep >= usable)
+    if (keep >= usable)
         return;
     uint8_t *b = p;
+    if (usable > hp_config.touch_fill_max) {
+        visit_t v = {.op = VISIT_FILL};
+        resident_visit(b, keep, usable, &v); // on failure nothing is filled: an upper bound
+        return;
+    }
     size_t k = stride_lines(usable);
     if (k == 1) {
         memset(b + keep, HPT_TOUCH_PATTERN, usable - keep);
@@ -233,4 +360,69 @@ void hp_touch_measure(const void *p, hp_touch_t *out) {
         count_filled(p, n, out);
     else
         count_resident(p, n, out);
+}
+
+// Reads the words before the blocks (glibc's chunk headers) by copy; ok[i]: word[i] was read.
+static void read_headers(const uint64_t *addr, size_t n, size_t *word, bool *ok) {
+    struct iovec local[HP_TOUCH_LIVE_GROUP], remote[HP_TOUCH_LIVE_GROUP];
+    for (size_t i = 0; i < n; i++) {
+        local[i] = (struct iovec){&word[i], sizeof *word};
+        remote[i] = (struct iovec){(void *)(uintptr_t)(addr[i] - sizeof *word), sizeof *word};
+        ok[i] = false;
+    }
+    pid_t pid = getpid();
+    for (size_t first = 0; first < n;) {
+        ssize_t got = process_vm_readv(pid, local + first, n - first, remote + first, n - first, 0);
+        size_t good = got > 0 ? (size_t)got / sizeof *word : 0;
+        for (size_t i = first; i < first + good; i++)
+            ok[i] = true;
+        first += good + 1; // the one that failed gets no figure
+    }
+}
+
+void hp_touch_measure_live(const uint64_t *addr, size_t n, hp_touch_t *out) {
+    // not reentrant (one batch buffer, 100 KiB, kept out of the stack): the exit's one caller
+    // and tests
+    static copy_batch_t batch;
+    page_count_t c[HP_TOUCH_LIVE_GROUP];
+    bool failed[HP_TOUCH_LIVE_GROUP], ok[HP_TOUCH_LIVE_GROUP];
+    size_t word[HP_TOUCH_LIVE_GROUP], usable[HP_TOUCH_LIVE_GROUP];
+    for (size_t i = 0; i < n; i++)
+        out[i].method = -1;
+    // the usable size comes from glibc's chunk header, as in hp_touch_usable
+    if (n > HP_TOUCH_LIVE_GROUP || !atomic_load_explicit(&glibc_candidate, memory_order_relaxed))
+        return;
+    read_headers(addr, n, word, ok);
+    batch.n = 0;
+    batch.bytes = 0;
+    batch.c = c;
+    batch.failed = failed;
+    for (size_t i = 0; i < n; i++) {
+        c[i] = (page_count_t){0, 0, 0};
+        failed[i] = !ok[i];
+        size_t chunk = word[i] & ~(size_t)7, hdr = (word[i] & 2) ? 16 : 8;
+        if (failed[i] || chunk <= hdr || chunk - hdr > ((size_t)1 << 46)) {
+            failed[i] = true; // not a block's header (freed and reused meanwhile): no figure
+            continue;
+        }
+        usable[i] = chunk - hdr;
+        size_t k = stride_lines(usable[i]);
+        uintptr_t p = (uintptr_t)addr[i];
+        visit_t v = {.op = VISIT_COPY, .copy = &batch, .owner = (uint16_t)i};
+        if (usable[i] <= hp_config.touch_fill_max) {
+            lines_visit(p, 0, usable[i], k, p, p + usable[i], &v);
+            out[i].method = k == 1 ? HPT_TOUCH_FILL : HPT_TOUCH_FILL_SAMPLED;
+        } else if (resident_visit((uint8_t *)p, 0, usable[i], &v) == 0) {
+            out[i].method = HPT_TOUCH_PAGES;
+        } else {
+            failed[i] = true;
+        }
+    }
+    copy_flush(&batch);
+    for (size_t i = 0; i < n; i++) {
+        if (failed[i])
+            out[i].method = -1;
+        else if (out[i].method >= 0)
+            set_counts(&out[i], out[i].method, &c[i], stride_lines(usable[i]));
+    }
 }

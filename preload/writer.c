@@ -24,6 +24,7 @@
 #include "state.h"
 #include "tbuf.h"
 #include "thread.h"
+#include "touch_live.h"
 #include "traceout.h"
 
 #include <errno.h>
@@ -420,6 +421,9 @@ static void *flusher_main(void *arg) {
             last_flush = hp_state_now();
             hp_tbuf_reap(ring_is_dead);
         }
+        // blocks still live at exit get their bytes-touched figure, after the last drain
+        if (stopping && hp_config.touch && hp_config.touch_live)
+            hp_touch_live_emit();
         // a trailer is asked for just before exec: this image writes nothing after it
         if (stopping || atomic_exchange(&trailer_req, false))
             write_trailer();

@@ -783,8 +783,8 @@
       return;
     }
     const U = D.untouched;
-    v.appendChild(el('div', {class: 'muted', style: 'margin-bottom:8px'}, 'Of ' + fmtBytes(U.bytes) + ' in ' + fmtInt(U.blocks) + ' freed blocks, ' +
-      fmtBytes(U.bytes - U.touched) + ' (' + pct(U.bytes - U.touched, U.bytes) + ') were never touched. Blocks live at exit are not measured.'));
+    v.appendChild(el('div', {class: 'muted', style: 'margin-bottom:8px'}, 'Of ' + fmtBytes(U.bytes) + ' in ' + fmtInt(U.blocks) + ' measured blocks (freed, or live at exit), ' +
+      fmtBytes(U.bytes - U.touched) + ' (' + pct(U.bytes - U.touched, U.bytes) + ') were never touched.'));
     if (!U.sites.length) { v.appendChild(el('div', {class: 'empty'}, 'Every site wrote to all the memory it allocated.')); return; }
     const tb = el('tbody');
     for (const [i, blocks, bytes, touched, byPages] of U.sites) {

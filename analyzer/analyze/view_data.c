@@ -464,10 +464,12 @@ static void write_untouched(FILE *f, analyze_t *a) {
             ",\"sites\":[",
             blocks, bytes, touched);
     // per site: index, blocks measured, their bytes, bytes touched, blocks measured by pages
+    // (resident pages, or since issue #23 the pattern on resident pages)
     for (size_t r = 0; r < k && r < UNTOUCHED_TOP; r++) {
         const replay_site_t *g = sites_figures(a->sites, v[r]);
         fprintf(f, "%s[%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]", r ? "," : "", v[r],
-                g->touch_blocks, g->touch_bytes, g->touched_bytes, g->touch_resident_blocks);
+                g->touch_blocks, g->touch_bytes, g->touched_bytes,
+                g->touch_resident_blocks + g->touch_pages_blocks);
     }
     fputs("]}", f);
     free(v);

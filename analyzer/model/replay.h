@@ -42,6 +42,8 @@ typedef struct replay_totals {
     // Bytes touched over all counted blocks freed with a measure (docs/trace-format.md#touch):
     uint64_t touch_blocks, touch_bytes, touched_bytes; // blocks, their sizes, bytes touched
     uint64_t touch_resident_blocks, touch_sampled_blocks; // of them, by resident pages / sampled
+    uint64_t touch_pages_blocks; // of them, by the pattern on resident pages (issue #23)
+    uint64_t touch_live_blocks;  // of them, still live at exit and measured then (issue #23)
     // Counted allocations by requested size (a realloc's new size), in power-of-two buckets:
     // bucket 0 holds size 0, bucket k >= 1 sizes [2^(k-1), 2^k - 1] (REPLAY_SIZE_BUCKETS).
     uint64_t size_blocks[REPLAY_SIZE_BUCKETS], size_bytes[REPLAY_SIZE_BUCKETS];
@@ -129,6 +131,7 @@ typedef struct replay_site {
     // and bytes live at the global peak, and at t-end: the counted blocks weighted by
     // replay_sample_weight.
     double est_blocks, est_bytes, est_peak_blocks, est_peak_bytes, est_end_blocks, est_end_bytes;
+    uint64_t touch_pages_blocks;    // of touch_blocks, by the pattern on resident pages (#23)
 } replay_site_t;
 
 // Sites seen so far (REPLAY_SITES), in order of their first allocation, and the figures of site

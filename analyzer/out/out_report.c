@@ -41,6 +41,7 @@ typedef struct summary {
     uint64_t temp_blocks, temp_bytes;
     uint64_t touch_blocks, touch_bytes, touched_bytes, touch_resident_blocks, touch_sampled_blocks;
     const bool *suppressed; // out_report_opts_t.suppressed: what the figures left out; NULL: none
+    uint64_t touch_pages_blocks;
 } summary_t;
 
 static uint64_t metric(const replay_site_t *g, ranking_t k) {
@@ -125,6 +126,7 @@ static summary_t summarize(sites_t *s, const bool *suppressed) {
         m.touched_bytes += g->touched_bytes;
         m.touch_resident_blocks += g->touch_resident_blocks;
         m.touch_sampled_blocks += g->touch_sampled_blocks;
+        m.touch_pages_blocks += g->touch_pages_blocks;
     }
     return m;
 }
@@ -189,27 +191,32 @@ static void print_site(FILE *f, const site_t *s) {
 }
 
 // Which measures a site's bytes-touched figure comes from (docs/trace-format.md#touch), into buf.
-static const char *touch_method(const replay_site_t *g, char buf[64]) {
-    uint64_t exact = g->touch_blocks - g->touch_resident_blocks - g->touch_sampled_blocks;
-    snprintf(buf, 64, "%s%s%s%s%s", exact ? "pattern" : "",
-             exact && g->touch_sampled_blocks ? " + " : "",
-             g->touch_sampled_blocks ? "sampled pattern" : "",
-             (exact || g->touch_sampled_blocks) && g->touch_resident_blocks ? " + " : "",
-             g->touch_resident_blocks ? "resident pages" : "");
+static const char *touch_method(const replay_site_t *g, char buf[96]) {
+    uint64_t exact = g->touch_blocks - g->touch_resident_blocks - g->touch_sampled_blocks -
+                     g->touch_pages_blocks;
+    const char *names[] = {"pattern", "sampled pattern", "pattern on resident pages",
+                           "resident pages"};
+    const uint64_t n[] = {exact, g->touch_sampled_blocks, g->touch_pages_blocks,
+                          g->touch_resident_blocks};
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof n / sizeof *n; i++)
+        if (n[i])
+            len += (size_t)snprintf(buf + len, 96 - len, "%s%s", len ? " + " : "", names[i]);
     return buf;
 }
 
 static void print_ranking(FILE *f, analyze_t *a, ranking_t k, const summary_t *m, size_t top) {
     size_t n = 0;
     size_t *v = ranked(a->sites, k, m->suppressed, &n);
-    char b1[32], b2[32], b3[32], b4[32], b5[32], p1[16], meth[64];
+    char b1[32], b2[32], b3[32], b4[32], b5[32], p1[16], meth[96];
     if (k == RANK_UNTOUCHED) {
         fprintf(f, "\nReserved but untouched");
         if (!(reader_header(a->r)->flags & HPT_FILE_TOUCH))
             fprintf(f, " (not measured: the trace was recorded with HEAPPROF_TOUCH=0)\n");
         else
-            fprintf(f, " (all: %s of %s in %s freed blocks never touched; blocks live at exit "
-                       "are not measured)\n",
+            fprintf(f, " (all: %s of %s in %s measured blocks never touched; blocks live at "
+                       "exit are measured then)\n",
                     fmt_bytes(m->touch_bytes - m->touched_bytes, b1), fmt_bytes(m->touch_bytes, b2),
                     fmt_grouped(m->touch_blocks, b3));
     } else {
@@ -529,7 +536,7 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     fprintf(f, "temporary  %s blocks (%s of all) freed before their thread's next allocation\n",
             fmt_grouped(m.temp_blocks, b1), fmt_percent(m.temp_blocks, m.blocks, p1));
     if (reader_header(r)->flags & HPT_FILE_TOUCH)
-        fprintf(f, "touched    %s of the %s in %s freed blocks (%s)\n", fmt_bytes(m.touched_bytes, b1),
+        fprintf(f, "touched    %s of the %s in %s measured blocks (%s)\n", fmt_bytes(m.touched_bytes, b1),
                 fmt_bytes(m.touch_bytes, b2), fmt_grouped(m.touch_blocks, b3),
                 fmt_percent(m.touched_bytes, m.touch_bytes, p1));
     if (a->growth) {
@@ -657,7 +664,7 @@ static json_t *site_json(analyze_t *a, const site_t *s) {
     json_object_set_new(j, "touched_bytes", fmt_json_int(g->touched_bytes));
     json_object_set_new(j, "touch_measured_blocks", fmt_json_int(g->touch_blocks));
     json_object_set_new(j, "touch_measured_bytes", fmt_json_int(g->touch_bytes));
-    char meth[64];
+    char meth[96];
     json_object_set_new(j, "touch_method",
                         g->touch_blocks ? json_string(touch_method(g, meth)) : json_null());
     if (a->growth) {

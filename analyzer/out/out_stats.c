@@ -188,6 +188,8 @@ json_t *out_stats_json(const reader_t *r, const replay_totals_t *t, const char *
     json_object_set_new(touch, "touched_bytes", fmt_json_int(t->touched_bytes));
     json_object_set_new(touch, "resident_blocks", fmt_json_int(t->touch_resident_blocks));
     json_object_set_new(touch, "sampled_blocks", fmt_json_int(t->touch_sampled_blocks));
+    json_object_set_new(touch, "pages_blocks", fmt_json_int(t->touch_pages_blocks));
+    json_object_set_new(touch, "live_blocks", fmt_json_int(t->touch_live_blocks));
     json_object_set_new(j, "touch", touch);
     if (f) {
         json_t *jf = json_object();

@@ -109,6 +109,20 @@ static bool decode_records(dchunk_t *c, const uint8_t *p, const uint8_t *end, ui
             e->touched_nz = rec.touch ? rec.touched_nz : 0;
             e->touched = rec.touch ? rec.touched : 0;
             break;
+        case HPT_REC_TOUCH_LIVE:
+            if (!keep)
+                break;
+            e = push(c);
+            e->kind = READER_TOUCH_LIVE;
+            e->touch = rec.touch;
+            e->flags = 0;
+            e->tid = tid;
+            e->time_ns = rec.time_ns;
+            e->stack = 0;
+            e->addr = rec.addr;
+            e->touched_nz = rec.touch ? rec.touched_nz : 0;
+            e->touched = rec.touch ? rec.touched : 0;
+            break;
         case HPT_REC_REALLOC:
             if (!keep)
                 break;

@@ -13,6 +13,7 @@ typedef enum reader_kind {
     READER_THREAD_END,
     READER_MODULE_LOAD,
     READER_MODULE_UNLOAD,
+    READER_TOUCH_LIVE, // a block still live at exit, and its bytes-touched measure (as FREE's)
 } reader_kind_t;
 
 typedef enum reader_alloc_kind { // reader_event_t.sub of READER_ALLOC
@@ -34,7 +35,7 @@ typedef struct reader_event {
     uint8_t kind;     // reader_kind_t
     union {
         uint8_t sub;   // READER_ALLOC: reader_alloc_kind_t; else 0
-        uint8_t touch; // READER_FREE: 0 not measured, else 1 + HPT_TOUCH_FILL or _RESIDENT
+        uint8_t touch; // READER_FREE, _TOUCH_LIVE: 0 not measured, else 1 + HPT_TOUCH_*
     };
     uint16_t flags;   // READER_FREE_OF_REALLOC
     uint32_t tid;     // 0 for process-wide records (module map at start)

@@ -247,7 +247,9 @@ Test(codec, touch_measures_round_trip) {
                  {HPT_TOUCH_FILL, 0, 0},
                  {HPT_TOUCH_FILL, 100, 7},
                  {HPT_TOUCH_FILL_SAMPLED, 1ull << 40, 3},
-                 {HPT_TOUCH_RESIDENT, 4096, 4096}};
+                 {HPT_TOUCH_RESIDENT, 4096, 4096},
+                 {HPT_TOUCH_PAGES, 5000, 300},
+                 {HPT_TOUCH_PAGES, 0, 1ull << 33}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         uint8_t buf[64], *p = buf;
         *p++ = HPT_REC_FREE;
@@ -264,7 +266,25 @@ Test(codec, touch_measures_round_trip) {
                                                                              : cases[i].nz);
         }
     }
-    // method 3 does not exist: damage, not a figure
+    // a block live at exit: its absolute address and the same touch varints
+    {
+        uint8_t buf[64], *p = buf;
+        *p++ = HPT_REC_TOUCH_LIVE;
+        p = hpt_put_varint(p, 7);
+        p = hpt_put_varint(p, 0x7f0012345670ull);
+        p = hpt_put_touch(p, HPT_TOUCH_PAGES, 8192, 100);
+        hpt_dstate_t st = {.time_ns = 10, .addr = 0x1000};
+        hpt_rec_t r;
+        cr_assert_eq(hpt_rec_decode(buf, p, &st, &r), p);
+        cr_assert_eq(r.tag, HPT_REC_TOUCH_LIVE);
+        cr_assert_eq(r.time_ns, 17);
+        cr_assert_eq(r.addr, 0x7f0012345670ull);
+        cr_assert_eq(st.addr, 0x1000, "the address is not a delta: the state stays");
+        cr_assert_eq(r.touch, 1 + HPT_TOUCH_PAGES);
+        cr_assert_eq(r.touched, 8192);
+        cr_assert_eq(r.touched_nz, 100);
+    }
+    // method 3 (pattern on resident pages) carries the non-zero count: without it, damage
     uint8_t bad[] = {HPT_REC_FREE, 1, 0, (5 << 2 | 3) + 1};
     hpt_dstate_t st = {0};
     hpt_rec_t r;

@@ -77,6 +77,8 @@ static void every_kind(rows_t *r) {
     static const uint8_t munload[] = {HPT_REC_MODULE_UNLOAD, 3, 0x80, 0x20};
     static const uint8_t sample[] = {HPT_REC_CPU_SAMPLE, 3, 0x2a, 5};
     static const uint8_t info[] = {HPT_REC_CPU_INFO, 1, 0xe5, 0x07, 4, 0, 2, 'o', 'k'};
+    // a block live at exit (issue #23): dt 3, address 0x123450, PAGES 64 bytes, nz 64 + 1
+    static const uint8_t live[] = {HPT_REC_TOUCH_LIVE, 3, 0xd0, 0xe8, 0x48, 0x84, 0x02, 2};
     r_bytes(r, tstart, sizeof tstart);
     r_bytes(r, stack, sizeof stack);
     const uint64_t h = 0x55550000a000ull;
@@ -85,6 +87,9 @@ static void every_kind(rows_t *r) {
     r_alloc(r, HPT_REC_ALIGNED, 1, 6, h + 0x1000, 4096);
     r_free(r, 80, h + 0x40, HPT_TOUCH_FILL, 3, 100);  // a block of the chunk
     r_free(r, 80, h, HPT_TOUCH_FILL_SAMPLED, 24, 16); // nz below the count
+    r_alloc(r, HPT_REC_MALLOC, 5, 5, h + 0x40000, 300000);
+    r_free(r, 80, h + 0x40000, HPT_TOUCH_PAGES, 8192, 4000); // a block of the chunk, by pages
+    r_free(r, 80, h + 0x77770, HPT_TOUCH_PAGES, 70, 1u << 21); // not of the chunk
     r_free(r, 80, h - 0x999, HPT_TOUCH_RESIDENT, 4096,
            0);                      // not 16-aligned, not of the chunk
     r_free(r, 9, 0x1234, -1, 0, 0); // not measured
@@ -102,6 +107,8 @@ static void every_kind(rows_t *r) {
             1ull << 40); // far away
     r_free(r, 0, UINT64_MAX - 15, HPT_TOUCH_FILL, 1ull << 40, 0);
     r_bytes(r, info, sizeof info);
+    r_bytes(r, live, sizeof live);
+    r_free(r, 2, h + 0x40000 + 0x1000, HPT_TOUCH_FILL, 5, 6); // after it: deltas as before
     r_bytes(r, tend, sizeof tend);
 }
 

@@ -445,6 +445,51 @@ Test(replay, sampled_sites_carry_weighted_estimates) {
     }
 }
 
+static reader_event_t live_touch_ev(uint64_t t, uint64_t addr, unsigned method, uint64_t touched,
+                                    uint64_t touched_nz) {
+    reader_event_t e = free_touch_ev(t, addr, method, touched, touched_nz);
+    e.kind = READER_TOUCH_LIVE;
+    return e;
+}
+
+// Issue #23: a block still live at exit carries its measure in a TOUCH_LIVE event: it counts
+// with the freed blocks' (calloc's by its non-zero bytes, capped at the size), stays live, and
+// moves no time; one for an address that is not live is passed over.
+Test(replay, a_block_live_at_exit_gets_its_measure_and_stays_live) {
+    for (int mode = 0; mode < 2; mode++) {
+        replay_t *rp = replay_new(NULL, NULL);
+        replay_set_mode(rp, mode ? REPLAY_SITES : 0);
+        reader_event_t c = alloc_ev(2, 0xB0, 64);
+        c.sub = READER_CALLOC;
+        reader_event_t ev[] = {
+            alloc_ev(1, 0xA0, 100),
+            c,
+            alloc_ev(3, 0xC0, 1000),
+            free_touch_ev(4, 0xC0, HPT_TOUCH_FILL, 10, 10),
+            live_touch_ev(900, 0xA0, HPT_TOUCH_PAGES, 4096, 4096), // capped at 100
+            live_touch_ev(900, 0xB0, HPT_TOUCH_FILL, 64, 8),        // calloc: 8
+            live_touch_ev(900, 0xC0, HPT_TOUCH_FILL, 5, 5),         // freed: not live
+            live_touch_ev(900, 0xE0, HPT_TOUCH_FILL, 5, 5),         // never allocated
+        };
+        feed(rp, ev, sizeof ev / sizeof ev[0]);
+        const replay_totals_t *t = replay_totals(rp);
+        cr_assert_eq(t->touch_blocks, 3, "mode %d", mode);
+        cr_assert_eq(t->touch_live_blocks, 2);
+        cr_assert_eq(t->touched_bytes, 10 + 100 + 8);
+        cr_assert_eq(t->touch_pages_blocks, 1);
+        cr_assert_eq(t->live_blocks, 2);
+        cr_assert_eq(t->last_time_ns, 4);
+        if (mode) {
+            replay_site_t s;
+            replay_site(rp, 0, &s);
+            cr_assert_eq(s.touch_blocks, 3);
+            cr_assert_eq(s.touched_bytes, 10 + 100 + 8);
+            cr_assert_eq(s.touch_bytes, 1000 + 100 + 64);
+        }
+        replay_free(rp);
+    }
+}
+
 Test(replay, sampled_peak_is_the_estimated_heap_not_the_sampled_one) {
     // the sampled heap is largest with the one big block (5000 bytes); the estimated heap with
     // ten small ones (each standing for ~10.5 blocks of its size: ~10,508 bytes in all)

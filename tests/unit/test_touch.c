@@ -6,11 +6,13 @@
 #include "config.h"
 #include "real.h"
 #include "touch.h"
+#include "touch_live.h"
 
 #include <criterion/criterion.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 // Reading fresh, never-written blocks is the point of these tests.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -102,20 +104,105 @@ Test(touch, realloc_keep_is_preserved_and_growth_stays_measurable, .init = setup
     free(q);
 }
 
-Test(touch, large_blocks_are_never_written_and_measured_by_resident_pages, .init = setup) {
+// Pages of [p, p + n) resident now.
+static size_t resident_pages(const uint8_t *p, size_t n) {
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095, e = (uintptr_t)p + n;
+    static unsigned char vec[(64u << 20) / 4096 + 2];
+    size_t pages = (e - a + 4095) / 4096, r = 0;
+    cr_assert_leq(pages, sizeof vec);
+    cr_assert_eq(mincore((void *)a, pages * 4096, vec), 0);
+    for (size_t i = 0; i < pages; i++)
+        r += vec[i] & 1;
+    return r;
+}
+
+// A fresh 8 MiB block: filling it makes no page resident, and what the program writes there
+// is counted by the pages it faulted in.
+Test(touch, a_fresh_large_block_stays_out_of_rss_and_counts_faulted_pages, .init = setup) {
     size_t n = 8u << 20;
     uint8_t *p = malloc(n);
-    hp_touch_fill(p, hp_touch_usable(p), 0); // above touch_fill_max: must not touch a byte
+    size_t before = resident_pages(p, n);
+    hp_touch_fill(p, hp_touch_usable(p), 0); // above touch_fill_max
+    cr_assert_eq(resident_pages(p, n), before, "filling made pages resident");
     hp_touch_t t;
     hp_touch_measure(p, &t);
-    cr_assert_eq(t.method, HPT_TOUCH_RESIDENT);
+    cr_assert_eq(t.method, HPT_TOUCH_PAGES);
     // a sanitizer's allocator may fill the first 4 KiB: at most 3 pages
-    cr_assert_leq(t.touched, 3 * 4096, "%llu bytes resident before any write",
-                 (unsigned long long)t.touched);
+    cr_assert_leq(t.touched, 3 * 4096, "%llu bytes before any write",
+                  (unsigned long long)t.touched);
     memset(p + (1u << 20), 1, 1u << 20);
     hp_touch_measure(p, &t);
     cr_assert_geq(t.touched, 1u << 20);
-    cr_assert_leq(t.touched, (1u << 20) + 2 * 4096 + 8192);
+    cr_assert_leq(t.touched, (1u << 20) + 2 * 4096 + 3 * 4096);
+    // zeros written to a fresh page are not counted by the non-zero figure (calloc's)
+    cr_assert_leq(t.touched_nz, (1u << 20) + 3 * 4096);
+    cr_assert_geq(t.touched_nz, 1u << 20);
+    free(p);
+}
+
+// A large block on pages an earlier owner wrote (glibc's heap after its mmap threshold rose):
+// those pages are resident, so they are filled and the program's writes count exactly; a page
+// that was not resident (dropped here with MADV_DONTNEED) counts whole once written, and not at
+// all while it is left alone.
+Test(touch, a_recycled_large_block_counts_exactly_what_its_owner_wrote, .init = setup) {
+    hp_config.touch_sample_bytes = 1u << 30; // every byte
+    size_t n = 4u << 20;
+    uint8_t *p = malloc(n);
+    size_t usable = hp_touch_usable(p);
+    memset(p, 0x11, usable); // the earlier owner's bytes
+    uint8_t *page = (uint8_t *)(((uintptr_t)p + (2u << 20)) & ~(uintptr_t)4095);
+    cr_assert_eq(madvise(page, 3 * 4096, MADV_DONTNEED), 0);
+    hp_touch_fill(p, usable, 0);
+    cr_assert_eq(resident_pages(page, 3 * 4096), 0, "a dropped page was filled");
+    memset(p + 1000, 2, 3000);   // recycled pages: exact
+    memset(p + 500000, 0, 777);  // zeros are writes too
+    page[4096 + 5] = 7;          // the middle dropped page, faulted in
+    hp_touch_t t;
+    hp_touch_measure(p, &t);
+    cr_assert_eq(t.method, HPT_TOUCH_PAGES);
+    cr_assert_eq(t.touched, 3000 + 777 + 4096, "%llu", (unsigned long long)t.touched);
+    // as a calloc block: the earlier owner's 0x11 bytes count (calloc would have zeroed them)
+    cr_assert_eq(t.touched_nz, usable - 3 * 4096 - 777 + 1);
+    free(p);
+}
+
+// The default sampling: one line a page at most, so the 1 KiB a Vec::with_capacity(1 << 20)
+// holds is reported as one page, not as 1/8 of the block.
+Test(touch, a_sampled_large_block_is_within_a_page_per_written_range, .init = setup) {
+    hp_config.touch_sample_bytes = 512;
+    size_t n = 1u << 20;
+    uint8_t *p = malloc(n);
+    size_t usable = hp_touch_usable(p);
+    memset(p, 0x11, usable);
+    hp_touch_fill(p, usable, 0);
+    memset(p, 3, 1024);
+    hp_touch_t t;
+    hp_touch_measure(p, &t);
+    cr_assert_eq(t.method, HPT_TOUCH_PAGES);
+    cr_assert_leq(t.touched, 1024 + 4096, "%llu", (unsigned long long)t.touched);
+    cr_assert_geq(t.touched + 4096, 1024);
+    memset(p, 3, usable);
+    hp_touch_measure(p, &t);
+    cr_assert_geq(t.touched + 4096, usable);
+    cr_assert_leq(t.touched, usable + 4096);
+    free(p);
+}
+
+// realloc's kept bytes of a large block are left as they are; its new tail is filled on the
+// resident pages only.
+Test(touch, a_large_realloc_tail_is_measured_like_a_new_block, .init = setup) {
+    hp_config.touch_sample_bytes = 1u << 30;
+    size_t n = 2u << 20;
+    uint8_t *p = malloc(n);
+    size_t usable = hp_touch_usable(p);
+    memset(p, 0x11, usable);
+    size_t keep = 300000;
+    hp_touch_fill(p, usable, keep);
+    for (size_t i = 0; i < keep; i++)
+        cr_assert_eq(p[i], 0x11, "kept byte %zu overwritten", i);
+    hp_touch_t t;
+    hp_touch_measure(p, &t);
+    cr_assert_eq(t.touched, keep, "the kept bytes count as touched, the tail not");
     free(p);
 }
 
@@ -143,4 +230,138 @@ Test(touch, glibc_chunk_header_gives_the_usable_size) {
 #endif
     for (size_t i = 0; i < n; i++)
         hp_real.free(blocks[i]);
+}
+
+// ---- blocks live at exit (touch_live.c, hp_touch_measure_live) ----
+
+#if !defined(__SANITIZE_ADDRESS__) // the live measure reads glibc's chunk header
+// The measure made by copying agrees with the one made in place, for blocks of every method,
+// and a block whose memory is gone gives no figure instead of a fault.
+Test(touch_live, the_copying_measure_agrees_and_survives_unmapped_blocks, .init = setup) {
+    hp_touch_init();
+    hp_config.touch_sample_bytes = 512;
+    // a group of blocks of every method (some larger than one copy batch), with a mapping that
+    // is gone among them: what a block freed by another thread at exit can be
+    static const size_t sizes[] = {24, 500, 3000, 100000, 0, 1u << 20, 9u << 20, 70000};
+    enum { N = sizeof sizes / sizeof *sizes };
+    uint64_t addr[N];
+    hp_touch_t want[N], got[N];
+    for (size_t i = 0; i < N; i++) {
+        if (!sizes[i]) {
+            uint8_t *m = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            cr_assert_neq(m, MAP_FAILED);
+            cr_assert_eq(munmap(m, 3 * 4096), 0);
+            addr[i] = (uint64_t)(uintptr_t)(m + 16);
+            want[i].method = -1;
+            continue;
+        }
+        uint8_t *p = hp_real.malloc(sizes[i]);
+        size_t usable = hp_touch_usable(p);
+        memset(p, 0x11, usable); // an earlier owner's bytes (for the large ones: resident)
+        hp_touch_fill(p, usable, 0);
+        memset(p + sizes[i] / 3, 0, sizes[i] / 4);
+        hp_touch_measure(p, &want[i]);
+        cr_assert_geq(want[i].method, 0, "size %zu", sizes[i]);
+        addr[i] = (uint64_t)(uintptr_t)p;
+    }
+    for (int sampled = 0; sampled < 2; sampled++) {
+        hp_config.touch_sample_bytes = sampled ? 512 : 1u << 30;
+        for (size_t i = 0; i < N; i++)
+            if (sizes[i])
+                hp_touch_measure((void *)(uintptr_t)addr[i], &want[i]);
+        hp_touch_measure_live(addr, N, got);
+        for (size_t i = 0; i < N; i++) {
+            cr_assert_eq(got[i].method, want[i].method, "size %zu", sizes[i]);
+            if (want[i].method < 0)
+                continue;
+            cr_assert_eq(got[i].touched, want[i].touched, "size %zu", sizes[i]);
+            cr_assert_eq(got[i].touched_nz, want[i].touched_nz, "size %zu", sizes[i]);
+        }
+    }
+    for (size_t i = 0; i < N; i++)
+        if (sizes[i])
+            hp_real.free((void *)(uintptr_t)addr[i]);
+}
+#endif
+
+static uint8_t *put_alloc(uint8_t *p, hpt_dstate_t *st, uint64_t addr) {
+    *p++ = HPT_REC_MALLOC;
+    p = hpt_put_varint(p, 0);
+    p = hpt_put_varint(p, 1);
+    p = hpt_put_varint(p, hpt_zigzag((int64_t)(addr - st->addr)));
+    st->addr = addr;
+    return hpt_put_varint(p, 64);
+}
+
+static uint8_t *put_free(uint8_t *p, hpt_dstate_t *st, uint64_t addr) {
+    *p++ = HPT_REC_FREE;
+    p = hpt_put_varint(p, 0);
+    p = hpt_put_varint(p, hpt_zigzag((int64_t)(addr - st->addr)));
+    st->addr = addr;
+    return hpt_put_touch(p, -1, 0, 0);
+}
+
+static uint8_t *put_realloc(uint8_t *p, hpt_dstate_t *st, uint64_t old, uint64_t addr) {
+    *p++ = HPT_REC_REALLOC;
+    p = hpt_put_varint(p, 0);
+    p = hpt_put_varint(p, 0);
+    p = hpt_put_varint(p, 1);
+    p = hpt_put_varint(p, hpt_zigzag((int64_t)(old - st->addr)));
+    st->addr = old;
+    p = hpt_put_varint(p, hpt_zigzag((int64_t)(addr - st->addr)));
+    st->addr = addr;
+    return hpt_put_varint(p, 128);
+}
+
+// Drains of two threads' records in either order leave the same live set: counts per address,
+// a realloc that moved ends its old block, one in place keeps it, a free drained before its
+// allocation cancels out; and the table grows past its first size and shrinks again.
+Test(touch_live, the_live_set_does_not_depend_on_drain_order) {
+    static uint8_t a[1 << 16], b[1 << 16];
+    hpt_dstate_t sa = {0}, sb = {0};
+    uint8_t *pa = a, *pb = b;
+    // thread A: 0x1000 and 0x2000 allocated, 0x2000 grown in place, 0x1000 moved to 0x3000;
+    // 0x5000 allocated (thread B frees it)
+    pa = put_alloc(pa, &sa, 0x1000);
+    pa = put_alloc(pa, &sa, 0x2000);
+    pa = put_realloc(pa, &sa, 0x2000, 0x2000);
+    pa = put_realloc(pa, &sa, 0x1000, 0x3000);
+    pa = put_alloc(pa, &sa, 0x5000);
+    // thread B: frees 0x5000, then allocates it again and 0x6000, and frees 0x6000
+    pb = put_free(pb, &sb, 0x5000);
+    pb = put_alloc(pb, &sb, 0x5000);
+    pb = put_alloc(pb, &sb, 0x6000);
+    pb = put_free(pb, &sb, 0x6000);
+    for (int order = 0; order < 2; order++) {
+        hp_touch_live_fork_child(); // an empty table
+        if (order == 0) {
+            hp_touch_live_note(a, pa, (hpt_dstate_t){0});
+            hp_touch_live_note(b, pb, (hpt_dstate_t){0});
+        } else {
+            hp_touch_live_note(b, pb, (hpt_dstate_t){0});
+            hp_touch_live_note(a, pa, (hpt_dstate_t){0});
+        }
+        cr_assert_eq(hp_touch_live_count(), 3, "order %d", order);
+        cr_assert(hp_touch_live_has(0x2000) && hp_touch_live_has(0x3000) &&
+                  hp_touch_live_has(0x5000));
+        cr_assert(!hp_touch_live_has(0x1000) && !hp_touch_live_has(0x6000));
+    }
+    // 40,000 blocks (the table starts at 16 K slots), then every other one freed
+    hp_touch_live_fork_child();
+    static uint8_t big[40000 * 16];
+    hpt_dstate_t s = {0};
+    uint8_t *p = big;
+    for (uint64_t i = 0; i < 40000; i++)
+        p = put_alloc(p, &s, 0x10000 + i * 48);
+    hp_touch_live_note(big, p, (hpt_dstate_t){0});
+    s = (hpt_dstate_t){0};
+    p = big;
+    for (uint64_t i = 0; i < 40000; i += 2)
+        p = put_free(p, &s, 0x10000 + i * 48);
+    hp_touch_live_note(big, p, (hpt_dstate_t){0});
+    cr_assert_eq(hp_touch_live_count(), 20000);
+    for (uint64_t i = 0; i < 40000; i++)
+        cr_assert_eq(hp_touch_live_has(0x10000 + i * 48), i % 2 == 1, "block %llu",
+                     (unsigned long long)i);
 }
