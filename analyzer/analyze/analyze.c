@@ -7,6 +7,7 @@
 #include "core/fmt.h"
 #include "core/hmap.h"
 #include "core/xalloc.h"
+#include "model/replay_par.h"
 #include "trace/readahead.h"
 
 #include <inttypes.h>
@@ -161,16 +162,26 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     int got;
     uint64_t n_batches = 0, offset = 0;
     warm_t warm = {0};
+    // totals alone split over threads (replay_par.h); per-site figures, growth chains and the
+    // timeline need one ordered pass and stay on this thread (docs/design.md)
+    unsigned par_threads = replay_par_threads();
+    replay_par_t *par = NULL;
+    if (o->totals_only && !(mode & REPLAY_SITES) && !a->growth && !a->timeline && par_threads >= 2)
+        par = replay_par_new(a->rp, par_threads, a->filter ? filter_keep : NULL, a->filter);
     readahead_t *ra = readahead_new(r, o->totals_only ? NULL : warm_idle, &warm);
     while ((got = readahead_next(ra, &batch, &n, &offset, err)) == 1) {
         if (a->timeline)
             timeline_events(a->timeline, a->rp, batch, n);
+        else if (par)
+            replay_par_events(par, batch, n);
         else
             replay_events(a->rp, batch, n);
         if ((++n_batches & 63) == 0)
             progress_tick(&p, "reading", offset, size, size_text);
     }
     readahead_free(ra);
+    if (par)
+        replay_par_finish(par); // after an error too: it joins the threads
     progress_done(&p);
     warm_drop_outdated(&warm, r);
     if (got < 0) {

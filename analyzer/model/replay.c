@@ -69,7 +69,17 @@ struct replay {
     uint32_t last_site;                     // the site the latest change touched (timeline.c)
     replay_companion_fn companion_alloc, companion_free; // NULL: no companion
     void *companion_ctx;
+    unsigned shard_bits; // a shard of 2^shard_bits (replay_set_shard); 0: the whole stream
 };
+
+// The live table's key of a block: with shards, the address without the bits that chose the
+// shard, so each shard's keys stay dense (an ordered table homes key k in slot k mod capacity;
+// keys with gaps would leave most of its slots unused). Groups of 64 consecutive serials go to
+// one shard, keeping blocks made together in one cache line. Without shards it is addr itself.
+static inline uint64_t live_key(const replay_t *rp, uint64_t addr) {
+    return ((addr >> (REPLAY_SHARD_GROUP_BITS + rp->shard_bits)) << REPLAY_SHARD_GROUP_BITS) |
+           (addr & ((1u << REPLAY_SHARD_GROUP_BITS) - 1));
+}
 
 replay_t *replay_new(replay_keep_fn keep, void *keep_ctx) {
     replay_t *rp = xcalloc(1, sizeof *rp);
@@ -126,13 +136,13 @@ void replay_set_companion(replay_t *rp, size_t words, replay_companion_fn on_all
 }
 
 replay_block_t *replay_block(const replay_t *rp, uint64_t addr) {
-    return hmap_get(&rp->live, addr);
+    return hmap_get(&rp->live, live_key(rp, addr));
 }
 
 // The slot of a new block at ev->addr; the companion writes its words first. The slot is
 // valid until the next change of the live table.
 static inline live_block_t *put_block(replay_t *rp, const reader_event_t *ev, bool *existed) {
-    live_block_t *b = hmap_put(&rp->live, ev->addr, existed);
+    live_block_t *b = hmap_put(&rp->live, live_key(rp, ev->addr), existed);
     if (rp->companion_alloc)
         rp->companion_alloc(rp->companion_ctx, ev, b);
     return b;
@@ -299,7 +309,7 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
 static inline const live_block_t *free_block(replay_t *rp, const reader_event_t *ev) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    live_block_t *b = hmap_take_ref(&rp->live, ev->addr);
+    live_block_t *b = hmap_take_ref(&rp->live, live_key(rp, ev->addr));
     if (!b) {
         t->n_unknown_frees++;
         if (!rp->filtered) {
@@ -448,17 +458,17 @@ void replay_event(replay_t *rp, const reader_event_t *ev) { replay_one(rp, ev); 
 void replay_events(replay_t *rp, const reader_event_t *ev, size_t n) {
     size_t i = 0;
     for (size_t k = 0; k < n && k < PREFETCH_AHEAD; k++)
-        hmap_prefetch(&rp->live, ev[k].addr);
+        hmap_prefetch(&rp->live, live_key(rp, ev[k].addr));
     if (rp->live.ordered) {
         // the common table: the slot address without hmap_prefetch's choice of rule per event
         // (a table that stops being ordered within the batch only gets useless hints)
         for (; i + PREFETCH_AHEAD < n; i++) {
-            hmap_prefetch_ordered(&rp->live, ev[i + PREFETCH_AHEAD].addr);
+            hmap_prefetch_ordered(&rp->live, live_key(rp, ev[i + PREFETCH_AHEAD].addr));
             replay_one(rp, &ev[i]);
         }
     }
     for (; i + PREFETCH_AHEAD < n; i++) {
-        hmap_prefetch(&rp->live, ev[i + PREFETCH_AHEAD].addr);
+        hmap_prefetch(&rp->live, live_key(rp, ev[i + PREFETCH_AHEAD].addr));
         replay_one(rp, &ev[i]);
     }
     for (; i < n; i++)
@@ -469,4 +479,76 @@ const replay_totals_t *replay_totals(const replay_t *rp) { return &rp->t; }
 
 uint32_t replay_last_site(const replay_t *rp) { return rp->last_site; }
 
-void replay_prefetch(const replay_t *rp, uint64_t addr) { hmap_prefetch(&rp->live, addr); }
+void replay_prefetch(const replay_t *rp, uint64_t addr) {
+    hmap_prefetch(&rp->live, live_key(rp, addr));
+}
+
+// ---- shards (replay_par.c) ----
+
+void replay_set_shard(replay_t *rp, unsigned shard_bits) { rp->shard_bits = shard_bits; }
+
+void replay_shard_events(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
+                         uint32_t *idx, replay_step_t *steps) {
+    // this shard's events first, so the loop below can prefetch its own blocks ahead
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        idx[m] = (uint32_t)i;
+        m += replay_shard_of(ev[i].addr, rp->shard_bits) == shard;
+    }
+    replay_totals_t *t = &rp->t;
+    for (size_t k = 0; k < m && k < PREFETCH_AHEAD; k++)
+        hmap_prefetch(&rp->live, live_key(rp, ev[idx[k]].addr));
+    for (size_t k = 0; k < m; k++) {
+        if (k + PREFETCH_AHEAD < m)
+            hmap_prefetch(&rp->live, live_key(rp, ev[idx[k + PREFETCH_AHEAD]].addr));
+        const reader_event_t *e = &ev[idx[k]];
+        uint64_t bytes = t->live_bytes, blocks = t->live_blocks, allocs = t->n_blocks;
+        replay_one(rp, e);
+        steps[idx[k]] = (replay_step_t){
+            .live_bytes = t->live_bytes - bytes, // modulo 2^64: a decrease wraps, adds back
+            .live_blocks = t->live_blocks - blocks,
+            .counted_alloc = t->n_blocks != allocs,
+        };
+    }
+}
+
+void replay_totals_add(replay_totals_t *into, const replay_totals_t *from) {
+    into->n_blocks += from->n_blocks;
+    into->n_bytes += from->n_bytes;
+    into->n_frees += from->n_frees;
+    into->n_events += from->n_events;
+    into->live_bytes += from->live_bytes;
+    into->live_blocks += from->live_blocks;
+    into->n_unknown_frees += from->n_unknown_frees;
+    into->n_double_allocs += from->n_double_allocs;
+    into->touch_blocks += from->touch_blocks;
+    into->touch_bytes += from->touch_bytes;
+    into->touched_bytes += from->touched_bytes;
+    into->touch_resident_blocks += from->touch_resident_blocks;
+    into->touch_sampled_blocks += from->touch_sampled_blocks;
+    for (unsigned k = 0; k < REPLAY_SIZE_BUCKETS; k++) {
+        into->size_blocks[k] += from->size_blocks[k];
+        into->size_bytes[k] += from->size_bytes[k];
+    }
+    if (from->last_time_ns > into->last_time_ns)
+        into->last_time_ns = from->last_time_ns;
+    // not sums: n_threads (replay_merge_shard unites the sets), the peak (replay_par.c's scan)
+}
+
+void replay_merge_shard(replay_t *into, const replay_t *shard) {
+    replay_totals_add(&into->t, &shard->t);
+    size_t it = 0;
+    uint64_t tid;
+    while (hmap_next(&shard->tids, &it, &tid)) {
+        bool existed;
+        hmap_put(&into->tids, tid, &existed);
+        if (!existed)
+            into->t.n_threads++;
+    }
+}
+
+void replay_set_peak(replay_t *rp, uint64_t bytes, uint64_t blocks, uint64_t time_ns) {
+    rp->t.peak_bytes = bytes;
+    rp->t.peak_blocks = blocks;
+    rp->t.peak_time_ns = time_ns;
+}

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+// replay_par: replay's totals (the `stats` figures, replay mode 0) on several threads. Blocks are
+// split by address over 2^k shards, each a replay_t of its own on a thread of its own; every
+// batch of events goes to all shards at once, each applies the events of its blocks, and the
+// caller's thread then adds up the shards' per-event changes of live bytes in stream order to
+// find the global peak, the one figure that needs the order of all events. Every figure is the
+// one-thread replay's, exactly (docs/design.md, "Replay across cores").
+// Memory: the live blocks (spread over the shards' tables), one set of thread ids per shard,
+// and one batch in flight: 16 bytes a step + 4 an index per shard + a copy of small batches.
+#ifndef HEAPPROF_ANALYZER_REPLAY_PAR_H
+#define HEAPPROF_ANALYZER_REPLAY_PAR_H
+
+#include "model/replay.h"
+#include "trace/reader.h"
+
+#include <stddef.h>
+
+#define REPLAY_PAR_THREADS_MAX 16u
+
+// Threads for replay: HEAPPROF_REPLAY_THREADS (0-16) if set, else half the online CPUs (the
+// reader and its decoders use the rest), at most 16; rounded down to a power of two. 0 or 1:
+// replay on the caller's thread alone (replay_events), as on a machine of two CPUs.
+unsigned replay_par_threads(void);
+
+typedef struct replay_par replay_par_t;
+
+// Replays into `into` (made by replay_new in totals mode, no events applied, no companion) on
+// n_threads threads (a power of two >= 2, at most REPLAY_PAR_THREADS_MAX), the caller's
+// included. keep as for replay_new; it runs on the caller's thread only. If threads cannot be
+// made the caller's thread does their work: slower, the same figures. Allocates (exits on OOM).
+replay_par_t *replay_par_new(replay_t *into, unsigned n_threads, replay_keep_fn keep,
+                             void *keep_ctx);
+
+// Rounds of at least min_events events (gathered from smaller batches) and at most max_events
+// (>= 1; the defaults are 16384 and 2^20). For tests, whose rounds must be small enough that
+// blocks and peaks cross from one round to the next. Call before the first event.
+void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events);
+
+// Applies ev[0..n) in order (as replay_events). ev needs to stay valid only during the call.
+void replay_par_events(replay_par_t *p, const reader_event_t *ev, size_t n);
+
+// Applies what is still held back, stops the threads, writes the totals into `into` and frees
+// p. `into`'s totals are complete only after this.
+void replay_par_finish(replay_par_t *p);
+
+#endif
