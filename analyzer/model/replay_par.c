@@ -153,9 +153,9 @@ replay_par_t *replay_par_new(replay_t *into, unsigned n_threads, replay_keep_fn 
         pthread_attr_destroy(&attr);
     // thread i works on shards i, i + n_threads, ...: with fewer threads than shards the
     // caller's thread and the others share the rest (set before the first round starts)
+    p->threads[0].p = p; // the others' was set before they started, and they read it at once
     pthread_mutex_lock(&p->lock);
     for (unsigned i = 0; i < p->n_threads; i++) {
-        p->threads[i].p = p;
         p->threads[i].first = i;
         p->threads[i].step = p->n_threads;
     }
