@@ -143,7 +143,8 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     if (defs)
         a->filter = filter_new(defs, o->from_module, o->through_function);
     a->rp = a->filter ? replay_new(filter_keep, a->filter) : replay_new(NULL, NULL);
-    replay_set_mode(a->rp, o->totals_only ? mode : mode | REPLAY_SITES);
+    unsigned rp_mode = o->totals_only ? mode : mode | REPLAY_SITES;
+    replay_set_mode(a->rp, rp_mode);
     if (o->growth) {
         a->growth = growth_new(o->short_ns);
         growth_attach(a->growth, a->rp); // replay's events now feed growth too
@@ -162,12 +163,13 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     int got;
     uint64_t n_batches = 0, offset = 0;
     warm_t warm = {0};
-    // totals alone split over threads (replay_par.h); per-site figures, growth chains and the
-    // timeline need one ordered pass and stay on this thread (docs/design.md)
+    // the live table split over threads (replay_par.h); growth chains and the timeline keep
+    // words per block in replay's table and read it after each event: one thread for them
     unsigned par_threads = replay_par_threads();
     replay_par_t *par = NULL;
-    if (o->totals_only && !(mode & REPLAY_SITES) && !a->growth && !a->timeline && par_threads >= 2)
-        par = replay_par_new(a->rp, par_threads, a->filter ? filter_keep : NULL, a->filter);
+    if (!a->growth && !a->timeline && par_threads >= 2)
+        par = replay_par_new(a->rp, rp_mode, par_threads, a->filter ? filter_keep : NULL,
+                             a->filter);
     readahead_t *ra = readahead_new(r, o->totals_only ? NULL : warm_idle, &warm);
     while ((got = readahead_next(ra, &batch, &n, &offset, err)) == 1) {
         if (a->timeline)

@@ -15,6 +15,8 @@
 
 #define BLOCK_COUNTED (1ull << 63) // in live_block.stack: the block passed the filter
 #define BLOCK_ZEROED (1ull << 62)  // a calloc block (its touch is touched_nz)
+#define BLOCK_PENDING (1ull << 61) // a shard's block whose site the scan has not told it yet:
+                                   // the low 32 bits are its allocation's index in the round
 #define SEEN_TIDS 64u
 #define THREAD_SLOTS 64u  // direct-mapped per-thread state; the rest spills to a hash map
 #define STACK_SLOTS 1024u // direct-mapped stack id -> site index cache
@@ -44,6 +46,11 @@ typedef struct thread_state {
     uint64_t last_addr, last_time_ns; // this thread's latest allocation
 } thread_state_t;
 
+typedef struct replay_fix {
+    uint64_t addr;
+    uint32_t index; // the allocation's index in its round
+} replay_fix_t;
+
 typedef struct stack_slot {
     uint64_t stack;
     uint64_t site; // index + 1; 0 = empty
@@ -70,6 +77,8 @@ struct replay {
     replay_companion_fn companion_alloc, companion_free; // NULL: no companion
     void *companion_ctx;
     unsigned shard_bits; // a shard of 2^shard_bits (replay_set_shard); 0: the whole stream
+    replay_fix_t *fix;   // a shard's pending blocks of the last round (replay_shard_find)
+    size_t n_fix, fix_cap;
 };
 
 // The live table's key of a block: with shards, the address without the bits that chose the
@@ -102,6 +111,7 @@ void replay_free(replay_t *rp) {
     hmap_fini(&rp->site_of);
     hmap_fini(&rp->spilled);
     free(rp->sites);
+    free(rp->fix);
     free(rp);
 }
 
@@ -551,4 +561,180 @@ void replay_set_peak(replay_t *rp, uint64_t bytes, uint64_t blocks, uint64_t tim
     rp->t.peak_bytes = bytes;
     rp->t.peak_blocks = blocks;
     rp->t.peak_time_ns = time_ns;
+}
+
+// ---- shards with per-site figures (REPLAY_SITES): the table in the shards, the rest in order ----
+// A shard only looks blocks up (the part that misses the cache) and reports what it found; the
+// scan on one thread applies the events in stream order with what the shards found, through the
+// same steps as on_alloc_sites / on_free_sites (keep the two in step: test_replay_par compares
+// every figure with one thread). A shard stores a new block before its site is known (a realloc
+// takes the site of the block it replaced, which may sit in another shard): it marks it
+// BLOCK_PENDING with the allocation's index in the round, the scan resolves such marks within
+// the round through site_of, and the shard rewrites them at the start of the next round.
+
+void replay_shard_fix(replay_t *rp, const uint32_t *site_of) {
+    for (size_t k = 0; k < rp->n_fix; k++) {
+        live_block_t *b = hmap_get(&rp->live, live_key(rp, rp->fix[k].addr));
+        // a block that is still the one allocated at that index of the round (not freed, or
+        // freed and made again at the same address by a later allocation of its own)
+        if (b && (b->stack & BLOCK_PENDING) && (uint32_t)b->stack == rp->fix[k].index)
+            b->stack = (b->stack & (BLOCK_COUNTED | BLOCK_ZEROED)) | site_of[rp->fix[k].index];
+    }
+    rp->n_fix = 0;
+}
+
+void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
+                       uint32_t *idx, const uint8_t *verdict, replay_found_t *found) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        idx[m] = (uint32_t)i;
+        m += replay_shard_of(ev[i].addr, rp->shard_bits) == shard;
+    }
+    for (size_t k = 0; k < m && k < PREFETCH_AHEAD; k++)
+        hmap_prefetch(&rp->live, live_key(rp, ev[idx[k]].addr));
+    for (size_t k = 0; k < m; k++) {
+        if (k + PREFETCH_AHEAD < m)
+            hmap_prefetch(&rp->live, live_key(rp, ev[idx[k + PREFETCH_AHEAD]].addr));
+        uint32_t i = idx[k];
+        const reader_event_t *e = &ev[i];
+        replay_found_t *f = &found[i];
+        if (e->kind == READER_ALLOC) {
+            bool existed;
+            live_block_t *b = hmap_put(&rp->live, live_key(rp, e->addr), &existed);
+            *f = existed ? (replay_found_t){b->size, b->time_ns, b->stack, 1}
+                         : (replay_found_t){0, 0, 0, 0};
+            bool counted = !verdict || verdict[i];
+            uint64_t size = e->size;
+            if (size == 0 && (rp->mode & REPLAY_DHAT))
+                size = 1;
+            b->size = size;
+            b->time_ns = e->time_ns;
+            b->stack = 0;
+            if (counted) {
+                b->stack = BLOCK_PENDING | i | BLOCK_COUNTED |
+                           (e->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
+                rp->fix = xgrow(rp->fix, &rp->fix_cap, rp->n_fix + 1, sizeof *rp->fix);
+                rp->fix[rp->n_fix++] = (replay_fix_t){.addr = e->addr, .index = i};
+            }
+        } else if (e->kind == READER_FREE) {
+            live_block_t *b = hmap_take_ref(&rp->live, live_key(rp, e->addr));
+            *f = b ? (replay_found_t){b->size, b->time_ns, b->stack, 1}
+                   : (replay_found_t){0, 0, 0, 0};
+        }
+    }
+}
+
+// The site of a block a shard found: resolved through this round's site_of if still pending.
+static inline uint32_t found_site(const replay_found_t *f, const uint32_t *site_of) {
+    return f->stack & BLOCK_PENDING ? site_of[(uint32_t)f->stack] : (uint32_t)f->stack;
+}
+
+// on_alloc_sites without the table: the old block at the address (if any) is what the shard found.
+static void scan_alloc(replay_t *rp, const reader_event_t *ev, const replay_found_t *f,
+                       bool counted, uint32_t *site_of_ev, const uint32_t *site_of) {
+    replay_totals_t *t = &rp->t;
+    uint64_t size = ev->size;
+    if (size == 0 && (rp->mode & REPLAY_DHAT))
+        size = 1;
+    if (f->had) {
+        t->n_double_allocs++;
+        if (f->stack & BLOCK_COUNTED) {
+            t->live_bytes -= f->size;
+            t->live_blocks--;
+            live_block_t old = {f->size, f->time_ns, f->stack};
+            site_release(rp, found_site(f, site_of), &old, ev->time_ns);
+        }
+    }
+    if (!counted)
+        return;
+    thread_state_t *ts = thread_state(rp, ev->tid);
+    uint32_t idx;
+    if (ev->sub == READER_REALLOC && ev->old_addr && ts->has_pending &&
+        ts->pending_addr == ev->old_addr)
+        idx = ts->pending_site;
+    else
+        idx = site_index(rp, ev->stack);
+    *site_of_ev = idx;
+    ts->has_pending = false;
+    ts->last_addr = ev->addr;
+    ts->last_time_ns = ev->time_ns;
+
+    site_acc_t *s = &rp->sites[idx];
+    site_touch(rp, s, idx);
+    s->blocks++;
+    s->bytes += size;
+    s->live_bytes += size;
+    s->live_blocks++;
+    s->birth_sum_ns += ev->time_ns;
+    if (s->live_bytes > s->max_bytes) {
+        s->max_bytes = s->live_bytes;
+        s->max_blocks = s->live_blocks;
+    }
+
+    note_thread(rp, ev->tid);
+    t->n_blocks++;
+    t->n_bytes += size;
+    count_size(t, ev->size);
+    t->n_events++;
+    t->live_blocks++;
+    t->live_bytes += size;
+    if (t->live_bytes > t->peak_bytes ||
+        (t->live_bytes == t->peak_bytes && (rp->mode & REPLAY_DHAT))) {
+        t->peak_bytes = t->live_bytes;
+        t->peak_blocks = t->live_blocks;
+        t->peak_time_ns = ev->time_ns;
+        rp->epoch++;
+    }
+}
+
+// free_block and on_free_sites without the table.
+static void scan_free(replay_t *rp, const reader_event_t *ev, const replay_found_t *f,
+                      const uint32_t *site_of) {
+    replay_totals_t *t = &rp->t;
+    bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
+    if (!f->had) {
+        t->n_unknown_frees++;
+        if (!rp->filtered) {
+            note_thread(rp, ev->tid);
+            t->n_events += !realloc_half;
+        }
+        return;
+    }
+    if (!(f->stack & BLOCK_COUNTED))
+        return;
+    note_thread(rp, ev->tid);
+    t->live_bytes -= f->size;
+    t->live_blocks--;
+    const live_block_t b = {f->size, f->time_ns, f->stack};
+    uint32_t idx = found_site(f, site_of);
+    site_release(rp, idx, &b, ev->time_ns);
+    if (ev->touch)
+        add_touched(rp, &rp->sites[idx], ev, &b);
+    thread_state_t *ts = thread_state(rp, ev->tid);
+    if (realloc_half) {
+        ts->has_pending = true;
+        ts->pending_addr = ev->addr;
+        ts->pending_site = idx;
+        return;
+    }
+    t->n_frees++;
+    t->n_events++;
+    if (ts->last_addr == ev->addr && ts->last_time_ns == b.time_ns) {
+        rp->sites[idx].temp_blocks++;
+        rp->sites[idx].temp_bytes += b.size;
+        ts->last_addr = 0;
+    }
+}
+
+void replay_scan_sites(replay_t *rp, const reader_event_t *ev, size_t n,
+                       const replay_found_t *found, const uint8_t *verdict, uint32_t *site_of) {
+    for (size_t i = 0; i < n; i++) {
+        const reader_event_t *e = &ev[i];
+        if (e->time_ns > rp->t.last_time_ns)
+            rp->t.last_time_ns = e->time_ns;
+        if (e->kind == READER_ALLOC)
+            scan_alloc(rp, e, &found[i], !verdict || verdict[i], &site_of[i], site_of);
+        else if (e->kind == READER_FREE)
+            scan_free(rp, e, &found[i], site_of);
+    }
 }

@@ -171,6 +171,27 @@ void replay_totals_add(replay_totals_t *into, const replay_totals_t *from);
 // Adds a finished shard's totals into into (which saw no events itself), threads as a union.
 void replay_merge_shard(replay_t *into, const replay_t *shard);
 
+// With REPLAY_SITES the shards only look blocks up (replay_shard_find) and one thread applies
+// every event in order with what they found (replay_scan_sites): site indexes, the per-thread
+// state, each site's own maximum and the peak snapshot need the order of all events.
+typedef struct replay_found {
+    uint64_t size, time_ns, stack; // the block at the address (replay's own stack word)
+    uint64_t had;                  // 1: a block was there (freed, or replaced by an allocation)
+} replay_found_t;
+
+// Shard side: first rewrites the blocks of the previous round whose site was still open, from
+// that round's site_of (NULL before the first round), then for the events of ev[0..n) in this
+// shard takes out freed blocks, stores allocated ones (verdict: keep's answer per event, NULL:
+// all count) and writes found[i]. rp: made with the scan's mode, replay_set_shard.
+void replay_shard_fix(replay_t *rp, const uint32_t *site_of);
+void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
+                       uint32_t *idx, const uint8_t *verdict, replay_found_t *found);
+
+// Scan side, on rp (REPLAY_SITES, no events of its own table): applies ev[0..n) in order with
+// found[]; writes site_of[i] for each counted allocation (n entries), for the shards' next fix.
+void replay_scan_sites(replay_t *rp, const reader_event_t *ev, size_t n,
+                       const replay_found_t *found, const uint8_t *verdict, uint32_t *site_of);
+
 // Sets the global peak found by the ordered scan over the shards' steps.
 void replay_set_peak(replay_t *rp, uint64_t bytes, uint64_t blocks, uint64_t time_ns);
 

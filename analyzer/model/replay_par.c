@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Replay's totals on shard threads. One round per batch: the caller's thread publishes a batch,
-// every thread (the caller's too) applies its shards' events and writes their steps, and once
-// all are done the caller's thread scans the steps in order for the global peak. Rounds are
+// Replay on shard threads. One round per batch: the caller's thread publishes a batch, every
+// thread (the caller's too) applies its shards' events and writes their steps (totals) or what
+// they found (sites), and once all are done the caller's thread scans them in order: for the
+// global peak, or to apply every event to the sites (replay_scan_sites). Rounds are
 // lock-step because a reader batch is valid only until the next one is read; batches smaller
 // than ROUND_MIN are copied together first so the hand-over (two wake-ups a round) stays below
 // a nanosecond an event. A thread works only on its own shards' tables; the batch, the steps
@@ -50,6 +51,12 @@ struct replay_par {
     size_t verdict_cap;
     replay_keep_fn keep;
     void *keep_ctx;
+    bool sites;              // REPLAY_SITES: shards find, the scan applies (replay_scan_sites)
+    replay_found_t *found;   // with sites: what the shards found, per event of the round
+    size_t found_cap;
+    uint32_t *site_of;       // with sites: the site of each counted allocation of the last round
+    size_t site_of_cap;
+    bool fix_ready;          // site_of holds a finished round (the shards' fix may read it)
 
     reader_event_t *held; // small batches gathered for the next round
     size_t n_held, held_cap;
@@ -88,8 +95,15 @@ static bool verdict_keep(void *ctx, const reader_event_t *ev) {
 static void work(replay_par_t *p, shard_thread_t *th) {
     if (th->idx_cap < p->n)
         th->idx = xgrow(th->idx, &th->idx_cap, p->n, sizeof *th->idx);
-    for (unsigned s = th->first; s < p->n_shards; s += th->step)
-        replay_shard_events(p->shards[s], p->ev, p->n, s, th->idx, p->steps);
+    for (unsigned s = th->first; s < p->n_shards; s += th->step) {
+        if (p->sites) {
+            replay_shard_fix(p->shards[s], p->fix_ready ? p->site_of : NULL);
+            replay_shard_find(p->shards[s], p->ev, p->n, s, th->idx, p->keep ? p->verdict : NULL,
+                              p->found);
+        } else {
+            replay_shard_events(p->shards[s], p->ev, p->n, s, th->idx, p->steps);
+        }
+    }
 }
 
 static void *shard_main(void *arg) {
@@ -113,8 +127,8 @@ static void *shard_main(void *arg) {
     return NULL;
 }
 
-replay_par_t *replay_par_new(replay_t *into, unsigned n_threads, replay_keep_fn keep,
-                             void *keep_ctx) {
+replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
+                             replay_keep_fn keep, void *keep_ctx) {
     replay_par_t *p = xcalloc(1, sizeof *p);
     if (n_threads < 1)
         n_threads = 1;
@@ -130,8 +144,11 @@ replay_par_t *replay_par_new(replay_t *into, unsigned n_threads, replay_keep_fn 
     p->keep_ctx = keep_ctx;
     p->round_min = ROUND_MIN;
     p->round_max = ROUND_MAX;
+    p->sites = mode & (REPLAY_SITES | REPLAY_DHAT);
     for (unsigned s = 0; s < p->n_shards; s++) {
-        p->shards[s] = keep ? replay_new(verdict_keep, p) : replay_new(NULL, NULL);
+        // with sites the shards never ask keep: replay_shard_find reads the verdicts itself
+        p->shards[s] = keep && !p->sites ? replay_new(verdict_keep, p) : replay_new(NULL, NULL);
+        replay_set_mode(p->shards[s], mode);
         replay_set_shard(p->shards[s], p->shard_bits);
     }
     pthread_mutex_init(&p->lock, NULL);
@@ -165,8 +182,14 @@ replay_par_t *replay_par_new(replay_t *into, unsigned n_threads, replay_keep_fn 
 
 // One round over ev[0..n): all shards in parallel, then the ordered scan for the peak.
 static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
-    if (p->steps_cap < n)
+    if (p->sites) {
+        if (p->found_cap < n)
+            p->found = xgrow(p->found, &p->found_cap, n, sizeof *p->found);
+        if (p->site_of_cap < n)
+            p->site_of = xgrow(p->site_of, &p->site_of_cap, n, sizeof *p->site_of);
+    } else if (p->steps_cap < n) {
         p->steps = xgrow(p->steps, &p->steps_cap, n, sizeof *p->steps);
+    }
     if (p->keep) {
         if (p->verdict_cap < n)
             p->verdict = xgrow(p->verdict, &p->verdict_cap, n, sizeof *p->verdict);
@@ -186,6 +209,12 @@ static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
         pthread_cond_wait(&p->done, &p->lock);
     pthread_mutex_unlock(&p->lock);
 
+    if (p->sites) {
+        // every figure in stream order with what the shards found; site_of for their next fix
+        replay_scan_sites(p->into, ev, n, p->found, p->keep ? p->verdict : NULL, p->site_of);
+        p->fix_ready = true;
+        return;
+    }
     // the live totals event by event, in stream order: a peak is taken where a counted
     // allocation strictly exceeds it, as replay.c does, so it is the first moment of the maximum
     uint64_t live = p->live_bytes, blocks = p->live_blocks, peak = p->peak_bytes;
@@ -246,16 +275,20 @@ void replay_par_finish(replay_par_t *p) {
     for (unsigned i = 1; i < p->n_threads; i++)
         pthread_join(p->threads[i].thread, NULL);
     for (unsigned s = 0; s < p->n_shards; s++) {
-        replay_merge_shard(p->into, p->shards[s]);
+        if (!p->sites)
+            replay_merge_shard(p->into, p->shards[s]);
         replay_free(p->shards[s]);
     }
-    replay_set_peak(p->into, p->peak_bytes, p->peak_blocks, p->peak_time_ns);
+    if (!p->sites) // with sites the scan kept every figure in `into` itself
+        replay_set_peak(p->into, p->peak_bytes, p->peak_blocks, p->peak_time_ns);
     for (unsigned i = 0; i < p->n_threads; i++)
         free(p->threads[i].idx);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->start);
     pthread_cond_destroy(&p->done);
     free(p->steps);
+    free(p->found);
+    free(p->site_of);
     free(p->verdict);
     free(p->held);
     free(p);

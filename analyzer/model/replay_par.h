@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
-// replay_par: replay's totals (the `stats` figures, replay mode 0) on several threads. Blocks are
-// split by address over 2^k shards, each a replay_t of its own on a thread of its own; every
-// batch of events goes to all shards at once, each applies the events of its blocks, and the
-// caller's thread then adds up the shards' per-event changes of live bytes in stream order to
-// find the global peak, the one figure that needs the order of all events. Every figure is the
-// one-thread replay's, exactly (docs/design.md, "Replay across cores").
+// replay_par: replay on several threads. Blocks are split by address over 2^k shards, each a
+// replay_t of its own on a thread of its own; every batch of events goes to all shards at once
+// and each handles the events of its blocks. Totals alone (`stats`): each shard replays its
+// events in full and reports every event's change of live bytes, which the caller's thread
+// adds up in stream order for the global peak. With per-site figures (REPLAY_SITES, DHAT):
+// the shards only look blocks up, and the caller's thread applies every event in stream order
+// with what they found (replay_scan_sites). Either way every figure is the one-thread replay's,
+// exactly (docs/design.md#replay-threads). Not with a companion (growth) or the timeline.
 // Memory: the live blocks (spread over the shards' tables), one set of thread ids per shard,
-// and one batch in flight: 16 bytes a step + 4 an index per shard + a copy of small batches.
+// and one round in flight: per event 16 bytes a step (totals) or 32 found + 4 site (sites),
+// + 4 an index per thread, and a copy of small batches (48 bytes an event).
 #ifndef HEAPPROF_ANALYZER_REPLAY_PAR_H
 #define HEAPPROF_ANALYZER_REPLAY_PAR_H
 
@@ -24,12 +27,12 @@ unsigned replay_par_threads(void);
 
 typedef struct replay_par replay_par_t;
 
-// Replays into `into` (made by replay_new in totals mode, no events applied, no companion) on
-// n_threads threads (a power of two >= 2, at most REPLAY_PAR_THREADS_MAX), the caller's
+// Replays into `into` (made by replay_new with mode set to `mode`, no events applied, no
+// companion, not fed to timeline.c) on n_threads threads (a power of two >= 2, at most REPLAY_PAR_THREADS_MAX), the caller's
 // included. keep as for replay_new; it runs on the caller's thread only. If threads cannot be
 // made the caller's thread does their work: slower, the same figures. Allocates (exits on OOM).
-replay_par_t *replay_par_new(replay_t *into, unsigned n_threads, replay_keep_fn keep,
-                             void *keep_ctx);
+replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
+                             replay_keep_fn keep, void *keep_ctx);
 
 // Rounds of at least min_events events (gathered from smaller batches) and at most max_events
 // (>= 1; the defaults are 16384 and 2^20). For tests, whose rounds must be small enough that

@@ -40,7 +40,7 @@ static void parallel(replay_totals_t *out, const reader_event_t *ev, size_t n,
                      replay_keep_fn keep, unsigned threads, size_t round_min, size_t round_max,
                      size_t batch, uint64_t seed) {
     replay_t *rp = replay_new(keep, NULL);
-    replay_par_t *p = replay_par_new(rp, threads, keep, NULL);
+    replay_par_t *p = replay_par_new(rp, 0, threads, keep, NULL);
     replay_par_set_round(p, round_min, round_max);
     size_t i = 0;
     while (i < n) {
@@ -235,5 +235,118 @@ Test(replay_par, thread_counts_round_down_to_a_power_of_two) {
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
         parallel(&got, ev, n, NULL, counts[i], 7, 300, 0, i);
         expect_same(&want, &got, "odd thread count");
+    }
+}
+
+// ---- per-site figures (REPLAY_SITES, REPLAY_DHAT): shards find, one thread scans ----
+
+static replay_t *one_thread_rp(const reader_event_t *ev, size_t n, unsigned mode,
+                               replay_keep_fn keep) {
+    replay_t *rp = replay_new(keep, NULL);
+    replay_set_mode(rp, mode);
+    replay_events(rp, ev, n);
+    return rp;
+}
+
+static replay_t *parallel_rp(const reader_event_t *ev, size_t n, unsigned mode,
+                             replay_keep_fn keep, unsigned threads, size_t round_min,
+                             size_t round_max, size_t batch, uint64_t seed) {
+    replay_t *rp = replay_new(keep, NULL);
+    replay_set_mode(rp, mode);
+    replay_par_t *p = replay_par_new(rp, mode, threads, keep, NULL);
+    replay_par_set_round(p, round_min, round_max);
+    for (size_t i = 0; i < n;) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        size_t k = batch ? batch : 1 + (size_t)(seed >> 33) % 3000;
+        if (k > n - i)
+            k = n - i;
+        replay_par_events(p, ev + i, k);
+        i += k;
+    }
+    replay_par_finish(p);
+    return rp;
+}
+
+// Every total and every site's every figure, in the same site order.
+static void expect_same_sites(replay_t *want, replay_t *got, const char *what) {
+    expect_same(replay_totals(want), replay_totals(got), what);
+    cr_assert_eq(replay_n_sites(got), replay_n_sites(want), "%s: sites", what);
+    for (size_t i = 0; i < replay_n_sites(want); i++) {
+        replay_site_t a, b;
+        replay_site(want, i, &a);
+        replay_site(got, i, &b);
+        cr_expect_eq(b.stack, a.stack, "%s: site %zu's stack", what, i);
+        cr_expect_eq(b.bytes, a.bytes, "%s: site %zu's bytes", what, i);
+        cr_expect_eq(b.max_bytes, a.max_bytes, "%s: site %zu's max", what, i);
+        cr_expect_eq(b.peak_bytes, a.peak_bytes, "%s: site %zu's bytes at the peak", what, i);
+        cr_expect_eq(b.lifetime_ns, a.lifetime_ns, "%s: site %zu's lifetimes", what, i);
+        cr_expect_eq(b.temp_blocks, a.temp_blocks, "%s: site %zu's temporaries", what, i);
+        cr_expect(memcmp(&a, &b, sizeof a) == 0, "%s: site %zu differs", what, i);
+    }
+}
+
+// Rounds of one event, two shards: a realloc whose halves are in different shards and rounds
+// keeps the old block's site, though that site was not known to either shard when it stored
+// the block; a temporary freed a round later; a double allocation across rounds; DHAT's last
+// moment of a tie in a later round.
+Test(replay_par, sites_cross_rounds_and_shards) {
+    reader_event_t ev[] = {
+        alloc_ev(1, 1, SHARD_A(0), 10), // site of stack 1 + A(0) % 5
+        {.kind = READER_FREE, .flags = READER_FREE_OF_REALLOC, .tid = 1, .time_ns = 2,
+         .addr = SHARD_A(0)},
+        {.kind = READER_ALLOC, .sub = READER_REALLOC, .tid = 1, .time_ns = 3, .stack = 77,
+         .addr = SHARD_B(3), .old_addr = SHARD_A(0), .size = 40}, // stays with A(0)'s site
+        {.kind = READER_FREE, .flags = READER_FREE_OF_REALLOC, .tid = 1, .time_ns = 4,
+         .addr = SHARD_B(3)},
+        {.kind = READER_ALLOC, .sub = READER_REALLOC, .tid = 1, .time_ns = 5, .stack = 78,
+         .addr = SHARD_A(7), .old_addr = SHARD_B(3), .size = 50}, // and again, back in A
+        free_ev(6, 1, SHARD_A(7)),        // its thread allocated nothing since: temporary
+        alloc_ev(7, 2, SHARD_B(9), 50),   // 50 live again: a tie (DHAT moves its peak here)
+        alloc_ev(8, 2, SHARD_B(9), 20),   // at a live address: double alloc, 20 live
+        free_ev(9, 2, SHARD_B(9)),
+    };
+    size_t n = sizeof ev / sizeof ev[0];
+    for (unsigned mode = REPLAY_SITES; mode <= (REPLAY_SITES | REPLAY_DHAT); mode += REPLAY_DHAT) {
+        replay_t *want = one_thread_rp(ev, n, mode, NULL);
+        cr_assert_eq(replay_n_sites(want), 2); // 77 and 78 never became sites
+        cr_assert_eq(replay_totals(want)->peak_time_ns, mode & REPLAY_DHAT ? 7 : 5);
+        for (unsigned threads = 2; threads <= 8; threads *= 2)
+            for (size_t round = 1; round <= 4; round++) {
+                replay_t *got = parallel_rp(ev, n, mode, NULL, threads, round, round, 1, 0);
+                expect_same_sites(want, got, mode & REPLAY_DHAT ? "dhat" : "sites");
+                replay_site_t s;
+                replay_site(got, 0, &s);
+                cr_expect_eq(s.temp_blocks, 1);
+                cr_expect_eq(s.bytes, 100);
+                replay_free(got);
+            }
+        replay_free(want);
+    }
+}
+
+Test(replay_par, random_streams_match_one_thread_per_site) {
+    enum { N = 60000 };
+    static reader_event_t ev[N];
+    static const size_t rounds[][2] = {{1, 1}, {2, 3}, {5, 64}, {100, 1000}, {16384, 1u << 20}};
+    for (uint64_t seed = 1; seed <= 2; seed++) {
+        size_t n = random_stream(ev, N, seed);
+        for (unsigned mode = REPLAY_SITES; mode <= (REPLAY_SITES | REPLAY_DHAT); mode += REPLAY_DHAT)
+            for (int filtered = 0; filtered < 2; filtered++) {
+                replay_keep_fn keep = filtered ? keep_even_stacks : NULL;
+                for (unsigned threads = 2; threads <= 16; threads *= 4)
+                    for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
+                        size_t m = rounds[k][1] < 64 ? n / 40 : n;
+                        replay_t *want = one_thread_rp(ev, m, mode, keep);
+                        replay_t *got = parallel_rp(ev, m, mode, keep, threads, rounds[k][0],
+                                                    rounds[k][1], 0, seed * 31 + k);
+                        char what[112];
+                        snprintf(what, sizeof what,
+                                 "seed %llu, mode %u, filter %d, %u threads, rounds %zu",
+                                 (unsigned long long)seed, mode, filtered, threads, rounds[k][1]);
+                        expect_same_sites(want, got, what);
+                        replay_free(want);
+                        replay_free(got);
+                    }
+            }
     }
 }
