@@ -613,7 +613,8 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigne
             if (counted) {
                 b->stack = BLOCK_PENDING | i | BLOCK_COUNTED |
                            (e->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
-                rp->fix = xgrow(rp->fix, &rp->fix_cap, rp->n_fix + 1, sizeof *rp->fix);
+                if (rp->n_fix == rp->fix_cap)
+                    rp->fix = xgrow(rp->fix, &rp->fix_cap, rp->n_fix + 1, sizeof *rp->fix);
                 rp->fix[rp->n_fix++] = (replay_fix_t){.addr = e->addr, .index = i};
             }
         } else if (e->kind == READER_FREE) {
