@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # bench/analyzer_scaling.sh: how `heapprof report` and `stats` scale with the analyzer's decode
-# workers (HEAPPROF_DECODE_THREADS) and `stats` also with its replay threads
+# workers (HEAPPROF_DECODE_THREADS), and `stats` and `dhat` also with their replay threads
 # (HEAPPROF_REPLAY_THREADS; `report` replays on one thread, docs/design.md "Replay across
 # cores"), next to heaptrack_print on the same program's heaptrack trace: issue 18's
 # "report >= 10x heaptrack_print on >= 8 cores" measured in one run.
 #
 # Records bench/out/bin/c_churn OPS (OPS malloc/free pairs, 2 * OPS events) once under heapprof
 # and once under heaptrack, then for ROUNDS rounds runs heaptrack_print, heapprof report with
-# each decode worker count W (report_wW) and stats with each W and replay thread count R
-# (stats_wW_rR), in a rotating order, and prints per command the median wall time,
+# each decode worker count W (report_wW) and stats and dhat with each W and replay thread
+# count R (stats_wW_rR, dhat_wW_rR), in a rotating order, and prints per command the median wall time,
 # user+system CPU, peak RSS, ns per event and the ratio to heaptrack_print.
 #
 # Usage: bench/analyzer_scaling.sh [--ops N] [--runs K] [--workers 0,1,2,4] [--replay 0,2,4]
@@ -78,7 +78,7 @@ names=()
 [ -n "$HT_TRACE" ] && names+=(heaptrack_print)
 for w in "${WS[@]}"; do
     names+=("report_w$w")
-    for r in "${RS[@]}"; do names+=("stats_w${w}_r$r"); done
+    for r in "${RS[@]}"; do names+=("stats_w${w}_r$r" "dhat_w${w}_r$r"); done
 done
 for ((round = 0; round < RUNS; round++)); do
     n=${#names[@]}
@@ -87,9 +87,11 @@ for ((round = 0; round < RUNS; round++)); do
         case $name in
         heaptrack_print) one "$name" "$HT_PRINT" "$HT_TRACE" ;;
         report_w*) one "$name" env HEAPPROF_DECODE_THREADS="${name#report_w}" "$CLI" report "$HP_TRACE" ;;
-        stats_w*)
-            wr=${name#stats_w}
-            one "$name" env HEAPPROF_DECODE_THREADS="${wr%_r*}" HEAPPROF_REPLAY_THREADS="${wr#*_r}" "$CLI" stats "$HP_TRACE" ;;
+        stats_w* | dhat_w*)
+            wr=${name#*_w}
+            cmd=(stats "$HP_TRACE")
+            [ "${name%%_*}" = dhat ] && cmd=(dhat -o /dev/null "$HP_TRACE")
+            one "$name" env HEAPPROF_DECODE_THREADS="${wr%_r*}" HEAPPROF_REPLAY_THREADS="${wr#*_r}" "$CLI" "${cmd[@]}" ;;
         esac
     done
 done
