@@ -90,7 +90,7 @@ for ((round = 0; round < RUNS; round++)); do
         stats_w* | dhat_w*)
             wr=${name#*_w}
             cmd=(stats "$HP_TRACE")
-            [ "${name%%_*}" = dhat ] && cmd=(dhat -o /dev/null "$HP_TRACE")
+            [ "${name%%_*}" = dhat ] && cmd=(dhat -o "$TMP/dhat.json" "$HP_TRACE")
             one "$name" env HEAPPROF_DECODE_THREADS="${wr%_r*}" HEAPPROF_REPLAY_THREADS="${wr#*_r}" "$CLI" "${cmd[@]}" ;;
         esac
     done
