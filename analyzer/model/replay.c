@@ -149,10 +149,12 @@ replay_block_t *replay_block(const replay_t *rp, uint64_t addr) {
     return hmap_get(&rp->live, live_key(rp, addr));
 }
 
-// The slot of a new block at ev->addr; the companion writes its words first. The slot is
-// valid until the next change of the live table.
-static inline live_block_t *put_block(replay_t *rp, const reader_event_t *ev, bool *existed) {
-    live_block_t *b = hmap_put(&rp->live, live_key(rp, ev->addr), existed);
+// The slot of a new block at ev->addr, whose table key is key (live_key: the address itself
+// without shards, so the one-thread path computes nothing); the companion writes its words
+// first. The slot is valid until the next change of the live table.
+static inline live_block_t *put_block(replay_t *rp, const reader_event_t *ev, uint64_t key,
+                                      bool *existed) {
+    live_block_t *b = hmap_put(&rp->live, key, existed);
     if (rp->companion_alloc)
         rp->companion_alloc(rp->companion_ctx, ev, b);
     return b;
@@ -167,7 +169,9 @@ static inline void count_size(replay_totals_t *t, uint64_t size) {
 
 // ---- per-site figures (REPLAY_SITES) ----
 
-static uint32_t site_index(replay_t *rp, uint64_t stack) {
+// always_inline: called from both the one-thread path and the scan (replay_scan_sites), gcc
+// would otherwise keep one out-of-line copy and the one-thread path pays a call an event.
+static inline __attribute__((always_inline)) uint32_t site_index(replay_t *rp, uint64_t stack) {
     stack_slot_t *slot = &rp->stack_slots[(stack * 0x9E3779B97F4A7C15ull) >> 54];
     if (slot->site && slot->stack == stack)
         return (uint32_t)(slot->site - 1);
@@ -226,8 +230,9 @@ static void site_release(replay_t *rp, uint32_t idx, const live_block_t *b, uint
 
 // Adds a freed block's bytes-touched measure (docs/trace-format.md#touch) to the totals and,
 // when s is not NULL, to its site.
-static void add_touched(replay_t *rp, site_acc_t *s, const reader_event_t *ev,
-                        const live_block_t *b) {
+static inline __attribute__((always_inline)) void add_touched(replay_t *rp, site_acc_t *s,
+                                                              const reader_event_t *ev,
+                                                              const live_block_t *b) {
     bool resident = ev->touch == 1 + HPT_TOUCH_RESIDENT;
     bool sampled = ev->touch == 1 + HPT_TOUCH_FILL_SAMPLED;
     uint64_t touched = (b->stack & BLOCK_ZEROED) && !resident ? ev->touched_nz : ev->touched;
@@ -249,14 +254,14 @@ static void add_touched(replay_t *rp, site_acc_t *s, const reader_event_t *ev,
     }
 }
 
-static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
+static void on_alloc_sites(replay_t *rp, const reader_event_t *ev, uint64_t key) {
     replay_totals_t *t = &rp->t;
     bool counted = !rp->keep || rp->keep(rp->keep_ctx, ev);
     uint64_t size = ev->size;
     if (size == 0 && (rp->mode & REPLAY_DHAT))
         size = 1; // DHAT records malloc(0) as a 1-byte block
     bool existed;
-    live_block_t *b = put_block(rp, ev, &existed);
+    live_block_t *b = put_block(rp, ev, key, &existed);
     if (existed) {
         t->n_double_allocs++;
         if (b->stack & BLOCK_COUNTED) {
@@ -316,10 +321,11 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
 // The part of a free both modes share: takes the block out of the live table and the totals.
 // Returns the block (in the table's slot, valid until the next change of the table), or NULL
 // when there is nothing more to do (unknown or uncounted block).
-static inline const live_block_t *free_block(replay_t *rp, const reader_event_t *ev) {
+static inline const live_block_t *free_block(replay_t *rp, const reader_event_t *ev,
+                                             uint64_t key) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    live_block_t *b = hmap_take_ref(&rp->live, live_key(rp, ev->addr));
+    live_block_t *b = hmap_take_ref(&rp->live, key);
     if (!b) {
         t->n_unknown_frees++;
         if (!rp->filtered) {
@@ -338,10 +344,10 @@ static inline const live_block_t *free_block(replay_t *rp, const reader_event_t 
     return b;
 }
 
-static void on_free_sites(replay_t *rp, const reader_event_t *ev) {
+static void on_free_sites(replay_t *rp, const reader_event_t *ev, uint64_t key) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    const live_block_t *taken = free_block(rp, ev);
+    const live_block_t *taken = free_block(rp, ev, key);
     if (!taken)
         return;
     const live_block_t b = *taken;
@@ -396,11 +402,11 @@ void replay_site(const replay_t *rp, size_t i, replay_site_t *out) {
 
 // ---- totals only (the default mode) ----
 
-static void on_alloc(replay_t *rp, const reader_event_t *ev) {
+static void on_alloc(replay_t *rp, const reader_event_t *ev, uint64_t key) {
     replay_totals_t *t = &rp->t;
     bool counted = !rp->keep || rp->keep(rp->keep_ctx, ev);
     bool existed;
-    live_block_t *b = put_block(rp, ev, &existed);
+    live_block_t *b = put_block(rp, ev, key, &existed);
     if (existed) {
         // its free was lost (damage) or never recorded: the new block replaces it
         t->n_double_allocs++;
@@ -429,10 +435,10 @@ static void on_alloc(replay_t *rp, const reader_event_t *ev) {
     }
 }
 
-static void on_free(replay_t *rp, const reader_event_t *ev) {
+static void on_free(replay_t *rp, const reader_event_t *ev, uint64_t key) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    const live_block_t *b = free_block(rp, ev);
+    const live_block_t *b = free_block(rp, ev, key);
     if (!b)
         return;
     if (ev->touch)
@@ -446,52 +452,53 @@ static void on_free(replay_t *rp, const reader_event_t *ev) {
 // One event; inlined into both entry points so a batch pays no call frame per event (the
 // frame of the old per-event call was 17 of ~220 instructions an event on c_churn).
 static inline __attribute__((always_inline)) void replay_one(replay_t *rp,
-                                                             const reader_event_t *ev) {
+                                                             const reader_event_t *ev,
+                                                             uint64_t key) {
     if (ev->time_ns > rp->t.last_time_ns)
         rp->t.last_time_ns = ev->time_ns;
     if (rp->mode & REPLAY_SITES) {
         if (ev->kind == READER_ALLOC)
-            on_alloc_sites(rp, ev);
+            on_alloc_sites(rp, ev, key);
         else if (ev->kind == READER_FREE)
-            on_free_sites(rp, ev);
+            on_free_sites(rp, ev, key);
     } else if (ev->kind == READER_ALLOC) {
-        on_alloc(rp, ev);
+        on_alloc(rp, ev, key);
     } else if (ev->kind == READER_FREE) {
-        on_free(rp, ev);
+        on_free(rp, ev, key);
     }
 }
 
-void replay_event(replay_t *rp, const reader_event_t *ev) { replay_one(rp, ev); }
+// replay_event, replay_events and replay_prefetch serve a replay without shards, whose table key
+// is the address itself.
+void replay_event(replay_t *rp, const reader_event_t *ev) { replay_one(rp, ev, ev->addr); }
 
 #define PREFETCH_AHEAD 8
 
 void replay_events(replay_t *rp, const reader_event_t *ev, size_t n) {
     size_t i = 0;
     for (size_t k = 0; k < n && k < PREFETCH_AHEAD; k++)
-        hmap_prefetch(&rp->live, live_key(rp, ev[k].addr));
+        hmap_prefetch(&rp->live, ev[k].addr);
     if (rp->live.ordered) {
         // the common table: the slot address without hmap_prefetch's choice of rule per event
         // (a table that stops being ordered within the batch only gets useless hints)
         for (; i + PREFETCH_AHEAD < n; i++) {
-            hmap_prefetch_ordered(&rp->live, live_key(rp, ev[i + PREFETCH_AHEAD].addr));
-            replay_one(rp, &ev[i]);
+            hmap_prefetch_ordered(&rp->live, ev[i + PREFETCH_AHEAD].addr);
+            replay_one(rp, &ev[i], ev[i].addr);
         }
     }
     for (; i + PREFETCH_AHEAD < n; i++) {
-        hmap_prefetch(&rp->live, live_key(rp, ev[i + PREFETCH_AHEAD].addr));
-        replay_one(rp, &ev[i]);
+        hmap_prefetch(&rp->live, ev[i + PREFETCH_AHEAD].addr);
+        replay_one(rp, &ev[i], ev[i].addr);
     }
     for (; i < n; i++)
-        replay_one(rp, &ev[i]);
+        replay_one(rp, &ev[i], ev[i].addr);
 }
 
 const replay_totals_t *replay_totals(const replay_t *rp) { return &rp->t; }
 
 uint32_t replay_last_site(const replay_t *rp) { return rp->last_site; }
 
-void replay_prefetch(const replay_t *rp, uint64_t addr) {
-    hmap_prefetch(&rp->live, live_key(rp, addr));
-}
+void replay_prefetch(const replay_t *rp, uint64_t addr) { hmap_prefetch(&rp->live, addr); }
 
 // ---- shards (replay_par.c) ----
 
@@ -513,7 +520,7 @@ void replay_shard_events(replay_t *rp, const reader_event_t *ev, size_t n, unsig
             hmap_prefetch(&rp->live, live_key(rp, ev[idx[k + PREFETCH_AHEAD]].addr));
         const reader_event_t *e = &ev[idx[k]];
         uint64_t bytes = t->live_bytes, blocks = t->live_blocks, allocs = t->n_blocks;
-        replay_one(rp, e);
+        replay_one(rp, e, live_key(rp, e->addr));
         steps[idx[k]] = (replay_step_t){
             .live_bytes = t->live_bytes - bytes, // modulo 2^64: a decrease wraps, adds back
             .live_blocks = t->live_blocks - blocks,
