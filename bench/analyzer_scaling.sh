@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # bench/analyzer_scaling.sh: how `heapprof report` and `stats` scale with the analyzer's decode
-# workers (HEAPPROF_DECODE_THREADS), next to heaptrack_print on the same program's heaptrack
-# trace: issue 18's "report >= 10x heaptrack_print on >= 8 cores" measured in one run.
+# workers (HEAPPROF_DECODE_THREADS), and `stats` and `dhat` also with their replay threads
+# (HEAPPROF_REPLAY_THREADS; `report` replays on one thread, docs/design.md "Replay across
+# cores"), next to heaptrack_print on the same program's heaptrack trace: issue 18's
+# "report >= 10x heaptrack_print on >= 8 cores" measured in one run.
 #
 # Records bench/out/bin/c_churn OPS (OPS malloc/free pairs, 2 * OPS events) once under heapprof
-# and once under heaptrack, then for ROUNDS rounds runs heaptrack_print and heapprof report /
-# stats with each worker count, in a rotating order, and prints per command the median wall
-# time, user+system CPU, peak RSS, ns per event and the ratio to heaptrack_print.
+# and once under heaptrack, then for ROUNDS rounds runs heaptrack_print, heapprof report with
+# each decode worker count W (report_wW) and stats and dhat with each W and replay thread
+# count R (stats_wW_rR, dhat_wW_rR), in a rotating order, and prints per command the median wall time,
+# user+system CPU, peak RSS, ns per event and the ratio to heaptrack_print.
 #
-# Usage: bench/analyzer_scaling.sh [--ops N] [--runs K] [--workers 0,1,2,4] [--cli PATH]
-#                                   [--lib PATH] [--trace FILE.hpt --ht-trace FILE.zst]
+# Usage: bench/analyzer_scaling.sh [--ops N] [--runs K] [--workers 0,1,2,4] [--replay 0,2,4]
+#                                   [--cli PATH] [--lib PATH]
+#                                   [--trace FILE.hpt --ht-trace FILE.zst]
 set -u
 export LC_ALL=C
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -18,6 +22,7 @@ ROOT="$(cd "$HERE/.." && pwd)"
 OPS=5000000
 RUNS=3
 WORKERS=0,1,2,4
+REPLAY=0,2,4
 LIB="$ROOT/build/preload/libheapprof.so"
 CLI="$ROOT/build/analyzer/heapprof"
 HP_TRACE=
@@ -27,11 +32,12 @@ while [ $# -gt 0 ]; do
     --ops) OPS=$2; shift ;;
     --runs) RUNS=$2; shift ;;
     --workers) WORKERS=$2; shift ;;
+    --replay) REPLAY=$2; shift ;;
     --cli) CLI=$2; shift ;;
     --lib) LIB=$2; shift ;;
     --trace) HP_TRACE=$2; shift ;;
     --ht-trace) HT_TRACE=$2; shift ;;
-    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "analyzer_scaling.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -67,9 +73,13 @@ one() {
 }
 
 IFS=, read -r -a WS <<<"$WORKERS"
+IFS=, read -r -a RS <<<"$REPLAY"
 names=()
 [ -n "$HT_TRACE" ] && names+=(heaptrack_print)
-for w in "${WS[@]}"; do names+=("report_w$w" "stats_w$w"); done
+for w in "${WS[@]}"; do
+    names+=("report_w$w")
+    for r in "${RS[@]}"; do names+=("stats_w${w}_r$r" "dhat_w${w}_r$r"); done
+done
 for ((round = 0; round < RUNS; round++)); do
     n=${#names[@]}
     for ((k = 0; k < n; k++)); do
@@ -77,7 +87,11 @@ for ((round = 0; round < RUNS; round++)); do
         case $name in
         heaptrack_print) one "$name" "$HT_PRINT" "$HT_TRACE" ;;
         report_w*) one "$name" env HEAPPROF_DECODE_THREADS="${name#report_w}" "$CLI" report "$HP_TRACE" ;;
-        stats_w*) one "$name" env HEAPPROF_DECODE_THREADS="${name#stats_w}" "$CLI" stats "$HP_TRACE" ;;
+        stats_w* | dhat_w*)
+            wr=${name#*_w}
+            cmd=(stats "$HP_TRACE")
+            [ "${name%%_*}" = dhat ] && cmd=(dhat -o "$TMP/dhat.json" "$HP_TRACE")
+            one "$name" env HEAPPROF_DECODE_THREADS="${wr%_r*}" HEAPPROF_REPLAY_THREADS="${wr#*_r}" "$CLI" "${cmd[@]}" ;;
         esac
     done
 done

@@ -7,6 +7,7 @@
 #include "core/fmt.h"
 #include "core/hmap.h"
 #include "core/xalloc.h"
+#include "model/replay_par.h"
 #include "trace/readahead.h"
 
 #include <inttypes.h>
@@ -142,7 +143,8 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     if (defs)
         a->filter = filter_new(defs, o->from_module, o->through_function);
     a->rp = a->filter ? replay_new(filter_keep, a->filter) : replay_new(NULL, NULL);
-    replay_set_mode(a->rp, o->totals_only ? mode : mode | REPLAY_SITES);
+    unsigned rp_mode = o->totals_only ? mode : mode | REPLAY_SITES;
+    replay_set_mode(a->rp, rp_mode);
     const hpt_file_hdr_t *h = reader_header(r);
     if (h->flags & HPT_FILE_SAMPLED)
         replay_set_sampled(a->rp, h->sample_bytes);
@@ -164,16 +166,29 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     int got;
     uint64_t n_batches = 0, offset = 0;
     warm_t warm = {0};
+    // the live table split over threads (replay_par.h); growth chains and the timeline keep
+    // words per block in replay's table and read it after each event: one thread for them. A
+    // sampled trace's peak is the estimated heap's (replay_set_sampled), which the shards'
+    // exact steps do not give, and its few events need no threads: one thread too.
+    unsigned par_threads = replay_par_threads();
+    replay_par_t *par = NULL;
+    if (!a->growth && !a->timeline && !(h->flags & HPT_FILE_SAMPLED) && par_threads >= 2)
+        par = replay_par_new(a->rp, rp_mode, par_threads, a->filter ? filter_keep : NULL,
+                             a->filter);
     readahead_t *ra = readahead_new(r, o->totals_only ? NULL : warm_idle, &warm);
     while ((got = readahead_next(ra, &batch, &n, &offset, err)) == 1) {
         if (a->timeline)
             timeline_events(a->timeline, a->rp, batch, n);
+        else if (par)
+            replay_par_events(par, batch, n);
         else
             replay_events(a->rp, batch, n);
         if ((++n_batches & 63) == 0)
             progress_tick(&p, "reading", offset, size, size_text);
     }
     readahead_free(ra);
+    if (par)
+        replay_par_finish(par); // after an error too: it joins the threads
     progress_done(&p);
     warm_drop_outdated(&warm, r);
     if (got < 0) {

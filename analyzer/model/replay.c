@@ -16,6 +16,8 @@
 
 #define BLOCK_COUNTED (1ull << 63) // in live_block.stack: the block passed the filter
 #define BLOCK_ZEROED (1ull << 62)  // a calloc block (its touch is touched_nz)
+#define BLOCK_PENDING (1ull << 61) // a shard's block whose site the scan has not told it yet:
+                                   // the low 32 bits are its allocation's index in the round
 #define SEEN_TIDS 64u
 #define THREAD_SLOTS 64u  // direct-mapped per-thread state; the rest spills to a hash map
 #define STACK_SLOTS 1024u // direct-mapped stack id -> site index cache
@@ -48,6 +50,11 @@ typedef struct thread_state {
     uint64_t last_addr, last_time_ns; // this thread's latest allocation
 } thread_state_t;
 
+typedef struct replay_fix {
+    uint64_t addr;
+    uint32_t index; // the allocation's index in its round
+} replay_fix_t;
+
 typedef struct stack_slot {
     uint64_t stack;
     uint64_t site; // index + 1; 0 = empty
@@ -75,7 +82,19 @@ struct replay {
     void *companion_ctx;
     uint64_t sample_interval; // bytes; 0: every allocation was recorded
     replay_totals_t shown;    // replay_totals_shown's copy
+    unsigned shard_bits; // a shard of 2^shard_bits (replay_set_shard); 0: the whole stream
+    replay_fix_t *fix;   // a shard's pending blocks of the last round (replay_shard_find)
+    size_t n_fix, fix_cap;
 };
+
+// The live table's key of a block: with shards, the address without the bits that chose the
+// shard, so each shard's keys stay dense (an ordered table homes key k in slot k mod capacity;
+// keys with gaps would leave most of its slots unused). Groups of 64 consecutive serials go to
+// one shard, keeping blocks made together in one cache line. Without shards it is addr itself.
+static inline uint64_t live_key(const replay_t *rp, uint64_t addr) {
+    return ((addr >> (REPLAY_SHARD_GROUP_BITS + rp->shard_bits)) << REPLAY_SHARD_GROUP_BITS) |
+           (addr & ((1u << REPLAY_SHARD_GROUP_BITS) - 1));
+}
 
 replay_t *replay_new(replay_keep_fn keep, void *keep_ctx) {
     replay_t *rp = xcalloc(1, sizeof *rp);
@@ -98,6 +117,7 @@ void replay_free(replay_t *rp) {
     hmap_fini(&rp->site_of);
     hmap_fini(&rp->spilled);
     free(rp->sites);
+    free(rp->fix);
     free(rp);
 }
 
@@ -158,13 +178,15 @@ void replay_set_companion(replay_t *rp, size_t words, replay_companion_fn on_all
 }
 
 replay_block_t *replay_block(const replay_t *rp, uint64_t addr) {
-    return hmap_get(&rp->live, addr);
+    return hmap_get(&rp->live, live_key(rp, addr));
 }
 
-// The slot of a new block at ev->addr; the companion writes its words first. The slot is
-// valid until the next change of the live table.
-static inline live_block_t *put_block(replay_t *rp, const reader_event_t *ev, bool *existed) {
-    live_block_t *b = hmap_put(&rp->live, ev->addr, existed);
+// The slot of a new block at ev->addr, whose table key is key (live_key: the address itself
+// without shards, so the one-thread path computes nothing); the companion writes its words
+// first. The slot is valid until the next change of the live table.
+static inline live_block_t *put_block(replay_t *rp, const reader_event_t *ev, uint64_t key,
+                                      bool *existed) {
+    live_block_t *b = hmap_put(&rp->live, key, existed);
     if (rp->companion_alloc)
         rp->companion_alloc(rp->companion_ctx, ev, b);
     return b;
@@ -179,7 +201,9 @@ static inline void count_size(replay_totals_t *t, uint64_t size) {
 
 // ---- per-site figures (REPLAY_SITES) ----
 
-static uint32_t site_index(replay_t *rp, uint64_t stack) {
+// always_inline: called from both the one-thread path and the scan (replay_scan_sites), gcc
+// would otherwise keep one out-of-line copy and the one-thread path pays a call an event.
+static inline __attribute__((always_inline)) uint32_t site_index(replay_t *rp, uint64_t stack) {
     stack_slot_t *slot = &rp->stack_slots[(stack * 0x9E3779B97F4A7C15ull) >> 54];
     if (slot->site && slot->stack == stack)
         return (uint32_t)(slot->site - 1);
@@ -242,8 +266,9 @@ static void site_release(replay_t *rp, uint32_t idx, const live_block_t *b, uint
 
 // Adds a freed block's bytes-touched measure (docs/trace-format.md#touch) to the totals and,
 // when s is not NULL, to its site.
-static void add_touched(replay_t *rp, site_acc_t *s, const reader_event_t *ev,
-                        const live_block_t *b) {
+static inline __attribute__((always_inline)) void add_touched(replay_t *rp, site_acc_t *s,
+                                                              const reader_event_t *ev,
+                                                              const live_block_t *b) {
     bool resident = ev->touch == 1 + HPT_TOUCH_RESIDENT;
     bool sampled = ev->touch == 1 + HPT_TOUCH_FILL_SAMPLED;
     bool pages = ev->touch == 1 + HPT_TOUCH_PAGES;
@@ -268,14 +293,14 @@ static void add_touched(replay_t *rp, site_acc_t *s, const reader_event_t *ev,
     }
 }
 
-static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
+static void on_alloc_sites(replay_t *rp, const reader_event_t *ev, uint64_t key) {
     replay_totals_t *t = &rp->t;
     bool counted = !rp->keep || rp->keep(rp->keep_ctx, ev);
     uint64_t size = ev->size;
     if (size == 0 && (rp->mode & REPLAY_DHAT))
         size = 1; // DHAT records malloc(0) as a 1-byte block
     bool existed;
-    live_block_t *b = put_block(rp, ev, &existed);
+    live_block_t *b = put_block(rp, ev, key, &existed);
     if (existed) {
         t->n_double_allocs++;
         if (b->stack & BLOCK_COUNTED) {
@@ -349,10 +374,11 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
 // The part of a free both modes share: takes the block out of the live table and the totals.
 // Returns the block (in the table's slot, valid until the next change of the table), or NULL
 // when there is nothing more to do (unknown or uncounted block).
-static inline const live_block_t *free_block(replay_t *rp, const reader_event_t *ev) {
+static inline const live_block_t *free_block(replay_t *rp, const reader_event_t *ev,
+                                             uint64_t key) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    live_block_t *b = hmap_take_ref(&rp->live, ev->addr);
+    live_block_t *b = hmap_take_ref(&rp->live, key);
     if (!b) {
         t->n_unknown_frees++;
         if (!rp->filtered) {
@@ -373,10 +399,10 @@ static inline const live_block_t *free_block(replay_t *rp, const reader_event_t 
     return b;
 }
 
-static void on_free_sites(replay_t *rp, const reader_event_t *ev) {
+static void on_free_sites(replay_t *rp, const reader_event_t *ev, uint64_t key) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    const live_block_t *taken = free_block(rp, ev);
+    const live_block_t *taken = free_block(rp, ev, key);
     if (!taken)
         return;
     const live_block_t b = *taken;
@@ -448,11 +474,11 @@ void replay_site(const replay_t *rp, size_t i, replay_site_t *out) {
 
 // ---- totals only (the default mode) ----
 
-static void on_alloc(replay_t *rp, const reader_event_t *ev) {
+static void on_alloc(replay_t *rp, const reader_event_t *ev, uint64_t key) {
     replay_totals_t *t = &rp->t;
     bool counted = !rp->keep || rp->keep(rp->keep_ctx, ev);
     bool existed;
-    live_block_t *b = put_block(rp, ev, &existed);
+    live_block_t *b = put_block(rp, ev, key, &existed);
     if (existed) {
         // its free was lost (damage) or never recorded: the new block replaces it
         t->n_double_allocs++;
@@ -495,10 +521,10 @@ static void on_alloc(replay_t *rp, const reader_event_t *ev) {
     }
 }
 
-static void on_free(replay_t *rp, const reader_event_t *ev) {
+static void on_free(replay_t *rp, const reader_event_t *ev, uint64_t key) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    const live_block_t *b = free_block(rp, ev);
+    const live_block_t *b = free_block(rp, ev, key);
     if (!b)
         return;
     if (ev->touch)
@@ -512,10 +538,10 @@ static void on_free(replay_t *rp, const reader_event_t *ev) {
 // A block still live at exit, measured then (docs/trace-format.md#touch): its figure joins the
 // freed blocks' in the totals and its site. The block stays live; one not live here (its
 // allocation was lost, or filtered out) is passed over.
-static void on_touch_live(replay_t *rp, const reader_event_t *ev) {
+static void on_touch_live(replay_t *rp, const reader_event_t *ev, uint64_t key) {
     if (!ev->touch)
         return;
-    const live_block_t *b = hmap_get(&rp->live, ev->addr);
+    const live_block_t *b = hmap_get(&rp->live, key);
     if (!b || !(b->stack & BLOCK_COUNTED))
         return;
     site_acc_t *s = NULL;
@@ -528,26 +554,29 @@ static void on_touch_live(replay_t *rp, const reader_event_t *ev) {
 // One event; inlined into both entry points so a batch pays no call frame per event (the
 // frame of the old per-event call was 17 of ~220 instructions an event on c_churn).
 static inline __attribute__((always_inline)) void replay_one(replay_t *rp,
-                                                             const reader_event_t *ev) {
+                                                             const reader_event_t *ev,
+                                                             uint64_t key) {
     if (__builtin_expect(ev->kind == READER_TOUCH_LIVE, 0)) {
-        on_touch_live(rp, ev); // at exit: it moves no time (lifetimes end at the last event)
+        on_touch_live(rp, ev, key); // at exit: it moves no time (lifetimes end at the last event)
         return;
     }
     if (ev->time_ns > rp->t.last_time_ns)
         rp->t.last_time_ns = ev->time_ns;
     if (rp->mode & REPLAY_SITES) {
         if (ev->kind == READER_ALLOC)
-            on_alloc_sites(rp, ev);
+            on_alloc_sites(rp, ev, key);
         else if (ev->kind == READER_FREE)
-            on_free_sites(rp, ev);
+            on_free_sites(rp, ev, key);
     } else if (ev->kind == READER_ALLOC) {
-        on_alloc(rp, ev);
+        on_alloc(rp, ev, key);
     } else if (ev->kind == READER_FREE) {
-        on_free(rp, ev);
+        on_free(rp, ev, key);
     }
 }
 
-void replay_event(replay_t *rp, const reader_event_t *ev) { replay_one(rp, ev); }
+// replay_event, replay_events and replay_prefetch serve a replay without shards, whose table key
+// is the address itself.
+void replay_event(replay_t *rp, const reader_event_t *ev) { replay_one(rp, ev, ev->addr); }
 
 #define PREFETCH_AHEAD 8
 
@@ -560,15 +589,15 @@ void replay_events(replay_t *rp, const reader_event_t *ev, size_t n) {
         // (a table that stops being ordered within the batch only gets useless hints)
         for (; i + PREFETCH_AHEAD < n; i++) {
             hmap_prefetch_ordered(&rp->live, ev[i + PREFETCH_AHEAD].addr);
-            replay_one(rp, &ev[i]);
+            replay_one(rp, &ev[i], ev[i].addr);
         }
     }
     for (; i + PREFETCH_AHEAD < n; i++) {
         hmap_prefetch(&rp->live, ev[i + PREFETCH_AHEAD].addr);
-        replay_one(rp, &ev[i]);
+        replay_one(rp, &ev[i], ev[i].addr);
     }
     for (; i < n; i++)
-        replay_one(rp, &ev[i]);
+        replay_one(rp, &ev[i], ev[i].addr);
 }
 
 const replay_totals_t *replay_totals(const replay_t *rp) { return &rp->t; }
@@ -596,3 +625,270 @@ const replay_totals_t *replay_totals_shown(replay_t *rp) {
 uint32_t replay_last_site(const replay_t *rp) { return rp->last_site; }
 
 void replay_prefetch(const replay_t *rp, uint64_t addr) { hmap_prefetch(&rp->live, addr); }
+
+// ---- shards (replay_par.c) ----
+
+void replay_set_shard(replay_t *rp, unsigned shard_bits) { rp->shard_bits = shard_bits; }
+
+void replay_shard_events(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
+                         uint32_t *idx, replay_step_t *steps) {
+    // this shard's events first, so the loop below can prefetch its own blocks ahead
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        idx[m] = (uint32_t)i;
+        m += replay_shard_of(ev[i].addr, rp->shard_bits) == shard;
+    }
+    replay_totals_t *t = &rp->t;
+    for (size_t k = 0; k < m && k < PREFETCH_AHEAD; k++)
+        hmap_prefetch(&rp->live, live_key(rp, ev[idx[k]].addr));
+    for (size_t k = 0; k < m; k++) {
+        if (k + PREFETCH_AHEAD < m)
+            hmap_prefetch(&rp->live, live_key(rp, ev[idx[k + PREFETCH_AHEAD]].addr));
+        const reader_event_t *e = &ev[idx[k]];
+        uint64_t bytes = t->live_bytes, blocks = t->live_blocks, allocs = t->n_blocks;
+        replay_one(rp, e, live_key(rp, e->addr));
+        steps[idx[k]] = (replay_step_t){
+            .live_bytes = t->live_bytes - bytes, // modulo 2^64: a decrease wraps, adds back
+            .live_blocks = t->live_blocks - blocks,
+            .counted_alloc = t->n_blocks != allocs,
+        };
+    }
+}
+
+void replay_totals_add(replay_totals_t *into, const replay_totals_t *from) {
+    into->n_blocks += from->n_blocks;
+    into->n_bytes += from->n_bytes;
+    into->n_frees += from->n_frees;
+    into->n_events += from->n_events;
+    into->live_bytes += from->live_bytes;
+    into->live_blocks += from->live_blocks;
+    into->n_unknown_frees += from->n_unknown_frees;
+    into->n_double_allocs += from->n_double_allocs;
+    into->touch_blocks += from->touch_blocks;
+    into->touch_bytes += from->touch_bytes;
+    into->touched_bytes += from->touched_bytes;
+    into->touch_resident_blocks += from->touch_resident_blocks;
+    into->touch_sampled_blocks += from->touch_sampled_blocks;
+    into->touch_pages_blocks += from->touch_pages_blocks;
+    into->touch_live_blocks += from->touch_live_blocks;
+    for (unsigned k = 0; k < REPLAY_SIZE_BUCKETS; k++) {
+        into->size_blocks[k] += from->size_blocks[k];
+        into->size_bytes[k] += from->size_bytes[k];
+    }
+    if (from->last_time_ns > into->last_time_ns)
+        into->last_time_ns = from->last_time_ns;
+    // not sums: n_threads (replay_merge_shard unites the sets), the peak (replay_par.c's scan)
+}
+
+void replay_merge_shard(replay_t *into, const replay_t *shard) {
+    replay_totals_add(&into->t, &shard->t);
+    size_t it = 0;
+    uint64_t tid;
+    while (hmap_next(&shard->tids, &it, &tid)) {
+        bool existed;
+        hmap_put(&into->tids, tid, &existed);
+        if (!existed)
+            into->t.n_threads++;
+    }
+}
+
+void replay_set_peak(replay_t *rp, uint64_t bytes, uint64_t blocks, uint64_t time_ns) {
+    rp->t.peak_bytes = bytes;
+    rp->t.peak_blocks = blocks;
+    rp->t.peak_time_ns = time_ns;
+}
+
+// ---- shards with per-site figures (REPLAY_SITES): the table in the shards, the rest in order ----
+// A shard only looks blocks up (the part that misses the cache) and reports what it found; the
+// scan on one thread applies the events in stream order with what the shards found, through the
+// same steps as on_alloc_sites / on_free_sites (keep the two in step: test_replay_par compares
+// every figure with one thread). A shard stores a new block before its site is known (a realloc
+// takes the site of the block it replaced, which may sit in another shard): it marks it
+// BLOCK_PENDING with the allocation's index in the round, the scan resolves such marks within
+// the round through site_of, and the shard rewrites them at the start of the next round.
+
+void replay_shard_fix(replay_t *rp, const uint32_t *site_of) {
+    for (size_t k = 0; k < rp->n_fix; k++) {
+        live_block_t *b = hmap_get(&rp->live, live_key(rp, rp->fix[k].addr));
+        // a block that is still the one allocated at that index of the round (not freed, or
+        // freed and made again at the same address by a later allocation of its own)
+        if (b && (b->stack & BLOCK_PENDING) && (uint32_t)b->stack == rp->fix[k].index)
+            b->stack = (b->stack & (BLOCK_COUNTED | BLOCK_ZEROED)) | site_of[rp->fix[k].index];
+    }
+    rp->n_fix = 0;
+}
+
+void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
+                       uint32_t *idx, const uint8_t *verdict, replay_found_t *found) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        idx[m] = (uint32_t)i;
+        m += replay_shard_of(ev[i].addr, rp->shard_bits) == shard;
+    }
+    for (size_t k = 0; k < m && k < PREFETCH_AHEAD; k++)
+        hmap_prefetch(&rp->live, live_key(rp, ev[idx[k]].addr));
+    for (size_t k = 0; k < m; k++) {
+        if (k + PREFETCH_AHEAD < m)
+            hmap_prefetch(&rp->live, live_key(rp, ev[idx[k + PREFETCH_AHEAD]].addr));
+        uint32_t i = idx[k];
+        const reader_event_t *e = &ev[i];
+        replay_found_t *f = &found[i];
+        if (e->kind == READER_ALLOC) {
+            bool existed;
+            live_block_t *b = hmap_put(&rp->live, live_key(rp, e->addr), &existed);
+            *f = existed ? (replay_found_t){b->size, b->time_ns, b->stack, 1}
+                         : (replay_found_t){0, 0, 0, 0};
+            bool counted = !verdict || verdict[i];
+            uint64_t size = e->size;
+            if (size == 0 && (rp->mode & REPLAY_DHAT))
+                size = 1;
+            b->size = size;
+            b->time_ns = e->time_ns;
+            b->stack = 0;
+            if (counted) {
+                b->stack = BLOCK_PENDING | i | BLOCK_COUNTED |
+                           (e->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
+                if (rp->n_fix == rp->fix_cap)
+                    rp->fix = xgrow(rp->fix, &rp->fix_cap, rp->n_fix + 1, sizeof *rp->fix);
+                rp->fix[rp->n_fix++] = (replay_fix_t){.addr = e->addr, .index = i};
+            }
+        } else if (e->kind == READER_FREE) {
+            live_block_t *b = hmap_take_ref(&rp->live, live_key(rp, e->addr));
+            *f = b ? (replay_found_t){b->size, b->time_ns, b->stack, 1}
+                   : (replay_found_t){0, 0, 0, 0};
+        } else if (e->kind == READER_TOUCH_LIVE) {
+            const live_block_t *b = hmap_get(&rp->live, live_key(rp, e->addr)); // stays live
+            *f = b ? (replay_found_t){b->size, b->time_ns, b->stack, 1}
+                   : (replay_found_t){0, 0, 0, 0};
+        }
+    }
+}
+
+// The site of a block a shard found: resolved through this round's site_of if still pending.
+static inline uint32_t found_site(const replay_found_t *f, const uint32_t *site_of) {
+    return f->stack & BLOCK_PENDING ? site_of[(uint32_t)f->stack] : (uint32_t)f->stack;
+}
+
+// on_alloc_sites without the table: the old block at the address (if any) is what the shard found.
+static void scan_alloc(replay_t *rp, const reader_event_t *ev, const replay_found_t *f,
+                       bool counted, uint32_t *site_of_ev, const uint32_t *site_of) {
+    replay_totals_t *t = &rp->t;
+    uint64_t size = ev->size;
+    if (size == 0 && (rp->mode & REPLAY_DHAT))
+        size = 1;
+    if (f->had) {
+        t->n_double_allocs++;
+        if (f->stack & BLOCK_COUNTED) {
+            t->live_bytes -= f->size;
+            t->live_blocks--;
+            live_block_t old = {f->size, f->time_ns, f->stack};
+            site_release(rp, found_site(f, site_of), &old, ev->time_ns);
+        }
+    }
+    if (!counted)
+        return;
+    thread_state_t *ts = thread_state(rp, ev->tid);
+    uint32_t idx;
+    if (ev->sub == READER_REALLOC && ev->old_addr && ts->has_pending &&
+        ts->pending_addr == ev->old_addr)
+        idx = ts->pending_site;
+    else
+        idx = site_index(rp, ev->stack);
+    *site_of_ev = idx;
+    ts->has_pending = false;
+    ts->last_addr = ev->addr;
+    ts->last_time_ns = ev->time_ns;
+
+    site_acc_t *s = &rp->sites[idx];
+    site_touch(rp, s, idx);
+    s->blocks++;
+    s->bytes += size;
+    s->live_bytes += size;
+    s->live_blocks++;
+    s->birth_sum_ns += ev->time_ns;
+    if (s->live_bytes > s->max_bytes) {
+        s->max_bytes = s->live_bytes;
+        s->max_blocks = s->live_blocks;
+    }
+
+    note_thread(rp, ev->tid);
+    t->n_blocks++;
+    t->n_bytes += size;
+    count_size(t, ev->size);
+    t->n_events++;
+    t->live_blocks++;
+    t->live_bytes += size;
+    if (t->live_bytes > t->peak_bytes ||
+        (t->live_bytes == t->peak_bytes && (rp->mode & REPLAY_DHAT))) {
+        t->peak_bytes = t->live_bytes;
+        t->peak_blocks = t->live_blocks;
+        t->peak_time_ns = ev->time_ns;
+        rp->epoch++;
+    }
+}
+
+// free_block and on_free_sites without the table.
+static void scan_free(replay_t *rp, const reader_event_t *ev, const replay_found_t *f,
+                      const uint32_t *site_of) {
+    replay_totals_t *t = &rp->t;
+    bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
+    if (!f->had) {
+        t->n_unknown_frees++;
+        if (!rp->filtered) {
+            note_thread(rp, ev->tid);
+            t->n_events += !realloc_half;
+        }
+        return;
+    }
+    if (!(f->stack & BLOCK_COUNTED))
+        return;
+    note_thread(rp, ev->tid);
+    t->live_bytes -= f->size;
+    t->live_blocks--;
+    const live_block_t b = {f->size, f->time_ns, f->stack};
+    uint32_t idx = found_site(f, site_of);
+    site_release(rp, idx, &b, ev->time_ns);
+    if (ev->touch)
+        add_touched(rp, &rp->sites[idx], ev, &b);
+    thread_state_t *ts = thread_state(rp, ev->tid);
+    if (realloc_half) {
+        ts->has_pending = true;
+        ts->pending_addr = ev->addr;
+        ts->pending_site = idx;
+        return;
+    }
+    t->n_frees++;
+    t->n_events++;
+    if (ts->last_addr == ev->addr && ts->last_time_ns == b.time_ns) {
+        rp->sites[idx].temp_blocks++;
+        rp->sites[idx].temp_bytes += b.size;
+        ts->last_addr = 0;
+    }
+}
+
+// on_touch_live without the table.
+static void scan_touch_live(replay_t *rp, const reader_event_t *ev, const replay_found_t *f,
+                            const uint32_t *site_of) {
+    if (!ev->touch || !f->had || !(f->stack & BLOCK_COUNTED))
+        return;
+    const live_block_t b = {f->size, f->time_ns, f->stack};
+    add_touched(rp, &rp->sites[found_site(f, site_of)], ev, &b);
+    rp->t.touch_live_blocks++;
+}
+
+void replay_scan_sites(replay_t *rp, const reader_event_t *ev, size_t n,
+                       const replay_found_t *found, const uint8_t *verdict, uint32_t *site_of) {
+    for (size_t i = 0; i < n; i++) {
+        const reader_event_t *e = &ev[i];
+        if (__builtin_expect(e->kind == READER_TOUCH_LIVE, 0)) {
+            scan_touch_live(rp, e, &found[i], site_of); // moves no time, as on_touch_live
+            continue;
+        }
+        if (e->time_ns > rp->t.last_time_ns)
+            rp->t.last_time_ns = e->time_ns;
+        if (e->kind == READER_ALLOC)
+            scan_alloc(rp, e, &found[i], !verdict || verdict[i], &site_of[i], site_of);
+        else if (e->kind == READER_FREE)
+            scan_free(rp, e, &found[i], site_of);
+    }
+}

@@ -166,4 +166,63 @@ uint32_t replay_last_site(const replay_t *rp);
 // caller that applies events one at a time (timeline.c). Hot path.
 void replay_prefetch(const replay_t *rp, uint64_t addr);
 
+// ---- shards: the totals of one replay split by address over threads (replay_par.h) ----
+// A block's address (its serial number) picks its shard by groups of 2^REPLAY_SHARD_GROUP_BITS:
+// every event of one block meets the same shard, and in totals mode (no REPLAY_SITES) no figure
+// of a shard depends on another's events except the global peak, which needs the order of all
+// events: each shard reports every event's change of live bytes (replay_step_t) and one thread
+// adds them up in order.
+#define REPLAY_SHARD_GROUP_BITS 6u
+
+static inline unsigned replay_shard_of(uint64_t addr, unsigned shard_bits) {
+    return (unsigned)(addr >> REPLAY_SHARD_GROUP_BITS) & ((1u << shard_bits) - 1u);
+}
+
+// What one event did to the live totals of its shard.
+typedef struct replay_step {
+    uint64_t live_bytes;    // the change, modulo 2^64 (a decrease is a large number)
+    uint32_t live_blocks;   // the same for blocks
+    uint32_t counted_alloc; // 1: a counted allocation, where a new global peak may start
+} replay_step_t;
+
+// Makes rp one of 2^shard_bits shards (call before the first event; totals mode only).
+void replay_set_shard(replay_t *rp, unsigned shard_bits);
+
+// Applies the events of ev[0..n) whose address falls in shard `shard` and writes each one's
+// step into steps[i] (others are not written). idx: room for n indexes (scratch).
+void replay_shard_events(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
+                         uint32_t *idx, replay_step_t *steps);
+
+// Adds the summed figures of from into into (every field but n_threads and the peak; the
+// latest time is the later one). The one place that knows which totals are sums: a new one
+// goes here.
+void replay_totals_add(replay_totals_t *into, const replay_totals_t *from);
+
+// Adds a finished shard's totals into into (which saw no events itself), threads as a union.
+void replay_merge_shard(replay_t *into, const replay_t *shard);
+
+// With REPLAY_SITES the shards only look blocks up (replay_shard_find) and one thread applies
+// every event in order with what they found (replay_scan_sites): site indexes, the per-thread
+// state, each site's own maximum and the peak snapshot need the order of all events.
+typedef struct replay_found {
+    uint64_t size, time_ns, stack; // the block at the address (replay's own stack word)
+    uint64_t had;                  // 1: a block was there (freed, or replaced by an allocation)
+} replay_found_t;
+
+// Shard side: first rewrites the blocks of the previous round whose site was still open, from
+// that round's site_of (NULL before the first round), then for the events of ev[0..n) in this
+// shard takes out freed blocks, stores allocated ones (verdict: keep's answer per event, NULL:
+// all count) and writes found[i]. rp: made with the scan's mode, replay_set_shard.
+void replay_shard_fix(replay_t *rp, const uint32_t *site_of);
+void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
+                       uint32_t *idx, const uint8_t *verdict, replay_found_t *found);
+
+// Scan side, on rp (REPLAY_SITES, no events of its own table): applies ev[0..n) in order with
+// found[]; writes site_of[i] for each counted allocation (n entries), for the shards' next fix.
+void replay_scan_sites(replay_t *rp, const reader_event_t *ev, size_t n,
+                       const replay_found_t *found, const uint8_t *verdict, uint32_t *site_of);
+
+// Sets the global peak found by the ordered scan over the shards' steps.
+void replay_set_peak(replay_t *rp, uint64_t bytes, uint64_t blocks, uint64_t time_ns);
+
 #endif

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: MIT
+// replay_par: replay on several threads. Blocks are split by address over 2^k shards, each a
+// replay_t of its own on a thread of its own; every batch of events goes to all shards at once
+// and each handles the events of its blocks. Totals alone (`stats`): each shard replays its
+// events in full and reports every event's change of live bytes, which the caller's thread
+// adds up in stream order for the global peak. With per-site figures (REPLAY_SITES, DHAT):
+// the shards only look blocks up, and the caller's thread applies every event in stream order
+// with what they found (replay_scan_sites). Either way every figure is the one-thread replay's,
+// exactly (docs/design.md#replay-threads). Not with a companion (growth) or the timeline.
+// Memory: the live blocks (spread over the shards' tables), one set of thread ids per shard,
+// and one round in flight: per event 16 bytes a step (totals) or 32 found + 4 site (sites),
+// + 4 an index per thread, and a copy of small batches (48 bytes an event).
+#ifndef HEAPPROF_ANALYZER_REPLAY_PAR_H
+#define HEAPPROF_ANALYZER_REPLAY_PAR_H
+
+#include "model/replay.h"
+#include "trace/reader.h"
+
+#include <stddef.h>
+
+#define REPLAY_PAR_THREADS_MAX 16u
+
+// Threads for replay: HEAPPROF_REPLAY_THREADS (0-16) if set, else half the online CPUs (the
+// reader and its decoders use the rest), at most 16; rounded down to a power of two. 0 or 1:
+// replay on the caller's thread alone (replay_events), as on a machine of two CPUs.
+unsigned replay_par_threads(void);
+
+typedef struct replay_par replay_par_t;
+
+// Replays into `into` (made by replay_new with mode set to `mode`, no events applied, no
+// companion, not fed to timeline.c) on n_threads threads (a power of two >= 2, at most REPLAY_PAR_THREADS_MAX), the caller's
+// included. keep as for replay_new; it runs on the caller's thread only. If threads cannot be
+// made the caller's thread does their work: slower, the same figures. Allocates (exits on OOM).
+replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
+                             replay_keep_fn keep, void *keep_ctx);
+
+// Rounds of at least min_events events (gathered from smaller batches) and at most max_events
+// (>= 1; the defaults are 16384 and 2^20). For tests, whose rounds must be small enough that
+// blocks and peaks cross from one round to the next. Call before the first event.
+void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events);
+
+// Applies ev[0..n) in order (as replay_events). ev needs to stay valid only during the call.
+void replay_par_events(replay_par_t *p, const reader_event_t *ev, size_t n);
+
+// Applies what is still held back, stops the threads, writes the totals into `into` and frees
+// p. `into`'s totals are complete only after this.
+void replay_par_finish(replay_par_t *p);
+
+#endif
