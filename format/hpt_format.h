@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define HPT_MAGIC "HEAPPROF" // 8 bytes, no terminator in the file
-#define HPT_VERSION 4u
+#define HPT_VERSION 5u
 
 // File = file header, then chunks back to back until EOF. All integers little-endian.
 typedef struct hpt_file_hdr {

@@ -145,6 +145,7 @@ static void synth_full(const char *dir, bool rows) {
     tb_rec_process(tb, "/usr/bin/app", 3, argv);
     tb_rec_module_load(tb, 1, 0x400000, 0x10000, "/usr/bin/app", build_id, sizeof build_id);
     tb_rec_module_load(tb, 2, 0x7f0000000000, 0x200000, "/lib/x86_64-linux-gnu/libc.so.6", NULL, 0);
+    tb_rec_allocator(tb, HPT_ALLOC_PATCHED, "jemalloc", "mallocx rallocx sdallocx in /usr/bin/app");
     tb_end(tb, false);
 
     tb_begin(tb, HPT_CHUNK_EVENTS, 100, 10, 0x5000);
@@ -185,6 +186,7 @@ static void synth_full(const char *dir, bool rows) {
     tb_rec_cpu_sample(tb, 30, 101, 3);
     tb_rec_cpu_sample(tb, 75, 100, 0);
     tb_rec_cpu_info(tb, HPT_CPU_PERF, 997, 3, 1, "");
+    tb_rec_touch_live(tb, 90, 0xa000, HPT_TOUCH_PAGES, 8192, 8192); // the leaked 1 MiB block
     tb_end(tb, false);
 
     tb_begin(tb, HPT_CHUNK_TRAILER, 0, 0, 0);

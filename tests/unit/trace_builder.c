@@ -261,6 +261,18 @@ void tb_rec_free_touch(tb_t *tb, uint64_t t, uint64_t addr, int method, uint64_t
     tb->hdr.n_records++;
 }
 
+void tb_rec_touch_live(tb_t *tb, uint64_t t, uint64_t addr, int method, uint64_t touched,
+                       uint64_t touched_nz) {
+    put_u8(tb, HPT_REC_TOUCH_LIVE);
+    put_dt(tb, t);
+    put_var(tb, addr); // absolute: the address state is left alone
+    uint8_t buf[2 * HPT_VARINT_MAX];
+    uint8_t *e = hpt_put_touch(buf, method, touched, touched_nz);
+    for (uint8_t *q = buf; q < e; q++)
+        put_u8(tb, *q);
+    tb->hdr.n_records++;
+}
+
 void tb_rec_realloc(tb_t *tb, uint64_t t, uint64_t t2, uint64_t stack, uint64_t old_addr,
                     uint64_t new_addr, uint64_t size) {
     put_u8(tb, HPT_REC_REALLOC);
@@ -352,6 +364,14 @@ void tb_rec_cpu_sample(tb_t *tb, uint64_t t, uint32_t tid, uint64_t stack) {
     tb->prev_t = t;
     put_var(tb, tid);
     put_var(tb, stack);
+    tb->hdr.n_records++;
+}
+
+void tb_rec_allocator(tb_t *tb, unsigned status, const char *family, const char *detail) {
+    put_u8(tb, HPT_REC_ALLOCATOR);
+    put_var(tb, status);
+    put_bytes(tb, family, strlen(family));
+    put_bytes(tb, detail, strlen(detail));
     tb->hdr.n_records++;
 }
 

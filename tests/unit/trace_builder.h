@@ -64,6 +64,9 @@ void tb_rec_free(tb_t *tb, uint64_t t, uint64_t addr);
 // A FREE with a bytes-touched measure: method HPT_TOUCH_FILL or _RESIDENT (-1: none).
 void tb_rec_free_touch(tb_t *tb, uint64_t t, uint64_t addr, int method, uint64_t touched,
                        uint64_t touched_nz);
+// A block still live at exit and its measure (TOUCH_LIVE, tid 0's EVENTS chunks as rows).
+void tb_rec_touch_live(tb_t *tb, uint64_t t, uint64_t addr, int method, uint64_t touched,
+                       uint64_t touched_nz);
 void tb_rec_realloc(tb_t *tb, uint64_t t, uint64_t t2, uint64_t stack, uint64_t old_addr,
                     uint64_t new_addr, uint64_t size);
 void tb_rec_stack(tb_t *tb, uint64_t id, uint32_t n, const uint64_t *frames);
@@ -77,6 +80,8 @@ void tb_rec_trailer(tb_t *tb, uint64_t n_events, uint64_t n_lost, uint64_t n_sta
                     uint64_t n_overflows);
 // CPU_SAMPLE (its time may be below the previous record's) and CPU_INFO.
 void tb_rec_cpu_sample(tb_t *tb, uint64_t t, uint32_t tid, uint64_t stack);
+// An allocator the shim found beside libc's (META only; status: enum hpt_alloc_status).
+void tb_rec_allocator(tb_t *tb, unsigned status, const char *family, const char *detail);
 void tb_rec_cpu_info(tb_t *tb, unsigned source, uint32_t hz, uint64_t n_samples, uint64_t n_lost,
                      const char *reason);
 
