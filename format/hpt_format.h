@@ -92,6 +92,9 @@ enum hpt_rec_tag {
 
     HPT_REC_ALLOCATOR = 28,   // status family_len family detail_len detail   META only
                               //   (docs/trace-format.md#allocators)
+    HPT_REC_FREE_SIZED = 29,  // dt addr size align   a free that named the block's size (Rust's
+                              //   dealloc: and alignment; jemalloc's sdallocx: align 0, not
+                              //   given); never measured for touch (docs/trace-format.md#sized-frees)
 };
 
 // "touch": how many bytes of the block being freed the program touched (docs/trace-format.md#touch).

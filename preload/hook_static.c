@@ -61,6 +61,15 @@ static inline __attribute__((always_inline)) void free_start(const void *p) {
     errno = e;
 }
 
+// A free that names the block's size (and alignment, 0 if it does not): recorded with them, so
+// the analyzer can tell a size that differs from the block's (a Rust Layout mismatch).
+static inline __attribute__((always_inline)) void sized_free_start(const void *p, size_t size,
+                                                                   size_t align) {
+    int e = errno;
+    hp_record_free_sized_foreign(p, size, align);
+    errno = e;
+}
+
 static inline __attribute__((always_inline)) uint64_t realloc_start(void) {
     int e = errno;
     uint64_t t0 = hp_record_realloc_begin_foreign();
@@ -194,8 +203,18 @@ NEW_WRAPPER(new_array)
     }
 DELETE_WRAPPER(delete, (void *p), (p))
 DELETE_WRAPPER(delete_array, (void *p), (p))
-DELETE_WRAPPER(delete_sized, (void *p, size_t n), (p, n))
-DELETE_WRAPPER(delete_array_sized, (void *p, size_t n), (p, n))
+#define SIZED_DELETE_WRAPPER(name)                                                                 \
+    HOOK_ENTRY static void w_##name(void *p, size_t n) {                                           \
+        if (!p || !enter()) {                                                                      \
+            orig_##name(p, n);                                                                     \
+            return;                                                                                \
+        }                                                                                          \
+        sized_free_start(p, n, 0);                                                                 \
+        orig_##name(p, n);                                                                         \
+        leave();                                                                                   \
+    }
+SIZED_DELETE_WRAPPER(delete_sized)
+SIZED_DELETE_WRAPPER(delete_array_sized)
 
 // ---- Rust's allocator shims: a dealloc and a realloc carry the layout ------------------------
 
@@ -217,7 +236,7 @@ HOOK_ENTRY static void w_rust_dealloc(void *p, size_t size, size_t align) {
         orig_rust_dealloc(p, size, align);
         return;
     }
-    free_start(p);
+    sized_free_start(p, size, align);
     orig_rust_dealloc(p, size, align);
     leave();
 }
@@ -280,7 +299,7 @@ HOOK_ENTRY static void w_sdallocx(void *p, size_t size, int flags) {
         orig_sdallocx(p, size, flags);
         return;
     }
-    free_start(p);
+    sized_free_start(p, size, mallocx_align(flags));
     orig_sdallocx(p, size, flags);
     leave();
 }
@@ -515,7 +534,7 @@ HP_EXPORT HOOK_ENTRY void mi_free_size(void *p, size_t size) {
         orig_mi_free_size(p, size);
         return;
     }
-    free_start(p);
+    sized_free_start(p, size, 0);
     orig_mi_free_size(p, size);
     leave();
 }
@@ -543,7 +562,7 @@ HP_EXPORT HOOK_ENTRY void mi_free_size_aligned(void *p, size_t size, size_t alig
         orig_mi_free_size_aligned(p, size, align);
         return;
     }
-    free_start(p);
+    sized_free_start(p, size, align);
     orig_mi_free_size_aligned(p, size, align);
     leave();
 }

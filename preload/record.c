@@ -301,6 +301,25 @@ void hp_record_free_foreign(const void *ptr) {
     record_free(ptr, false);
 }
 
+void hp_record_free_sized_foreign(const void *ptr, size_t size, size_t align) {
+    HP_ASSERT(hp_tls_guard != 0 && ptr != NULL);
+    hp_ring_t *r = ring();
+    if (HP_UNLIKELY(!r))
+        return;
+    uint64_t t = hp_tbuf_busy_now(r);
+    enc_checkpoint(r);
+    uint8_t buf[48], *in_ring = hp_tbuf_reserve(r, sizeof buf);
+    uint8_t *start = in_ring ? in_ring : buf, *p = start;
+    *p++ = HPT_REC_FREE_SIZED;
+    p = put_time(p, t);
+    p = put_addr(p, (uint64_t)(uintptr_t)ptr);
+    p = hpt_put_varint(p, size);
+    p = hpt_put_varint(p, align);
+    HP_ASSERT((size_t)(p - start) <= sizeof buf);
+    publish(r, in_ring != NULL, start, p);
+    hp_tbuf_idle(r);
+}
+
 uint64_t hp_record_realloc_begin(const void *old, size_t *old_usable) {
     HP_ASSERT(hp_tls_guard != 0);
     *old_usable = 0;

@@ -293,6 +293,29 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev) {
     }
 }
 
+// A free that named its block's size (READER_FREE_SIZED) checks it against the block's: a
+// difference is a bug in the program (a Rust Layout that is not the one allocated with), which
+// the allocator may not notice. A sized free of an unknown block changes nothing else: the
+// block was never counted (made before recording started, or its record was lost), so its size
+// must not be taken off the live figures either. b: the counted block, or NULL when unknown.
+static void note_sized_free(replay_t *rp, const reader_event_t *ev, const live_block_t *b) {
+    replay_totals_t *t = &rp->t;
+    if (!b) {
+        t->n_sized_unknown_frees++;
+        return;
+    }
+    t->n_sized_frees++;
+    // DHAT mode counts a 0-byte block as 1 byte
+    bool same = b->size == ev->size || (ev->size == 0 && b->size == 1 && (rp->mode & REPLAY_DHAT));
+    if (same)
+        return;
+    if (t->n_sized_mismatches++ == 0) {
+        t->mismatch_block_size = b->size;
+        t->mismatch_freed_size = ev->size;
+        t->mismatch_time_ns = ev->time_ns;
+    }
+}
+
 // The part of a free both modes share: takes the block out of the live table and the totals.
 // Returns the block (in the table's slot, valid until the next change of the table), or NULL
 // when there is nothing more to do (unknown or uncounted block).
@@ -302,6 +325,8 @@ static inline const live_block_t *free_block(replay_t *rp, const reader_event_t 
     live_block_t *b = hmap_take_ref(&rp->live, ev->addr);
     if (!b) {
         t->n_unknown_frees++;
+        if (ev->flags & READER_FREE_SIZED)
+            note_sized_free(rp, ev, NULL);
         if (!rp->filtered) {
             note_thread(rp, ev->tid);
             t->n_events += !realloc_half;
@@ -312,6 +337,8 @@ static inline const live_block_t *free_block(replay_t *rp, const reader_event_t 
         rp->companion_free(rp->companion_ctx, ev, b);
     if (!(b->stack & BLOCK_COUNTED))
         return NULL;
+    if (ev->flags & READER_FREE_SIZED)
+        note_sized_free(rp, ev, b);
     note_thread(rp, ev->tid);
     t->live_bytes -= b->size;
     t->live_blocks--;

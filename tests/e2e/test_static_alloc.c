@@ -191,6 +191,45 @@ Test(static_alloc, threads_allocating_at_once_after_the_patch_are_counted_exactl
     run_free(&r);
 }
 
+// sdallocx names the block's size: the 7 of 35 frees built to name a wrong one are counted
+// (the program counts them itself), and every other hooked sized free (the Rust dealloc's
+// Layout, jemalloc's own use) names the size the block was allocated with.
+Test(static_alloc, sized_frees_naming_another_size_are_counted_exactly) {
+    char *argv[] = {E2E_PROGS "/je_static", "sized", NULL};
+    run_t r = run_both(argv, NULL, 3);
+    long long sized = -1, mismatched = -1;
+    const char *p = strstr(r.out, "sized=");
+    cr_assert(p && sscanf(p, "sized=%lld mismatched=%lld", &sized, &mismatched) == 2, "%s",
+              r.out);
+    cr_assert_eq(sized, 35);
+    cr_assert_eq(mismatched, 7);
+    json_t *s = e2e_stats(r.trace, NULL);
+    json_t *an = json_object_get(s, "anomalies");
+    cr_expect_eq(e2e_int(an, "sized_frees"), sized);
+    cr_expect_eq(e2e_int(an, "sized_free_mismatches"), mismatched);
+    cr_expect_eq(e2e_int(an, "sized_unknown_frees"), 0);
+    json_decref(s);
+    const char *args[] = {"stats", r.trace, NULL};
+    char *text = e2e_heapprof_ok(args);
+    cr_expect(strstr(text, "7 of 35 sized frees named a size other than their block's (the "
+                           "first: a 48-byte block freed as 40 bytes)"),
+              "%s", text);
+    free(text);
+    run_free(&r);
+}
+
+Test(static_alloc, rust_deallocs_name_the_size_they_were_allocated_with) {
+    char *argv[] = {E2E_PROGS "/rust_je_counting", NULL};
+    run_t r = run_both(argv, NULL, 0);
+    json_t *s = e2e_stats(r.trace, NULL);
+    json_t *an = json_object_get(s, "anomalies");
+    // every workload free is a Rust dealloc (or the realloc's), each with its Layout
+    cr_expect_geq(e2e_int(an, "sized_frees"), r.c.frees);
+    cr_expect_eq(e2e_int(an, "sized_free_mismatches"), 0);
+    json_decref(s);
+    run_free(&r);
+}
+
 Test(static_alloc, an_allocator_that_cannot_be_hooked_is_reported) {
     char *argv[] = {E2E_PROGS "/own_malloc", NULL};
     run_t r = run_both(argv, NULL, 0);
