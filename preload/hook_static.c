@@ -567,6 +567,12 @@ HP_EXPORT HOOK_ENTRY void mi_free_size_aligned(void *p, size_t size, size_t alig
     leave();
 }
 
+// ---- the loader's notice that modules were added: new allocators to look for ---------------------
+
+HOOK_ENTRY static void w_dl_state(void) {
+    hp_allocscan_dl_state();
+}
+
 // ---- the table allocscan.c patches from ----------------------------------------------------------
 
 #define HOOK(role, name) [role] = (hp_hook_fn_t)w_##name
@@ -651,4 +657,5 @@ const hp_hook_table_t hp_hook_table = {
             SLOT(HP_HOOK_MI_FREE_ALIGNED, mi_free_aligned),
             SLOT(HP_HOOK_MI_FREE_SIZE_ALIGNED, mi_free_size_aligned),
         },
+    .on_dl_state = w_dl_state,
 };

@@ -108,6 +108,16 @@ static inline hp_ring_t *ring(void) {
     return HP_LIKELY(r != NULL) ? r : thread_start_slow();
 }
 
+void hp_record_note(const uint8_t *rec, size_t len) {
+    HP_ASSERT(hp_tls_guard != 0);
+    hp_ring_t *r = ring();
+    if (!r)
+        return;
+    (void)hp_tbuf_busy_now(r);
+    hp_tbuf_append(r, rec, len);
+    hp_tbuf_idle(r);
+}
+
 HP_NOINLINE HP_COLD static uint32_t new_stack_slow(hp_ring_t *r, uint64_t t, const uint64_t *f,
                                                    uint32_t n) {
     // A new stack may come from a newly loaded module: list it first, with the event's time so

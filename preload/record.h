@@ -39,6 +39,10 @@ uint64_t hp_record_realloc_begin_foreign(void);
 void hp_record_realloc_end_foreign(uint64_t t_before, const void *old, const void *p, size_t size,
                                    const hp_frame_t *from);
 
+// Appends a record without a time (an ALLOCATOR found after start, allocscan.c) to this
+// thread's stream. The caller holds the recursion guard. Cold.
+void hp_record_note(const uint8_t *rec, size_t len);
+
 // What a thread's first event calls before it makes the thread's ring: makes sure this process
 // has a trace to write to (a fork child starts its own then). False: the thread records nothing
 // (the hook has already stopped profiling). Registered once by the lifecycle, before recording

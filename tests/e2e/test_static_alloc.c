@@ -33,13 +33,13 @@ typedef struct run {
     counts_t c;
 } run_t;
 
-// Runs argv without and with the shim (env: extra settings for the shimmed run): its output
-// and exit status must be the same both times.
+// Runs argv without and with the shim (env: extra settings for both runs): its output and exit
+// status must be the same both times.
 static run_t run_both(char *const argv[], const char *const *env, int want_status) {
     run_t r = {0};
     r.dir = e2e_tmpdir("static_alloc");
     snprintf(r.trace, sizeof r.trace, "%s/t.hpt", r.dir);
-    e2e_run_opts_t plain = {.no_preload = true, .timeout_s = 120};
+    e2e_run_opts_t plain = {.no_preload = true, .env = env, .timeout_s = 120};
     char *ref_out, *ref_err;
     int ref = e2e_run(argv, &plain, &ref_out, &ref_err, NULL);
     cr_assert_eq(ref, want_status, "%s without the shim: status %d: %s", argv[0], ref, ref_err);
@@ -226,6 +226,30 @@ Test(static_alloc, rust_deallocs_name_the_size_they_were_allocated_with) {
     // every workload free is a Rust dealloc (or the realloc's), each with its Layout
     cr_expect_geq(e2e_int(an, "sized_frees"), r.c.frees);
     cr_expect_eq(e2e_int(an, "sized_free_mismatches"), 0);
+    json_decref(s);
+    run_free(&r);
+}
+
+// jemalloc linked into a plugin loaded by dlopen after start: hooked before dlopen returned, so
+// two threads calling it at once are counted exactly.
+Test(static_alloc, an_allocator_in_a_dlopened_library_is_hooked_and_counted_exactly) {
+    char *argv[] = {E2E_PROGS "/dlopen_je_host", E2E_PROGS "/libje_plugin.so", NULL};
+    // jemalloc's thread-locals are initial-exec: a library loaded later needs room for them in
+    // the static TLS block, more than glibc keeps by default (with or without heapprof)
+    const char *env[] = {"GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384", NULL};
+    run_t r = run_both(argv, env, 0);
+    cr_expect_null(strstr(r.err, "warning"), "%s", r.err);
+    cr_expect(strstr(r.err, "jemalloc: mallocx, rallocx, sdallocx, dallocx in ") &&
+                  strstr(r.err, "libje_plugin.so, patched at their entry"),
+              "%s", r.err);
+    json_t *rep = report_of(r.trace, "je_plugin_churn");
+    expect_exact(rep, &r.c);
+    cr_expect_eq(e2e_int(e2e_site(rep, "je_plugin_churn"), "blocks"), r.c.allocs + r.c.reallocs);
+    cr_expect(has_allocator(json_object_get(rep, "totals"), "patched", "jemalloc"));
+    json_decref(rep);
+    json_t *s = e2e_stats(r.trace, NULL);
+    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "sized_frees"), r.c.frees);
+    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "sized_free_mismatches"), 0);
     json_decref(s);
     run_free(&r);
 }
