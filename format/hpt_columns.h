@@ -241,6 +241,7 @@ static inline size_t hpt_cols_transpose(const uint8_t *rows, size_t row_bytes, s
         case HPT_REC_MODULE_UNLOAD:
         case HPT_REC_CPU_SAMPLE:
         case HPT_REC_CPU_INFO:
+        case HPT_REC_ALLOCATOR: // found in a library loaded by dlopen (docs/trace-format.md#allocators)
             ok = hpt_colw_bytes(&w[HPT_COL_OTHER], p, (size_t)(next - p));
             break;
         default:

@@ -86,6 +86,7 @@ static void every_kind(rows_t *r) {
     static const uint8_t munload[] = {HPT_REC_MODULE_UNLOAD, 3, 0x80, 0x20};
     static const uint8_t sample[] = {HPT_REC_CPU_SAMPLE, 3, 0x2a, 5};
     static const uint8_t info[] = {HPT_REC_CPU_INFO, 1, 0xe5, 0x07, 4, 0, 2, 'o', 'k'};
+    static const uint8_t allocator[] = {HPT_REC_ALLOCATOR, 0, 2, 'j', 'e', 3, '/', 'l', 'i'};
     r_bytes(r, tstart, sizeof tstart);
     r_bytes(r, stack, sizeof stack);
     const uint64_t h = 0x55550000a000ull;
@@ -120,6 +121,7 @@ static void every_kind(rows_t *r) {
     r_free_sized(r, 4, h + 0x9080, 1ull << 50, 0);
     r_free_sized(r, 4, 0x777770, 33, 4096);
     r_bytes(r, info, sizeof info);
+    r_bytes(r, allocator, sizeof allocator);
     r_bytes(r, tend, sizeof tend);
 }
 
