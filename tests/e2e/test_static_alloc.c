@@ -247,6 +247,10 @@ Test(static_alloc, an_allocator_in_a_dlopened_library_is_hooked_and_counted_exac
     cr_expect_eq(e2e_int(e2e_site(rep, "je_plugin_churn"), "blocks"), r.c.allocs + r.c.reallocs);
     cr_expect(has_allocator(json_object_get(rep, "totals"), "patched", "jemalloc"));
     json_decref(rep);
+    // the plugin's constructor ran inside dlopen, after the hook: its 10 blocks are there
+    rep = report_of(r.trace, "je_plugin_init");
+    cr_expect_eq(e2e_int(json_object_get(rep, "totals"), "blocks"), 10);
+    json_decref(rep);
     json_t *s = e2e_stats(r.trace, NULL);
     cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "sized_frees"), r.c.frees);
     cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "sized_free_mismatches"), 0);
