@@ -71,8 +71,8 @@ typedef struct hpt_rec {
     uint64_t stack;    // stack id (allocations) or defined id (STACK)
     uint64_t addr;     // block address (allocs, FREE), new address (REALLOC), base (MODULE_*)
     uint64_t old_addr; // REALLOC only
-    uint64_t size;     // bytes (allocs), module size (MODULE_LOAD)
-    uint64_t align;    // ALIGNED only
+    uint64_t size;     // bytes (allocs, FREE_SIZED: as the free named them), module size (MODULE_LOAD)
+    uint64_t align;    // ALIGNED, FREE_SIZED (0: not given)
     uint32_t n_frames; // STACK only
     const uint8_t *frames; // STACK: encoded frames, decode with hpt_stack_frames()
     const uint8_t *frames_end;
@@ -175,6 +175,12 @@ static inline const uint8_t *hpt_rec_decode(const uint8_t *p, const uint8_t *end
         if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_varint(p, end, &r->addr)))
             return NULL;
         return hpt_get_touch(p, end, r);
+    case HPT_REC_FREE_SIZED:
+        if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_addr(p, end, st, &r->addr)) ||
+            !(p = hpt_get_varint(p, end, &r->size)))
+            return NULL;
+        r->touch = 0;
+        return hpt_get_varint(p, end, &r->align);
     case HPT_REC_REALLOC:
         if (!(p = hpt_get_dt(p, end, st, &r->time_ns)) || !(p = hpt_get_varint(p, end, &n)))
             return NULL;

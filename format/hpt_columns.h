@@ -160,13 +160,15 @@ static inline size_t hpt_cols_transpose(const uint8_t *rows, size_t row_bytes, s
         if ((size_t)(next - rows) > take || !hpt_colw_bytes(&w[HPT_COL_TAG], p, 1))
             return 0;
         n_records++;
-        n_events += r.tag <= HPT_REC_REALLOC && r.tag >= HPT_REC_MALLOC;
+        n_events += (r.tag <= HPT_REC_REALLOC && r.tag >= HPT_REC_MALLOC) ||
+                    r.tag == HPT_REC_FREE_SIZED;
         uint64_t v, old = 0, old_size = 0;
         bool ok = true, known = false, is_alloc = false;
         switch (r.tag) {
         case HPT_REC_FREE:
+        case HPT_REC_FREE_SIZED:
         case HPT_REC_REALLOC:
-            old = r.tag == HPT_REC_FREE ? r.addr : r.old_addr;
+            old = r.tag == HPT_REC_REALLOC ? r.old_addr : r.addr;
             ok = hpt_colw_put(&w[HPT_COL_TIME], r.time_ns - t0);
             if (r.tag == HPT_REC_REALLOC)
                 ok = ok && hpt_colw_put(&w[HPT_COL_TIME], r.time2_ns - r.time_ns);
@@ -185,6 +187,14 @@ static inline size_t hpt_cols_transpose(const uint8_t *rows, size_t row_bytes, s
                     known = false, v = delta;
                 ok = ok && hpt_colw_put(&w[HPT_COL_FREE], v);
                 prev_free = old;
+            }
+            if (r.tag == HPT_REC_FREE_SIZED) {
+                // the size the free named, against the block's when the reference says which
+                // block it is (mostly 0: they agree), then the alignment
+                int64_t d = (int64_t)(r.size - (known ? old_size : 0));
+                ok = ok && hpt_colw_put(&w[HPT_COL_SIZE], hpt_zigzag(d)) &&
+                     hpt_colw_put(&w[HPT_COL_SIZE], r.align);
+                break;
             }
             if (r.tag == HPT_REC_FREE) {
                 // the touch varints, the second (FILL*: non-zero minus differing bytes)
@@ -232,6 +242,7 @@ static inline size_t hpt_cols_transpose(const uint8_t *rows, size_t row_bytes, s
         case HPT_REC_CPU_SAMPLE:
         case HPT_REC_CPU_INFO:
         case HPT_REC_TOUCH_LIVE: // its address is absolute: no address state to carry
+        case HPT_REC_ALLOCATOR: // found in a library loaded by dlopen (docs/trace-format.md#allocators)
             ok = hpt_colw_bytes(&w[HPT_COL_OTHER], p, (size_t)(next - p));
             break;
         default:
@@ -319,7 +330,7 @@ static inline size_t hpt_cols_untranspose(const uint8_t *in, size_t n, uint8_t *
     size_t n_alloc = 0;
     while (c[HPT_COL_TAG].p < c[HPT_COL_TAG].end) {
         const uint8_t tag = *c[HPT_COL_TAG].p++;
-        if (tag < HPT_REC_MALLOC || tag > HPT_REC_REALLOC) {
+        if ((tag < HPT_REC_MALLOC || tag > HPT_REC_REALLOC) && tag != HPT_REC_FREE_SIZED) {
             // a whole record in OTHER, its tag repeated there
             hpt_colr_t *oc = &c[HPT_COL_OTHER];
             hpt_dstate_t st = {0};
@@ -342,7 +353,7 @@ static inline size_t hpt_cols_untranspose(const uint8_t *in, size_t n, uint8_t *
         if (!hpt_colr_get(&c[HPT_COL_TIME], &dt))
             return 0;
         t = hpt_put_varint(t, dt);
-        if (tag == HPT_REC_FREE || tag == HPT_REC_REALLOC) {
+        if (tag == HPT_REC_FREE || tag == HPT_REC_FREE_SIZED || tag == HPT_REC_REALLOC) {
             if (tag == HPT_REC_REALLOC) {
                 if (!hpt_colr_get(&c[HPT_COL_TIME], &dt) ||
                     !hpt_colr_get(&c[HPT_COL_STACK], &stack))
@@ -365,6 +376,14 @@ static inline size_t hpt_cols_untranspose(const uint8_t *in, size_t n, uint8_t *
             prev_free = old;
             t = hpt_put_varint(t, hpt_zigzag((int64_t)(old - addr)));
             addr = old;
+            if (tag == HPT_REC_FREE_SIZED) {
+                // the named size, relative to the block's when the reference says which
+                if (!hpt_colr_get(&c[HPT_COL_SIZE], &z) || !hpt_colr_get(&c[HPT_COL_SIZE], &v))
+                    return 0;
+                t = hpt_put_varint(t, (known ? old_size : 0) + (uint64_t)hpt_unzigzag(z));
+                t = hpt_put_varint(t, v);
+                goto copy;
+            }
             if (tag == HPT_REC_FREE) {
                 if (!hpt_colr_get(&c[HPT_COL_TOUCH], &v))
                     return 0;

@@ -95,8 +95,11 @@ enum hpt_rec_tag {
     // 16-23 were v3's heap-stream records; never reused
 
     // 24-27 are set aside for sampled recording (docs/trace-format.md#sampled); unused so far
-    HPT_REC_ALLOCATOR = 28,   // status family_len family detail_len detail   META only
-                              //   (docs/trace-format.md#allocators)
+    HPT_REC_ALLOCATOR = 28,   // status family_len family detail_len detail   META, or EVENTS for
+                              //   a library loaded by dlopen (docs/trace-format.md#allocators)
+    HPT_REC_FREE_SIZED = 29,  // dt addr size align   a free that named the block's size (Rust's
+                              //   dealloc: and alignment; jemalloc's sdallocx: align 0, not
+                              //   given); never measured for touch (docs/trace-format.md#sized-frees)
     HPT_REC_TOUCH_LIVE = 36, // dt addr touch   a block still live at exit, measured then; addr is
                              //   absolute (no delta), touch as FREE's (docs/trace-format.md#touch)
 };

@@ -9,9 +9,13 @@
 #include "config.h"
 #include "diag.h"
 #include "format/hpt_format.h"
+#include "guard.h"
 #include "patch.h"
+#include "record.h"
+#include "state.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -218,10 +222,14 @@ static void scan_symbols(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, uintptr_t bi
     }
 }
 
-static bool scan_file(module_t *m, uintptr_t bias) {
+// False when the file could not be read (*open_errno: why open failed, else 0).
+static bool scan_file(module_t *m, uintptr_t bias, int *open_errno) {
+    *open_errno = 0;
     int fd = open(m->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0) {
+        *open_errno = errno;
         return false;
+    }
     Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     if (e) {
         Elf_Scn *scn = NULL;
@@ -240,7 +248,7 @@ static bool scan_file(module_t *m, uintptr_t bias) {
 
 // ---- findings ----------------------------------------------------------------------------------
 
-#define MAX_FINDINGS 16
+#define MAX_FINDINGS 64
 typedef struct finding {
     uint8_t status; // enum hpt_alloc_status
     char family[64];
@@ -251,6 +259,8 @@ static finding_t findings[MAX_FINDINGS];
 static int n_findings;
 static bool scanned;
 static const void *hooked_at[HP_HOOK_N]; // the entry each role's wrapper stands for
+static uint64_t hooked_now; // the roles hooked by the module being decided (bit per role)
+_Static_assert(HP_HOOK_N <= 64, "hooked_now has a bit per role");
 
 static void append(char *buf, size_t cap, const char *s) {
     size_t l = strnlen(buf, cap);
@@ -343,6 +353,7 @@ static void hook_family(const module_t *m, enum family fam, const char *why_not)
                                  t->orig[role]);
         if (!why) {
             hooked_at[role] = (const void *)h->addr;
+            hooked_now |= 1ull << role;
             append(done, sizeof done, done[0] ? ", " : "");
             append(done, sizeof done, role_name((uint8_t)role));
         } else {
@@ -385,6 +396,7 @@ static void interpose_mimalloc(const module_t *m) {
         void *lib_fn = (void *)m->hits[role].addr;
         memcpy(t->orig[role], &lib_fn, sizeof lib_fn);
         hooked_at[role] = (const void *)m->hits[role].addr;
+        hooked_now |= 1ull << role;
         append(names, sizeof names, names[0] ? ", " : "");
         append(names, sizeof names, role_name((uint8_t)role));
     }
@@ -423,11 +435,7 @@ static void decide(module_t *m, const char *why_not) {
 
 // ---- the scan ----------------------------------------------------------------------------------
 
-typedef struct walk {
-    uintptr_t self; // the shim's own load address: never scanned
-    const char *why_not;
-    int index;
-} walk_t;
+static uintptr_t self_base; // the shim's own load address: never scanned
 
 static bool skip_module(const char *name) {
     // the C library and the loader are where libc's names should be; the vDSO has no file
@@ -439,15 +447,26 @@ static bool skip_module(const char *name) {
     return false;
 }
 
-static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
-    (void)size;
-    walk_t *w = arg;
-    bool exe = w->index++ == 0;
-    if (info->dlpi_addr == w->self && !exe)
-        return 0;
-    const char *name = info->dlpi_name ? info->dlpi_name : "";
-    if (!exe && (!name[0] || skip_module(name)))
-        return 0;
+static const char *errno_text(int e) {
+    switch (e) {
+    case EPERM:
+        return "open: operation not permitted (a seccomp filter?)";
+    case EACCES:
+        return "open: permission denied";
+    case ENOSYS:
+        return "open: not implemented (a seccomp filter?)";
+    case ENOENT:
+        return "open: the file is gone";
+    default:
+        return "open failed";
+    }
+}
+
+// Scans one module and hooks what it defines; returns the roles it hooked. later: loaded by
+// dlopen after start, where a file that cannot be read is said (its allocators would be
+// missing without a word); at start the loader's own list was readable all the same.
+static uint64_t scan_module(const char *name, uintptr_t base, bool exe, const char *why_not,
+                            bool later) {
     static module_t m; // 1 KiB path plus hits: off the caller's stack
     memset(&m, 0, sizeof m);
     m.exe = exe;
@@ -459,9 +478,144 @@ static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
     } else {
         append(m.path, sizeof m.path, name);
     }
-    if (scan_file(&m, info->dlpi_addr))
-        decide(&m, w->why_not);
+    hooked_now = 0;
+    int open_errno;
+    if (scan_file(&m, base, &open_errno)) {
+        decide(&m, why_not);
+    } else if (later && open_errno) {
+        char detail[1024] = "";
+        append(detail, sizeof detail, m.path);
+        append(detail, sizeof detail, " (loaded by dlopen): its symbol table could not be read, ");
+        append(detail, sizeof detail, errno_text(open_errno));
+        add_finding(HPT_ALLOC_UNHOOKED, "unknown (not looked at)", detail);
+    }
+    return hooked_now;
+}
+
+typedef struct walk {
+    const char *why_not;
+    int index;
+} walk_t;
+
+static int visit(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    walk_t *w = arg;
+    bool exe = w->index++ == 0;
+    if (info->dlpi_addr == self_base && !exe)
+        return 0;
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    if (!exe && (!name[0] || skip_module(name)))
+        return 0;
+    scan_module(name, info->dlpi_addr, exe, w->why_not, false);
     return 0;
+}
+
+// ---- modules loaded later (dlopen) ---------------------------------------------------------------
+
+// The loader's modules as last seen, with the roles each one's entries were hooked for: when a
+// module goes (dlclose), its roles are free again for one loaded later.
+#define MAX_SEEN 1024
+static struct seen {
+    const struct link_map *map;
+    uintptr_t base;
+    uint64_t roles;
+} seen[MAX_SEEN];
+static int n_seen;
+static bool watching; // _dl_debug_state was patched: hp_allocscan_dl_state runs
+
+static struct seen *seen_find(const struct link_map *l) {
+    for (int i = 0; i < n_seen; i++)
+        if (seen[i].map == l && seen[i].base == (uintptr_t)l->l_addr)
+            return &seen[i];
+    return NULL;
+}
+
+static bool in_list(const struct seen *s) {
+    for (const struct link_map *l = _r_debug.r_map; l; l = l->l_next)
+        if (l == s->map && (uintptr_t)l->l_addr == s->base)
+            return true;
+    return false;
+}
+
+// Forgets modules that are gone, and frees their roles.
+static void seen_prune(void) {
+    int k = 0;
+    for (int i = 0; i < n_seen; i++) {
+        if (in_list(&seen[i])) {
+            seen[k++] = seen[i];
+            continue;
+        }
+        for (int role = 0; role < HP_HOOK_N; role++)
+            if (seen[i].roles >> role & 1)
+                hooked_at[role] = NULL;
+    }
+    n_seen = k;
+}
+
+static struct seen *seen_add(const struct link_map *l) {
+    if (n_seen == MAX_SEEN)
+        return NULL;
+    seen[n_seen] = (struct seen){.map = l, .base = (uintptr_t)l->l_addr};
+    return &seen[n_seen++];
+}
+
+static size_t encode_finding(const finding_t *f, uint8_t *buf) {
+    uint8_t *p = buf;
+    size_t fl = strnlen(f->family, sizeof f->family), dl = strnlen(f->detail, sizeof f->detail);
+    *p++ = HPT_REC_ALLOCATOR;
+    p = hpt_put_varint(p, f->status);
+    p = hpt_put_varint(p, fl);
+    memcpy(p, f->family, fl);
+    p += fl;
+    p = hpt_put_varint(p, dl);
+    memcpy(p, f->detail, dl);
+    p += dl;
+    return (size_t)(p - buf);
+}
+
+#define FINDING_REC_MAX (16 + sizeof(((finding_t *)0)->family) + \
+                         sizeof(((finding_t *)0)->detail) + 2 * HPT_VARINT_MAX)
+
+void hp_allocscan_dl_state(void) {
+    // RT_ADD and RT_DELETE announce a change under way; RT_CONSISTENT: the list is whole again
+    if (!watching || _r_debug.r_state != RT_CONSISTENT)
+        return;
+    int saved_errno = errno;
+    int entered = hp_guard_enter(); // libelf and Capstone allocate: not the program's
+    int first_new = n_findings;
+    seen_prune();
+    for (const struct link_map *l = _r_debug.r_map; l; l = l->l_next) {
+        if (seen_find(l))
+            continue;
+        struct seen *s = seen_add(l);
+        const char *name = l->l_name ? l->l_name : "";
+        if (!s || (uintptr_t)l->l_addr == self_base || !name[0] || skip_module(name))
+            continue;
+        // dlopen has not returned and the module's constructors have not run: none of its
+        // code can be running, so patching it races nothing
+        s->roles = scan_module(name, (uintptr_t)l->l_addr, false, NULL, true);
+    }
+    if (entered && hp_state_is_on()) {
+        static uint8_t buf[FINDING_REC_MAX]; // under the loader's lock: one caller at a time
+        for (int i = first_new; i < n_findings; i++)
+            hp_record_note(buf, encode_finding(&findings[i], buf));
+    }
+    if (entered)
+        hp_guard_leave();
+    errno = saved_errno;
+}
+
+// Starts watching for modules loaded later: glibc calls _dl_debug_state (r_debug's r_brk, the
+// address a debugger breaks at), an empty function, whenever its list of modules changes. It is
+// patched to call hp_allocscan_dl_state instead, while no other thread runs. If it cannot be,
+// modules loaded later are not looked at (docs/design.md says so).
+static void watch_dlopen(void) {
+    const hp_hook_table_t *t = &hp_hook_table ? &hp_hook_table : NULL;
+    if (!t || !t->on_dl_state || !_r_debug.r_brk)
+        return;
+    for (const struct link_map *l = _r_debug.r_map; l; l = l->l_next)
+        seen_add(l);
+    watching = hp_patch_empty((void *)_r_debug.r_brk, fn_addr(t->on_dl_state)) == NULL;
 }
 
 void hp_allocscan_run(void) {
@@ -473,27 +627,18 @@ void hp_allocscan_run(void) {
     walk_t w = {0};
     Dl_info self;
     if (dladdr(&scanned, &self)) // any object of the shim names its module
-        w.self = (uintptr_t)self.dli_fbase;
+        self_base = (uintptr_t)self.dli_fbase;
     // Patching rewrites code another thread could be running; with one thread none can be.
     if (!__libc_single_threaded)
         w.why_not = "threads were already running when heapprof started";
     dl_iterate_phdr(visit, &w);
+    if (__libc_single_threaded)
+        watch_dlopen();
 }
 
 bool hp_allocscan_emit(hp_modmap_emit_fn emit, void *ctx) {
-    for (int i = 0; i < n_findings; i++) {
-        const finding_t *f = &findings[i];
-        uint8_t buf[16 + sizeof f->family + sizeof f->detail + 2 * HPT_VARINT_MAX], *p = buf;
-        size_t fl = strnlen(f->family, sizeof f->family), dl = strnlen(f->detail, sizeof f->detail);
-        *p++ = HPT_REC_ALLOCATOR;
-        p = hpt_put_varint(p, f->status);
-        p = hpt_put_varint(p, fl);
-        memcpy(p, f->family, fl);
-        p += fl;
-        p = hpt_put_varint(p, dl);
-        memcpy(p, f->detail, dl);
-        p += dl;
-        emit(ctx, buf, (size_t)(p - buf));
-    }
+    static uint8_t buf[FINDING_REC_MAX]; // at start, one caller
+    for (int i = 0; i < n_findings; i++)
+        emit(ctx, buf, encode_finding(&findings[i], buf));
     return scanned;
 }

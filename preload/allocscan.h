@@ -61,6 +61,8 @@ typedef void (*hp_hook_fn_t)(void);
 typedef struct hp_hook_table {
     hp_hook_fn_t wrapper[HP_HOOK_N];
     void *orig[HP_HOOK_N];
+    hp_hook_fn_t on_dl_state; // what the loader's _dl_debug_state jumps to: calls
+                              // hp_allocscan_dl_state, keeping every general register
 } hp_hook_table_t;
 
 // Looks at every loaded module, hooks what it can and says on stderr what it cannot (always) and
@@ -68,6 +70,14 @@ typedef struct hp_hook_table {
 // the process has one thread: patching is refused (and said) otherwise. Cold; allocates
 // through the host's malloc (libelf, Capstone), so the caller holds the recursion guard.
 void hp_allocscan_run(void);
+
+// The loader says its list of modules changed (glibc calls _dl_debug_state, patched at start
+// by hp_allocscan_run, after mapping the objects of a dlopen and before relocating them or
+// running any of their code, holding its lock). Scans the modules not seen yet and hooks their
+// allocators: no thread can be running their code yet, since dlopen has not returned and their
+// constructors have not run. Findings go to stderr and, while recording, into the calling
+// thread's stream. Cold.
+void hp_allocscan_dl_state(void);
 
 // Emits one ALLOCATOR record per finding into the META chunk (writer.c). True when the scan ran
 // (the trace's header then carries HPT_FILE_ALLOC_SCAN).

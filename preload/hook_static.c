@@ -65,6 +65,17 @@ static inline __attribute__((always_inline)) void free_start(const void *p) {
     errno = e;
 }
 
+// A free that names the block's size (and alignment, 0 if it does not): recorded with them, so
+// the analyzer can tell a size that differs from the block's (a Rust Layout mismatch).
+static inline __attribute__((always_inline)) void sized_free_start(const void *p, size_t size,
+                                                                   size_t align) {
+    if (!hp_sample_free(p))
+        return;
+    int e = errno;
+    hp_record_free_sized_foreign(p, size, align);
+    errno = e;
+}
+
 static inline __attribute__((always_inline)) uint64_t realloc_start(const void *old,
                                                                    size_t size) {
     int e = errno;
@@ -199,8 +210,18 @@ NEW_WRAPPER(new_array)
     }
 DELETE_WRAPPER(delete, (void *p), (p))
 DELETE_WRAPPER(delete_array, (void *p), (p))
-DELETE_WRAPPER(delete_sized, (void *p, size_t n), (p, n))
-DELETE_WRAPPER(delete_array_sized, (void *p, size_t n), (p, n))
+#define SIZED_DELETE_WRAPPER(name)                                                                 \
+    HOOK_ENTRY static void w_##name(void *p, size_t n) {                                           \
+        if (!p || !enter()) {                                                                      \
+            orig_##name(p, n);                                                                     \
+            return;                                                                                \
+        }                                                                                          \
+        sized_free_start(p, n, 0);                                                                 \
+        orig_##name(p, n);                                                                         \
+        leave();                                                                                   \
+    }
+SIZED_DELETE_WRAPPER(delete_sized)
+SIZED_DELETE_WRAPPER(delete_array_sized)
 
 // ---- Rust's allocator shims: a dealloc and a realloc carry the layout ------------------------
 
@@ -222,7 +243,7 @@ HOOK_ENTRY static void w_rust_dealloc(void *p, size_t size, size_t align) {
         orig_rust_dealloc(p, size, align);
         return;
     }
-    free_start(p);
+    sized_free_start(p, size, align);
     orig_rust_dealloc(p, size, align);
     leave();
 }
@@ -285,7 +306,7 @@ HOOK_ENTRY static void w_sdallocx(void *p, size_t size, int flags) {
         orig_sdallocx(p, size, flags);
         return;
     }
-    free_start(p);
+    sized_free_start(p, size, mallocx_align(flags));
     orig_sdallocx(p, size, flags);
     leave();
 }
@@ -520,7 +541,7 @@ HP_EXPORT HOOK_ENTRY void mi_free_size(void *p, size_t size) {
         orig_mi_free_size(p, size);
         return;
     }
-    free_start(p);
+    sized_free_start(p, size, 0);
     orig_mi_free_size(p, size);
     leave();
 }
@@ -548,9 +569,15 @@ HP_EXPORT HOOK_ENTRY void mi_free_size_aligned(void *p, size_t size, size_t alig
         orig_mi_free_size_aligned(p, size, align);
         return;
     }
-    free_start(p);
+    sized_free_start(p, size, align);
     orig_mi_free_size_aligned(p, size, align);
     leave();
+}
+
+// ---- the loader's notice that modules were added: new allocators to look for ---------------------
+
+HOOK_ENTRY static void w_dl_state(void) {
+    hp_allocscan_dl_state();
 }
 
 // ---- the table allocscan.c patches from ----------------------------------------------------------
@@ -637,4 +664,5 @@ const hp_hook_table_t hp_hook_table = {
             SLOT(HP_HOOK_MI_FREE_ALIGNED, mi_free_aligned),
             SLOT(HP_HOOK_MI_FREE_SIZE_ALIGNED, mi_free_size_aligned),
         },
+    .on_dl_state = w_dl_state,
 };

@@ -202,6 +202,10 @@ static const char *check_targets(csh cs, const uint8_t *fn, size_t size, size_t 
     return why;
 }
 
+#if defined(__x86_64__)
+static const char *write_jmp(void *fn, const uint8_t *stub);
+#endif
+
 static const char *open_cs(csh *cs) {
     if (cs_open(CS_ARCH_X86, CS_MODE_64, cs) != CS_ERR_OK)
         return "the disassembler (Capstone) would not start";
@@ -252,7 +256,60 @@ const char *hp_patch_entry(void *fn, size_t size, uintptr_t wrapper, void *orig_
     memcpy(stub + JMP_ABS_BYTES, pl.code, pl.code_len);
     if (!stub_seal(stub))
         return "the trampoline's page could not be made executable";
+    void *tramp = stub + JMP_ABS_BYTES; // set before the jump is live: a wrapper may run at once
+    memcpy(orig_slot, &tramp, sizeof tramp);
+    return write_jmp(fn, stub);
+#endif
+}
 
+const char *hp_patch_empty(void *fn, uintptr_t target) {
+#if !defined(__x86_64__)
+    (void)fn, (void)target;
+    return "entry patching is only implemented for x86-64";
+#else
+    // The jump may cover the return and the padding behind it, up to the next 16-byte boundary
+    // (where a compiler aligns the next function): nothing jumps into padding.
+    const uintptr_t end = ((uintptr_t)fn + 16) & ~(uintptr_t)15;
+    if (end - (uintptr_t)fn < JMP_REL32_BYTES)
+        return "too little room before the next function";
+    csh cs;
+    const char *why = open_cs(&cs);
+    if (why)
+        return why;
+    cs_insn *in = cs_malloc(cs);
+    const uint8_t *code = fn;
+    size_t left = end - (uintptr_t)fn;
+    uint64_t at = (uintptr_t)fn;
+    bool returned = false;
+    while (!why && at < end) {
+        if (!in || !cs_disasm_iter(cs, &code, &left, &at, in))
+            why = "an instruction Capstone cannot decode";
+        else if (!returned && in->id == X86_INS_ENDBR64)
+            continue;
+        else if (!returned && in->id == X86_INS_RET && in->size == 1)
+            returned = true;
+        else if (!returned)
+            why = "it does something";
+        else if (in->id != X86_INS_NOP && in->id != X86_INS_INT3)
+            why = "what follows its return is not padding";
+    }
+    if (in)
+        cs_free(in, 1);
+    cs_close(&cs);
+    if (why)
+        return why;
+    uint8_t *stub = stub_alloc((uintptr_t)fn);
+    if (!stub)
+        return "no memory within a 32-bit jump of it";
+    put_jmp_abs(stub, target);
+    if (!stub_seal(stub))
+        return "the stub's page could not be made executable";
+    return write_jmp(fn, stub);
+#endif
+}
+
+#if defined(__x86_64__)
+static const char *write_jmp(void *fn, const uint8_t *stub) {
     // The entry's page(s), writable for the 5 bytes; W^X kernels refuse RWX, so RW then back.
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = (uintptr_t)fn & ~(pg - 1);
@@ -263,12 +320,10 @@ const char *hp_patch_entry(void *fn, size_t size, uintptr_t wrapper, void *orig_
     uint8_t jmp[JMP_REL32_BYTES] = {0xe9};
     int32_t rel = (int32_t)((int64_t)(uintptr_t)stub - (int64_t)((uintptr_t)fn + JMP_REL32_BYTES));
     memcpy(jmp + 1, &rel, 4);
-    void *tramp = stub + JMP_ABS_BYTES; // set before the jump is live: a wrapper may run at once
-    memcpy(orig_slot, &tramp, sizeof tramp);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     memcpy(fn, jmp, sizeof jmp);
     __builtin___clear_cache((char *)fn, (char *)fn + JMP_REL32_BYTES);
     mprotect((void *)lo, hi - lo, PROT_READ | PROT_EXEC);
     return NULL;
-#endif
 }
+#endif

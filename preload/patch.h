@@ -16,6 +16,12 @@
 // while this runs. Cold; allocates (Capstone) through whatever malloc the host binds.
 const char *hp_patch_entry(void *fn, size_t size, uintptr_t wrapper, void *orig_slot);
 
+// Makes a function that does nothing (a lone `ret`, after an `endbr64` or not, then alignment
+// padding: glibc's _dl_debug_state) jump to target instead, which returns in its place. The
+// jump covers the return and padding up to the next 16-byte boundary; refused (static text)
+// when the bytes are anything else. The caller makes sure no other thread runs fn meanwhile.
+const char *hp_patch_empty(void *fn, uintptr_t target);
+
 // Checks the same conditions without writing anything: NULL when fn could be patched. Cold.
 const char *hp_patch_check(const void *fn, size_t size);
 

@@ -149,7 +149,7 @@ static void drainer_put(drainer_t *d) {
 
 static bool is_event(uint8_t tag) {
     return tag == HPT_REC_MALLOC || tag == HPT_REC_CALLOC || tag == HPT_REC_ALIGNED ||
-           tag == HPT_REC_FREE || tag == HPT_REC_REALLOC;
+           tag == HPT_REC_FREE || tag == HPT_REC_REALLOC || tag == HPT_REC_FREE_SIZED;
 }
 
 // The rows [p, end) as they are, in chunks of at most chunk_max bytes: what is written when the

@@ -113,6 +113,16 @@ static inline hp_ring_t *ring(void) {
     return HP_LIKELY(r != NULL) ? r : thread_start_slow();
 }
 
+void hp_record_note(const uint8_t *rec, size_t len) {
+    HP_ASSERT(hp_tls_guard != 0);
+    hp_ring_t *r = ring();
+    if (!r)
+        return;
+    (void)hp_tbuf_busy_now(r);
+    hp_tbuf_append(r, rec, len);
+    hp_tbuf_idle(r);
+}
+
 HP_NOINLINE HP_COLD static uint32_t new_stack_slow(hp_ring_t *r, uint64_t t, const uint64_t *f,
                                                    uint32_t n) {
     // A new stack may come from a newly loaded module: list it first, with the event's time so
@@ -306,6 +316,25 @@ void hp_record_free(const void *ptr) {
 
 void hp_record_free_foreign(const void *ptr) {
     record_free(ptr, false);
+}
+
+void hp_record_free_sized_foreign(const void *ptr, size_t size, size_t align) {
+    HP_ASSERT(hp_tls_guard != 0 && ptr != NULL);
+    hp_ring_t *r = ring();
+    if (HP_UNLIKELY(!r))
+        return;
+    uint64_t t = hp_tbuf_busy_now(r);
+    enc_checkpoint(r);
+    uint8_t buf[48], *in_ring = hp_tbuf_reserve(r, sizeof buf);
+    uint8_t *start = in_ring ? in_ring : buf, *p = start;
+    *p++ = HPT_REC_FREE_SIZED;
+    p = put_time(p, t);
+    p = put_addr(p, (uint64_t)(uintptr_t)ptr);
+    p = hpt_put_varint(p, size);
+    p = hpt_put_varint(p, align);
+    HP_ASSERT((size_t)(p - start) <= sizeof buf);
+    publish(r, in_ring != NULL, start, p);
+    hp_tbuf_idle(r);
 }
 
 // Sampled mode: decides both halves of a realloc of old to size before the real call, into

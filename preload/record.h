@@ -35,9 +35,17 @@ void hp_record_realloc_end(uint64_t t_before, size_t old_usable, const void *old
 void hp_record_alloc_foreign(uint8_t tag, const void *p, size_t size, size_t align,
                              const hp_frame_t *from);
 void hp_record_free_foreign(const void *p);
+// A free that names the block's size (and alignment; 0: not given), as Rust's dealloc, C++'s
+// sized delete, jemalloc's sdallocx and mimalloc's mi_free_size do: a FREE_SIZED record, so the
+// analyzer can check the size against the block's (docs/trace-format.md#sized-frees).
+void hp_record_free_sized_foreign(const void *p, size_t size, size_t align);
 uint64_t hp_record_realloc_begin_foreign(const void *old, size_t size);
 void hp_record_realloc_end_foreign(uint64_t t_before, const void *old, const void *p, size_t size,
                                    const hp_frame_t *from);
+
+// Appends a record without a time (an ALLOCATOR found after start, allocscan.c) to this
+// thread's stream. The caller holds the recursion guard. Cold.
+void hp_record_note(const uint8_t *rec, size_t len);
 
 // What a thread's first event calls before it makes the thread's ring: makes sure this process
 // has a trace to write to (a fork child starts its own then). False: the thread records nothing

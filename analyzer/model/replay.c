@@ -85,6 +85,9 @@ struct replay {
     unsigned shard_bits; // a shard of 2^shard_bits (replay_set_shard); 0: the whole stream
     replay_fix_t *fix;   // a shard's pending blocks of the last round (replay_shard_find)
     size_t n_fix, fix_cap;
+    // a shard's place in the whole stream: the event being replayed (round << 32 | index) and
+    // the one of its first sized-free mismatch, so the merge keeps the stream's first
+    uint64_t ordinal, mismatch_ordinal;
 };
 
 // The live table's key of a block: with shards, the address without the bits that chose the
@@ -371,6 +374,30 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev, uint64_t key)
     }
 }
 
+// A free that named its block's size (READER_FREE_SIZED) checks it against the block's: a
+// difference is a bug in the program (a Rust Layout that is not the one allocated with), which
+// the allocator may not notice. A sized free of an unknown block changes nothing else: the
+// block was never counted (made before recording started, or its record was lost), so its size
+// must not be taken off the live figures either. b: the counted block, or NULL when unknown.
+static void note_sized_free(replay_t *rp, const reader_event_t *ev, const live_block_t *b) {
+    replay_totals_t *t = &rp->t;
+    if (!b) {
+        t->n_sized_unknown_frees++;
+        return;
+    }
+    t->n_sized_frees++;
+    // DHAT mode counts a 0-byte block as 1 byte
+    bool same = b->size == ev->size || (ev->size == 0 && b->size == 1 && (rp->mode & REPLAY_DHAT));
+    if (same)
+        return;
+    if (t->n_sized_mismatches++ == 0) {
+        t->mismatch_block_size = b->size;
+        t->mismatch_freed_size = ev->size;
+        t->mismatch_time_ns = ev->time_ns;
+        rp->mismatch_ordinal = rp->ordinal;
+    }
+}
+
 // The part of a free both modes share: takes the block out of the live table and the totals.
 // Returns the block (in the table's slot, valid until the next change of the table), or NULL
 // when there is nothing more to do (unknown or uncounted block).
@@ -381,6 +408,8 @@ static inline const live_block_t *free_block(replay_t *rp, const reader_event_t 
     live_block_t *b = hmap_take_ref(&rp->live, key);
     if (!b) {
         t->n_unknown_frees++;
+        if (ev->flags & READER_FREE_SIZED)
+            note_sized_free(rp, ev, NULL);
         if (!rp->filtered) {
             note_thread(rp, ev->tid);
             t->n_events += !realloc_half;
@@ -391,6 +420,8 @@ static inline const live_block_t *free_block(replay_t *rp, const reader_event_t 
         rp->companion_free(rp->companion_ctx, ev, b);
     if (!(b->stack & BLOCK_COUNTED))
         return NULL;
+    if (ev->flags & READER_FREE_SIZED)
+        note_sized_free(rp, ev, b);
     note_thread(rp, ev->tid);
     t->live_bytes -= b->size;
     t->live_blocks--;
@@ -631,7 +662,7 @@ void replay_prefetch(const replay_t *rp, uint64_t addr) { hmap_prefetch(&rp->liv
 void replay_set_shard(replay_t *rp, unsigned shard_bits) { rp->shard_bits = shard_bits; }
 
 void replay_shard_events(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
-                         uint32_t *idx, replay_step_t *steps) {
+                         uint32_t *idx, replay_step_t *steps, uint64_t round) {
     // this shard's events first, so the loop below can prefetch its own blocks ahead
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -646,6 +677,7 @@ void replay_shard_events(replay_t *rp, const reader_event_t *ev, size_t n, unsig
             hmap_prefetch(&rp->live, live_key(rp, ev[idx[k + PREFETCH_AHEAD]].addr));
         const reader_event_t *e = &ev[idx[k]];
         uint64_t bytes = t->live_bytes, blocks = t->live_blocks, allocs = t->n_blocks;
+        rp->ordinal = round << 32 | idx[k];
         replay_one(rp, e, live_key(rp, e->addr));
         steps[idx[k]] = (replay_step_t){
             .live_bytes = t->live_bytes - bytes, // modulo 2^64: a decrease wraps, adds back
@@ -671,16 +703,27 @@ void replay_totals_add(replay_totals_t *into, const replay_totals_t *from) {
     into->touch_sampled_blocks += from->touch_sampled_blocks;
     into->touch_pages_blocks += from->touch_pages_blocks;
     into->touch_live_blocks += from->touch_live_blocks;
+    into->n_sized_frees += from->n_sized_frees;
+    into->n_sized_mismatches += from->n_sized_mismatches;
+    into->n_sized_unknown_frees += from->n_sized_unknown_frees;
     for (unsigned k = 0; k < REPLAY_SIZE_BUCKETS; k++) {
         into->size_blocks[k] += from->size_blocks[k];
         into->size_bytes[k] += from->size_bytes[k];
     }
     if (from->last_time_ns > into->last_time_ns)
         into->last_time_ns = from->last_time_ns;
-    // not sums: n_threads (replay_merge_shard unites the sets), the peak (replay_par.c's scan)
+    // not sums: n_threads (replay_merge_shard unites the sets), the peak (replay_par.c's scan),
+    // the first sized-free mismatch (replay_merge_shard: the stream's first)
 }
 
 void replay_merge_shard(replay_t *into, const replay_t *shard) {
+    if (shard->t.n_sized_mismatches &&
+        (!into->t.n_sized_mismatches || shard->mismatch_ordinal < into->mismatch_ordinal)) {
+        into->t.mismatch_block_size = shard->t.mismatch_block_size;
+        into->t.mismatch_freed_size = shard->t.mismatch_freed_size;
+        into->t.mismatch_time_ns = shard->t.mismatch_time_ns;
+        into->mismatch_ordinal = shard->mismatch_ordinal;
+    }
     replay_totals_add(&into->t, &shard->t);
     size_t it = 0;
     uint64_t tid;
@@ -834,6 +877,8 @@ static void scan_free(replay_t *rp, const reader_event_t *ev, const replay_found
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
     if (!f->had) {
         t->n_unknown_frees++;
+        if (ev->flags & READER_FREE_SIZED)
+            note_sized_free(rp, ev, NULL);
         if (!rp->filtered) {
             note_thread(rp, ev->tid);
             t->n_events += !realloc_half;
@@ -842,10 +887,12 @@ static void scan_free(replay_t *rp, const reader_event_t *ev, const replay_found
     }
     if (!(f->stack & BLOCK_COUNTED))
         return;
+    const live_block_t b = {f->size, f->time_ns, f->stack};
+    if (ev->flags & READER_FREE_SIZED)
+        note_sized_free(rp, ev, &b);
     note_thread(rp, ev->tid);
     t->live_bytes -= f->size;
     t->live_blocks--;
-    const live_block_t b = {f->size, f->time_ns, f->stack};
     uint32_t idx = found_site(f, site_of);
     site_release(rp, idx, &b, ev->time_ns);
     if (ev->touch)

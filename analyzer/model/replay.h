@@ -39,6 +39,13 @@ typedef struct replay_totals {
     uint64_t last_time_ns;    // time of the latest event seen
     uint64_t n_unknown_frees; // free of an address not live (e.g. inherited across fork)
     uint64_t n_double_allocs; // allocation at a live address (the old block is taken as freed)
+    // Frees that named the block's size (Rust's dealloc, sized delete, sdallocx; FREE_SIZED):
+    uint64_t n_sized_frees;         // of counted blocks
+    uint64_t n_sized_mismatches;    // of them, naming a size other than the block's
+    uint64_t mismatch_block_size;   // the first mismatch: the block's size as allocated,
+    uint64_t mismatch_freed_size;   //   the size its free named,
+    uint64_t mismatch_time_ns;      //   and when
+    uint64_t n_sized_unknown_frees; // sized frees of unknown addresses (in n_unknown_frees too)
     // Bytes touched over all counted blocks freed with a measure (docs/trace-format.md#touch):
     uint64_t touch_blocks, touch_bytes, touched_bytes; // blocks, their sizes, bytes touched
     uint64_t touch_resident_blocks, touch_sampled_blocks; // of them, by resident pages / sampled
@@ -189,9 +196,10 @@ typedef struct replay_step {
 void replay_set_shard(replay_t *rp, unsigned shard_bits);
 
 // Applies the events of ev[0..n) whose address falls in shard `shard` and writes each one's
-// step into steps[i] (others are not written). idx: room for n indexes (scratch).
+// step into steps[i] (others are not written). idx: room for n indexes (scratch). round: the
+// batch's number, which with an event's index orders it in the whole stream.
 void replay_shard_events(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
-                         uint32_t *idx, replay_step_t *steps);
+                         uint32_t *idx, replay_step_t *steps, uint64_t round);
 
 // Adds the summed figures of from into into (every field but n_threads and the peak; the
 // latest time is the later one). The one place that knows which totals are sums: a new one

@@ -101,7 +101,7 @@ static void work(replay_par_t *p, shard_thread_t *th) {
             replay_shard_find(p->shards[s], p->ev, p->n, s, th->idx, p->keep ? p->verdict : NULL,
                               p->found);
         } else {
-            replay_shard_events(p->shards[s], p->ev, p->n, s, th->idx, p->steps);
+            replay_shard_events(p->shards[s], p->ev, p->n, s, th->idx, p->steps, p->round);
         }
     }
 }

@@ -574,6 +574,14 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     if (t->n_double_allocs || (t->n_unknown_frees && !attached))
         fprintf(f, "anomalies  %s frees of unknown addresses, %s allocations at live addresses\n",
                 fmt_grouped(t->n_unknown_frees, b1), fmt_grouped(t->n_double_allocs, b2));
+    if (t->n_sized_mismatches)
+        fprintf(f,
+                "sized      %s of %s sized frees named a size other than their block's (the "
+                "first: a %s-byte block freed as %s bytes, at %.3f s): a Rust Layout or sized "
+                "delete that does not match the allocation\n",
+                fmt_grouped(t->n_sized_mismatches, b1), fmt_grouped(t->n_sized_frees, b2),
+                fmt_grouped(t->mismatch_block_size, b3), fmt_grouped(t->mismatch_freed_size, b4),
+                t->mismatch_time_ns / 1e9);
 
     // resolve what the rankings will show, with progress, before printing them
     for (int k = 0; k < N_RANKINGS; k++) {

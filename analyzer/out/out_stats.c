@@ -127,6 +127,12 @@ void out_stats_text(FILE *out, const char *trace, const reader_t *r, const repla
     if (t->n_double_allocs || (t->n_unknown_frees && !attached))
         fprintf(out, "anomalies  %s frees of unknown addresses, %s allocations at live addresses\n",
                 fmt_grouped(t->n_unknown_frees, a), fmt_grouped(t->n_double_allocs, b));
+    if (t->n_sized_mismatches)
+        fprintf(out,
+                "sized      %s of %s sized frees named a size other than their block's (the "
+                "first: a %s-byte block freed as %s bytes)\n",
+                fmt_grouped(t->n_sized_mismatches, a), fmt_grouped(t->n_sized_frees, b),
+                fmt_grouped(t->mismatch_block_size, c), fmt_grouped(t->mismatch_freed_size, s1));
 }
 
 // ---- JSON ----
@@ -213,6 +219,9 @@ json_t *out_stats_json(const reader_t *r, const replay_totals_t *t, const char *
     json_t *ja = json_object();
     json_object_set_new(ja, "unknown_frees", fmt_json_int(t->n_unknown_frees));
     json_object_set_new(ja, "double_allocs", fmt_json_int(t->n_double_allocs));
+    json_object_set_new(ja, "sized_frees", fmt_json_int(t->n_sized_frees));
+    json_object_set_new(ja, "sized_free_mismatches", fmt_json_int(t->n_sized_mismatches));
+    json_object_set_new(ja, "sized_unknown_frees", fmt_json_int(t->n_sized_unknown_frees));
     json_object_set_new(j, "anomalies", ja);
     json_object_set_new(j, "attached", json_boolean(h->flags & HPT_FILE_ATTACHED));
 

@@ -123,6 +123,20 @@ static bool decode_records(dchunk_t *c, const uint8_t *p, const uint8_t *end, ui
             e->touched_nz = rec.touch ? rec.touched_nz : 0;
             e->touched = rec.touch ? rec.touched : 0;
             break;
+        case HPT_REC_FREE_SIZED:
+            if (!keep)
+                break;
+            e = push(c);
+            e->kind = READER_FREE;
+            e->touch = 0;
+            e->flags = READER_FREE_SIZED;
+            e->tid = tid;
+            e->time_ns = rec.time_ns;
+            e->stack = 0;
+            e->addr = rec.addr;
+            e->free_align = rec.align;
+            e->size = rec.size;
+            break;
         case HPT_REC_REALLOC:
             if (!keep)
                 break;

@@ -25,6 +25,9 @@ typedef enum reader_alloc_kind { // reader_event_t.sub of READER_ALLOC
 
 #define READER_FREE_OF_REALLOC                                                                     \
     1u // reader_event_t.flags of READER_FREE: the old-block half of a REALLOC
+#define READER_FREE_SIZED                                                                          \
+    2u // reader_event_t.flags of READER_FREE: a FREE_SIZED record; size and free_align hold what
+       // the free named (never with touch)
 
 // One merged event. A REALLOC record becomes two: FREE(old_addr, flag READER_FREE_OF_REALLOC) at
 // the time before the call (left out for realloc(NULL, n)), then ALLOC(sub READER_REALLOC) at the
@@ -45,10 +48,12 @@ typedef struct reader_event {
     union {
         uint64_t old_addr;   // ALLOC of a realloc: the block it replaced (0 for realloc(NULL, n))
         uint64_t touched_nz; // FREE with touch: bytes not zero (the measure for calloc blocks)
+        uint64_t free_align; // FREE with READER_FREE_SIZED: the alignment it named (0: none)
     };
     union {
         uint64_t size;    // ALLOC: bytes; MODULE_LOAD: mapped size
-        uint64_t touched; // FREE with touch: bytes touched (see docs/trace-format.md#touch)
+        uint64_t touched; // FREE with touch: bytes touched (see docs/trace-format.md#touch);
+                          // FREE with READER_FREE_SIZED: the size it named (size)
     };
 } reader_event_t;
 

@@ -33,13 +33,13 @@ typedef struct run {
     counts_t c;
 } run_t;
 
-// Runs argv without and with the shim (env: extra settings for the shimmed run): its output
-// and exit status must be the same both times.
+// Runs argv without and with the shim (env: extra settings for both runs): its output and exit
+// status must be the same both times.
 static run_t run_both(char *const argv[], const char *const *env, int want_status) {
     run_t r = {0};
     r.dir = e2e_tmpdir("static_alloc");
     snprintf(r.trace, sizeof r.trace, "%s/t.hpt", r.dir);
-    e2e_run_opts_t plain = {.no_preload = true, .timeout_s = 120};
+    e2e_run_opts_t plain = {.no_preload = true, .env = env, .timeout_s = 120};
     char *ref_out, *ref_err;
     int ref = e2e_run(argv, &plain, &ref_out, &ref_err, NULL);
     cr_assert_eq(ref, want_status, "%s without the shim: status %d: %s", argv[0], ref, ref_err);
@@ -188,6 +188,73 @@ Test(static_alloc, threads_allocating_at_once_after_the_patch_are_counted_exactl
     json_t *rep = report_of(r.trace, "thread_churn");
     expect_exact(rep, &r.c);
     json_decref(rep);
+    run_free(&r);
+}
+
+// sdallocx names the block's size: the 7 of 35 frees built to name a wrong one are counted
+// (the program counts them itself), and every other hooked sized free (the Rust dealloc's
+// Layout, jemalloc's own use) names the size the block was allocated with.
+Test(static_alloc, sized_frees_naming_another_size_are_counted_exactly) {
+    char *argv[] = {E2E_PROGS "/je_static", "sized", NULL};
+    run_t r = run_both(argv, NULL, 3);
+    long long sized = -1, mismatched = -1;
+    const char *p = strstr(r.out, "sized=");
+    cr_assert(p && sscanf(p, "sized=%lld mismatched=%lld", &sized, &mismatched) == 2, "%s",
+              r.out);
+    cr_assert_eq(sized, 35);
+    cr_assert_eq(mismatched, 7);
+    json_t *s = e2e_stats(r.trace, NULL);
+    json_t *an = json_object_get(s, "anomalies");
+    cr_expect_eq(e2e_int(an, "sized_frees"), sized);
+    cr_expect_eq(e2e_int(an, "sized_free_mismatches"), mismatched);
+    cr_expect_eq(e2e_int(an, "sized_unknown_frees"), 0);
+    json_decref(s);
+    const char *args[] = {"stats", r.trace, NULL};
+    char *text = e2e_heapprof_ok(args);
+    cr_expect(strstr(text, "7 of 35 sized frees named a size other than their block's (the "
+                           "first: a 48-byte block freed as 40 bytes)"),
+              "%s", text);
+    free(text);
+    run_free(&r);
+}
+
+Test(static_alloc, rust_deallocs_name_the_size_they_were_allocated_with) {
+    char *argv[] = {E2E_PROGS "/rust_je_counting", NULL};
+    run_t r = run_both(argv, NULL, 0);
+    json_t *s = e2e_stats(r.trace, NULL);
+    json_t *an = json_object_get(s, "anomalies");
+    // every workload free is a Rust dealloc (or the realloc's), each with its Layout
+    cr_expect_geq(e2e_int(an, "sized_frees"), r.c.frees);
+    cr_expect_eq(e2e_int(an, "sized_free_mismatches"), 0);
+    json_decref(s);
+    run_free(&r);
+}
+
+// jemalloc linked into a plugin loaded by dlopen after start: hooked before dlopen returned, so
+// two threads calling it at once are counted exactly.
+Test(static_alloc, an_allocator_in_a_dlopened_library_is_hooked_and_counted_exactly) {
+    char *argv[] = {E2E_PROGS "/dlopen_je_host", E2E_PROGS "/libje_plugin.so", NULL};
+    // jemalloc's thread-locals are initial-exec: a library loaded later needs room for them in
+    // the static TLS block, more than glibc keeps by default (with or without heapprof)
+    const char *env[] = {"GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384", NULL};
+    run_t r = run_both(argv, env, 0);
+    cr_expect_null(strstr(r.err, "warning"), "%s", r.err);
+    cr_expect(strstr(r.err, "jemalloc: mallocx, rallocx, sdallocx, dallocx in ") &&
+                  strstr(r.err, "libje_plugin.so, patched at their entry"),
+              "%s", r.err);
+    json_t *rep = report_of(r.trace, "je_plugin_churn");
+    expect_exact(rep, &r.c);
+    cr_expect_eq(e2e_int(e2e_site(rep, "je_plugin_churn"), "blocks"), r.c.allocs + r.c.reallocs);
+    cr_expect(has_allocator(json_object_get(rep, "totals"), "patched", "jemalloc"));
+    json_decref(rep);
+    // the plugin's constructor ran inside dlopen, after the hook: its 10 blocks are there
+    rep = report_of(r.trace, "je_plugin_init");
+    cr_expect_eq(e2e_int(json_object_get(rep, "totals"), "blocks"), 10);
+    json_decref(rep);
+    json_t *s = e2e_stats(r.trace, NULL);
+    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "sized_frees"), r.c.frees);
+    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "sized_free_mismatches"), 0);
+    json_decref(s);
     run_free(&r);
 }
 

@@ -49,6 +49,15 @@ static void r_free(rows_t *r, uint64_t dt, uint64_t a, int method, uint64_t t, u
     r->n++;
 }
 
+static void r_free_sized(rows_t *r, uint64_t dt, uint64_t a, uint64_t size, uint64_t align) {
+    *r->p++ = HPT_REC_FREE_SIZED;
+    r->p = hpt_put_varint(r->p, dt);
+    r_addr(r, a);
+    r->p = hpt_put_varint(r->p, size);
+    r->p = hpt_put_varint(r->p, align);
+    r->n++;
+}
+
 static void r_realloc(rows_t *r, uint64_t dt, uint64_t dt2, uint64_t stack, uint64_t old,
                       uint64_t a, uint64_t size) {
     *r->p++ = HPT_REC_REALLOC;
@@ -79,6 +88,7 @@ static void every_kind(rows_t *r) {
     static const uint8_t info[] = {HPT_REC_CPU_INFO, 1, 0xe5, 0x07, 4, 0, 2, 'o', 'k'};
     // a block live at exit (issue #23): dt 3, address 0x123450, PAGES 64 bytes, nz 64 + 1
     static const uint8_t live[] = {HPT_REC_TOUCH_LIVE, 3, 0xd0, 0xe8, 0x48, 0x84, 0x02, 2};
+    static const uint8_t allocator[] = {HPT_REC_ALLOCATOR, 0, 2, 'j', 'e', 3, '/', 'l', 'i'};
     r_bytes(r, tstart, sizeof tstart);
     r_bytes(r, stack, sizeof stack);
     const uint64_t h = 0x55550000a000ull;
@@ -106,9 +116,19 @@ static void every_kind(rows_t *r) {
     r_alloc(r, HPT_REC_MALLOC, UINT32_MAX, 0, UINT64_MAX - 15,
             1ull << 40); // far away
     r_free(r, 0, UINT64_MAX - 15, HPT_TOUCH_FILL, 1ull << 40, 0);
+    // sized frees: of a block of the chunk with its size, with another size (smaller and
+    // larger: the column holds the difference), and of a block the chunk did not make
+    r_alloc(r, HPT_REC_MALLOC, 3, 8, h + 0x9000, 48);
+    r_alloc(r, HPT_REC_MALLOC, 3, 8, h + 0x9040, 48);
+    r_alloc(r, HPT_REC_MALLOC, 3, 8, h + 0x9080, 48);
+    r_free_sized(r, 4, h + 0x9000, 48, 8);
+    r_free_sized(r, 4, h + 0x9040, 40, 8);
+    r_free_sized(r, 4, h + 0x9080, 1ull << 50, 0);
+    r_free_sized(r, 4, 0x777770, 33, 4096);
     r_bytes(r, info, sizeof info);
     r_bytes(r, live, sizeof live);
     r_free(r, 2, h + 0x40000 + 0x1000, HPT_TOUCH_FILL, 5, 6); // after it: deltas as before
+    r_bytes(r, allocator, sizeof allocator);
     r_bytes(r, tend, sizeof tend);
 }
 
@@ -131,7 +151,8 @@ static uint8_t *round_trip(const uint8_t *rows, size_t n, size_t *cn_out) {
     for (const uint8_t *p = in; p < in + n; n_rec++) {
         p = hpt_rec_decode(p, in + n, &st, &rec);
         cr_assert_not_null(p);
-        n_ev += rec.tag >= HPT_REC_MALLOC && rec.tag <= HPT_REC_REALLOC;
+        n_ev += (rec.tag >= HPT_REC_MALLOC && rec.tag <= HPT_REC_REALLOC) ||
+                rec.tag == HPT_REC_FREE_SIZED;
     }
     cr_assert_eq(ci.n_records, n_rec);
     cr_assert_eq(ci.n_events, n_ev);
@@ -208,6 +229,11 @@ Test(columns, random_streams_cut_into_chunks_come_back) {
                 r_bytes(&r, end, sizeof end);
                 break;
             }
+            case 5: // a sized free (Rust's dealloc), naming the size right or wrong
+                r_free_sized(&r, x % 300, live[slot], (x >> 16) % 9000, (x >> 44) % 2 ? 64 : 0);
+                live[slot] = a;
+                r_alloc(&r, HPT_REC_MALLOC, x % 1000, x % 7, a, (x >> 16) % 9000);
+                break;
             default:
                 r_free(&r, x % 300, live[slot], HPT_TOUCH_FILL, (x >> 20) % 64, (x >> 12) % 64);
                 live[slot] = a;

@@ -65,7 +65,29 @@ __asm__(".text\n"
         "tiny:\n"
         "  ret\n"
         ".globl tiny_end\n"
-        "tiny_end:\n");
+        "tiny_end:\n"
+        // functions that do nothing, as glibc's _dl_debug_state: a lone ret (or endbr64; ret),
+        // then the assembler's padding to the next 16-byte boundary
+        ".p2align 4\n"
+        ".globl empty_ret\n"
+        ".type empty_ret, @function\n"
+        "empty_ret:\n"
+        "  ret\n"
+        ".p2align 4\n"
+        ".globl empty_endbr\n"
+        ".type empty_endbr, @function\n"
+        "empty_endbr:\n"
+        "  endbr64\n"
+        "  ret\n"
+        ".p2align 4\n"
+        // a ret with code right behind it (a jump target, say), not padding
+        ".globl ret_then_code\n"
+        ".type ret_then_code, @function\n"
+        "ret_then_code:\n"
+        "  ret\n"
+        "  mov $7, %eax\n"
+        "  ret\n"
+        ".p2align 4\n");
 
 long rip_load(long x);
 extern const char rip_load_end[], branch_first_end[], loop_back_end[], tiny_end[],
@@ -74,6 +96,9 @@ long jmp_first(long x);
 long branch_first(long x);
 int loop_back(int n);
 void tiny(void);
+void empty_ret(void);
+void empty_endbr(void);
+void ret_then_code(void);
 
 static size_t size_of(const void *fn, const char *end) {
     return (size_t)(end - (const char *)fn);
@@ -148,6 +173,44 @@ Test(patch, a_jump_back_into_the_patched_bytes_is_refused) {
 Test(patch, a_function_shorter_than_a_jump_is_refused) {
     const void *fn = code(tiny);
     cr_assert_not_null(hp_patch_check(fn, size_of(fn, tiny_end)));
+}
+
+static int n_notified;
+
+static void notified(void) {
+    n_notified++;
+}
+
+static uintptr_t notified_addr(void) {
+    void (*f)(void) = notified;
+    uintptr_t a;
+    memcpy(&a, &f, sizeof a);
+    return a;
+}
+
+Test(patch, an_empty_function_is_made_to_call_the_target) {
+    void (*volatile a)(void) = empty_ret, (*volatile b)(void) = empty_endbr;
+    a();
+    b();
+    cr_assert_eq(n_notified, 0);
+    const char *why = hp_patch_empty((void *)code(empty_ret), notified_addr());
+    cr_assert_null(why, "%s", why);
+    why = hp_patch_empty((void *)code(empty_endbr), notified_addr());
+    cr_assert_null(why, "%s", why);
+    a();
+    cr_expect_eq(n_notified, 1, "the empty function jumps to the target, which returns");
+    b();
+    cr_expect_eq(n_notified, 2);
+}
+
+Test(patch, a_function_that_does_something_is_not_taken_for_empty) {
+    cr_expect_str_eq(hp_patch_empty((void *)code(ret_then_code), notified_addr()),
+                     "what follows its return is not padding");
+    // (where rip_load sits decides whether its load ends before the next 16-byte boundary:
+    // then "it does something", else its bytes there do not decode; refused either way)
+    cr_expect_not_null(hp_patch_empty((void *)code((void (*)(void))rip_load), notified_addr()));
+    long (*volatile call)(long) = rip_load;
+    cr_expect_eq(call(2), 42, "a refused function is left as it was");
 }
 
 Test(patch, allocator_record_round_trips_and_truncation_fails) {

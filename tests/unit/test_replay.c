@@ -507,3 +507,47 @@ Test(replay, sampled_peak_is_the_estimated_heap_not_the_sampled_one) {
     cr_expect_eq(site_of_stack(rp, 7).peak_blocks, (uint64_t)llround(10 * weight(100, 1000)));
     replay_free(rp);
 }
+
+static reader_event_t sized_free_ev(uint64_t t, uint64_t addr, uint64_t size) {
+    return (reader_event_t){.kind = READER_FREE,
+                            .flags = READER_FREE_SIZED,
+                            .tid = 1,
+                            .time_ns = t,
+                            .addr = addr,
+                            .size = size,
+                            .free_align = 8};
+}
+
+// A sized free is a free like any other for the figures; the size it names is checked against
+// the block's, the first mismatch kept; one of an unknown block takes nothing off the live bytes.
+static void sized_frees_in(unsigned mode) {
+    replay_t *rp = replay_new(NULL, NULL);
+    replay_set_mode(rp, mode);
+    reader_event_t ev[] = {
+        alloc_ev(1, 0xA0, 100),      alloc_ev(2, 0xB0, 50),      alloc_ev(3, 0xC0, 7),
+        sized_free_ev(4, 0xA0, 100), sized_free_ev(5, 0xB0, 48), sized_free_ev(6, 0xEE, 64),
+        free_ev(7, 0xC0),            alloc_ev(8, 0xD0, 9),       sized_free_ev(9, 0xD0, 90),
+    };
+    feed(rp, ev, sizeof ev / sizeof ev[0]);
+    const replay_totals_t *t = replay_totals(rp);
+    cr_assert_eq(t->n_sized_frees, 3);
+    cr_assert_eq(t->n_sized_mismatches, 2);
+    cr_assert_eq(t->mismatch_block_size, 50);
+    cr_assert_eq(t->mismatch_freed_size, 48);
+    cr_assert_eq(t->mismatch_time_ns, 5);
+    cr_assert_eq(t->n_sized_unknown_frees, 1);
+    cr_assert_eq(t->n_unknown_frees, 1);
+    cr_assert_eq(t->n_frees, 4);
+    cr_assert_eq(t->live_bytes, 0);
+    cr_assert_eq(t->live_blocks, 0);
+    replay_free(rp);
+}
+
+Test(replay, sized_frees_that_name_another_size_are_counted) {
+    sized_frees_in(0);
+}
+
+Test(replay, sized_frees_are_checked_with_sites_and_dhat_counting_too) {
+    sized_frees_in(REPLAY_SITES);
+    sized_frees_in(REPLAY_DHAT);
+}

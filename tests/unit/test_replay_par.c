@@ -143,7 +143,7 @@ static bool keep_even_stacks(void *ctx, const reader_event_t *ev) {
 // reallocs in two halves, calloc blocks, module events, live blocks measured as at exit.
 static size_t random_stream(reader_event_t *ev, size_t cap, uint64_t seed) {
     enum { SLOTS = 4096 };
-    static uint64_t live[SLOTS];
+    static uint64_t live[SLOTS], live_size[SLOTS];
     memset(live, 0, sizeof live);
     size_t n = 0;
     uint64_t t = 0;
@@ -160,6 +160,7 @@ static size_t random_stream(reader_event_t *ev, size_t cap, uint64_t seed) {
         } else if (what < 8) { // an allocation whatever is live there
             ev[n++] = alloc_ev(t, tid, addr, size);
             live[addr - 1] = 1;
+            live_size[addr - 1] = size;
         } else if (what < 14) { // a realloc of a live block to another address
             if (!live[addr - 1])
                 continue;
@@ -173,6 +174,7 @@ static size_t random_stream(reader_event_t *ev, size_t cap, uint64_t seed) {
                                        .addr = to, .old_addr = addr, .size = size};
             live[addr - 1] = 0;
             live[to - 1] = 1;
+            live_size[to - 1] = size;
         } else if (what >= 96 && live[addr - 1]) { // measured at exit (issue #23): stays live
             reader_event_t e = free_ev(t, tid, addr);
             e.kind = READER_TOUCH_LIVE;
@@ -180,6 +182,12 @@ static size_t random_stream(reader_event_t *ev, size_t cap, uint64_t seed) {
             e.touched = (r >> 33) % 4000;
             e.touched_nz = (r >> 44) % 2000;
             ev[n++] = e;
+        } else if ((live[addr - 1] || what < 18) && what % 7 == 1) { // a sized free (issue #21)
+            reader_event_t e = free_ev(t, tid, addr);
+            e.flags = READER_FREE_SIZED;
+            e.size = (r >> 46) % 4 ? live_size[addr - 1] : (r >> 33) % 3000; // 1 in 4 mismatch
+            ev[n++] = e;
+            live[addr - 1] = 0;
         } else if (live[addr - 1] || what < 18) { // a free (of a dead block: unknown)
             reader_event_t e = free_ev(t, tid, addr);
             if (what % 3 == 0) {
@@ -196,6 +204,7 @@ static size_t random_stream(reader_event_t *ev, size_t cap, uint64_t seed) {
                 e.sub = READER_CALLOC;
             ev[n++] = e;
             live[addr - 1] = 1;
+            live_size[addr - 1] = size;
         }
     }
     return n;
@@ -213,6 +222,7 @@ Test(replay_par, random_streams_match_one_thread) {
             one_thread(&want, ev, n, keep);
             cr_assert(want.n_double_allocs > 0 && want.n_unknown_frees > 0 && want.touch_blocks > 0);
             cr_assert(want.touch_live_blocks > 0 && want.touch_pages_blocks > 0);
+            cr_assert(want.n_sized_mismatches > 0 && want.n_sized_frees > want.n_sized_mismatches);
             for (unsigned threads = 2; threads <= 16; threads *= 2)
                 for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
                     // small rounds on a short prefix (each round is a hand-over of threads)

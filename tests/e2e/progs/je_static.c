@@ -3,7 +3,9 @@
 // mallocx family live in the executable itself, where the loader finds them before any
 // preloaded library (test_static_alloc.c). It counts what `workload` asks and prints the
 // counts, the exact figures the trace must hold. With "threads", eight threads start at once
-// and allocate from their first instruction: the entries were patched before main.
+// and allocate from their first instruction: the entries were patched before main. With
+// "sized", blocks are freed by sdallocx naming their size, a known number of them naming a
+// wrong one (a size of the same jemalloc size class, so jemalloc frees them right all the same).
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +19,7 @@ void sdallocx(void *ptr, size_t size, int flags);
 #define N_THREADS 8
 #define PER_THREAD 20000
 
-static long allocs, reallocs, frees;
+static long allocs, reallocs, frees, sized, mismatched;
 
 __attribute__((noinline)) static void plain_blocks(int n) {
     for (int i = 0; i < n; i++) {
@@ -89,11 +91,27 @@ __attribute__((noinline)) static void threads(void) {
     frees += (long)N_THREADS * PER_THREAD;
 }
 
+// n blocks of 48 bytes freed by sdallocx; every fifth names 40 bytes (size class 48 too)
+__attribute__((noinline)) static void sized_frees(int n) {
+    for (int i = 0; i < n; i++) {
+        void *p = mallocx(48, 0);
+        __asm__ volatile("" : : "r"(p) : "memory");
+        sdallocx(p, i % 5 == 4 ? 40 : 48, 0);
+        mismatched += i % 5 == 4;
+    }
+    allocs += n;
+    frees += n;
+    sized += n;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "threads") == 0)
         threads();
+    else if (argc > 1 && strcmp(argv[1], "sized") == 0)
+        sized_frees(35);
     else
         workload();
-    printf("allocs=%ld reallocs=%ld frees=%ld\n", allocs, reallocs, frees);
+    printf("allocs=%ld reallocs=%ld frees=%ld sized=%ld mismatched=%ld\n", allocs, reallocs,
+           frees, sized, mismatched);
     return 3; // an exit status of its own, which must survive the shim
 }
