@@ -78,7 +78,7 @@ static void touch(const void *p, size_t n) {
 }
 
 static void check_event(const reader_t *r, const reader_event_t *ev) {
-    CHECK(ev->kind >= READER_ALLOC && ev->kind <= READER_MODULE_UNLOAD, "kind %u", ev->kind);
+    CHECK(ev->kind >= READER_ALLOC && ev->kind <= READER_TOUCH_LIVE, "kind %u", ev->kind);
     if (ev->kind == READER_ALLOC) {
         CHECK(ev->sub >= READER_MALLOC && ev->sub <= READER_REALLOC, "sub %u", ev->sub);
         uint32_t n;
