@@ -64,6 +64,27 @@ static bool def_valid(dchunk_t *c, const hpt_rec_t *rec) {
     }
 }
 
+// The event of a FREE, a TOUCH_LIVE (a block live at exit: the same fields) or a FREE_SIZED
+// (no touch measure; the size and alignment its free named, in the slots of the measure).
+static void push_free(dchunk_t *c, uint32_t tid, const hpt_rec_t *rec) {
+    reader_event_t *e = push(c);
+    e->kind = rec->tag == HPT_REC_TOUCH_LIVE ? READER_TOUCH_LIVE : READER_FREE;
+    e->flags = rec->tag == HPT_REC_FREE_SIZED ? READER_FREE_SIZED : 0;
+    e->tid = tid;
+    e->time_ns = rec->time_ns;
+    e->stack = 0;
+    e->addr = rec->addr;
+    if (rec->tag == HPT_REC_FREE_SIZED) {
+        e->touch = 0;
+        e->free_align = rec->align;
+        e->size = rec->size;
+    } else {
+        e->touch = rec->touch;
+        e->touched_nz = rec->touch ? rec->touched_nz : 0;
+        e->touched = rec->touch ? rec->touched : 0;
+    }
+}
+
 // Decodes n records from [p, end) into c. False at the first record that does not decode (or
 // holds a definition the reader could not take): what came before it stays in c.
 static bool decode_records(dchunk_t *c, const uint8_t *p, const uint8_t *end, uint32_t n) {
@@ -96,46 +117,10 @@ static bool decode_records(dchunk_t *c, const uint8_t *p, const uint8_t *end, ui
             e->size = rec.size;
             break;
         case HPT_REC_FREE:
-            if (!keep)
-                break;
-            e = push(c);
-            e->kind = READER_FREE;
-            e->touch = rec.touch;
-            e->flags = 0;
-            e->tid = tid;
-            e->time_ns = rec.time_ns;
-            e->stack = 0;
-            e->addr = rec.addr;
-            e->touched_nz = rec.touch ? rec.touched_nz : 0;
-            e->touched = rec.touch ? rec.touched : 0;
-            break;
         case HPT_REC_TOUCH_LIVE:
-            if (!keep)
-                break;
-            e = push(c);
-            e->kind = READER_TOUCH_LIVE;
-            e->touch = rec.touch;
-            e->flags = 0;
-            e->tid = tid;
-            e->time_ns = rec.time_ns;
-            e->stack = 0;
-            e->addr = rec.addr;
-            e->touched_nz = rec.touch ? rec.touched_nz : 0;
-            e->touched = rec.touch ? rec.touched : 0;
-            break;
         case HPT_REC_FREE_SIZED:
-            if (!keep)
-                break;
-            e = push(c);
-            e->kind = READER_FREE;
-            e->touch = 0;
-            e->flags = READER_FREE_SIZED;
-            e->tid = tid;
-            e->time_ns = rec.time_ns;
-            e->stack = 0;
-            e->addr = rec.addr;
-            e->free_align = rec.align;
-            e->size = rec.size;
+            if (keep)
+                push_free(c, tid, &rec);
             break;
         case HPT_REC_REALLOC:
             if (!keep)
