@@ -57,6 +57,11 @@ struct replay_par {
     uint32_t *site_of;       // with sites: the site of each counted allocation of the last round
     size_t site_of_cap;
     bool fix_ready;          // site_of holds a finished round (the shards' fix may read it)
+    growth_t *growth;        // replay_par_set_growth: growth in the scan, its words in shards
+    replay_cwords_t *cw;     // with growth: the words of the blocks the shards found
+    size_t cw_cap;
+    const replay_cfix_t *gfix; // with growth: the last round's changed words, for the shards
+    size_t n_gfix;
 
     reader_event_t *held; // small batches gathered for the next round
     size_t n_held, held_cap;
@@ -98,8 +103,10 @@ static void work(replay_par_t *p, shard_thread_t *th) {
     for (unsigned s = th->first; s < p->n_shards; s += th->step) {
         if (p->sites) {
             replay_shard_fix(p->shards[s], p->fix_ready ? p->site_of : NULL);
+            if (p->growth)
+                replay_shard_fix_words(p->shards[s], s, p->gfix, p->n_gfix);
             replay_shard_find(p->shards[s], p->ev, p->n, s, th->idx, p->keep ? p->verdict : NULL,
-                              p->found);
+                              p->found, p->round, p->cw);
         } else {
             replay_shard_events(p->shards[s], p->ev, p->n, s, th->idx, p->steps, p->round);
         }
@@ -187,6 +194,8 @@ static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
             p->found = xgrow(p->found, &p->found_cap, n, sizeof *p->found);
         if (p->site_of_cap < n)
             p->site_of = xgrow(p->site_of, &p->site_of_cap, n, sizeof *p->site_of);
+        if (p->growth && p->cw_cap < n)
+            p->cw = xgrow(p->cw, &p->cw_cap, n, sizeof *p->cw);
     } else if (p->steps_cap < n) {
         p->steps = xgrow(p->steps, &p->steps_cap, n, sizeof *p->steps);
     }
@@ -212,6 +221,10 @@ static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
     if (p->sites) {
         // every figure in stream order with what the shards found; site_of for their next fix
         replay_scan_sites(p->into, ev, n, p->found, p->keep ? p->verdict : NULL, p->site_of);
+        if (p->growth) {
+            growth_scan(p->growth, ev, n, p->found, p->cw, p->round);
+            p->gfix = growth_scan_fixes(p->growth, &p->n_gfix);
+        }
         p->fix_ready = true;
         return;
     }
@@ -259,6 +272,13 @@ void replay_par_events(replay_par_t *p, const reader_event_t *ev, size_t n) {
         flush_held(p);
 }
 
+void replay_par_set_growth(replay_par_t *p, growth_t *g) {
+    p->growth = g;
+    growth_scan_start(g);
+    for (unsigned s = 0; s < p->n_shards; s++)
+        replay_shard_keep_words(p->shards[s]);
+}
+
 void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events) {
     p->round_max = max_events ? max_events : 1;
     if (p->round_max > ROUND_MAX)
@@ -289,6 +309,7 @@ void replay_par_finish(replay_par_t *p) {
     free(p->steps);
     free(p->found);
     free(p->site_of);
+    free(p->cw);
     free(p->verdict);
     free(p->held);
     free(p);
