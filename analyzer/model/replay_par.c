@@ -62,6 +62,16 @@ struct replay_par {
     size_t cw_cap;
     const replay_cfix_t *gfix; // with growth: the last round's changed words, for the shards
     size_t n_gfix;
+    // growth_scan on a thread of its own, beside replay_scan_sites on the caller's: the two
+    // share only what the shards found (read by both) and the round's events
+    bool growth_threaded;
+    pthread_t growth_thread;
+    pthread_mutex_t glock;
+    pthread_cond_t gstart, gdone;
+    uint64_t gasked, gfinished; // rounds handed to the growth thread, and done by it
+    bool gstop;
+    const reader_event_t *gev;
+    size_t gn;
 
     reader_event_t *held; // small batches gathered for the next round
     size_t n_held, held_cap;
@@ -187,6 +197,25 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     return p;
 }
 
+static void *growth_main(void *arg) {
+    replay_par_t *p = arg;
+    pthread_mutex_lock(&p->glock);
+    for (;;) {
+        while (!p->gstop && p->gasked == p->gfinished)
+            pthread_cond_wait(&p->gstart, &p->glock);
+        if (p->gstop)
+            break;
+        uint64_t round = p->round; // written before this round was handed over
+        pthread_mutex_unlock(&p->glock);
+        growth_scan(p->growth, p->gev, p->gn, p->found, p->cw, round);
+        pthread_mutex_lock(&p->glock);
+        p->gfinished = p->gasked;
+        pthread_cond_signal(&p->gdone);
+    }
+    pthread_mutex_unlock(&p->glock);
+    return NULL;
+}
+
 // One round over ev[0..n): all shards in parallel, then the ordered scan for the peak.
 static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
     if (p->sites) {
@@ -220,11 +249,25 @@ static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
 
     if (p->sites) {
         // every figure in stream order with what the shards found; site_of for their next fix
-        replay_scan_sites(p->into, ev, n, p->found, p->keep ? p->verdict : NULL, p->site_of);
-        if (p->growth) {
-            growth_scan(p->growth, ev, n, p->found, p->cw, p->round);
-            p->gfix = growth_scan_fixes(p->growth, &p->n_gfix);
+        if (p->growth_threaded) { // growth's scan beside the sites' (they share found, read-only)
+            pthread_mutex_lock(&p->glock);
+            p->gev = ev;
+            p->gn = n;
+            p->gasked++;
+            pthread_cond_signal(&p->gstart);
+            pthread_mutex_unlock(&p->glock);
         }
+        replay_scan_sites(p->into, ev, n, p->found, p->keep ? p->verdict : NULL, p->site_of);
+        if (p->growth_threaded) {
+            pthread_mutex_lock(&p->glock);
+            while (p->gfinished != p->gasked)
+                pthread_cond_wait(&p->gdone, &p->glock);
+            pthread_mutex_unlock(&p->glock);
+        } else if (p->growth) {
+            growth_scan(p->growth, ev, n, p->found, p->cw, p->round);
+        }
+        if (p->growth)
+            p->gfix = growth_scan_fixes(p->growth, &p->n_gfix);
         p->fix_ready = true;
         return;
     }
@@ -277,6 +320,19 @@ void replay_par_set_growth(replay_par_t *p, growth_t *g) {
     growth_scan_start(g);
     for (unsigned s = 0; s < p->n_shards; s++)
         replay_shard_keep_words(p->shards[s]);
+    // its scan on a thread of its own; if none can be made, the caller's thread does it after
+    // the sites' scan (slower, the same figures)
+    pthread_mutex_init(&p->glock, NULL);
+    pthread_cond_init(&p->gstart, NULL);
+    pthread_cond_init(&p->gdone, NULL);
+    pthread_attr_t attr;
+    bool attr_ok = pthread_attr_init(&attr) == 0;
+    if (attr_ok)
+        (void)pthread_attr_setstacksize(&attr, WORKER_STACK_BYTES);
+    p->growth_threaded =
+        pthread_create(&p->growth_thread, attr_ok ? &attr : NULL, growth_main, p) == 0;
+    if (attr_ok)
+        pthread_attr_destroy(&attr);
 }
 
 void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events) {
@@ -294,6 +350,18 @@ void replay_par_finish(replay_par_t *p) {
     pthread_mutex_unlock(&p->lock);
     for (unsigned i = 1; i < p->n_threads; i++)
         pthread_join(p->threads[i].thread, NULL);
+    if (p->growth) {
+        if (p->growth_threaded) {
+            pthread_mutex_lock(&p->glock);
+            p->gstop = true;
+            pthread_cond_signal(&p->gstart);
+            pthread_mutex_unlock(&p->glock);
+            pthread_join(p->growth_thread, NULL);
+        }
+        pthread_mutex_destroy(&p->glock);
+        pthread_cond_destroy(&p->gstart);
+        pthread_cond_destroy(&p->gdone);
+    }
     for (unsigned s = 0; s < p->n_shards; s++) {
         if (!p->sites)
             replay_merge_shard(p->into, p->shards[s]);
