@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# bench/analyzer_scaling.sh: how `heapprof report` and `stats` scale with the analyzer's decode
-# workers (HEAPPROF_DECODE_THREADS), and `stats` and `dhat` also with their replay threads
-# (HEAPPROF_REPLAY_THREADS; `report` replays on one thread, docs/design.md "Replay across
-# cores"), next to heaptrack_print on the same program's heaptrack trace: issue 18's
-# "report >= 10x heaptrack_print on >= 8 cores" measured in one run.
+# bench/analyzer_scaling.sh: how `heapprof report`, `stats` and `dhat` scale with the analyzer's
+# decode workers (HEAPPROF_DECODE_THREADS) and replay threads (HEAPPROF_REPLAY_THREADS,
+# docs/design.md "Replay across cores"), next to heaptrack_print on the same program's
+# heaptrack trace: issue 18's "report >= 10x heaptrack_print on >= 8 cores" measured in one run.
 #
 # Records bench/out/bin/c_churn OPS (OPS malloc/free pairs, 2 * OPS events) once under heapprof
-# and once under heaptrack, then for ROUNDS rounds runs heaptrack_print, heapprof report with
-# each decode worker count W (report_wW) and stats and dhat with each W and replay thread
-# count R (stats_wW_rR, dhat_wW_rR), in a rotating order, and prints per command the median wall time,
+# and once under heaptrack, then for ROUNDS rounds runs heaptrack_print and heapprof report,
+# stats and dhat with each decode worker count W and replay thread count R (report_wW_rR,
+# stats_wW_rR, dhat_wW_rR), in a rotating order, and prints per command the median wall time,
 # user+system CPU, peak RSS, ns per event and the ratio to heaptrack_print.
 #
 # Usage: bench/analyzer_scaling.sh [--ops N] [--runs K] [--workers 0,1,2,4] [--replay 0,2,4]
@@ -77,8 +76,7 @@ IFS=, read -r -a RS <<<"$REPLAY"
 names=()
 [ -n "$HT_TRACE" ] && names+=(heaptrack_print)
 for w in "${WS[@]}"; do
-    names+=("report_w$w")
-    for r in "${RS[@]}"; do names+=("stats_w${w}_r$r" "dhat_w${w}_r$r"); done
+    for r in "${RS[@]}"; do names+=("report_w${w}_r$r" "stats_w${w}_r$r" "dhat_w${w}_r$r"); done
 done
 for ((round = 0; round < RUNS; round++)); do
     n=${#names[@]}
@@ -86,11 +84,11 @@ for ((round = 0; round < RUNS; round++)); do
         name=${names[$(((k + round) % n))]}
         case $name in
         heaptrack_print) one "$name" "$HT_PRINT" "$HT_TRACE" ;;
-        report_w*) one "$name" env HEAPPROF_DECODE_THREADS="${name#report_w}" "$CLI" report "$HP_TRACE" ;;
-        stats_w* | dhat_w*)
+        report_w* | stats_w* | dhat_w*)
             wr=${name#*_w}
             cmd=(stats "$HP_TRACE")
             [ "${name%%_*}" = dhat ] && cmd=(dhat -o "$TMP/dhat.json" "$HP_TRACE")
+            [ "${name%%_*}" = report ] && cmd=(report "$HP_TRACE")
             one "$name" env HEAPPROF_DECODE_THREADS="${wr%_r*}" HEAPPROF_REPLAY_THREADS="${wr#*_r}" "$CLI" "${cmd[@]}" ;;
         esac
     done

@@ -148,10 +148,8 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     const hpt_file_hdr_t *h = reader_header(r);
     if (h->flags & HPT_FILE_SAMPLED)
         replay_set_sampled(a->rp, h->sample_bytes);
-    if (o->growth) {
-        a->growth = growth_new(o->short_ns);
-        growth_attach(a->growth, a->rp); // replay's events now feed growth too
-    }
+    if (o->growth)
+        a->growth = growth_new(o->short_ns); // attached to replay or to its shards below
     if (o->timeline)
         a->timeline = timeline_new();
 
@@ -166,15 +164,21 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     int got;
     uint64_t n_batches = 0, offset = 0;
     warm_t warm = {0};
-    // the live table split over threads (replay_par.h); growth chains and the timeline keep
-    // words per block in replay's table and read it after each event: one thread for them. A
-    // sampled trace's peak is the estimated heap's (replay_set_sampled), which the shards'
-    // exact steps do not give, and its few events need no threads: one thread too.
+    // the live table split over threads (replay_par.h), growth chains in its ordered scan;
+    // the timeline reads replay's sites after each event: one thread for it. A sampled trace's
+    // peak is the estimated heap's (replay_set_sampled), which the shards' exact steps do not
+    // give, and its few events need no threads: one thread too.
     unsigned par_threads = replay_par_threads();
     replay_par_t *par = NULL;
-    if (!a->growth && !a->timeline && !(h->flags & HPT_FILE_SAMPLED) && par_threads >= 2)
+    if (!a->timeline && !(h->flags & HPT_FILE_SAMPLED) && par_threads >= 2 &&
+        (!a->growth || !o->totals_only)) {
         par = replay_par_new(a->rp, rp_mode, par_threads, a->filter ? filter_keep : NULL,
                              a->filter);
+        if (a->growth)
+            replay_par_set_growth(par, a->growth);
+    }
+    if (a->growth && !par)
+        growth_attach(a->growth, a->rp); // replay's events now feed growth too
     readahead_t *ra = readahead_new(r, o->totals_only ? NULL : warm_idle, &warm);
     while ((got = readahead_next(ra, &batch, &n, &offset, err)) == 1) {
         if (a->timeline)

@@ -49,11 +49,18 @@ typedef struct gblock {
 
 static inline uint64_t seq_of(const gblock_t *b) { return b->seq & ~BLOCK_HAS_PRED; }
 
+// In the scan (growth_scan), a recent allocation's own state, which the one-thread pass reads
+// from the live table (find_copy): its block is gone (freed, or replaced at its address), or
+// already has a predecessor.
+#define RECENT_GONE 1u
+#define RECENT_PRED 2u
+
 typedef struct recent {
     uint64_t addr, seq, stack, size, time_ns;
     uint64_t ev;       // the thread's event number of the allocation
     uint64_t prev_seq; // the thread's allocation before it at the same stack: 0 none,
                        // PREV_UNKNOWN when the stack cache lost track
+    unsigned flags;    // RECENT_GONE, RECENT_PRED (growth_scan only)
 } recent_t;
 
 typedef struct stack_last {
@@ -123,6 +130,12 @@ struct growth {
     growth_site_t *sites; // after finish, ranked
     size_t n_sites;
     hmap_t site_of; // stack -> index + 1 into accs during the pass, into sites after finish
+    // growth_scan: the words changed this round, for the shards' next round (fixes) and for
+    // this round's own later frees (changed: serial -> index + 1 into fixes)
+    bool scan;
+    replay_cfix_t *fixes;
+    size_t n_fixes, cap_fixes;
+    hmap_t changed;
 };
 
 growth_t *growth_new(uint64_t short_ns) {
@@ -132,6 +145,7 @@ growth_t *growth_new(uint64_t short_ns) {
     hmap_init(&g->threads, sizeof(gthread_t *));
     hmap_init(&g->shorts, sizeof(growth_short_t));
     hmap_init(&g->site_of, sizeof(uint64_t));
+    hmap_init(&g->changed, sizeof(uint64_t));
     return g;
 }
 
@@ -147,6 +161,8 @@ void growth_free(growth_t *g) {
     hmap_fini(&g->threads);
     hmap_fini(&g->shorts);
     hmap_fini(&g->site_of);
+    hmap_fini(&g->changed);
+    free(g->fixes);
     free(g->chains);
     free(g->free_chains);
     for (size_t i = 0; i < g->n_accs; i++)
@@ -265,9 +281,12 @@ static gblock_t *live_get(growth_t *g, uint64_t addr) {
 // (and the ring entry's) are written one by one, where they stay: a block built aside and copied
 // whole was read back with 16-byte loads from 8-byte stores, a store-forwarding stall that was
 // the largest cost of this function.
-static void on_alloc(growth_t *g, const reader_event_t *ev, gblock_t *b) {
+// seq: the allocation's number (0: the next of growth's own count; the scan passes the serial
+// the shard gave it, which orders allocations the same way).
+static void on_alloc(growth_t *g, const reader_event_t *ev, gblock_t *b, uint64_t seq) {
     gthread_t *t = thread_of(g, ev->tid);
-    uint64_t seq = ++g->seq;
+    if (!seq)
+        seq = ++g->seq;
     b->seq = seq;
     b->stack = ev->stack;
     b->origin = ev->stack;
@@ -297,6 +316,7 @@ static void on_alloc(growth_t *g, const reader_event_t *ev, gblock_t *b) {
     r->time_ns = ev->time_ns;
     r->ev = t->n_events;
     r->prev_seq = prev;
+    r->flags = b->seq & BLOCK_HAS_PRED ? RECENT_PRED : 0;
     t->ring_pos = (t->ring_pos + 1) % GROWTH_WINDOW;
 }
 
@@ -311,6 +331,36 @@ static const recent_t *scan_ring(const gthread_t *t, const gblock_t *a) {
             return e;
     }
     return NULL;
+}
+
+// growth_scan: a block's words changed (it joined a chain): the shards get them next round,
+// and this round's later free of the block reads them here (scan_block).
+static void note_changed(growth_t *g, uint64_t addr, const gblock_t *b) {
+    if (b->chain > UINT32_MAX) {
+        fprintf(stderr, "heapprof: more than 2^32 growth chains live at once\n");
+        abort();
+    }
+    g->fixes = xgrow(g->fixes, &g->cap_fixes, g->n_fixes + 1, sizeof *g->fixes);
+    g->fixes[g->n_fixes++] = (replay_cfix_t){
+        .addr = addr, .serial = seq_of(b), .origin = b->origin, .chain = (uint32_t)b->chain};
+    *(uint64_t *)hmap_put(&g->changed, seq_of(b), NULL) = g->n_fixes;
+}
+
+// find_copy's last step in the scan, where the block lives in a shard: the ring entry knows
+// whether it is still live without a predecessor, and its size is the block's (replay's size
+// outside DHAT mode); a block without a predecessor never joined a chain, so its origin is
+// its stack and its chain none.
+static bool scan_link_recent(growth_t *g, gblock_t *a, recent_t *r) {
+    if (r->flags & (RECENT_GONE | RECENT_PRED))
+        return false;
+    r->flags |= RECENT_PRED;
+    gblock_t b = {.head = {.size = r->size, .time_ns = r->time_ns},
+                  .seq = r->seq | BLOCK_HAS_PRED,
+                  .stack = r->stack,
+                  .origin = r->stack};
+    link_blocks(g, a, &b, r->size, LINK_MOVED);
+    note_changed(g, r->addr, &b);
+    return true;
 }
 
 // docs/growth.md#allocate-copy-free: the newest allocation at the old block's stack among the
@@ -334,6 +384,8 @@ static bool find_copy(growth_t *g, gthread_t *t, gblock_t *a, uint64_t now) {
         return false;
     if (now - r->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a->head.size)
         return false;
+    if (g->scan)
+        return scan_link_recent(g, a, (recent_t *)r);
     gblock_t *b = live_get(g, r->addr);
     if (!b || b->seq != r->seq) // freed, or already has a predecessor (BLOCK_HAS_PRED)
         return false;
@@ -376,7 +428,7 @@ void growth_event(growth_t *g, const reader_event_t *ev) {
     gblock_t *b;
     if (ev->kind == READER_ALLOC) {
         b = hmap_put(&g->live, ev->addr, NULL);
-        on_alloc(g, ev, b);
+        on_alloc(g, ev, b, 0);
         b->head.size = ev->size; // growth's own table: the head is growth's to write
         b->head.time_ns = ev->time_ns;
     } else if (ev->kind == READER_FREE && (b = hmap_take_ref(&g->live, ev->addr))) {
@@ -385,7 +437,7 @@ void growth_event(growth_t *g, const reader_event_t *ev) {
 }
 
 static void companion_alloc(void *ctx, const reader_event_t *ev, replay_block_t *b) {
-    on_alloc(ctx, ev, (gblock_t *)b);
+    on_alloc(ctx, ev, (gblock_t *)b, 0);
 }
 
 static void companion_free(void *ctx, const reader_event_t *ev, replay_block_t *b) {
@@ -400,6 +452,66 @@ void growth_attach(growth_t *g, replay_t *rp) {
     g->rp = rp;
     replay_set_companion(rp, GBLOCK_WORDS, companion_alloc,
                          companion_free, g);
+}
+
+// ---- in replay_par's ordered scan ----
+
+void growth_scan_start(growth_t *g) { g->scan = true; }
+
+// The block a shard found (its head in f, its words in w), with this round's changes.
+static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const replay_cwords_t *w) {
+    gblock_t a = {.head = {.size = f->size, .time_ns = f->time_ns, .stack = f->stack},
+                  .seq = w->serial,
+                  .stack = w->stack,
+                  .origin = w->origin,
+                  .chain = (uint32_t)w->tid_chain};
+    if (hmap_count(&g->changed)) {
+        const uint64_t *k = hmap_get(&g->changed, w->serial);
+        if (k) {
+            a.origin = g->fixes[*k - 1].origin;
+            a.chain = g->fixes[*k - 1].chain;
+        }
+    }
+    return a;
+}
+
+// The block a shard found left the table: its allocating thread's ring entry, if it still has
+// one, no longer leads to a live block (find_copy's lookup in the one-thread pass).
+static void scan_gone(growth_t *g, const replay_cwords_t *w) {
+    gthread_t *t = thread_of(g, (uint32_t)(w->tid_chain >> 32));
+    for (unsigned k = 0; k < GROWTH_WINDOW; k++)
+        if (t->ring[k].seq == w->serial)
+            t->ring[k].flags |= RECENT_GONE;
+}
+
+void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_found_t *found,
+                 const replay_cwords_t *cw, uint64_t round) {
+    g->n_fixes = 0; // the shards applied the last round's before this round's finds
+    if (hmap_count(&g->changed)) {
+        hmap_fini(&g->changed);
+        hmap_init(&g->changed, sizeof(uint64_t));
+    }
+    for (size_t i = 0; i < n; i++) {
+        const reader_event_t *e = &ev[i];
+        const replay_found_t *f = &found[i];
+        if (e->kind == READER_ALLOC) {
+            if (f->had)
+                scan_gone(g, &cw[i]); // replaced without a free, as in the live table
+            gblock_t b = {.head = {.size = e->size, .time_ns = e->time_ns}};
+            on_alloc(g, e, &b, round << 32 | i);
+            if (b.chain)
+                note_changed(g, e->addr, &b);
+        } else if (e->kind == READER_FREE && f->had) {
+            gblock_t a = scan_block(g, f, &cw[i]);
+            scan_gone(g, &cw[i]);
+            on_free(g, e, &a);
+        }
+    }
+}
+
+const replay_cfix_t *growth_scan_fixes(const growth_t *g, size_t *n) {
+    *n = g->n_fixes;
+    return g->fixes;
 }
 
 #define PREFETCH_AHEAD 8 // as replay_events: overlap the cache misses of a big live table

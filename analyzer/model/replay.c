@@ -85,6 +85,7 @@ struct replay {
     unsigned shard_bits; // a shard of 2^shard_bits (replay_set_shard); 0: the whole stream
     replay_fix_t *fix;   // a shard's pending blocks of the last round (replay_shard_find)
     size_t n_fix, fix_cap;
+    bool cwords; // a shard's blocks carry replay_cwords_t (replay_shard_keep_words)
     // a shard's place in the whole stream: the event being replayed (round << 32 | index) and
     // the one of its first sized-free mismatch, so the merge keeps the stream's first
     uint64_t ordinal, mismatch_ordinal;
@@ -761,8 +762,34 @@ void replay_shard_fix(replay_t *rp, const uint32_t *site_of) {
     rp->n_fix = 0;
 }
 
+void replay_shard_keep_words(replay_t *rp) {
+    _Static_assert(sizeof(replay_cwords_t) / sizeof(uint64_t) <= REPLAY_COMPANION_WORDS_MAX,
+                   "the scan's words must fit replay's companion words");
+    replay_set_companion(rp, sizeof(replay_cwords_t) / sizeof(uint64_t), NULL, NULL, NULL);
+    rp->cwords = true;
+}
+
+static inline replay_cwords_t *cwords_of(live_block_t *b) { return (replay_cwords_t *)(b + 1); }
+
+void replay_shard_fix_words(replay_t *rp, unsigned shard, const replay_cfix_t *fix, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        if (replay_shard_of(fix[k].addr, rp->shard_bits) != shard)
+            continue;
+        live_block_t *b = hmap_get(&rp->live, live_key(rp, fix[k].addr));
+        if (!b)
+            continue;
+        replay_cwords_t *w = cwords_of(b);
+        if (w->serial != fix[k].serial) // freed, and another block made there since
+            continue;
+        w->origin = fix[k].origin;
+        w->tid_chain = (w->tid_chain & ~(uint64_t)UINT32_MAX) | fix[k].chain;
+    }
+}
+
 void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
-                       uint32_t *idx, const uint8_t *verdict, replay_found_t *found) {
+                       uint32_t *idx, const uint8_t *verdict, replay_found_t *found,
+                       uint64_t round, replay_cwords_t *cw) {
+    bool words = rp->cwords;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         idx[m] = (uint32_t)i;
@@ -781,6 +808,15 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigne
             live_block_t *b = hmap_put(&rp->live, live_key(rp, e->addr), &existed);
             *f = existed ? (replay_found_t){b->size, b->time_ns, b->stack, 1}
                          : (replay_found_t){0, 0, 0, 0};
+            if (words) {
+                replay_cwords_t *w = cwords_of(b);
+                if (existed)
+                    cw[i] = *w;
+                *w = (replay_cwords_t){.serial = round << 32 | i,
+                                       .stack = e->stack,
+                                       .origin = e->stack,
+                                       .tid_chain = (uint64_t)e->tid << 32};
+            }
             bool counted = !verdict || verdict[i];
             uint64_t size = e->size;
             if (size == 0 && (rp->mode & REPLAY_DHAT))
@@ -799,6 +835,8 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigne
             live_block_t *b = hmap_take_ref(&rp->live, live_key(rp, e->addr));
             *f = b ? (replay_found_t){b->size, b->time_ns, b->stack, 1}
                    : (replay_found_t){0, 0, 0, 0};
+            if (words && b)
+                cw[i] = *cwords_of(b);
         } else if (e->kind == READER_TOUCH_LIVE) {
             const live_block_t *b = hmap_get(&rp->live, live_key(rp, e->addr)); // stays live
             *f = b ? (replay_found_t){b->size, b->time_ns, b->stack, 1}

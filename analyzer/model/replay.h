@@ -217,13 +217,39 @@ typedef struct replay_found {
     uint64_t had;                  // 1: a block was there (freed, or replaced by an allocation)
 } replay_found_t;
 
+// A companion applied in the ordered scan (growth.c on shard threads, replay_par_set_growth)
+// keeps these words per block in the shard's table, beside the block (replay_shard_keep_words):
+// the shard writes them when it stores an allocation and hands them to the scan in cw[i] with
+// every block it finds (found[i].had); the scan's own words reach the shard a round later as
+// fixes (replay_shard_fix_words).
+typedef struct replay_cwords {
+    uint64_t serial;    // the allocation's place in the stream: round << 32 | index (never 0)
+    uint64_t stack;     // the allocating event's stack id
+    uint64_t origin;    // the scan's word: the allocating event's stack until a fix says other
+    uint64_t tid_chain; // the allocating tid << 32 | the scan's chain word (0 until a fix)
+} replay_cwords_t;
+
+// A scan's words for the block allocated at addr as serial (others there are left alone).
+typedef struct replay_cfix {
+    uint64_t addr, serial, origin;
+    uint32_t chain;
+} replay_cfix_t;
+
+// Makes a shard's blocks carry replay_cwords_t (call before the first event).
+void replay_shard_keep_words(replay_t *rp);
+// Applies the fixes of fix[0..n) whose address falls in shard `shard`.
+void replay_shard_fix_words(replay_t *rp, unsigned shard, const replay_cfix_t *fix, size_t n);
+
 // Shard side: first rewrites the blocks of the previous round whose site was still open, from
 // that round's site_of (NULL before the first round), then for the events of ev[0..n) in this
 // shard takes out freed blocks, stores allocated ones (verdict: keep's answer per event, NULL:
-// all count) and writes found[i]. rp: made with the scan's mode, replay_set_shard.
+// all count) and writes found[i]; with words (replay_shard_keep_words) also cw[i] where a block
+// was found. round: the round's number (>= 1), for the serials. rp: made with the scan's mode,
+// replay_set_shard.
 void replay_shard_fix(replay_t *rp, const uint32_t *site_of);
 void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
-                       uint32_t *idx, const uint8_t *verdict, replay_found_t *found);
+                       uint32_t *idx, const uint8_t *verdict, replay_found_t *found,
+                       uint64_t round, replay_cwords_t *cw);
 
 // Scan side, on rp (REPLAY_SITES, no events of its own table): applies ev[0..n) in order with
 // found[]; writes site_of[i] for each counted allocation (n entries), for the shards' next fix.

@@ -57,6 +57,21 @@ struct replay_par {
     uint32_t *site_of;       // with sites: the site of each counted allocation of the last round
     size_t site_of_cap;
     bool fix_ready;          // site_of holds a finished round (the shards' fix may read it)
+    growth_t *growth;        // replay_par_set_growth: growth in the scan, its words in shards
+    replay_cwords_t *cw;     // with growth: the words of the blocks the shards found
+    size_t cw_cap;
+    const replay_cfix_t *gfix; // with growth: the last round's changed words, for the shards
+    size_t n_gfix;
+    // growth_scan on a thread of its own, beside replay_scan_sites on the caller's: the two
+    // share only what the shards found (read by both) and the round's events
+    bool growth_threaded;
+    pthread_t growth_thread;
+    pthread_mutex_t glock;
+    pthread_cond_t gstart, gdone;
+    uint64_t gasked, gfinished; // rounds handed to the growth thread, and done by it
+    bool gstop;
+    const reader_event_t *gev;
+    size_t gn;
 
     reader_event_t *held; // small batches gathered for the next round
     size_t n_held, held_cap;
@@ -98,8 +113,10 @@ static void work(replay_par_t *p, shard_thread_t *th) {
     for (unsigned s = th->first; s < p->n_shards; s += th->step) {
         if (p->sites) {
             replay_shard_fix(p->shards[s], p->fix_ready ? p->site_of : NULL);
+            if (p->growth)
+                replay_shard_fix_words(p->shards[s], s, p->gfix, p->n_gfix);
             replay_shard_find(p->shards[s], p->ev, p->n, s, th->idx, p->keep ? p->verdict : NULL,
-                              p->found);
+                              p->found, p->round, p->cw);
         } else {
             replay_shard_events(p->shards[s], p->ev, p->n, s, th->idx, p->steps, p->round);
         }
@@ -180,6 +197,25 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     return p;
 }
 
+static void *growth_main(void *arg) {
+    replay_par_t *p = arg;
+    pthread_mutex_lock(&p->glock);
+    for (;;) {
+        while (!p->gstop && p->gasked == p->gfinished)
+            pthread_cond_wait(&p->gstart, &p->glock);
+        if (p->gstop)
+            break;
+        uint64_t round = p->round; // written before this round was handed over
+        pthread_mutex_unlock(&p->glock);
+        growth_scan(p->growth, p->gev, p->gn, p->found, p->cw, round);
+        pthread_mutex_lock(&p->glock);
+        p->gfinished = p->gasked;
+        pthread_cond_signal(&p->gdone);
+    }
+    pthread_mutex_unlock(&p->glock);
+    return NULL;
+}
+
 // One round over ev[0..n): all shards in parallel, then the ordered scan for the peak.
 static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
     if (p->sites) {
@@ -187,6 +223,8 @@ static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
             p->found = xgrow(p->found, &p->found_cap, n, sizeof *p->found);
         if (p->site_of_cap < n)
             p->site_of = xgrow(p->site_of, &p->site_of_cap, n, sizeof *p->site_of);
+        if (p->growth && p->cw_cap < n)
+            p->cw = xgrow(p->cw, &p->cw_cap, n, sizeof *p->cw);
     } else if (p->steps_cap < n) {
         p->steps = xgrow(p->steps, &p->steps_cap, n, sizeof *p->steps);
     }
@@ -211,7 +249,25 @@ static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
 
     if (p->sites) {
         // every figure in stream order with what the shards found; site_of for their next fix
+        if (p->growth_threaded) { // growth's scan beside the sites' (they share found, read-only)
+            pthread_mutex_lock(&p->glock);
+            p->gev = ev;
+            p->gn = n;
+            p->gasked++;
+            pthread_cond_signal(&p->gstart);
+            pthread_mutex_unlock(&p->glock);
+        }
         replay_scan_sites(p->into, ev, n, p->found, p->keep ? p->verdict : NULL, p->site_of);
+        if (p->growth_threaded) {
+            pthread_mutex_lock(&p->glock);
+            while (p->gfinished != p->gasked)
+                pthread_cond_wait(&p->gdone, &p->glock);
+            pthread_mutex_unlock(&p->glock);
+        } else if (p->growth) {
+            growth_scan(p->growth, ev, n, p->found, p->cw, p->round);
+        }
+        if (p->growth)
+            p->gfix = growth_scan_fixes(p->growth, &p->n_gfix);
         p->fix_ready = true;
         return;
     }
@@ -259,6 +315,26 @@ void replay_par_events(replay_par_t *p, const reader_event_t *ev, size_t n) {
         flush_held(p);
 }
 
+void replay_par_set_growth(replay_par_t *p, growth_t *g) {
+    p->growth = g;
+    growth_scan_start(g);
+    for (unsigned s = 0; s < p->n_shards; s++)
+        replay_shard_keep_words(p->shards[s]);
+    // its scan on a thread of its own; if none can be made, the caller's thread does it after
+    // the sites' scan (slower, the same figures)
+    pthread_mutex_init(&p->glock, NULL);
+    pthread_cond_init(&p->gstart, NULL);
+    pthread_cond_init(&p->gdone, NULL);
+    pthread_attr_t attr;
+    bool attr_ok = pthread_attr_init(&attr) == 0;
+    if (attr_ok)
+        (void)pthread_attr_setstacksize(&attr, WORKER_STACK_BYTES);
+    p->growth_threaded =
+        pthread_create(&p->growth_thread, attr_ok ? &attr : NULL, growth_main, p) == 0;
+    if (attr_ok)
+        pthread_attr_destroy(&attr);
+}
+
 void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events) {
     p->round_max = max_events ? max_events : 1;
     if (p->round_max > ROUND_MAX)
@@ -274,6 +350,18 @@ void replay_par_finish(replay_par_t *p) {
     pthread_mutex_unlock(&p->lock);
     for (unsigned i = 1; i < p->n_threads; i++)
         pthread_join(p->threads[i].thread, NULL);
+    if (p->growth) {
+        if (p->growth_threaded) {
+            pthread_mutex_lock(&p->glock);
+            p->gstop = true;
+            pthread_cond_signal(&p->gstart);
+            pthread_mutex_unlock(&p->glock);
+            pthread_join(p->growth_thread, NULL);
+        }
+        pthread_mutex_destroy(&p->glock);
+        pthread_cond_destroy(&p->gstart);
+        pthread_cond_destroy(&p->gdone);
+    }
     for (unsigned s = 0; s < p->n_shards; s++) {
         if (!p->sites)
             replay_merge_shard(p->into, p->shards[s]);
@@ -289,6 +377,7 @@ void replay_par_finish(replay_par_t *p) {
     free(p->steps);
     free(p->found);
     free(p->site_of);
+    free(p->cw);
     free(p->verdict);
     free(p->held);
     free(p);

@@ -6,13 +6,16 @@
 // adds up in stream order for the global peak. With per-site figures (REPLAY_SITES, DHAT):
 // the shards only look blocks up, and the caller's thread applies every event in stream order
 // with what they found (replay_scan_sites). Either way every figure is the one-thread replay's,
-// exactly (docs/design.md#replay-threads). Not with a companion (growth) or the timeline.
-// Memory: the live blocks (spread over the shards' tables), one set of thread ids per shard,
-// and one round in flight: per event 16 bytes a step (totals) or 32 found + 4 site (sites),
+// exactly (docs/design.md#replay-threads). Growth chains ride along (replay_par_set_growth);
+// the timeline does not.
+// Memory: the live blocks (spread over the shards' tables, + 32 bytes each with growth), one
+// set of thread ids per shard, and one round in flight: per event 16 bytes a step (totals) or
+// 32 found + 4 site (sites; + 32 words with growth),
 // + 4 an index per thread, and a copy of small batches (48 bytes an event).
 #ifndef HEAPPROF_ANALYZER_REPLAY_PAR_H
 #define HEAPPROF_ANALYZER_REPLAY_PAR_H
 
+#include "model/growth.h"
 #include "model/replay.h"
 #include "trace/reader.h"
 
@@ -38,6 +41,12 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
 // (>= 1; the defaults are 16384 and 2^20). For tests, whose rounds must be small enough that
 // blocks and peaks cross from one round to the next. Call before the first event.
 void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events);
+
+// Growth chains beside the sites (mode with REPLAY_SITES, not REPLAY_DHAT): the shards keep
+// growth's words per block and growth applies every event in stream order (growth_scan) on a
+// thread of its own, beside the sites' scan. g: made by growth_new, not attached, fed nothing
+// else; read it after replay_par_finish. Call before the first event.
+void replay_par_set_growth(replay_par_t *p, growth_t *g);
 
 // Applies ev[0..n) in order (as replay_events). ev needs to stay valid only during the call.
 void replay_par_events(replay_par_t *p, const reader_event_t *ev, size_t n);

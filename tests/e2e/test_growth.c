@@ -60,9 +60,9 @@ static char *path_of(const char *dir, const char *name) {
     return p;
 }
 
-Test(growth, exact_chains_and_no_false_ones, .timeout = 120) {
+static void expect_exact_chains(const char *tag) {
     char *prog = path_of(E2E_PROGS, "growth");
-    json_t *r = report_of(prog, "growth_exact");
+    json_t *r = report_of(prog, tag);
     json_t *g = growth_one(r, "realloc_by_one");
     cr_expect_eq(e2e_int(g, "chains"), 10);
     cr_expect_eq(e2e_int(g, "steps"), 990);
@@ -98,6 +98,17 @@ Test(growth, exact_chains_and_no_false_ones, .timeout = 120) {
     }
     json_decref(r);
     free(prog);
+}
+
+Test(growth, exact_chains_and_no_false_ones, .timeout = 120) {
+    setenv("HEAPPROF_REPLAY_THREADS", "0", 1); // one replay thread, whatever the machine
+    expect_exact_chains("growth_exact");
+}
+
+// The same chains with replay on 4 shard threads, growth in their ordered scan (replay_par.c).
+Test(growth, exact_chains_on_replay_threads, .timeout = 120) {
+    setenv("HEAPPROF_REPLAY_THREADS", "4", 1);
+    expect_exact_chains("growth_exact_threads");
 }
 
 Test(growth, text_sections, .timeout = 120) {

@@ -368,3 +368,234 @@ Test(replay_par, random_streams_match_one_thread_per_site) {
             }
     }
 }
+
+// ---- growth chains (growth.c) in the ordered scan, its words in the shards ----
+
+// Vectors growing on 6 threads (tid 0 among them), each by realloc (moving or in place) or by
+// allocate-copy-free (the new block, up to 3 other allocations of the thread, then the free of
+// the old one), over 4096 serials (every shard); ended by a free on their own or another thread;
+// among them short-lived blocks, frees of unknown blocks, allocations at live addresses (a
+// vector's block replaced), touch measures and module events.
+static size_t growth_stream(reader_event_t *ev, size_t cap, uint64_t seed) {
+    enum { SLOTS = 4096, THREADS = 6 };
+    static uint8_t live[SLOTS];
+    memset(live, 0, sizeof live);
+    struct vec {
+        uint64_t addr, size, stack, old; // old: the block a copy step still has to free
+        unsigned pending;                // allocations of noise before that free
+        bool active, by_copy;
+    } vec[THREADS];
+    memset(vec, 0, sizeof vec);
+    size_t n = 0;
+    uint64_t t = 0;
+    while (n + 4 <= cap) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t r = seed >> 16;
+        uint32_t tid = (uint32_t)((r >> 3) % THREADS);
+        struct vec *v = &vec[tid];
+        unsigned what = (unsigned)((r >> 20) % 100);
+        uint64_t addr = 1 + (r >> 33) % SLOTS;
+        t += (r >> 45) % 4;
+        if (v->old && (v->pending == 0 || what < 40)) { // the copy step's free of the old block
+            ev[n++] = free_ev(t, tid, v->old);
+            live[v->old - 1] = 0;
+            v->old = 0;
+        } else if (what < 2) {
+            ev[n++] = (reader_event_t){.kind = READER_MODULE_LOAD, .tid = tid, .time_ns = t};
+        } else if (what < 10) { // noise: an allocation wherever, a live block's address too
+            reader_event_t e = alloc_ev(t, tid, addr, (r >> 50) % 500);
+            e.stack = 20 + (r >> 58) % 4;
+            ev[n++] = e;
+            live[addr - 1] = 1;
+            if (v->pending)
+                v->pending--;
+        } else if (what < 18) { // noise: a free of whatever is there (a vector's block too)
+            reader_event_t e = free_ev(t, tid, addr);
+            if (what % 3 == 0) {
+                e.touch = (uint8_t)(1 + (r >> 45) % 4);
+                e.touched = (r >> 33) % 400;
+            }
+            ev[n++] = e;
+            live[addr - 1] = 0;
+        } else if (!v->active) { // a new vector
+            if (live[addr - 1])
+                continue;
+            v->active = true;
+            v->by_copy = what % 2;
+            v->addr = addr;
+            v->stack = 1 + (r >> 56) % 9;
+            v->size = what % 3 == 0 ? 4 * 16 + 32 : 8 * (1 + (r >> 50) % 4); // a hashbrown start
+            reader_event_t e = alloc_ev(t, tid, addr, v->size);
+            e.stack = v->stack;
+            ev[n++] = e;
+            live[addr - 1] = 1;
+        } else if (what < 30) { // the vector ends: freed here or on another thread
+            uint32_t by = what % 2 ? tid : (uint32_t)((r >> 7) % THREADS);
+            ev[n++] = free_ev(t, by, v->addr);
+            live[v->addr - 1] = 0;
+            v->active = false;
+        } else { // the vector grows
+            uint64_t size = what < 70 ? 2 * v->size : what < 85 ? v->size + 24 : v->size / 2;
+            if (v->by_copy && !v->old) {
+                if (live[addr - 1])
+                    continue;
+                reader_event_t e = alloc_ev(t, tid, addr, size);
+                e.stack = v->stack;
+                ev[n++] = e;
+                live[addr - 1] = 1;
+                v->old = v->addr;
+                v->pending = (unsigned)(r >> 60) % 4;
+            } else if (!v->by_copy) {
+                uint64_t to = what % 4 == 0 ? v->addr : addr; // in place, or moved
+                if (to != v->addr && live[to - 1])
+                    continue;
+                ev[n++] = (reader_event_t){.kind = READER_FREE, .flags = READER_FREE_OF_REALLOC,
+                                           .tid = tid, .time_ns = t, .addr = v->addr};
+                ev[n++] = (reader_event_t){.kind = READER_ALLOC, .sub = READER_REALLOC,
+                                           .tid = tid, .time_ns = t + 1, .stack = 30 + tid,
+                                           .addr = to, .old_addr = v->addr, .size = size};
+                live[v->addr - 1] = 0;
+                live[to - 1] = 1;
+            } else {
+                continue;
+            }
+            v->addr = v->by_copy ? addr : ev[n - 1].addr;
+            v->size = size;
+        }
+    }
+    return n;
+}
+
+static growth_t *growth_one_thread(const reader_event_t *ev, size_t n, replay_keep_fn keep,
+                                   uint64_t short_ns) {
+    replay_t *rp = replay_new(keep, NULL);
+    replay_set_mode(rp, REPLAY_SITES);
+    growth_t *g = growth_new(short_ns);
+    growth_attach(g, rp);
+    replay_events(rp, ev, n);
+    growth_finish(g);
+    replay_free(rp);
+    return g;
+}
+
+static growth_t *growth_parallel(const reader_event_t *ev, size_t n, replay_keep_fn keep,
+                                 uint64_t short_ns, unsigned threads, size_t round_min,
+                                 size_t round_max, uint64_t seed) {
+    replay_t *rp = replay_new(keep, NULL);
+    replay_set_mode(rp, REPLAY_SITES);
+    growth_t *g = growth_new(short_ns);
+    replay_par_t *p = replay_par_new(rp, REPLAY_SITES, threads, keep, NULL);
+    replay_par_set_growth(p, g);
+    replay_par_set_round(p, round_min, round_max);
+    for (size_t i = 0; i < n;) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        size_t k = 1 + (size_t)(seed >> 33) % 3000;
+        if (k > n - i)
+            k = n - i;
+        replay_par_events(p, ev + i, k);
+        i += k;
+    }
+    replay_par_finish(p);
+    growth_finish(g);
+    replay_free(rp);
+    return g;
+}
+
+// Every growth figure of every site, in the same order, and the short-lived counts of every
+// stack the streams use.
+static void expect_same_growth(const growth_t *want, const growth_t *got, const char *what) {
+    cr_assert_eq(growth_n_sites(got), growth_n_sites(want), "%s: growth sites", what);
+    for (size_t i = 0; i < growth_n_sites(want); i++) {
+        const growth_site_t *a = growth_site(want, i), *b = growth_site(got, i);
+        cr_expect_eq(b->stack, a->stack, "%s: growth site %zu's stack", what, i);
+        cr_expect_eq(b->n_chains, a->n_chains, "%s: growth site %zu's chains", what, i);
+        cr_expect_eq(b->n_steps, a->n_steps, "%s: growth site %zu's steps", what, i);
+        cr_expect_eq(b->bytes_copied, a->bytes_copied, "%s: growth site %zu's copies", what, i);
+        cr_expect(memcmp(a, b, sizeof *a) == 0, "%s: growth site %zu differs", what, i);
+    }
+    for (uint64_t stack = 0; stack < 64; stack++) {
+        growth_short_t a = growth_short_of(want, stack), b = growth_short_of(got, stack);
+        cr_expect(a.blocks == b.blocks && a.bytes == b.bytes, "%s: stack %llu's short-lived",
+                  what, (unsigned long long)stack);
+    }
+}
+
+static reader_event_t alloc_at(uint64_t t, uint32_t tid, uint64_t addr, uint64_t size,
+                               uint64_t stack) {
+    reader_event_t e = alloc_ev(t, tid, addr, size);
+    e.stack = stack;
+    return e;
+}
+
+// A realloc chain whose halves move between shards and rounds, and an allocate-copy-free chain
+// whose new block is made in one round, joins the chain in the next (a shard's words fixed a
+// round later) and is freed by another thread in the round after: one round of one event.
+Test(replay_par, growth_chains_cross_rounds_and_shards) {
+    reader_event_t ev[] = {
+        alloc_ev(1, 1, SHARD_A(0), 8),
+        {.kind = READER_FREE, .flags = READER_FREE_OF_REALLOC, .tid = 1, .time_ns = 2,
+         .addr = SHARD_A(0)},
+        {.kind = READER_ALLOC, .sub = READER_REALLOC, .tid = 1, .time_ns = 3, .stack = 77,
+         .addr = SHARD_B(3), .old_addr = SHARD_A(0), .size = 16},
+        {.kind = READER_FREE, .flags = READER_FREE_OF_REALLOC, .tid = 1, .time_ns = 4,
+         .addr = SHARD_B(3)},
+        {.kind = READER_ALLOC, .sub = READER_REALLOC, .tid = 1, .time_ns = 5, .stack = 78,
+         .addr = SHARD_A(7), .old_addr = SHARD_B(3), .size = 32},
+        alloc_at(6, 2, SHARD_A(10), 100, 50),
+        alloc_at(7, 2, SHARD_B(7), 200, 50),  // the copy
+        free_ev(8, 2, SHARD_A(10)),           // links A(10) -> B(7)
+        alloc_at(9, 2, SHARD_A(12), 400, 51), // another stack: no link to B(7)
+        alloc_at(10, 2, SHARD_B(2), 400, 50), // the second copy
+        free_ev(11, 2, SHARD_B(7)),           // links B(7) -> B(2): two copy steps
+        free_ev(12, 3, SHARD_B(2)),       // ended on another thread
+        free_ev(13, 1, SHARD_A(7)),
+    };
+    size_t n = sizeof ev / sizeof ev[0];
+    growth_t *want = growth_one_thread(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS);
+    cr_assert_eq(growth_n_sites(want), 2);
+    cr_assert_eq(growth_site(want, 0)->bytes_copied, 300); // the copy chain: 100 + 200
+    cr_assert_eq(growth_site(want, 1)->n_realloc_steps, 2);
+    for (unsigned threads = 2; threads <= 8; threads *= 2)
+        for (size_t round = 1; round <= 4; round++) {
+            growth_t *got = growth_parallel(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS, threads,
+                                            round, round, 0);
+            expect_same_growth(want, got, "crossing");
+            growth_free(got);
+        }
+    growth_free(want);
+}
+
+Test(replay_par, random_growth_matches_one_thread) {
+    enum { N = 60000 };
+    static reader_event_t ev[N];
+    static const size_t rounds[][2] = {{1, 1}, {2, 3}, {5, 64}, {100, 1000}, {16384, 1u << 20}};
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        size_t n = growth_stream(ev, N, seed);
+        for (int filtered = 0; filtered < 2; filtered++) {
+            replay_keep_fn keep = filtered ? keep_even_stacks : NULL;
+            uint64_t short_ns = seed == 2 ? 0 : 6; // 0: only the thread's last allocation
+            growth_t *full = growth_one_thread(ev, n, keep, short_ns);
+            size_t chains = 0, copies = 0;
+            for (size_t i = 0; i < growth_n_sites(full); i++) {
+                chains += growth_site(full, i)->n_chains;
+                copies += growth_site(full, i)->n_steps - growth_site(full, i)->n_realloc_steps;
+            }
+            cr_assert(chains > 100 && copies > 100, "chains %zu, copy steps %zu", chains, copies);
+            for (unsigned threads = 2; threads <= 16; threads *= 4)
+                for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
+                    size_t m = rounds[k][1] < 64 ? n / 40 : n;
+                    growth_t *want = m == n ? full : growth_one_thread(ev, m, keep, short_ns);
+                    growth_t *got = growth_parallel(ev, m, keep, short_ns, threads, rounds[k][0],
+                                                    rounds[k][1], seed * 31 + k);
+                    char what[96];
+                    snprintf(what, sizeof what, "seed %llu, filter %d, %u threads, rounds %zu",
+                             (unsigned long long)seed, filtered, threads, rounds[k][1]);
+                    expect_same_growth(want, got, what);
+                    if (want != full)
+                        growth_free(want);
+                    growth_free(got);
+                }
+            growth_free(full);
+        }
+    }
+}
