@@ -126,7 +126,10 @@ static analyze_t *follow(live_t *l, errmsg_t *err) {
     uint64_t size = stat(l->path, &st) == 0 ? (uint64_t)st.st_size : l->last_size;
     l->n_stalled = size == l->last_size ? l->n_stalled + 1 : 0;
     l->last_size = size;
-    bool gone = reader_writer_gone(l->a->r) || l->n_stalled >= STALL_REFRESHES;
+    // the pid alone is not enough: a writer in another pid namespace (a container writing to
+    // a shared volume) has a pid that may not exist here, but its file grows
+    bool gone = (l->n_stalled > 0 && reader_writer_gone(l->a->r)) ||
+                l->n_stalled >= STALL_REFRESHES;
     if (analyze_follow_step(l->a, gone, err) != 0) {
         // an I/O error: start again from the beginning at the next refresh
         analyze_close(l->a);

@@ -249,10 +249,13 @@ int cmd_pprof_follow(const cmd_pprof_opts_t *o, void (*on_write)(const char *pat
                 continue;
             }
         }
-        if (size != last_size)
+        bool grew = size != last_size;
+        if (grew)
             grew_ns = now_ns();
         last_size = size;
-        bool gone = reader_writer_gone(a->r) || now_ns() - grew_ns >= STALL_NS;
+        // the pid alone is not enough: a writer in another pid namespace (a container writing
+        // to a shared volume) has a pid that may not exist here, but its file grows
+        bool gone = (!grew && reader_writer_gone(a->r)) || now_ns() - grew_ns >= STALL_NS;
         if (analyze_follow_step(a, gone, err) != 0) {
             rc = -1;
             break;
