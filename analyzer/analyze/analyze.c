@@ -212,6 +212,58 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     return a;
 }
 
+analyze_t *analyze_follow_open(const char *path, const analyze_opts_t *o, errmsg_t *err) {
+    reader_t *r = reader_open(path, err);
+    if (!r)
+        return NULL;
+    reader_follow(r);
+    analyze_t *a = xcalloc(1, sizeof *a);
+    a->path = path;
+    a->r = r;
+    a->rp = replay_new(NULL, NULL);
+    replay_set_mode(a->rp, o->mode | REPLAY_SITES);
+    const hpt_file_hdr_t *h = reader_header(r);
+    if (h->flags & HPT_FILE_SAMPLED)
+        replay_set_sampled(a->rp, h->sample_bytes);
+    if (o->growth) {
+        a->growth = growth_new(o->short_ns);
+        growth_attach(a->growth, a->rp);
+    }
+    return a;
+}
+
+int analyze_follow_step(analyze_t *a, bool writer_gone, errmsg_t *err) {
+    if (writer_gone)
+        reader_follow_stop(a->r);
+    // On this thread, without readahead or replay shards: a step's new events are few, and
+    // replay must keep its one live table from step to step.
+    const reader_event_t *batch;
+    size_t n;
+    int got;
+    while ((got = reader_next_batch(a->r, &batch, &n, err)) == 1)
+        replay_events(a->rp, batch, n);
+    if (got < 0)
+        return -1;
+    // the per-site view is rebuilt over replay's figures; the symbolizer (and what it looked
+    // up) is kept unless a module was loaded since
+    if (a->site_index) {
+        hmap_fini(a->site_index);
+        free(a->site_index);
+        a->site_index = NULL;
+    }
+    sites_free(a->sites);
+    cpu_free(a->cpu);
+    if (a->sym && !symbolize_current(a->sym, a->r)) {
+        symbolize_free(a->sym);
+        a->sym = NULL;
+    }
+    if (!a->sym)
+        a->sym = symbolize_new(a->r);
+    a->cpu = cpu_new(a->r, a->sym);
+    a->sites = sites_new(a->r, a->rp, a->sym);
+    return 0;
+}
+
 void analyze_resolve(analyze_t *a, const size_t *order, size_t n) {
     progress_t p;
     progress_init(&p, a->progress);

@@ -65,6 +65,20 @@ typedef struct analyze_opts {
 analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *progress,
                              errmsg_t *err);
 
+// ---- following a trace still being written (`live`, `pprof --follow`; docs/design.md#live) ----
+// Opens path with its reader in follow mode (reader_follow) and replay ready; reads no event yet.
+// Uses o's mode, growth and short_ns (the rest is for one-shot reads). With growth, a->growth
+// is never finished: growth_peek gives its figures so far. NULL with err filled when the trace
+// is not readable yet (no file, no complete header).
+analyze_t *analyze_follow_open(const char *path, const analyze_opts_t *o, errmsg_t *err);
+
+// Reads only what was written since the last step (the reader and replay keep their state) and
+// rebuilds a->sites and a->cpu over replay's figures so far: work in proportion to the new
+// events and the number of sites, never to the trace read before. writer_gone: the program no
+// longer writes (reader_follow_stop): the rest of the file is read to its end, and
+// reader_ended(a->r) is then true. Returns 0, or -1 on I/O error (err filled).
+int analyze_follow_step(analyze_t *a, bool writer_gone, errmsg_t *err);
+
 // The site index of a stack id (SIZE_MAX if it allocated nothing). Builds an index on first use.
 size_t analyze_site_of(analyze_t *a, uint64_t stack);
 

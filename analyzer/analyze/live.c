@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The figures of `heapprof live` (live.h). Each refresh is one `heapprof report` pass over the
-// trace as written so far (analyze.h, with growth chains); the rates are the difference of each
-// site's allocated bytes from the previous refresh, kept by stack id.
+// The figures of `heapprof live` (live.h). The trace is followed (analyze_follow_open): each
+// refresh replays only the events written since the previous one into the same replay (with
+// growth chains), then ranks replay's per-site figures, which are `heapprof report`'s for the
+// trace so far; the rates are the difference of each site's allocated bytes from the previous
+// refresh, kept by stack id.
 #include "analyze/live.h"
 
 #include "analyze/analyze.h"
@@ -10,10 +12,18 @@
 #include "core/xalloc.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
+
+// The file stopped growing for this many refreshes while its writer's pid still answers (a
+// trace from another pid namespace, or a writer stuck for good): the trace is read as ended.
+#define STALL_REFRESHES 600
 
 struct live {
     const char *path;
+    analyze_t *a;        // the followed trace; NULL until it could be opened
+    uint64_t last_size;  // the file's size at the previous refresh
+    unsigned n_stalled;  // refreshes since it last grew
     hmap_t prev_bytes; // stack id -> bytes allocated at the previous refresh
     uint64_t prev_time_ns, prev_total_bytes;
     bool has_prev;
@@ -32,6 +42,7 @@ void live_free(live_t *l) {
     if (!l)
         return;
     hmap_fini(&l->prev_bytes);
+    analyze_close(l->a);
     free(l->history);
     free(l);
 }
@@ -70,15 +81,72 @@ static int by_key_desc(const void *x, const void *y) {
     return (a->key < b->key) - (a->key > b->key);
 }
 
+typedef struct growth_sum {
+    hmap_t by_stack; // stack + 1 -> index into v
+    struct gs_ent {
+        uint64_t stack, n_steps, bytes_copied;
+    } *v;
+    size_t n, cap;
+} growth_sum_t;
+
+static void growth_add(void *ctx, uint64_t stack, uint64_t n_steps, uint64_t bytes_copied) {
+    growth_sum_t *g = ctx;
+    bool existed;
+    uint64_t *i = hmap_put(&g->by_stack, stack + 1, &existed);
+    if (!existed) {
+        g->v = xgrow(g->v, &g->cap, g->n + 1, sizeof *g->v);
+        g->v[g->n] = (struct gs_ent){.stack = stack};
+        *i = g->n++;
+    }
+    g->v[*i].n_steps += n_steps;
+    g->v[*i].bytes_copied += bytes_copied;
+}
+
+// growth.c's ranking: bytes copied, then steps, then stack
+static int by_copied_desc(const void *x, const void *y) {
+    const struct gs_ent *a = x, *b = y;
+    if (a->bytes_copied != b->bytes_copied)
+        return a->bytes_copied > b->bytes_copied ? -1 : 1;
+    if (a->n_steps != b->n_steps)
+        return a->n_steps > b->n_steps ? -1 : 1;
+    return (a->stack > b->stack) - (a->stack < b->stack);
+}
+
+// Reads what was written since the last refresh. Returns the followed trace, or NULL (err
+// filled) while it cannot be opened yet.
+static analyze_t *follow(live_t *l, errmsg_t *err) {
+    if (!l->a) {
+        analyze_opts_t ao = {.mode = REPLAY_SITES, .growth = true, .short_ns = 1000000};
+        if (!(l->a = analyze_follow_open(l->path, &ao, err)))
+            return NULL;
+    }
+    // the writer is gone: the program exited without a TRAILER (killed), or the file has not
+    // grown for a long while
+    struct stat st;
+    uint64_t size = stat(l->path, &st) == 0 ? (uint64_t)st.st_size : l->last_size;
+    l->n_stalled = size == l->last_size ? l->n_stalled + 1 : 0;
+    l->last_size = size;
+    // the pid alone is not enough: a writer in another pid namespace (a container writing to
+    // a shared volume) has a pid that may not exist here, but its file grows
+    bool gone = (l->n_stalled > 0 && reader_writer_gone(l->a->r)) ||
+                l->n_stalled >= STALL_REFRESHES;
+    if (analyze_follow_step(l->a, gone, err) != 0) {
+        // an I/O error: start again from the beginning at the next refresh
+        analyze_close(l->a);
+        l->a = NULL;
+        return NULL;
+    }
+    return l->a;
+}
+
 int live_refresh(live_t *l, live_snapshot_t *s, errmsg_t *err) {
-    analyze_opts_t ao = {.mode = REPLAY_SITES, .growth = true, .short_ns = 1000000};
-    analyze_t *a = analyze_open_opts(l->path, &ao, NULL, err);
+    analyze_t *a = follow(l, err);
     if (!a)
         return 0;
     memset(s, 0, sizeof *s);
     const replay_totals_t *t = replay_totals(a->rp);
     const hpt_file_hdr_t *h = reader_header(a->r);
-    s->finished = reader_damage(a->r)->trailer;
+    s->finished = reader_ended(a->r);
     s->attached = h->flags & HPT_FILE_ATTACHED;
     s->pid = h->pid;
     const char *exe = reader_exe(a->r);
@@ -131,22 +199,22 @@ int live_refresh(live_t *l, live_snapshot_t *s, errmsg_t *err) {
     free(live);
     free(rate);
 
-    size_t ng = a->growth ? growth_n_sites(a->growth) : 0;
-    ranked_t *g = xcalloc(ng ? ng : 1, sizeof *g);
-    for (size_t i = 0; i < ng; i++)
-        g[i] = (ranked_t){i, (double)growth_site(a->growth, i)->bytes_copied};
-    qsort(g, ng, sizeof *g, by_key_desc);
-    for (size_t i = 0; i < ng && s->n_growth < LIVE_GROWTH_TOP && g[i].key > 0; i++) {
-        const growth_site_t *gs = growth_site(a->growth, g[i].site);
-        size_t site = analyze_site_of(a, gs->stack);
+    // growth so far, without ending the pass (growth_peek)
+    growth_sum_t g = {0};
+    hmap_init(&g.by_stack, sizeof(uint64_t));
+    growth_peek(a->growth, growth_add, &g);
+    qsort(g.v, g.n, sizeof *g.v, by_copied_desc);
+    for (size_t i = 0; i < g.n && s->n_growth < LIVE_GROWTH_TOP && g.v[i].bytes_copied > 0; i++) {
+        size_t site = analyze_site_of(a, g.v[i].stack);
         if (site == SIZE_MAX)
             continue;
         live_growth_t *o = &s->growth[s->n_growth++];
         site_name(a, site, o->name, sizeof o->name);
-        o->bytes_copied = gs->bytes_copied;
-        o->n_steps = gs->n_steps;
+        o->bytes_copied = g.v[i].bytes_copied;
+        o->n_steps = g.v[i].n_steps;
     }
-    free(g);
+    hmap_fini(&g.by_stack);
+    free(g.v);
 
     if (l->n_history == l->cap_history) {
         l->cap_history = l->cap_history ? 2 * l->cap_history : 256;
@@ -156,6 +224,5 @@ int live_refresh(live_t *l, live_snapshot_t *s, errmsg_t *err) {
     l->prev_time_ns = t->last_time_ns;
     l->prev_total_bytes = t->n_bytes;
     l->has_prev = true;
-    analyze_close(a);
     return 1;
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// live: what `heapprof live` shows of a trace that is still being written, computed again at
+// live: what `heapprof live` shows of a trace that is still being written, brought up to date at
 // every refresh: the heap now, the top sites by live bytes and by allocation rate since the
-// previous refresh, the growth hotspots, and the live bytes at each refresh so far. Reads the
-// trace as far as it is written (the reader stops at the chunk in progress). No drawing here.
+// previous refresh, the growth hotspots, and the live bytes at each refresh so far. Follows the
+// trace (analyze_follow_step): a refresh reads only what was written since the last one, and
+// waits at a chunk still in progress. No drawing here.
 #ifndef HEAPPROF_ANALYZER_LIVE_H
 #define HEAPPROF_ANALYZER_LIVE_H
 
@@ -29,7 +30,8 @@ typedef struct live_growth {
 } live_growth_t;
 
 typedef struct live_snapshot {
-    bool finished; // the trace has its TRAILER: the program exited or was detached
+    bool finished; // the trace is complete: its TRAILER was read (the program exited or was
+                   // detached), or its writer is gone (killed) and the rest was read
     bool attached; // the trace started mid-run (heapprof attach)
     uint32_t pid;
     char exe[LIVE_NAME_BYTES];
@@ -52,7 +54,7 @@ typedef struct live live_t;
 live_t *live_new(const char *path);
 void live_free(live_t *l);
 
-// Reads the trace again as far as it is written and fills *s. Returns 1 with *s filled, 0 when
+// Reads what was written since the last refresh and fills *s. Returns 1 with *s filled, 0 when
 // the trace is not readable yet (not created, no header: err says why), -1 never.
 int live_refresh(live_t *l, live_snapshot_t *s, errmsg_t *err);
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The pprof subcommand: options, then analyze (report's counting, so the figures are the
 // report's) -> out_pprof. With -o the profile goes through out_file.h: a temporary file renamed
-// over FILE once complete, so a failed run never leaves half a profile. --follow repeats that
-// pass every interval on the trace as written so far, alloc_* as differences (docs/pprof.md).
+// over FILE once complete, so a failed run never leaves half a profile. --follow follows the
+// trace (analyze_follow_step): every interval it replays only what was written since the last
+// one and writes a profile of replay's state, alloc_* as differences (docs/pprof.md).
 #include "cmd/cmd_pprof.h"
 
 #include "analyze/analyze.h"
@@ -206,6 +207,10 @@ static char *profile_path(const char *dir, const analyze_t *a, unsigned seq) {
     return p;
 }
 
+// The file stopped growing for this long while its writer's pid still answers (a trace from
+// another pid namespace, or a writer stuck for good): the trace is read as ended.
+#define STALL_NS (600ull * 1000000000ull)
+
 int cmd_pprof_follow(const cmd_pprof_opts_t *o, void (*on_write)(const char *path, void *ctx),
                      void *ctx, errmsg_t *err) {
     struct stat st;
@@ -215,34 +220,47 @@ int cmd_pprof_follow(const cmd_pprof_opts_t *o, void (*on_write)(const char *pat
     }
     hmap_t since;
     hmap_init(&since, sizeof(out_pprof_alloc_t));
-    uint64_t since_ns = 0, start = now_ns();
+    uint64_t since_ns = 0, start = now_ns(), grew_ns = start;
     off_t last_size = -1;
+    analyze_t *a = NULL;
     int rc = 0;
     for (unsigned seq = 1;; seq++) {
         sleep_until(start + seq * o->every_ns);
-        // Each interval reads the trace again from its start, as far as it is written: the
-        // reader stops at the chunk being written, and the same pass as `heapprof pprof`
-        // gives the figures; alloc_* are the difference from the previous read.
-        errmsg_t open_err;
-        errmsg_init(&open_err);
-        analyze_opts_t ao = {.mode = 0};
-        analyze_t *a = analyze_open_opts(o->trace, &ao, NULL, &open_err);
+        off_t size = stat(o->trace, &st) == 0 ? st.st_size : -1;
         if (!a) {
-            // nothing readable yet (the program has not created the file or written its header):
-            // try at the next tick, unless the file did not grow since the last try (then it
-            // is not a trace being written)
-            off_t size = stat(o->trace, &st) == 0 ? st.st_size : -1;
-            if (size == last_size) {
-                errmsg_set(err, "%s", open_err.msg);
-                rc = -1;
-                break;
+            // The trace is followed, not read again: the reader stops at the chunk being
+            // written and goes on from there at the next interval (analyze_follow_step).
+            errmsg_t open_err;
+            errmsg_init(&open_err);
+            analyze_opts_t ao = {.mode = 0};
+            a = analyze_follow_open(o->trace, &ao, &open_err);
+            if (!a) {
+                // nothing readable yet (the program has not created the file or written its
+                // header): try at the next tick, unless the file did not grow since the last
+                // try (then it is not a trace being written)
+                if (size == last_size) {
+                    errmsg_set(err, "%s", open_err.msg);
+                    rc = -1;
+                    break;
+                }
+                last_size = size;
+                seq--;
+                start += o->every_ns;
+                continue;
             }
-            last_size = size;
-            seq--;
-            start += o->every_ns;
-            continue;
         }
-        bool done = reader_damage(a->r)->trailer;
+        bool grew = size != last_size;
+        if (grew)
+            grew_ns = now_ns();
+        last_size = size;
+        // the pid alone is not enough: a writer in another pid namespace (a container writing
+        // to a shared volume) has a pid that may not exist here, but its file grows
+        bool gone = (!grew && reader_writer_gone(a->r)) || now_ns() - grew_ns >= STALL_NS;
+        if (analyze_follow_step(a, gone, err) != 0) {
+            rc = -1;
+            break;
+        }
+        bool done = reader_ended(a->r);
         char *path = profile_path(o->out_dir, a, seq);
         out_file_t of;
         rc = path ? out_file_open(&of, "pprof", path, NULL, err) : -1;
@@ -254,13 +272,13 @@ int cmd_pprof_follow(const cmd_pprof_opts_t *o, void (*on_write)(const char *pat
             rc = out_file_close(&of, out_pprof_write(a, &po, of.f, err), err);
         }
         since_ns = replay_totals(a->rp)->last_time_ns;
-        analyze_close(a);
         if (rc == 0 && on_write)
             on_write(path, ctx);
         free(path);
         if (rc != 0 || done)
             break;
     }
+    analyze_close(a);
     hmap_fini(&since);
     return rc;
 }

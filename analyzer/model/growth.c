@@ -631,13 +631,17 @@ static void finals_figures(site_acc_t *a) {
 }
 
 // Sums a complete chain into its site and frees its slot.
+// one allocate-copy-free step alone looks like any free-after-allocate at a site
+// (docs/growth.md#allocate-copy-free): such a chain needs a second one
+static bool chain_counts(const chain_t *c) {
+    return c->realloc_steps > 0 || c->steps - c->realloc_steps >= 2;
+}
+
 static void chain_end(growth_t *g, uint64_t chain) {
     chain_t *c = &g->chains[chain - 1];
     if (c->dead)
         return;
-    // one allocate-copy-free step alone looks like any free-after-allocate at a site
-    // (docs/growth.md#allocate-copy-free): such a chain needs a second one
-    if (c->realloc_steps > 0 || c->steps - c->realloc_steps >= 2)
+    if (chain_counts(c))
         site_add_chain(g, c);
     c->dead = true;
     g->free_chains =
@@ -676,6 +680,14 @@ void growth_finish(growth_t *g) {
     qsort(g->sites, g->n_sites, sizeof *g->sites, cmp_sites);
     for (size_t i = 0; i < g->n_sites; i++)
         *(uint64_t *)hmap_put(&g->site_of, g->sites[i].stack, NULL) = i + 1;
+}
+
+void growth_peek(const growth_t *g, growth_peek_fn fn, void *ctx) {
+    for (size_t i = 0; i < g->n_accs; i++)
+        fn(ctx, g->accs[i].s.stack, g->accs[i].s.n_steps, g->accs[i].s.bytes_copied);
+    for (size_t i = 0; i < g->n_chains; i++) // open chains: growth_finish would end them
+        if (!g->chains[i].dead && chain_counts(&g->chains[i]))
+            fn(ctx, g->chains[i].origin, g->chains[i].steps, g->chains[i].copied);
 }
 
 size_t growth_n_sites(const growth_t *g) { return g->n_sites; }

@@ -52,6 +52,13 @@ const replay_cfix_t *growth_scan_fixes(const growth_t *g, size_t *n);
 // site. Call once, after the last event. May allocate.
 void growth_finish(growth_t *g);
 
+// Steps and bytes copied so far, per site, without ending the pass (growth_finish does): for a
+// reader that follows a trace still being written (`heapprof live`). fn gets each site's chains
+// that ended, and each chain still open on its own, so a site may come more than once: sum by
+// stack. The sums equal what growth_finish would give now.
+typedef void (*growth_peek_fn)(void *ctx, uint64_t stack, uint64_t n_steps, uint64_t bytes_copied);
+void growth_peek(const growth_t *g, growth_peek_fn fn, void *ctx);
+
 // The growth figures of one site (the stack id of the chains' first blocks, which is replay's site
 // of every block of a realloc chain).
 // Growth advice names a capacity that covers this share of a site's chains, not the largest

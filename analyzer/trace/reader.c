@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -85,6 +86,11 @@ struct reader {
     bool framed_all;     // the framer reached the end of the file
 
     bool eof;           // no more chunks: release everything
+    // Following (reader_follow): the end of the file is "not yet", not the end of the trace.
+    bool follow;        // the writer may still be appending
+    bool caught_up;     // following, and every chunk written so far is applied: reader_next
+                        // returned 0 for now; its next call looks for new bytes
+    uint64_t n_framed;  // chunks framed and handed to the decode pool (reader_follow_stats)
     bool defs_only;     // reader_load_defs: decode for definitions, keep no events
     uint64_t watermark; // highest SYNC watermark read: events below it may be released
     uint64_t next_seq;
@@ -689,6 +695,13 @@ static void submit(reader_t *r, const hpt_chunk_hdr_t *h) {
     decode_pool_submit(r->pool);
 }
 
+// Following: the chunk at pos is not all written yet. Framing stops here for now; pos stays at
+// the chunk, whose bytes are read again (and only they) when the reader looks for more.
+static int not_yet(reader_t *r) {
+    r->framed_all = true;
+    return 0;
+}
+
 // The chunk at buf + pos failed. Scans forward byte by byte for the next header whose crc
 // verifies and leaves pos there, counting the bytes passed over as one damaged region. If none
 // verifies, the file ends in damage, or (if a plausible chunk ran past end of file) in
@@ -745,6 +758,21 @@ static int resync(reader_t *r, bool incomplete, errmsg_t *err) {
     }
     // nothing verifies up to end of file
     uint64_t end = r->buf_off + r->len;
+    if (r->follow) {
+        // The writer may still complete what is there: the damaged region ends at the first
+        // plausible chunk that runs past the end (or 3 bytes before the end: a magic may be
+        // half written), and framing waits there. Damage in a followed trace may so count as
+        // two regions where a one-shot read counts one; the events are the same.
+        uint64_t resume = trunc_at;
+        if (resume == NO_OFFSET)
+            resume = end >= start + 3 ? end - 3 : start;
+        if (resume > start) {
+            r->damage.chunks_damaged++;
+            r->damage.bytes_skipped += resume - start;
+        }
+        r->pos = (size_t)(resume - r->buf_off);
+        return not_yet(r);
+    }
     if (trunc_at == NO_OFFSET)
         trunc_at = end;
     else {
@@ -772,30 +800,44 @@ static int frame_chunk(reader_t *r, errmsg_t *err) {
         }
         const uint8_t *base = r->buf + r->pos;
         if ((size_t)avail < CHUNK_HDR) {
-            // a partial header that starts like one is what a killed writer leaves behind
+            // a partial header that starts like one is what a killed writer leaves behind, or
+            // what a live writer's write(2) in progress shows
             uint32_t magic = HPT_CHUNK_MAGIC;
             bool prefix = memcmp(base, &magic, (size_t)avail < 4 ? (size_t)avail : 4) == 0;
+            if (prefix && r->follow)
+                return not_yet(r);
             TRY_IO(resync(r, prefix, err));
+            if (r->framed_all)
+                return 0; // end of file, or (following) waiting for the writer
             continue;
         }
         hpt_chunk_hdr_t h;
         memcpy(&h, base, sizeof h);
         if (!hdr_plausible(&h)) {
             TRY_IO(resync(r, false, err));
+            if (r->framed_all)
+                return 0; // end of file, or (following) waiting for the writer
             continue;
         }
         size_t total = CHUNK_HDR + h.stored_bytes;
         TRY_IO(avail = ensure(r, total, err));
         if ((size_t)avail < total) {
+            if (r->follow)
+                return not_yet(r);
             TRY_IO(resync(r, true, err));
+            if (r->framed_all)
+                return 0; // end of file, or (following) waiting for the writer
             continue;
         }
         if (!crc_ok(&h, r->buf + r->pos + CHUNK_HDR)) {
             TRY_IO(resync(r, false, err));
+            if (r->framed_all)
+                return 0; // end of file, or (following) waiting for the writer
             continue;
         }
         // framing verified: the chunk's extent is certain even if its contents are not
         submit(r, &h);
+        r->n_framed++;
         r->pos += total;
         return 0;
     }
@@ -808,7 +850,10 @@ static int advance(reader_t *r, errmsg_t *err) {
         TRY_IO(frame_chunk(r, err));
     dchunk_t *c = decode_pool_oldest(r->pool);
     if (!c) {
-        r->eof = true; // framed all, applied all
+        if (r->follow && !r->has_trailer)
+            r->caught_up = true; // for now: the writer may add more
+        else
+            r->eof = true; // framed all, applied all
         return 0;
     }
     // what is held plus this chunk must stay within BUFFERED_MAX: else the oldest go first
@@ -923,17 +968,46 @@ static void release(reader_t *r) {
         r->watermark = r->ready[n - 1].time_ns;
 }
 
-// Makes r->ready non-empty: 1, or 0 at the end of the trace, or -1 on I/O error.
+// Following, after a pause: look at the file again from where framing stopped.
+static void resume(reader_t *r) {
+    r->caught_up = false;
+    r->framed_all = false;
+    r->file_eof = false;
+}
+
+// Makes r->ready non-empty: 1, or 0 at the end of the trace (following: of what is written so
+// far), or -1 on I/O error.
 static int refill(reader_t *r, errmsg_t *err) {
+    if (r->caught_up)
+        resume(r);
     for (;;) {
         release(r);
         if (r->ready_n)
             return 1;
-        if (r->eof)
+        if (r->eof || r->caught_up)
             return 0;
         TRY_IO(advance(r, err));
     }
 }
+
+void reader_follow(reader_t *r) { r->follow = true; }
+
+void reader_follow_stop(reader_t *r) {
+    r->follow = false;
+    if (r->caught_up)
+        resume(r);
+}
+
+bool reader_ended(const reader_t *r) { return r->eof; }
+
+bool reader_writer_gone(const reader_t *r) {
+    // kill(pid, 0) answers ESRCH only when no such process exists (EPERM: it does, another
+    // user's). A trace from another pid namespace may name a pid that exists here: then the
+    // caller's no-growth limit ends the wait.
+    return r->hdr.pid && kill((pid_t)r->hdr.pid, 0) != 0 && errno == ESRCH;
+}
+
+uint64_t reader_chunks_framed(const reader_t *r) { return r->n_framed; }
 
 int reader_next(reader_t *r, reader_event_t *ev, errmsg_t *err) {
     if (r->ready_pos == r->ready_n) {
@@ -960,13 +1034,19 @@ int reader_next_batch(reader_t *r, const reader_event_t **evs, size_t *n, errmsg
 
 int reader_read_process(reader_t *r, errmsg_t *err) {
     // the first chunk read (or found damaged) is the META chunk or nothing will be
-    while (!r->exe && !r->eof && r->damage.chunks_ok + r->damage.chunks_damaged == 0)
+    if (r->caught_up)
+        resume(r);
+    while (!r->exe && !r->eof && !r->caught_up &&
+           r->damage.chunks_ok + r->damage.chunks_damaged == 0)
         TRY_IO(advance(r, err));
     return 0;
 }
 
 int reader_load_defs(reader_t *r, errmsg_t *err) {
     r->defs_only = true;
+    r->follow = false; // definitions of the whole file: what is written is all there is
+    if (r->caught_up)
+        resume(r);
     while (!r->eof)
         TRY_IO(advance(r, err));
     // drop whatever earlier reader_next calls had buffered: reader_next now reports the end

@@ -142,6 +142,27 @@ const reader_rss_t *reader_rss(const reader_t *r);
 // in no particular order, owned by the reader and valid until the next reader call.
 size_t reader_cpu_stacks(const reader_t *r, const uint64_t **ids, const uint64_t **counts);
 
+// ---- following a trace that is still being written (docs/design.md#live) ----
+// After reader_follow (call it right after reader_open), the end of the file is the end of what
+// is written so far, not of the trace: reader_next and reader_next_batch return 0 once every
+// event that can be released is handed out (events past the last SYNC watermark wait for the
+// next one, docs/trace-format.md#merge), and a chunk only partly written is left for later
+// instead of being counted as truncation. A later call reads on from there: only the bytes
+// written since (and the partial chunk) are read, and definitions, merge queues and watermark
+// carry over. Real damage (a chunk whose crc fails, garbage) is still skipped and counted.
+// The trace ends (reader_ended) with its TRAILER, or when the caller says the writer is gone
+// (reader_follow_stop: the program no longer exists, or the file stopped growing): then the rest
+// is read as a one-shot read would, a partial chunk at the end counting as truncation.
+void reader_follow(reader_t *r);
+void reader_follow_stop(reader_t *r);
+// True once reader_next returned 0 for the end of the trace (not just of what is written).
+bool reader_ended(const reader_t *r);
+// True when the process that writes the trace (the header's pid) no longer exists.
+bool reader_writer_gone(const reader_t *r);
+// Chunks framed (verified and handed to decoding) since reader_open: each chunk is counted once,
+// so a follower that re-read old chunks would show more than a one-shot read of the same file.
+uint64_t reader_chunks_framed(const reader_t *r);
+
 // Executable and arguments from the PROCESS record; NULL/0 until it was read.
 const char *reader_exe(const reader_t *r);
 const char *const *reader_argv(const reader_t *r, size_t *argc);

@@ -112,6 +112,43 @@ Test(live, plain_lines_when_not_a_terminal, .timeout = 120) {
     free(dir);
 }
 
+// Killed (no TRAILER): live sees its writer's pid gone, reads the rest as it stands and exits
+// by itself with the complete trace's line, instead of waiting for a TRAILER forever.
+Test(live, killed_program_ends_the_plain_lines, .timeout = 120) {
+    char *dir = e2e_tmpdir("live_killed");
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s/live.hpt", dir);
+    server_t s = start_server(trace);
+    int outp[2];
+    cr_assert(pipe(outp) == 0);
+    pid_t live = fork();
+    if (live == 0) {
+        dup2(outp[1], 1);
+        close(outp[0]);
+        execl(E2E_HEAPPROF, E2E_HEAPPROF, "live", trace, (char *)NULL);
+        _exit(127);
+    }
+    close(outp[1]);
+    FILE *f = fdopen(outp[0], "r");
+    char line[2048];
+    bool seen = false;
+    for (int i = 0; i < 30 && !seen && fgets(line, sizeof line, f); i++)
+        seen = strstr(line, "top live: keep_session") != NULL;
+    cr_expect(seen, "no line named the top live site: %s", line);
+    kill(s.pid, SIGKILL);
+    int st;
+    cr_assert_eq(waitpid(s.pid, &st, 0), s.pid);
+    close(s.in);
+    bool complete = false;
+    while (fgets(line, sizeof line, f))
+        complete |= strstr(line, "trace complete") != NULL;
+    fclose(f);
+    cr_assert_eq(waitpid(live, &st, 0), live);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    cr_expect(complete, "no line said the trace is complete");
+    free(dir);
+}
+
 Test(live, tmux_screen_shows_the_top_site_and_q_quits, .timeout = 120) {
     char *dir = e2e_tmpdir("live_tmux");
     char trace[4096], sock[64], cmd[8192];
