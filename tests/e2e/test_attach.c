@@ -193,10 +193,17 @@ Test(attach, records_a_window_then_leaves_the_program_running_unchanged, .timeou
     cr_expect(json_is_true(json_object_get(json_object_get(s, "damage"), "clean_exit")),
               "no TRAILER at detach");
     // every session block made before the attach (SESSIONS per thread) is freed during the
-    // window; a request and a buffer per thread may straddle its start
+    // window. More straddle its start: the injected shim rewrites free's slots before malloc's
+    // (so no recorded block's free is missed) while the other threads run on, so the blocks they
+    // make between the two writes are freed as unknown too; how many depends on the scheduler
+    // (140 seen once under load for 128 + 8), so the bound above is loose: a small share of the
+    // window's frees, where a free matching no recorded block at all would be every one of them
     long long unknown = e2e_int(json_object_get(s, "anomalies"), "unknown_frees");
+    long long frees = e2e_int(s, "frees");
     cr_expect_geq(unknown, THREADS * SESSIONS, "%lld unknown frees", unknown);
-    cr_expect_leq(unknown, THREADS * (SESSIONS + 2), "%lld unknown frees", unknown);
+    cr_expect_leq(unknown, THREADS * SESSIONS + 3 * THREADS * 4 + frees / 10,
+                  "%lld unknown frees of %lld", unknown,
+                  frees);
     cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "double_allocs"), 0);
     json_decref(s);
 
@@ -205,10 +212,13 @@ Test(attach, records_a_window_then_leaves_the_program_running_unchanged, .timeou
     expect_site(r, "make_request", 64, &req);
     expect_site(r, "make_buffer", 256, &buf);
     expect_site(r, "keep_session", 1024, &ses);
-    // one block per site per request: the sites differ only by the requests that straddle the
-    // window's two ends, at most one per thread at each
-    cr_expect_leq(llabs(req - buf), 2 * THREADS, "make_request %lld, make_buffer %lld", req, buf);
-    cr_expect_leq(llabs(req - ses), 2 * THREADS, "make_request %lld, keep_session %lld", req, ses);
+    // one block per site per request: the sites differ by the requests that straddle the
+    // window's two ends (one per thread at each), and by those a thread serves between the
+    // writes of malloc's and calloc's slots at the attach, which the scheduler decides: a small
+    // share of the window's requests, where a site missed for good would differ by all of them
+    long long slack = 2 * THREADS + req / 20;
+    cr_expect_leq(llabs(req - buf), slack, "make_request %lld, make_buffer %lld", req, buf);
+    cr_expect_leq(llabs(req - ses), slack, "make_request %lld, keep_session %lld", req, ses);
     cr_expect_lt(req, served, "the window recorded more requests than were served");
     // the window's blocks still live at the detach: the sessions in the rings at most
     cr_expect_leq(e2e_int(e2e_site(r, "keep_session"), "end_blocks"), THREADS * SESSIONS);
