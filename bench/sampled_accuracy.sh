@@ -70,6 +70,7 @@ for w in "${WORKLOADS[@]}"; do
     fi
     exe="${cmd%% *}"
     [ -x "$exe" ] || { printf "%-20s (not built)\n" "$name"; continue; }
+    rm -f "$OUT/$name".*.hpt* # the shim never overwrites a trace: it would write NAME.hpt.1
     # shellcheck disable=SC2086
     env LD_PRELOAD="$LIB" HEAPPROF_OUT="$OUT/$name.full.hpt" HEAPPROF_QUIET=1 HEAPPROF_CPU=0 \
         HEAPPROF_TOUCH=0 $cmd >/dev/null 2>&1 && "$CLI" report --json "$OUT/$name.full.hpt" \
