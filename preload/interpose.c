@@ -112,7 +112,15 @@ realloc_done(uint64_t t0, size_t old_usable, const void *old, const void *p, siz
     epilogue();
 }
 
-HP_EXPORT void *malloc(size_t n) {
+// Every allocation entry point is split in two. The exported function first asks whether
+// sampled mode records nothing of this call (sample.h: hp_sample_skip_*) and if so tail-calls
+// the real function: no guard, no frame, no errno, no saved registers on the path taken by all
+// but about one allocation in N bytes (callgrind: bench/sampled_instr.sh). Otherwise it
+// tail-calls <name>_entry, out of line, which holds the frame (HP_GUARD_HERE, HP_CALLER_FRAME):
+// at -O2 that frame sits where the exported function's would (a sibling call); where the
+// compiler keeps the call (-O0), the extra frame is the shim's and the unwinder drops it.
+
+HP_NOINLINE static void *malloc_entry(size_t n) {
     enum call c = prologue();
     if (c != CALL_RECORD)
         return c == CALL_PASS ? hp_real.malloc(n) : hp_real_boot_alloc(n, 16);
@@ -121,9 +129,13 @@ HP_EXPORT void *malloc(size_t n) {
     return p;
 }
 
-HP_EXPORT void free(void *p) {
-    if (!p || hp_real_is_boot(p))
-        return;
+HP_EXPORT void *malloc(size_t n) {
+    if (hp_sample_skip_alloc(n))
+        return hp_real.malloc(n);
+    return malloc_entry(n);
+}
+
+HP_NOINLINE static void free_entry(void *p) {
     enum call c = prologue();
     if (c != CALL_RECORD) {
         if (c == CALL_PASS) // CALL_BOOT: before resolution every block is a boot block
@@ -135,7 +147,17 @@ HP_EXPORT void free(void *p) {
     epilogue();
 }
 
-HP_EXPORT void *calloc(size_t n, size_t m) {
+HP_EXPORT void free(void *p) {
+    if (!p || hp_real_is_boot(p))
+        return;
+    if (hp_sample_skip_free(p)) {
+        hp_real.free(p);
+        return;
+    }
+    free_entry(p);
+}
+
+HP_NOINLINE static void *calloc_entry(size_t n, size_t m) {
     enum call c = prologue();
     if (c != CALL_RECORD) {
         if (c == CALL_PASS)
@@ -150,6 +172,13 @@ HP_EXPORT void *calloc(size_t n, size_t m) {
     return p;
 }
 
+HP_EXPORT void *calloc(size_t n, size_t m) {
+    size_t bytes;
+    if (!__builtin_mul_overflow(n, m, &bytes) && hp_sample_skip_alloc(bytes))
+        return hp_real.calloc(n, m);
+    return calloc_entry(n, m);
+}
+
 // realloc of a bootstrap block, or any realloc before the real functions are known. Cold.
 HP_NOINLINE HP_COLD static void *realloc_boot(void *old, size_t n) {
     void *p = ready() ? malloc(n) : hp_real_boot_alloc(n, 16); // the arena never frees
@@ -160,9 +189,7 @@ HP_NOINLINE HP_COLD static void *realloc_boot(void *old, size_t n) {
     return p;
 }
 
-HP_EXPORT void *realloc(void *old, size_t n) {
-    if (HP_UNLIKELY(old && hp_real_is_boot(old)))
-        return realloc_boot(old, n);
+HP_NOINLINE static void *realloc_entry(void *old, size_t n) {
     enum call c = prologue();
     if (c != CALL_RECORD)
         return c == CALL_PASS ? hp_real.realloc(old, n) : realloc_boot(old, n);
@@ -171,6 +198,14 @@ HP_EXPORT void *realloc(void *old, size_t n) {
     void *p = hp_real.realloc(old, n);
     realloc_done(t0, old_usable, old, p, n);
     return p;
+}
+
+HP_EXPORT void *realloc(void *old, size_t n) {
+    if (HP_UNLIKELY(old && hp_real_is_boot(old)))
+        return realloc_boot(old, n);
+    if ((!old || hp_sample_skip_free(old)) && hp_sample_skip_alloc(n))
+        return hp_real.realloc(old, n); // neither the old block nor the new one is sampled
+    return realloc_entry(old, n);
 }
 
 // reallocarray of a bootstrap block, or before the real functions are known: as realloc.
@@ -183,9 +218,7 @@ HP_NOINLINE HP_COLD static void *reallocarray_boot(void *old, size_t n, size_t m
     return realloc(old, total);
 }
 
-HP_EXPORT void *reallocarray(void *old, size_t n, size_t m) {
-    if (HP_UNLIKELY(old && hp_real_is_boot(old)))
-        return reallocarray_boot(old, n, m);
+HP_NOINLINE static void *reallocarray_entry(void *old, size_t n, size_t m) {
     enum call c = prologue();
     if (c != CALL_RECORD)
         return c == CALL_PASS ? hp_real.reallocarray(old, n, m) : reallocarray_boot(old, n, m);
@@ -198,7 +231,17 @@ HP_EXPORT void *reallocarray(void *old, size_t n, size_t m) {
     return p;
 }
 
-HP_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+HP_EXPORT void *reallocarray(void *old, size_t n, size_t m) {
+    if (HP_UNLIKELY(old && hp_real_is_boot(old)))
+        return reallocarray_boot(old, n, m);
+    size_t bytes;
+    if (!__builtin_mul_overflow(n, m, &bytes) && (!old || hp_sample_skip_free(old)) &&
+        hp_sample_skip_alloc(bytes))
+        return hp_real.reallocarray(old, n, m);
+    return reallocarray_entry(old, n, m);
+}
+
+HP_NOINLINE static int posix_memalign_entry(void **out, size_t align, size_t n) {
     enum call c = prologue();
     if (c != CALL_RECORD) {
         if (c == CALL_PASS)
@@ -215,15 +258,26 @@ HP_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     return rc;
 }
 
+HP_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+    if (hp_sample_skip_alloc(n))
+        return hp_real.posix_memalign(out, align, n);
+    return posix_memalign_entry(out, align, n);
+}
+
 // aligned_alloc, memalign, valloc and pvalloc share one shape.
 #define ALIGNED_ENTRY(name, params, args, align_expr)                                              \
-    HP_EXPORT void *name params {                                                                  \
+    HP_NOINLINE static void *name##_entry params {                                                 \
         enum call c = prologue();                                                                  \
         if (c != CALL_RECORD)                                                                      \
             return c == CALL_PASS ? hp_real.name args : hp_real_boot_alloc(n, (align_expr));       \
         void *p = hp_real.name args;                                                               \
         alloc_done(HPT_REC_ALIGNED, p, n, (align_expr));                                           \
         return p;                                                                                  \
+    }                                                                                              \
+    HP_EXPORT void *name params {                                                                  \
+        if (hp_sample_skip_alloc(n))                                                               \
+            return hp_real.name args;                                                              \
+        return name##_entry args;                                                                  \
     }
 
 ALIGNED_ENTRY(aligned_alloc, (size_t align, size_t n), (align, n), align)

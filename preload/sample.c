@@ -15,6 +15,8 @@ static HP_TLS uint64_t hp_tls_sample_rng; // splitmix64 state; 0: not seeded yet
 
 _Atomic uint8_t *hp_sample_counts;
 _Atomic bool hp_sample_overflowed;
+_Atomic uint8_t *_Atomic hp_sample_free_counts;
+static _Atomic uint8_t *all_full; // what frees read after an overflow: every bucket non-zero
 static _Atomic uint64_t (*slots)[HP_SAMPLE_WAYS];
 static _Atomic uint64_t n_threads_seeded;
 
@@ -22,7 +24,13 @@ bool hp_sample_init(void) {
     size_t n = (size_t)1 << HP_SAMPLE_BUCKETS_LOG2;
     slots = hp_mem_map(n * sizeof *slots);
     hp_sample_counts = hp_mem_map(n);
-    return slots && hp_sample_counts;
+    all_full = hp_mem_map(n);
+    if (!slots || !hp_sample_counts || !all_full)
+        return false;
+    for (size_t b = 0; b < n; b++)
+        atomic_store_explicit(&all_full[b], 1, memory_order_relaxed);
+    atomic_store_explicit(&hp_sample_free_counts, hp_sample_counts, memory_order_relaxed);
+    return true;
 }
 
 static uint64_t splitmix64(uint64_t *s) {
@@ -103,7 +111,10 @@ void hp_sample_keep(const void *p) {
             return;
     }
     atomic_fetch_sub_explicit(&hp_sample_counts[b], 1, memory_order_relaxed);
-    if (!atomic_exchange(&hp_sample_overflowed, true) && !hp_config.quiet)
+    // the flag first: a free sent to the slow path by the page of non-zero bytes must find it
+    bool was = atomic_exchange(&hp_sample_overflowed, true);
+    atomic_store_explicit(&hp_sample_free_counts, all_full, memory_order_release);
+    if (!was && !hp_config.quiet)
         hp_diag_line("sampled blocks overflowed heapprof's table (HEAPPROF_SAMPLE_BYTES is "
                      "small for this heap); every free is recorded from now on",
                      (char *)NULL);

@@ -12,6 +12,8 @@
 
 #include "compiler.h"
 #include "config.h"
+#include "guard.h"
+#include "state.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -28,6 +30,10 @@
 extern HP_TLS int64_t hp_tls_sample_left;   // bytes until this thread's next sample point
 extern _Atomic uint8_t *hp_sample_counts;   // addresses held per bucket (0: the bucket is empty)
 extern _Atomic bool hp_sample_overflowed;   // a bucket was full once: every free is recorded
+// What frees read instead of the counts: the counts themselves, until a bucket overflows; then
+// a page of non-zero bytes, so that every free takes the slow path (which then says "record")
+// without a second load on the common path to ask whether the set overflowed.
+extern _Atomic uint8_t *_Atomic hp_sample_free_counts;
 
 // Maps the set of sampled blocks. False when out of memory (the caller stops profiling).
 // Called once by the lifecycle before recording starts, only with sampling on.
@@ -70,9 +76,42 @@ static inline bool hp_sample_free(const void *p) {
     if (HP_LIKELY(hp_config.sample_bytes == 0))
         return true;
     uint32_t b = hp_sample_bucket(p);
-    if (HP_LIKELY(atomic_load_explicit(&hp_sample_counts[b], memory_order_relaxed) == 0))
-        return atomic_load_explicit(&hp_sample_overflowed, memory_order_relaxed);
+    _Atomic uint8_t *counts = atomic_load_explicit(&hp_sample_free_counts, memory_order_acquire);
+    if (HP_LIKELY(atomic_load_explicit(&counts[b], memory_order_relaxed) == 0))
+        return false; // not a sampled block, and the set never overflowed
     return hp_sample_free_slow(p, b);
+}
+
+// The unsampled path of sampled mode, asked by an entry point before anything else (before
+// the guard, the frame, errno or the real call: interpose.c): true when the call is certain to
+// record nothing, the countdown having been charged size bytes; the entry point then hands the
+// call straight to the real function as a tail call. False when not sampling or the state is
+// not on (the full prologue decides those), or when a sample point falls in this block: then
+// nothing was charged, and the full path decides again (and draws). The guard is not asked: a
+// call nested in the shim (guard held) is passed through by either path, and charging its
+// bytes to the countdown leaves every program block's chance at 1 - exp(-s/N) (memoryless);
+// the shim's own threads never skip (their countdown is never drawn, so it stays <= 0).
+// The countdown is charged before the real call: a request that fails consumes its bytes as
+// one that succeeds, which leaves every block's chance at 1 - exp(-s/N) (the points are a
+// Poisson process; which intervals carry no block does not matter to the others).
+static inline __attribute__((always_inline)) bool hp_sample_skip_alloc(size_t size) {
+    if (HP_LIKELY(hp_config.sample_bytes == 0) || !hp_state_is_on())
+        return false;
+    int64_t left = hp_tls_sample_left - (int64_t)size;
+    if (HP_UNLIKELY(left <= 0))
+        return false;
+    hp_tls_sample_left = left;
+    return true;
+}
+
+// The same for a free of p (non-NULL, not a bootstrap block): true when p is certainly not a
+// sampled block (its bucket is empty and the set never overflowed), so the free records
+// nothing and goes straight to the real free (nested in the shim or not: see above).
+static inline __attribute__((always_inline)) bool hp_sample_skip_free(const void *p) {
+    if (HP_LIKELY(hp_config.sample_bytes == 0) || !hp_state_is_on())
+        return false;
+    _Atomic uint8_t *counts = atomic_load_explicit(&hp_sample_free_counts, memory_order_acquire);
+    return atomic_load_explicit(&counts[hp_sample_bucket(p)], memory_order_relaxed) == 0;
 }
 
 // Fork child: the thread's generator continues in the parent; give the child's its own draw.

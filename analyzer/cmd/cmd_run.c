@@ -30,7 +30,7 @@
 #define DEFAULT_PATTERN "heapprof.%p.hpt" // the shim's default HEAPPROF_OUT
 
 const char cmd_run_usage[] =
-    "usage: heapprof run [-o TRACE] [--] CMD [ARGS...]\n"
+    "usage: heapprof run [-o TRACE] [--sample-bytes N] [--] CMD [ARGS...]\n"
     "\n"
     "Runs CMD with libheapprof.so preloaded and records every allocation into a trace.\n"
     "Exits with CMD's exit status (128 + signal if it was killed).\n"
@@ -38,7 +38,52 @@ const char cmd_run_usage[] =
     "  -o, --output TRACE   trace file to write; %p becomes the process id\n"
     "                       (default: $HEAPPROF_OUT, else heapprof.%p.hpt in the current "
     "directory)\n"
+    "  --sample-bytes N     sampled recording: one allocation in every N bytes on average,\n"
+    "                       weighted back up by the analyzer (docs/sampling.md); N in bytes,\n"
+    "                       or with a K, M or G suffix (KiB, MiB, GiB), at most 1G; 0 records\n"
+    "                       every allocation (default: $HEAPPROF_SAMPLE_BYTES, else 0)\n"
     "  -h, --help           this help\n";
+
+// --sample-bytes' value: decimal bytes with an optional K, M or G suffix (powers of 1024), up
+// to the shim's limit of 2^30 (the file header's word), into o->sample_bytes as decimal.
+static int parse_sample_bytes(const char *v, cmd_run_opts_t *o, errmsg_t *err) {
+    unsigned long long n = 0;
+    const char *p = v;
+    if (*p < '0' || *p > '9')
+        goto bad;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        n = n * 10 + (unsigned)(*p - '0');
+        if (n > (1ull << 30))
+            goto too_big;
+    }
+    unsigned shift = 0;
+    if (*p == 'k' || *p == 'K')
+        shift = 10;
+    else if (*p == 'm' || *p == 'M')
+        shift = 20;
+    else if (*p == 'g' || *p == 'G')
+        shift = 30;
+    if (shift) {
+        p++;
+        if (*p == 'i' && p[1] == 'B')
+            p += 2;
+        else if (*p == 'B')
+            p++;
+    }
+    if (*p)
+        goto bad;
+    if (n > (1ull << (30 - shift)))
+        goto too_big;
+    snprintf(o->sample_bytes, sizeof o->sample_bytes, "%llu", n << shift);
+    return 0;
+bad:
+    errmsg_set(err, "run: --sample-bytes needs a number of bytes (e.g. 524288 or 512K), not '%s'",
+               v);
+    return -1;
+too_big:
+    errmsg_set(err, "run: --sample-bytes %s is more than the limit of 1G (1073741824 bytes)", v);
+    return -1;
+}
 
 int cmd_run_parse(int argc, char **argv, cmd_run_opts_t *o, errmsg_t *err) {
     memset(o, 0, sizeof *o);
@@ -57,6 +102,16 @@ int cmd_run_parse(int argc, char **argv, cmd_run_opts_t *o, errmsg_t *err) {
             o->out = argv[++i];
         } else if (strncmp(a, "--output=", 9) == 0) {
             o->out = a + 9;
+        } else if (strcmp(a, "--sample-bytes") == 0) {
+            if (i + 1 >= argc) {
+                errmsg_set(err, "run: --sample-bytes needs a number of bytes");
+                return -1;
+            }
+            if (parse_sample_bytes(argv[++i], o, err) != 0)
+                return -1;
+        } else if (strncmp(a, "--sample-bytes=", 15) == 0) {
+            if (parse_sample_bytes(a + 15, o, err) != 0)
+                return -1;
         } else if (strncmp(a, "-o", 2) == 0) {
             o->out = a + 2;
         } else if (a[0] == '-' && a[1] != '\0') {
@@ -349,6 +404,8 @@ __attribute__((noreturn)) static void child_exec(const cmd_run_opts_t *o, const 
     }
     if (o->out)
         setenv("HEAPPROF_OUT", o->out, 1);
+    if (o->sample_bytes[0])
+        setenv("HEAPPROF_SAMPLE_BYTES", o->sample_bytes, 1);
     execvp(o->cmd[0], o->cmd);
     int e = errno;
     ssize_t w = write(err_fd, &e, sizeof e);

@@ -17,6 +17,9 @@ extern const char cmd_run_usage[];
 typedef struct cmd_run_opts {
     const char *out; // -o: HEAPPROF_OUT pattern (%p = pid); NULL keeps the environment's
     char **cmd;      // NULL-terminated argv of the command
+    // --sample-bytes: HEAPPROF_SAMPLE_BYTES as a decimal number of bytes (sampled recording,
+    // docs/sampling.md); empty keeps the environment's
+    char sample_bytes[24];
 } cmd_run_opts_t;
 
 typedef struct cmd_run_result {

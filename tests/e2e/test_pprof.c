@@ -487,6 +487,22 @@ Test(pprof, sampled_estimates_agree_with_the_full_trace, .timeout = 300) {
 }
 
 // A sampled trace says so wherever its figures are shown, and the commands whose figures must be
+// `heapprof run --sample-bytes N` records a sampled trace of interval N, as the variable does.
+Test(pprof, run_sample_bytes_option_records_sampled, .timeout = 300) {
+    char *dir = e2e_tmpdir("pprof_run_sample_bytes");
+    char prog[4300], trace[4300];
+    snprintf(prog, sizeof prog, "%s/sampled_mix", E2E_PROGS);
+    snprintf(trace, sizeof trace, "%s/s.hpt", dir);
+    const char *args[] = {"run", "-o", trace, "--sample-bytes", "64K", "--", prog, "500", NULL};
+    char *err = NULL;
+    cr_assert_eq(e2e_heapprof(args, NULL, &err), 0, "%s", err ? err : "");
+    free(err);
+    json_t *st = e2e_stats(trace, NULL);
+    cr_expect_eq(e2e_int(st, "sample_bytes"), 65536);
+    json_decref(st);
+    free(dir);
+}
+
 // exact refuse it with one line; a header that says "sampled" without an interval is damage.
 Test(pprof, sampled_trace_is_marked_as_estimates_or_refused, .timeout = 300) {
     char *dir = e2e_tmpdir("pprof_sampled_marked");

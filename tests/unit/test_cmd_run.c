@@ -34,6 +34,38 @@ Test(cmd_run, parse_takes_output_and_command) {
     cr_assert_not_null(strstr(err.msg, "unknown option '--bogus'"));
 }
 
+Test(cmd_run, parse_takes_sample_bytes_with_suffixes) {
+    cmd_run_opts_t o;
+    errmsg_t err;
+    errmsg_init(&err);
+    char *a[] = {"run", "--sample-bytes", "524288", "ls", NULL};
+    cr_assert_eq(cmd_run_parse(4, a, &o, &err), 0);
+    cr_assert_str_eq(o.sample_bytes, "524288");
+    cr_assert_str_eq(o.cmd[0], "ls");
+    static const struct {
+        const char *arg, *want;
+    } ok[] = {{"--sample-bytes=512K", "524288"}, {"--sample-bytes=4MiB", "4194304"},
+              {"--sample-bytes=1G", "1073741824"}, {"--sample-bytes=0", "0"},
+              {"--sample-bytes=64kB", "65536"}};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        char *b[] = {"run", (char *)ok[i].arg, "ls", NULL};
+        cr_assert_eq(cmd_run_parse(3, b, &o, &err), 0, "%s: %s", ok[i].arg, err.msg);
+        cr_expect_str_eq(o.sample_bytes, ok[i].want, "%s", ok[i].arg);
+    }
+    static const char *bad[] = {"--sample-bytes=", "--sample-bytes=-1", "--sample-bytes=12X",
+                                "--sample-bytes=2G", "--sample-bytes=1073741825",
+                                "--sample-bytes=99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        errmsg_init(&err);
+        char *b[] = {"run", (char *)bad[i], "ls", NULL};
+        cr_expect_eq(cmd_run_parse(3, b, &o, &err), -1, "%s accepted", bad[i]);
+        cr_expect_not_null(strstr(err.msg, "--sample-bytes"), "%s: %s", bad[i], err.msg);
+    }
+    char *c[] = {"run", "ls", NULL};
+    cr_assert_eq(cmd_run_parse(2, c, &o, &err), 0);
+    cr_expect_str_eq(o.sample_bytes, "", "without the option the environment's stays");
+}
+
 Test(cmd_run, trace_path_replaces_every_pid_marker) {
     char out[64];
     cr_assert_eq(cmd_run_trace_path("heapprof.%p.hpt", 1234, out, sizeof out), 0);

@@ -4,6 +4,7 @@
 // same seed gives the same samples, and the set of sampled blocks answers each free once.
 #include "config.h"
 #include "sample.h"
+#include "state.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -77,4 +78,58 @@ Test(sample, set_answers_each_free_once, .init = setup) {
         cr_expect(!hp_sample_free((void *)kept[i]), "block %zu found twice", i);
     for (uint32_t b = 0; b < (1u << HP_SAMPLE_BUCKETS_LOG2); b++)
         cr_expect_eq(hp_sample_counts[b], 0, "bucket %u not empty", b);
+}
+
+// 17 addresses in one bucket: the 17th overflows it; from then on every free says "record"
+// (the analyzer ignores frees of blocks it never saw), and the blocks kept are still found.
+Test(sample, overflow_makes_every_free_recorded, .init = setup) {
+    enum { WANT = HP_SAMPLE_WAYS + 1 };
+    hp_config.quiet = true;
+    uintptr_t same[WANT];
+    size_t n = 0;
+    uint32_t b0 = hp_sample_bucket((void *)0x7f1000000000u);
+    for (uintptr_t a = 0x7f1000000000u; n < WANT; a += 16)
+        if (hp_sample_bucket((void *)a) == b0)
+            same[n++] = a;
+    uintptr_t other = 0x7f2000000000u;
+    while (hp_sample_bucket((void *)other) == b0)
+        other += 16;
+    cr_expect(!hp_sample_free((void *)other), "an empty bucket before the overflow");
+    for (size_t i = 0; i < WANT; i++)
+        hp_sample_keep((void *)same[i]);
+    cr_assert(hp_sample_overflowed);
+    cr_expect(hp_sample_free((void *)other), "after the overflow every free is recorded");
+    for (size_t i = 0; i < HP_SAMPLE_WAYS; i++)
+        cr_expect(hp_sample_free((void *)same[i]), "kept block %zu", i);
+    cr_expect_eq(hp_sample_counts[b0], 0);
+}
+
+// The entry points' unsampled path (hp_sample_skip_*): it charges the countdown only when the
+// call records nothing, and leaves every other case (not on, a sample point in the block, a
+// block of the set) to the full path's decision.
+Test(sample, skip_only_when_nothing_is_recorded, .init = setup) {
+    atomic_store(&hp_state, HP_STATE_ON);
+    cr_assert(hp_sample_alloc((size_t)1 << 50)); // seeds this thread's generator
+    hp_tls_sample_left = 1000;
+    cr_expect(hp_sample_skip_alloc(100));
+    cr_expect_eq(hp_tls_sample_left, 900);
+    cr_expect(!hp_sample_skip_alloc(900), "a sample point in the block");
+    cr_expect_eq(hp_tls_sample_left, 900, "not charged: the full path decides");
+    cr_expect(hp_sample_alloc(900), "and samples it");
+    hp_tls_sample_left = 1000;
+    hp_tls_guard = HP_GUARD_FOREVER; // nested in the shim: passed through either way
+    cr_expect(hp_sample_skip_alloc(1));
+    cr_expect_eq(hp_tls_sample_left, 999);
+    cr_expect(hp_sample_skip_free((void *)0x7f3000000000u));
+    hp_tls_guard = 0;
+    hp_sample_keep((void *)0x7f3000000000u);
+    cr_expect(!hp_sample_skip_free((void *)0x7f3000000000u), "a sampled block");
+    cr_expect(hp_sample_free((void *)0x7f3000000000u));
+    cr_expect(hp_sample_skip_free((void *)0x7f3000000000u), "no longer in the set");
+    atomic_store(&hp_state, HP_STATE_FINISHED);
+    cr_expect(!hp_sample_skip_alloc(1), "not recording: the full prologue decides");
+    hp_config.sample_bytes = 0;
+    atomic_store(&hp_state, HP_STATE_ON);
+    cr_expect(!hp_sample_skip_alloc(1), "full mode");
+    cr_expect(!hp_sample_skip_free((void *)0x7f3000000000u), "full mode");
 }
