@@ -36,7 +36,10 @@ static char *prog_path(const char *dir, const char *name) {
 }
 
 // every line of blocks up to 1 MiB measured: the pattern figures are exact
-static const char *const exact_env[] = {"HEAPPROF_TOUCH_SAMPLE_BYTES=1048576", NULL};
+static const char *const live_env[] = {"HEAPPROF_TOUCH_LIVE=1", NULL};
+// and blocks live at exit measured then (HEAPPROF_TOUCH_LIVE, off by default)
+static const char *const exact_env[] = {"HEAPPROF_TOUCH_SAMPLE_BYTES=1048576",
+                                        "HEAPPROF_TOUCH_LIVE=1", NULL};
 
 Test(touch, exact_figures_by_pattern_and_resident_pages, .timeout = 120) {
     char *prog = prog_path(E2E_PROGS, "touch");
@@ -176,7 +179,8 @@ Test(touch, rust_over_reservation_shows_almost_nothing_touched, .timeout = 120) 
 }
 
 // every line of blocks up to 1 GiB (HEAPPROF_TOUCH_SAMPLE_BYTES' most) measured
-static const char *const every_line_env[] = {"HEAPPROF_TOUCH_SAMPLE_BYTES=1073741824", NULL};
+static const char *const every_line_env[] = {"HEAPPROF_TOUCH_SAMPLE_BYTES=1073741824",
+                                             "HEAPPROF_TOUCH_LIVE=1", NULL};
 
 // What a site's functions add up to: touch_origins' sites allocate in more than one place each
 // (and realloc keeps the first block's site), so every site named fn counts.
@@ -258,12 +262,13 @@ Test(touch, every_origin_counts_exactly_what_was_written, .timeout = 200) {
     free(trace);
 }
 
-// The default sampling (a 64-byte line a page at most, scaled): within 64 x stride bytes, at
-// most a page, of the exact figure per written range (docs/trace-format.md#touch).
+// The default sampling (a 64-byte line a page at most, scaled), blocks live at exit measured too:
+// within 64 x stride bytes, at most a page, of the exact figure per written range
+// (docs/trace-format.md#touch).
 Test(touch, every_origin_is_within_a_page_per_written_range_when_sampled, .timeout = 200) {
     truth_t truths[16];
     char *trace;
-    size_t n = run_origins("touch_origins_sampled", NULL, &trace, truths);
+    size_t n = run_origins("touch_origins_sampled", live_env, &trace, truths);
     json_t *r = e2e_report(trace);
     for (size_t i = 0; i < n; i++) {
         site_sum_t s = site_sum(r, truths[i].site);
@@ -291,7 +296,7 @@ Test(touch, rust_reservation_after_large_frees_is_almost_untouched, .timeout = 1
     cr_assert(reserved > 0 && written > 0 && vecs > 0 && vec_bytes > 0);
     for (int exact = 0; exact < 2; exact++) {
         char *trace = trace_of(prog, exact ? "touch_rust_exact" : "touch_rust_sampled",
-                               exact ? every_line_env : NULL);
+                               exact ? every_line_env : live_env);
         json_t *r = e2e_report(trace);
         site_sum_t s = site_sum(r, "reserve_after_free::reserve_after_free");
         cr_expect_eq(s.measured, reserved);
@@ -313,7 +318,8 @@ Test(touch, rust_reservation_after_large_frees_is_almost_untouched, .timeout = 1
     free(prog);
 }
 
-// HEAPPROF_TOUCH_LIVE=0: the blocks live at exit get no figure, the freed ones theirs as before.
+// HEAPPROF_TOUCH_LIVE=0 (the default): the blocks live at exit get no figure, the freed ones
+// theirs as before.
 Test(touch, live_off_leaves_blocks_live_at_exit_unmeasured, .timeout = 120) {
     char *prog = prog_path(E2E_PROGS, "touch");
     const char *env[] = {"HEAPPROF_TOUCH_LIVE=0", "HEAPPROF_TOUCH_SAMPLE_BYTES=1048576", NULL};
