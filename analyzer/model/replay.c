@@ -297,28 +297,14 @@ static inline __attribute__((always_inline)) void add_touched(replay_t *rp, site
     }
 }
 
-static void on_alloc_sites(replay_t *rp, const reader_event_t *ev, uint64_t key) {
+// The part of a counted allocation both per-site paths share (on_alloc_sites with the table,
+// scan_alloc with what a shard found): its site (a realloc keeps the one of the block it
+// replaced), the thread's state, the site's and the totals' figures and the peak. Returns the
+// site. always_inline: the one-thread path pays no call for it.
+static inline __attribute__((always_inline)) uint32_t count_alloc_sites(replay_t *rp,
+                                                                        const reader_event_t *ev,
+                                                                        uint64_t size) {
     replay_totals_t *t = &rp->t;
-    bool counted = !rp->keep || rp->keep(rp->keep_ctx, ev);
-    uint64_t size = ev->size;
-    if (size == 0 && (rp->mode & REPLAY_DHAT))
-        size = 1; // DHAT records malloc(0) as a 1-byte block
-    bool existed;
-    live_block_t *b = put_block(rp, ev, key, &existed);
-    if (existed) {
-        t->n_double_allocs++;
-        if (b->stack & BLOCK_COUNTED) {
-            t->live_bytes -= b->size;
-            t->live_blocks--;
-            site_release(rp, (uint32_t)(b->stack & ~BLOCK_COUNTED), b, ev->time_ns);
-        }
-    }
-    if (!counted) {
-        b->size = size;
-        b->time_ns = ev->time_ns;
-        b->stack = 0;
-        return;
-    }
     thread_state_t *ts = thread_state(rp, ev->tid);
     uint32_t idx;
     if (ev->sub == READER_REALLOC && ev->old_addr && ts->has_pending &&
@@ -329,9 +315,6 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev, uint64_t key)
     ts->has_pending = false;
     ts->last_addr = ev->addr;
     ts->last_time_ns = ev->time_ns;
-    b->size = size;
-    b->time_ns = ev->time_ns;
-    b->stack = idx | BLOCK_COUNTED | (ev->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
 
     site_acc_t *s = &rp->sites[idx];
     site_touch(rp, s, idx);
@@ -373,6 +356,35 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev, uint64_t key)
         t->peak_time_ns = ev->time_ns;
         rp->epoch++; // every site's current live counts are now the snapshot
     }
+    return idx;
+}
+
+static void on_alloc_sites(replay_t *rp, const reader_event_t *ev, uint64_t key) {
+    replay_totals_t *t = &rp->t;
+    bool counted = !rp->keep || rp->keep(rp->keep_ctx, ev);
+    uint64_t size = ev->size;
+    if (size == 0 && (rp->mode & REPLAY_DHAT))
+        size = 1; // DHAT records malloc(0) as a 1-byte block
+    bool existed;
+    live_block_t *b = put_block(rp, ev, key, &existed);
+    if (existed) {
+        t->n_double_allocs++;
+        if (b->stack & BLOCK_COUNTED) {
+            t->live_bytes -= b->size;
+            t->live_blocks--;
+            site_release(rp, (uint32_t)(b->stack & ~BLOCK_COUNTED), b, ev->time_ns);
+        }
+    }
+    if (!counted) {
+        b->size = size;
+        b->time_ns = ev->time_ns;
+        b->stack = 0;
+        return;
+    }
+    uint32_t idx = count_alloc_sites(rp, ev, size);
+    b->size = size;
+    b->time_ns = ev->time_ns;
+    b->stack = idx | BLOCK_COUNTED | (ev->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
 }
 
 // A free that named its block's size (READER_FREE_SIZED) checks it against the block's: a
@@ -431,17 +443,19 @@ static inline const live_block_t *free_block(replay_t *rp, const reader_event_t 
     return b;
 }
 
-static void on_free_sites(replay_t *rp, const reader_event_t *ev, uint64_t key) {
+// The part of a free of a counted block both per-site paths share (on_free_sites with the
+// table, scan_free with what a shard found), from the site's release on: bytes touched, a
+// realloc's pending site, the frees and the short-lived test. always_inline, as
+// count_alloc_sites.
+static inline __attribute__((always_inline)) void count_free_sites(replay_t *rp,
+                                                                   const reader_event_t *ev,
+                                                                   uint32_t idx,
+                                                                   const live_block_t *b) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    const live_block_t *taken = free_block(rp, ev, key);
-    if (!taken)
-        return;
-    const live_block_t b = *taken;
-    uint32_t idx = (uint32_t)(b.stack & ~BLOCK_COUNTED);
-    site_release(rp, idx, &b, ev->time_ns);
+    site_release(rp, idx, b, ev->time_ns);
     if (ev->touch)
-        add_touched(rp, &rp->sites[idx], ev, &b);
+        add_touched(rp, &rp->sites[idx], ev, b);
     thread_state_t *ts = thread_state(rp, ev->tid);
     if (realloc_half) {
         ts->has_pending = true;
@@ -451,11 +465,20 @@ static void on_free_sites(replay_t *rp, const reader_event_t *ev, uint64_t key) 
     }
     t->n_frees++;
     t->n_events++;
-    if (ts->last_addr == ev->addr && ts->last_time_ns == b.time_ns) {
+    if (ts->last_addr == ev->addr && ts->last_time_ns == b->time_ns) {
         rp->sites[idx].temp_blocks++;
-        rp->sites[idx].temp_bytes += b.size;
+        rp->sites[idx].temp_bytes += b->size;
         ts->last_addr = 0;
     }
+}
+
+static void on_free_sites(replay_t *rp, const reader_event_t *ev, uint64_t key) {
+    const live_block_t *taken = free_block(rp, ev, key);
+    if (!taken)
+        return;
+    const live_block_t b = *taken;
+    uint32_t idx = (uint32_t)(b.stack & ~BLOCK_COUNTED);
+    count_free_sites(rp, ev, idx, &b);
 }
 
 static uint64_t rounded(double v);
@@ -745,8 +768,9 @@ void replay_set_peak(replay_t *rp, uint64_t bytes, uint64_t blocks, uint64_t tim
 // ---- shards with per-site figures (REPLAY_SITES): the table in the shards, the rest in order ----
 // A shard only looks blocks up (the part that misses the cache) and reports what it found; the
 // scan on one thread applies the events in stream order with what the shards found, through the
-// same steps as on_alloc_sites / on_free_sites (keep the two in step: test_replay_par compares
-// every figure with one thread). A shard stores a new block before its site is known (a realloc
+// same count_alloc_sites / count_free_sites as the one-thread path (only the table lookups and
+// the double-allocation and unknown-free halves differ; test_replay_par compares every figure
+// with one thread). A shard stores a new block before its site is known (a realloc
 // takes the site of the block it replaced, which may sit in another shard): it marks it
 // BLOCK_PENDING with the allocation's index in the round, the scan resolves such marks within
 // the round through site_of, and the shard rewrites them at the start of the next round.
@@ -868,44 +892,7 @@ static void scan_alloc(replay_t *rp, const reader_event_t *ev, const replay_foun
     }
     if (!counted)
         return;
-    thread_state_t *ts = thread_state(rp, ev->tid);
-    uint32_t idx;
-    if (ev->sub == READER_REALLOC && ev->old_addr && ts->has_pending &&
-        ts->pending_addr == ev->old_addr)
-        idx = ts->pending_site;
-    else
-        idx = site_index(rp, ev->stack);
-    *site_of_ev = idx;
-    ts->has_pending = false;
-    ts->last_addr = ev->addr;
-    ts->last_time_ns = ev->time_ns;
-
-    site_acc_t *s = &rp->sites[idx];
-    site_touch(rp, s, idx);
-    s->blocks++;
-    s->bytes += size;
-    s->live_bytes += size;
-    s->live_blocks++;
-    s->birth_sum_ns += ev->time_ns;
-    if (s->live_bytes > s->max_bytes) {
-        s->max_bytes = s->live_bytes;
-        s->max_blocks = s->live_blocks;
-    }
-
-    note_thread(rp, ev->tid);
-    t->n_blocks++;
-    t->n_bytes += size;
-    count_size(t, ev->size);
-    t->n_events++;
-    t->live_blocks++;
-    t->live_bytes += size;
-    if (t->live_bytes > t->peak_bytes ||
-        (t->live_bytes == t->peak_bytes && (rp->mode & REPLAY_DHAT))) {
-        t->peak_bytes = t->live_bytes;
-        t->peak_blocks = t->live_blocks;
-        t->peak_time_ns = ev->time_ns;
-        rp->epoch++;
-    }
+    *site_of_ev = count_alloc_sites(rp, ev, size); // rp->sample_interval is 0 with shards
 }
 
 // free_block and on_free_sites without the table.
@@ -932,23 +919,7 @@ static void scan_free(replay_t *rp, const reader_event_t *ev, const replay_found
     t->live_bytes -= f->size;
     t->live_blocks--;
     uint32_t idx = found_site(f, site_of);
-    site_release(rp, idx, &b, ev->time_ns);
-    if (ev->touch)
-        add_touched(rp, &rp->sites[idx], ev, &b);
-    thread_state_t *ts = thread_state(rp, ev->tid);
-    if (realloc_half) {
-        ts->has_pending = true;
-        ts->pending_addr = ev->addr;
-        ts->pending_site = idx;
-        return;
-    }
-    t->n_frees++;
-    t->n_events++;
-    if (ts->last_addr == ev->addr && ts->last_time_ns == b.time_ns) {
-        rp->sites[idx].temp_blocks++;
-        rp->sites[idx].temp_bytes += b.size;
-        ts->last_addr = 0;
-    }
+    count_free_sites(rp, ev, idx, &b);
 }
 
 // on_touch_live without the table.
