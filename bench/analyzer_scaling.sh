@@ -12,8 +12,9 @@
 # user+system CPU, peak RSS, ns per event and the ratio to heaptrack_print.
 #
 # Usage: bench/analyzer_scaling.sh [--ops N] [--runs K] [--workers 0,1,2,4] [--replay 0,2,4]
-#                                   [--cli PATH] [--lib PATH]
+#                                   [--commands report,stats,dhat] [--cli PATH] [--lib PATH]
 #                                   [--trace FILE.hpt --ht-trace FILE.zst]
+# Without GNU time (the many-core machine has none) CPU comes from bash's `time` and RSS is 0.
 set -u
 export LC_ALL=C
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -22,6 +23,7 @@ OPS=5000000
 RUNS=3
 WORKERS=0,1,2,4
 REPLAY=0,2,4
+COMMANDS=report,stats,dhat
 LIB="$ROOT/build/preload/libheapprof.so"
 CLI="$ROOT/build/analyzer/heapprof"
 HP_TRACE=
@@ -32,6 +34,7 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift ;;
     --workers) WORKERS=$2; shift ;;
     --replay) REPLAY=$2; shift ;;
+    --commands) COMMANDS=$2; shift ;;
     --cli) CLI=$2; shift ;;
     --lib) LIB=$2; shift ;;
     --trace) HP_TRACE=$2; shift ;;
@@ -41,7 +44,6 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[ -x /usr/bin/time ] || { echo "analyzer_scaling.sh: GNU time is needed (apt-get install time)" >&2; exit 1; }
 HT_PRINT=$(command -v heaptrack_print || true)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -66,17 +68,27 @@ one() {
     local name=$1 t0 t1
     shift
     t0=$EPOCHREALTIME
-    /usr/bin/time -f "%U %S %M" -o "$TMP/time" "$@" >/dev/null 2>&1 || { echo "analyzer_scaling.sh: $name failed" >&2; return; }
+    if [ -x /usr/bin/time ]; then
+        /usr/bin/time -f "%U %S %M" -o "$TMP/time" "$@" >/dev/null 2>&1 || { echo "analyzer_scaling.sh: $name failed" >&2; return; }
+    else
+        local TIMEFORMAT='%U %S 0' rc
+        { time "$@" >/dev/null 2>"$TMP/err"; } 2>"$TMP/time"
+        rc=$?
+        [ $rc = 0 ] || { echo "analyzer_scaling.sh: $name failed: $(tail -1 "$TMP/err")" >&2; return; }
+    fi
     t1=$EPOCHREALTIME
     awk -v a="$t0" -v b="$t1" '{ printf "%.4f %.4f %d\n", b - a, $1 + $2, $3 }' "$TMP/time" >>"$TMP/$name"
 }
 
 IFS=, read -r -a WS <<<"$WORKERS"
 IFS=, read -r -a RS <<<"$REPLAY"
+IFS=, read -r -a CS <<<"$COMMANDS"
 names=()
 [ -n "$HT_TRACE" ] && names+=(heaptrack_print)
 for w in "${WS[@]}"; do
-    for r in "${RS[@]}"; do names+=("report_w${w}_r$r" "stats_w${w}_r$r" "dhat_w${w}_r$r"); done
+    for r in "${RS[@]}"; do
+        for c in "${CS[@]}"; do names+=("${c}_w${w}_r$r"); done
+    done
 done
 for ((round = 0; round < RUNS; round++)); do
     n=${#names[@]}

@@ -6,6 +6,7 @@
 
 #include "core/fmt.h"
 #include "core/hmap.h"
+#include "core/stage_times.h"
 #include "core/xalloc.h"
 #include "model/replay_par.h"
 #include "trace/readahead.h"
@@ -191,8 +192,10 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
             progress_tick(&p, "reading", offset, size, size_text);
     }
     readahead_free(ra);
+    stage_mark("read+replay");
     if (par)
         replay_par_finish(par); // after an error too: it joins the threads
+    stage_mark("replay finish");
     progress_done(&p);
     warm_drop_outdated(&warm, r);
     if (got < 0) {
@@ -204,11 +207,13 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
         return a;
     a->sym = warm.sym ? warm.sym : symbolize_new(r);
     a->cpu = cpu_new(r, a->sym);
+    stage_mark("symbolizer");
     a->sites = sites_new(r, a->rp, a->sym);
     sites_set_alloc_fns(a->sites, o->alloc_fns, o->n_alloc_fns);
     sites_keep_wrappers(a->sites, o->keep_wrappers);
     if (a->growth)
         growth_finish(a->growth);
+    stage_mark("sites");
     return a;
 }
 

@@ -14,6 +14,7 @@
 #include "cmd/cmd_stats.h"
 #include "cmd/cmd_view.h"
 #include "core/errmsg.h"
+#include "core/stage_times.h"
 #include "format/hpt_format.h"
 #include "out/out.h"
 
@@ -294,7 +295,10 @@ int main(int argc, char **argv) {
                 (strcmp(argv[a], "-o") == 0 || strcmp(argv[a], "--output") == 0))
                 a++;
         }
-        return commands[i].fn(argc - 1, argv + 1);
+        stage_mark("start");
+        int rc = commands[i].fn(argc - 1, argv + 1);
+        stage_mark("output+close");
+        return rc;
     }
     fprintf(stderr, "heapprof: unknown command '%s' (see heapprof --help)\n", cmd);
     return EXIT_USAGE;
