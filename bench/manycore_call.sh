@@ -3,17 +3,20 @@
 # bench/manycore_call.sh: everything issue 18 measures on the many-core machine, in one device
 # call over the bundle made by ../shared/tools/manycore/bundle.sh (carry [".manycore"]):
 #   1. the manycore bench's sections (default "env threads") with its own options;
-#   2. c_churn OPS recorded once under heapprof and once under heaptrack, then
+#   2. with --stages: bench/threads.sh (heapprof alone: the per-stage CPU per event, app threads,
+#      pipeline workers, flusher, time waited) at 1..32 threads;
+#   3. c_churn OPS recorded once under heapprof and once under heaptrack, then
 #      bench/analyzer_scaling.sh over decode workers x replay threads (report only by default),
 #      beside heaptrack_print, and one report with HEAPPROF_STAGE_TIMES=1 at the widest setting
 #      (where a serial stage shows as thread CPU close to its wall time).
 # Output under $OUT (the device's result folder), tables on stdout.
 # Usage: bash bench/manycore_call.sh [--budget S] [--ops N] [--workers 4,12] [--replay 0,4,8,16]
-#                                    [--commands report] [--runs K] [--skip-bench] -- [bench.py args]
+#                                    [--commands report] [--runs K] [--skip-bench] [--stages]
+#                                    [--skip-analyzer] -- [bench.py args]
 set -u -o pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 M="$ROOT/.manycore"
-OPS=25000000 WORKERS=4,12 REPLAY=0,4,8,16 COMMANDS=report RUNS=2 BUDGET=240 SKIP_BENCH=0
+OPS=25000000 WORKERS=4,12 REPLAY=0,4,8,16 COMMANDS=report RUNS=2 BUDGET=240 SKIP_BENCH=0 STAGES=0 SKIP_ANALYZER=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --budget) BUDGET=$2; shift ;;
@@ -23,6 +26,8 @@ while [ $# -gt 0 ]; do
     --commands) COMMANDS=$2; shift ;;
     --runs) RUNS=$2; shift ;;
     --skip-bench) SKIP_BENCH=1 ;;
+    --stages) STAGES=1 ;;
+    --skip-analyzer) SKIP_ANALYZER=1 ;;
     --) shift; break ;;
     -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "manycore_call.sh: unknown option $1" >&2; exit 2 ;;
@@ -38,11 +43,18 @@ if [ $SKIP_BENCH = 0 ]; then
     bash "$M/run.sh" --budget "$BUDGET" "$@"
 fi
 
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
 L="$M/lib"
 [ -n "$(ls -A "$M/libcxx" 2>/dev/null)" ] && ! LD_LIBRARY_PATH="$L" ldd "$M/heaptrack/bin/heaptrack_print" |
     grep -q 'not found' || L="$L:$M/libcxx"
+if [ $STAGES = 1 ]; then
+    echo "== stages: bench/threads.sh, heapprof alone, c_threads N 4000000"
+    env LD_LIBRARY_PATH="$L" bash "$ROOT/bench/threads.sh" --no-heaptrack --runs "$RUNS" \
+        --prog "$M/workloads/c_threads" --lib "$M/heapprof/lib/libheapprof.so" \
+        --cli "$M/heapprof/bin/heapprof" | tee "$OUT/stages.txt"
+fi
+[ $SKIP_ANALYZER = 1 ] && exit 0
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
 echo "== analyzer: c_churn $OPS ($((2 * OPS)) events) recorded under each tool"
 t0=$EPOCHREALTIME
 env LD_LIBRARY_PATH="$L" LD_PRELOAD="$M/heapprof/lib/libheapprof.so" HEAPPROF_QUIET=1 \

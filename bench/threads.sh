@@ -12,7 +12,9 @@
 # app threads' share is the process's CPU (GNU time) minus those.
 #
 # Usage: bench/threads.sh [--threads 1,2,4,8,16,32] [--ops N] [--runs K] [--no-heaptrack]
-#                         [--lib PATH] [--cli PATH]
+#                         [--lib PATH] [--cli PATH] [--prog PATH]
+#   --prog: a built c_threads (the many-core machine's bundle: .manycore/workloads/c_threads);
+#   without GNU time (that machine has none) CPU comes from bash's `time`.
 set -u
 export LC_ALL=C
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -21,6 +23,7 @@ THREADS=1,2,4,8,16,32
 OPS=4000000
 RUNS=3
 USE_HT=1
+PROG=
 LIB="$ROOT/build/preload/libheapprof.so"
 CLI="$ROOT/build/analyzer/heapprof"
 while [ $# -gt 0 ]; do
@@ -31,17 +34,29 @@ while [ $# -gt 0 ]; do
     --no-heaptrack) USE_HT=0 ;;
     --lib) LIB=$2; shift ;;
     --cli) CLI=$2; shift ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    --prog) PROG=$2; shift ;;
+    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "threads.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
 done
-"$HERE/run.sh" --build-only >/dev/null || { echo "threads.sh: cannot build the workloads" >&2; exit 1; }
-PROG="$HERE/out/bin/c_threads"
-[ -x /usr/bin/time ] || { echo "threads.sh: GNU time is needed (apt-get install time)" >&2; exit 1; }
+if [ -z "$PROG" ]; then
+    "$HERE/run.sh" --build-only >/dev/null || { echo "threads.sh: cannot build the workloads" >&2; exit 1; }
+    PROG="$HERE/out/bin/c_threads"
+fi
 [ $USE_HT = 1 ] && ! command -v heaptrack >/dev/null && USE_HT=0
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+
+# timed CMD...: runs CMD (output dropped), its user and system CPU -> $TMP/time as "U S"
+timed() {
+    if [ -x /usr/bin/time ]; then
+        /usr/bin/time -f "%U %S" -o "$TMP/time" "$@" >/dev/null 2>&1
+    else
+        local TIMEFORMAT='%U %S'
+        { time "$@" >/dev/null 2>&1; } 2>"$TMP/time"
+    fi
+}
 
 # run TOOL N -> "wall_s cpu_s" on stdout; heapprof leaves its trace at $TMP/hp.hpt
 run() {
@@ -49,11 +64,9 @@ run() {
     rm -f "$TMP/hp.hpt" "$TMP"/ht.*
     t0=$EPOCHREALTIME
     case $tool in
-    base) /usr/bin/time -f "%U %S" -o "$TMP/time" "$PROG" "$n" "$OPS" >/dev/null ;;
-    hp) /usr/bin/time -f "%U %S" -o "$TMP/time" env HEAPPROF_QUIET=1 HEAPPROF_OUT="$TMP/hp.hpt" \
-            LD_PRELOAD="$LIB" "$PROG" "$n" "$OPS" >/dev/null ;;
-    ht) /usr/bin/time -f "%U %S" -o "$TMP/time" heaptrack -o "$TMP/ht" "$PROG" "$n" "$OPS" \
-            >/dev/null 2>&1 ;;
+    base) timed "$PROG" "$n" "$OPS" ;;
+    hp) timed env HEAPPROF_QUIET=1 HEAPPROF_OUT="$TMP/hp.hpt" LD_PRELOAD="$LIB" "$PROG" "$n" "$OPS" ;;
+    ht) timed heaptrack -o "$TMP/ht" "$PROG" "$n" "$OPS" ;;
     esac
     t1=$EPOCHREALTIME
     awk -v a="$t0" -v b="$t1" '{ printf "%.4f %.4f\n", b - a, $1 + $2 }' "$TMP/time"
