@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 // record.c's known steps: (previous stack id, where the shared part starts, the new frames) ->
-// stack id. Direct-mapped; see record.c.
+// stack id. Two-way set-associative; see record.c.
 #define HP_STEP_CACHE 128u
 typedef struct hp_step {
     uint32_t from_id, to_id; // to_id 0: empty
