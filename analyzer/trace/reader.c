@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
-// Streaming trace reader (docs/trace-format.md): framing, verification and resynchronisation
-// after damage on the reader's thread; each verified chunk then goes to the decode pool
-// (chunk_decode.c, on worker threads), and comes back, in file order, to have its definitions
-// applied and its events queued for the k-way merge of per-thread streams released at SYNC
-// watermarks. Trace bytes are untrusted: every length is checked before use. Never prints,
-// never exits (except xalloc on OOM).
+// Streaming trace reader (docs/trace-format.md): framing and resynchronisation after damage on
+// the reader's thread; each framed chunk then goes to the decode pool (chunk_decode.c, on
+// worker threads: crc, then decoding), and comes back, in file order, to have its definitions
+// applied (or, if its crc failed, to be framed again: reframe) and its events queued, without a
+// copy, for the k-way merge of per-thread streams released at SYNC watermarks
+// (docs/design.md#reader-serial). Trace bytes are untrusted: every length is checked before
+// use. Never prints, never exits (except xalloc on OOM).
 #include "trace/reader.h"
 
 #include "core/arena.h"
@@ -48,11 +49,11 @@ _Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
 #define BUFFERED_MAX (1u << 23)
 // ALLOCATOR records kept: the shim writes a few; a forged trace may repeat them without end.
 #define READER_ALLOCATORS_MAX 64u
-// Chunk event buffers kept for reuse when no one holds them. Only chunks being decoded take
-// them (the decode pool's slots: at most 18), but a SYNC that releases many threads' queued
-// chunks at once frees many: past this many, or past KEEP_EBUF_BYTES, one is freed instead.
-// (64 kept 800 MB idle on c_threads 8.)
-#define FREE_CHUNK_MAX 16u
+// Chunk event buffers kept for reuse when no one holds them: chunks being decoded take them.
+// A SYNC that releases many threads' queued chunks at once frees many: past this many, or past
+// KEEP_EBUF_BYTES, one is freed instead. (64 kept 800 MB idle on c_threads 8; 4, 8 and 16 read
+// c_churn and c_threads 8 at the same reading-thread CPU, 16 with ~20 MB more peak RSS.)
+#define FREE_CHUNK_MAX 8u
 #define KEEP_EBUF_BYTES (32u << 20)
 // A chunk's events are copied out of its buffer instead of taken over when they fill less than
 // a quarter of a buffer larger than this: a thread's few events must not pin a buffer sized
@@ -84,7 +85,6 @@ typedef struct seg {
 // in a forged trace (a chunk that began before the one it follows).
 typedef struct tqueue {
     uint32_t tid;
-    bool ended;        // THREAD_END seen
     size_t thread_idx; // latest entry in r->threads for this tid, or SIZE_MAX
     seg_t *segs;       // segs[s_head, s_tail): the queue, oldest first
     size_t s_head, s_tail, s_cap;
@@ -547,14 +547,12 @@ static void def_thread_start(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uin
     t->start_ns = rec->time_ns;
     t->end_ns = UINT64_MAX;
     q->thread_idx = r->n_threads++;
-    q->ended = false;
 }
 
 static void def_thread_end(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uint32_t tid) {
     (void)tid;
     if (q->thread_idx != SIZE_MAX)
         r->threads[q->thread_idx].end_ns = rec->time_ns;
-    q->ended = true;
 }
 
 static bool def_process(reader_t *r, const hpt_rec_t *rec) {
