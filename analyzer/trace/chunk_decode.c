@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 static inline reader_event_t *push(dchunk_t *c) {
     if (c->n_ev == c->ev_cap)
@@ -194,11 +195,22 @@ static bool decode_records(dchunk_t *c, const uint8_t *p, const uint8_t *end, ui
     return p == end;
 }
 
+bool dchunk_crc_ok(const hpt_chunk_hdr_t *h, const uint8_t *payload) {
+    hpt_chunk_hdr_t z = *h;
+    z.crc32 = 0;
+    uLong crc = crc32(0L, (const Bytef *)&z, sizeof z);
+    crc = crc32(crc, payload, h->stored_bytes);
+    return (uint32_t)crc == h->crc32;
+}
+
 void dchunk_decode(dchunk_t *c, ZSTD_DCtx *dctx) {
     const hpt_chunk_hdr_t *h = &c->h;
     c->ok = false;
     c->n_ev = c->n_defs = c->n_cpu = c->n_frames = 0;
     c->min_time_ns = UINT64_MAX;
+    c->crc_ok = dchunk_crc_ok(h, c->in);
+    if (!c->crc_ok)
+        return;
     if (h->type == HPT_CHUNK_SYNC) {
         c->ok = true;
         return;

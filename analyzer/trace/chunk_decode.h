@@ -28,13 +28,16 @@ typedef struct dchunk_def {
 
 typedef struct dchunk {
     // input, filled by the caller
-    hpt_chunk_hdr_t h;   // verified header (framing and crc already checked)
+    hpt_chunk_hdr_t h;    // a plausible header (framing checked; the crc not yet)
     uint64_t frame_bytes; // header + stored payload: what the chunk's damage skips
+    uint64_t file_off;    // where the header lies in the file
     bool keep;            // store events (false: definitions only, reader_load_defs)
     uint8_t *in;          // the stored payload (a copy: the reader's window moves on)
     size_t in_cap;
 
     // output of dchunk_decode
+    bool crc_ok;         // the header and payload match the header's crc32; if not, nothing
+                         // else was looked at (the reader frames again from file_off)
     bool ok;             // every record decoded; if not, defs[] holds those before the damage
                          // and ev[] is to be dropped (a chunk counts entirely or not at all)
     reader_event_t *ev;  // n_ev events in record order (REALLOC: two)
@@ -55,7 +58,12 @@ typedef struct dchunk {
 
 } dchunk_t;
 
-// Decompresses, untransposes and decodes c->in per c->h. dctx: the calling thread's own.
+// Whether a chunk's header and stored payload match the header's crc32.
+bool dchunk_crc_ok(const hpt_chunk_hdr_t *h, const uint8_t *payload);
+
+// Verifies c->in against c->h's crc, then decompresses, untransposes and decodes it per c->h.
+// dctx: the calling thread's own. The crc is checked here, on whichever thread decodes, so that
+// the reader's framing thread does not pass over every byte of the trace a second time.
 void dchunk_decode(dchunk_t *c, ZSTD_DCtx *dctx);
 
 // Frees c's buffers (c itself is the caller's).

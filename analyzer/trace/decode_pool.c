@@ -41,6 +41,17 @@ struct decode_pool {
     ZSTD_DCtx *dctx; // the caller's, for decoding without workers
 };
 
+static void decode(dchunk_t *c, ZSTD_DCtx *dctx) {
+    if (dctx) {
+        dchunk_decode(c, dctx);
+    } else {
+        // no zstd context: as if damaged (once its crc is known), never a crash
+        c->crc_ok = dchunk_crc_ok(&c->h, c->in);
+        c->ok = false;
+        c->n_ev = c->n_defs = c->n_cpu = 0;
+    }
+}
+
 static void *worker(void *arg) {
     decode_pool_t *p = arg;
     ZSTD_DCtx *dctx = ZSTD_createDCtx();
@@ -52,12 +63,7 @@ static void *worker(void *arg) {
             break;
         size_t i = (size_t)(p->claimed++ % p->n_slots);
         pthread_mutex_unlock(&p->lock);
-        if (dctx) {
-            dchunk_decode(&p->slots[i], dctx);
-        } else {
-            p->slots[i].ok = false; // no zstd context: as if damaged, never a crash
-            p->slots[i].n_ev = p->slots[i].n_defs = p->slots[i].n_cpu = 0;
-        }
+        decode(&p->slots[i], dctx);
         pthread_mutex_lock(&p->lock);
         p->decoded[i] = true;
         pthread_cond_broadcast(&p->done);
@@ -145,12 +151,7 @@ void decode_pool_submit(decode_pool_t *p) {
     size_t i = (size_t)(p->submitted % p->n_slots);
     p->records_in_flight += p->slots[i].h.n_records;
     if (p->n_workers == 0) {
-        if (p->dctx) {
-            dchunk_decode(&p->slots[i], p->dctx);
-        } else {
-            p->slots[i].ok = false;
-            p->slots[i].n_ev = p->slots[i].n_defs = p->slots[i].n_cpu = 0;
-        }
+        decode(&p->slots[i], p->dctx);
         p->decoded[i] = true;
         p->submitted++;
         p->claimed++;

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// A reader on its own thread, feeding a small ring of event batches. The events are copied once
-// into the ring (48 bytes each, on the reading thread) because the reader's own batch is only
-// valid until its next call. Batches keep the reader's order, so whatever the caller computes is
+// A reader on its own thread, feeding a small ring of event batches. The ring holds the reader's
+// own batches (reader_next_batch_keep), not copies: each stays valid until the caller is done
+// with it and it is given back, so the reading thread touches no event on their way out (a
+// copy of every 48-byte event into the ring cost it as much as all of its other work on a
+// single-threaded trace). Batches keep the reader's order, so whatever the caller computes is
 // the same as with reader_next_batch; only the time changes.
 #include "trace/readahead.h"
 
@@ -10,21 +12,20 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
 
-// 32 x 16384 events = 24 MiB in flight. Batches of 4,096 (1.5 MiB, sized to stay in the second
+// 64 x 8,192 (the reader's batches, READY_MAX) = 512 K events in flight, as 32 x 16,384 were
+// when batches were copied into the ring. Batches of 4,096 (1.5 MiB, sized to stay in the second
 // level cache) cost more in hand-overs than they saved: 16,384 made report 13% faster on
 // c_churn and 18% on a 100 M-event trace, with no change in peak RSS. The reader decodes a
 // whole chunk (150-230 K events of the heap stream) before it hands any of it out, so the ring
-// must hold more than a chunk or replay waits at every chunk: 8 slots (131 K events) left it
-// idle 0.2 s of 2.7 on the 100 M-event trace; 32 made report 8% faster there and on
-// c_threads 8, for 18 MiB more peak RSS.
-#define RA_SLOTS 32u
-#define RA_EVENTS 16384u
+// must hold more than a chunk or replay waits at every chunk: 131 K events left it idle 0.2 s of
+// 2.7 on the 100 M-event trace; 512 K made report 8% faster there and on c_threads 8.
+#define RA_SLOTS 64u
 
 typedef struct slot {
-    reader_event_t *ev;
+    const reader_event_t *ev;
     size_t n;
+    reader_batch_t *keep; // given back to the reader once the caller is done with it
     uint64_t offset;
 } slot_t;
 
@@ -44,29 +45,14 @@ struct readahead {
     errmsg_t err;        // the reader's error, written before done is published
 };
 
-// Fills s from the reader, continuing the reader's batch the last slot did not take. Returns
-// what reader_next_batch last returned (1 while events remain).
-static int fill(readahead_t *ra, slot_t *s, const reader_event_t **left, size_t *n_left) {
+// Fills s with the reader's next batch. Returns what reader_next_batch_keep returned.
+static int fill(readahead_t *ra, slot_t *s) {
     s->n = 0;
-    while (s->n < RA_EVENTS) {
-        if (*n_left == 0) {
-            int got = reader_next_batch(ra->r, left, n_left, &ra->err);
-            if (got <= 0)
-                return got;
-        }
-        size_t k = RA_EVENTS - s->n < *n_left ? RA_EVENTS - s->n : *n_left;
-        memcpy(s->ev + s->n, *left, k * sizeof **left);
-        s->n += k;
-        *left += k;
-        *n_left -= k;
-    }
-    return 1;
+    return reader_next_batch_keep(ra->r, &s->ev, &s->n, &s->keep, &ra->err);
 }
 
 static void *run(void *arg) {
     readahead_t *ra = arg;
-    const reader_event_t *left = NULL;
-    size_t n_left = 0;
     int got = 1;
     bool idle_work = ra->idle != NULL;
     while (got == 1) {
@@ -87,7 +73,7 @@ static void *run(void *arg) {
             return NULL;
         // the slot at head is free: the caller never reads past head
         slot_t *s = &ra->slots[ra->head % RA_SLOTS];
-        got = fill(ra, s, &left, &n_left);
+        got = fill(ra, s);
         s->offset = reader_offset(ra->r);
         pthread_mutex_lock(&ra->lock);
         if (s->n)
@@ -109,8 +95,6 @@ readahead_t *readahead_new(reader_t *r, readahead_idle_fn idle, void *idle_ctx) 
     ra->idle = idle;
     ra->idle_ctx = idle_ctx;
     errmsg_init(&ra->err);
-    for (unsigned i = 0; i < RA_SLOTS; i++)
-        ra->slots[i].ev = xmalloc(RA_EVENTS * sizeof(reader_event_t));
     pthread_mutex_init(&ra->lock, NULL);
     pthread_cond_init(&ra->not_full, NULL);
     pthread_cond_init(&ra->not_empty, NULL);
@@ -132,8 +116,10 @@ int readahead_next(readahead_t *ra, const reader_event_t **evs, size_t *n, uint6
             *offset = reader_offset(ra->r);
         return got;
     }
+    reader_batch_t *done = NULL; // the last batch, given back outside the lock
     pthread_mutex_lock(&ra->lock);
     if (ra->holding) {
+        done = ra->slots[ra->tail % RA_SLOTS].keep;
         ra->tail++;
         ra->holding = false;
         pthread_cond_signal(&ra->not_full);
@@ -155,6 +141,7 @@ int readahead_next(readahead_t *ra, const reader_event_t **evs, size_t *n, uint6
             copy_err(ra, err);
     }
     pthread_mutex_unlock(&ra->lock);
+    reader_batch_done(ra->r, done);
     return rc;
 }
 
@@ -171,7 +158,8 @@ void readahead_free(readahead_t *ra) {
     pthread_cond_destroy(&ra->not_empty);
     pthread_cond_destroy(&ra->not_full);
     pthread_mutex_destroy(&ra->lock);
-    for (unsigned i = 0; i < RA_SLOTS; i++)
-        free(ra->slots[i].ev);
+    // the batches published and not yet given back (the caller's last one among them)
+    for (uint64_t i = ra->tail; i < ra->head; i++)
+        reader_batch_done(ra->r, ra->slots[i % RA_SLOTS].keep);
     free(ra);
 }

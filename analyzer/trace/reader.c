@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
-// Streaming trace reader (docs/trace-format.md): framing, verification and resynchronisation
-// after damage on the reader's thread; each verified chunk then goes to the decode pool
-// (chunk_decode.c, on worker threads), and comes back, in file order, to have its definitions
-// applied and its events queued for the k-way merge of per-thread streams released at SYNC
-// watermarks. Trace bytes are untrusted: every length is checked before use. Never prints,
-// never exits (except xalloc on OOM).
+// Streaming trace reader (docs/trace-format.md): framing and resynchronisation after damage on
+// the reader's thread; each framed chunk then goes to the decode pool (chunk_decode.c, on
+// worker threads: crc, then decoding), and comes back, in file order, to have its definitions
+// applied (or, if its crc failed, to be framed again: reframe) and its events queued, without a
+// copy, for the k-way merge of per-thread streams released at SYNC watermarks
+// (docs/design.md#reader-serial). Trace bytes are untrusted: every length is checked before
+// use. Never prints, never exits (except xalloc on OOM).
 #include "trace/reader.h"
 
 #include "core/arena.h"
@@ -15,12 +16,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 #include <zstd.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -47,15 +49,45 @@ _Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
 #define BUFFERED_MAX (1u << 23)
 // ALLOCATOR records kept: the shim writes a few; a forged trace may repeat them without end.
 #define READER_ALLOCATORS_MAX 64u
+// Chunk event buffers kept for reuse when no one holds them: chunks being decoded take them.
+// A SYNC that releases many threads' queued chunks at once frees many: past this many, or past
+// KEEP_EBUF_BYTES, one is freed instead. (64 kept 800 MB idle on c_threads 8; 4, 8 and 16 read
+// c_churn and c_threads 8 at the same reading-thread CPU, 16 with ~20 MB more peak RSS.)
+#define FREE_CHUNK_MAX 8u
+#define KEEP_EBUF_BYTES (32u << 20)
+// A chunk's events are copied out of its buffer instead of taken over when they fill less than
+// a quarter of a buffer larger than this: a thread's few events must not pin a buffer sized
+// for a full chunk while they wait to be merged (many threads, each with a small chunk).
+#define TAKE_SMALL_EVENTS 16384u
 
-// One thread's decoded, not yet released events: a FIFO in per-thread (= time) order.
+// Decoded events, shared between a thread queue (while some of them wait to be merged) and the
+// batches handed out of it (reader_next_batch_keep): a chunk's whole event buffer, taken over
+// without a copy, or a merge's output (READY_MAX events). The last holder to let go puts it on
+// a free list for the next chunk or merge, so the reading thread neither copies events into
+// queues nor touches fresh pages for them.
+struct reader_batch {
+    reader_event_t *ev;
+    size_t cap;
+    atomic_size_t refs; // the queue's segment, if any, plus one per batch handed out
+    bool out;           // a merge output buffer, else a chunk's
+    struct reader_batch *next; // on a free list
+};
+typedef struct reader_batch ebuf_t;
+
+// A run of one ebuf's events in a thread queue: a chunk's events, in record (= time) order.
+typedef struct seg {
+    ebuf_t *b;
+    size_t head, tail;
+} seg_t;
+
+// One thread's decoded, not yet released events: a FIFO of chunks' events in per-thread order.
+// Each segment is one chunk's, so its times never go down; a queue's can across segments only
+// in a forged trace (a chunk that began before the one it follows).
 typedef struct tqueue {
     uint32_t tid;
-    bool ended;        // THREAD_END seen: its buffer is freed once drained
-    bool unsorted;     // a chunk began before the queue's last time (only a forged trace does)
     size_t thread_idx; // latest entry in r->threads for this tid, or SIZE_MAX
-    reader_event_t *ev;
-    size_t head, tail, cap;
+    seg_t *segs;       // segs[s_head, s_tail): the queue, oldest first
+    size_t s_head, s_tail, s_cap;
 } tqueue_t;
 
 // A queue in the merge heap with its head's key cached: sifting compares keys in one array
@@ -101,14 +133,19 @@ struct reader {
     heap_ent_t *heap; // non-empty queues, min-heap by (head time, tid)
     size_t heap_n, heap_cap;
     size_t n_buffered;     // events in all queues
-    size_t n_reserved;     // room for events in all queues (their capacities)
     size_t buffer_limit;   // events held past which the oldest are released regardless of the
                            // watermark: BUFFERED_MAX, less the next chunk's events while they wait
-    reader_event_t *ready; // merged, released events: ready[ready_pos, ready_n) not yet handed out;
-                           // ready_buf, or a run of one queue handed out where it lies
-    reader_event_t *ready_buf;
+    const reader_event_t *ready; // merged, released events: ready[ready_pos, ready_n) not yet
+                                 // handed out; in ready_ref (a merge's output, or a run of one
+                                 // chunk's events where they lie)
     size_t ready_n, ready_pos;
-    tqueue_t *trim; // a drained queue whose buffer goes once its in-place run is no longer valid
+    ebuf_t *ready_ref; // holds ready's memory until the next release (NULL: given away)
+
+    // ebufs no one holds, for reuse; guarded by free_lock (batches are given back from the
+    // caller's thread: reader_batch_done)
+    pthread_mutex_t free_lock;
+    ebuf_t *free_out, *free_chunk;
+    size_t n_free_chunk;
 
     hmap_t stacks; // id -> stack_ref_t
     arena_t arena; // stack frames, module paths and build ids, thread names, argv
@@ -184,6 +221,82 @@ static ptrdiff_t ensure(reader_t *r, size_t need, errmsg_t *err) {
     return (ptrdiff_t)(r->len - r->pos);
 }
 
+// ---- event buffers (ebuf_t) ----
+
+static void ebuf_destroy(ebuf_t *b) {
+    if (b) {
+        free(b->ev);
+        free(b);
+    }
+}
+
+// A merge output buffer: READY_MAX events, one holder.
+static ebuf_t *ebuf_get_out(reader_t *r) {
+    pthread_mutex_lock(&r->free_lock);
+    ebuf_t *b = r->free_out;
+    if (b)
+        r->free_out = b->next;
+    pthread_mutex_unlock(&r->free_lock);
+    if (!b) {
+        b = xcalloc(1, sizeof *b);
+        b->ev = xmalloc(READY_MAX * sizeof *b->ev);
+        b->cap = READY_MAX;
+        b->out = true;
+    }
+    atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
+    return b;
+}
+
+// Takes c's events into an ebuf (one holder: the queue's segment) and gives c an unused buffer
+// for its next decode, so neither the events nor fresh pages cost the reading thread anything.
+static ebuf_t *ebuf_take_chunk(reader_t *r, dchunk_t *c) {
+    ebuf_t *b;
+    if (c->n_ev < c->ev_cap / 4 && c->ev_cap > TAKE_SMALL_EVENTS) {
+        // a few events in a big buffer: copied, so that waiting they hold only their own room
+        b = xcalloc(1, sizeof *b);
+        b->ev = xmalloc(c->n_ev * sizeof *b->ev);
+        b->cap = c->n_ev;
+        memcpy(b->ev, c->ev, c->n_ev * sizeof *b->ev);
+    } else {
+        pthread_mutex_lock(&r->free_lock);
+        b = r->free_chunk;
+        if (b) {
+            r->free_chunk = b->next;
+            r->n_free_chunk--;
+        }
+        pthread_mutex_unlock(&r->free_lock);
+        if (!b)
+            b = xcalloc(1, sizeof *b);
+        reader_event_t *ev = b->ev; // the free buffer (or none) becomes the chunk's
+        size_t cap = b->cap;
+        b->ev = c->ev;
+        b->cap = c->ev_cap;
+        c->ev = ev;
+        c->ev_cap = cap;
+    }
+    atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
+    return b;
+}
+
+// Lets go of one hold on b; the last puts it on its free list (or frees it). Any thread.
+static void ebuf_unref(reader_t *r, ebuf_t *b) {
+    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    pthread_mutex_lock(&r->free_lock);
+    if (b->out) {
+        b->next = r->free_out;
+        r->free_out = b;
+        b = NULL;
+    } else if (r->n_free_chunk < FREE_CHUNK_MAX && b->cap * sizeof *b->ev <= KEEP_EBUF_BYTES) {
+        b->next = r->free_chunk;
+        r->free_chunk = b;
+        r->n_free_chunk++;
+        b = NULL;
+    }
+    pthread_mutex_unlock(&r->free_lock);
+    ebuf_destroy(b);
+}
+
 // ---- opening ----
 
 static void reader_free(reader_t *r) {
@@ -191,12 +304,25 @@ static void reader_free(reader_t *r) {
     if (r->fd >= 0)
         close(r->fd);
     for (size_t i = 0; i < r->n_queues; i++) {
-        free(r->queues[i]->ev);
-        free(r->queues[i]);
+        tqueue_t *q = r->queues[i];
+        for (size_t k = q->s_head; k < q->s_tail; k++)
+            ebuf_destroy(q->segs[k].b);
+        free(q->segs);
+        free(q);
     }
     free(r->queues);
     free(r->heap);
-    free(r->ready_buf);
+    // the caller has given back every batch it kept (reader_batch_done): these are all
+    ebuf_destroy(r->ready_ref);
+    for (ebuf_t *b = r->free_out, *next; b; b = next) {
+        next = b->next;
+        ebuf_destroy(b);
+    }
+    for (ebuf_t *b = r->free_chunk, *next; b; b = next) {
+        next = b->next;
+        ebuf_destroy(b);
+    }
+    pthread_mutex_destroy(&r->free_lock);
     hmap_fini(&r->tid_map);
     hmap_fini(&r->stacks);
     hmap_fini(&r->module_top);
@@ -285,8 +411,7 @@ reader_t *reader_open(const char *path, errmsg_t *err) {
     r->path = xstrdup(path);
     r->cap = IN_BUF_BYTES;
     r->buf = xmalloc(r->cap);
-    r->ready_buf = xmalloc(READY_MAX * sizeof *r->ready_buf);
-    r->ready = r->ready_buf;
+    pthread_mutex_init(&r->free_lock, NULL);
     hmap_init(&r->tid_map, sizeof(size_t));
     hmap_init(&r->stacks, sizeof(stack_ref_t));
     hmap_init(&r->module_top, sizeof(size_t));
@@ -317,7 +442,8 @@ static inline bool key_less(const heap_ent_t *a, const heap_ent_t *b) {
 
 static void heap_push(reader_t *r, tqueue_t *q) {
     r->heap = xgrow(r->heap, &r->heap_cap, r->heap_n + 1, sizeof *r->heap);
-    heap_ent_t e = {.time_ns = q->ev[q->head].time_ns, .tid = q->tid, .q = q};
+    const seg_t *s = &q->segs[q->s_head];
+    heap_ent_t e = {.time_ns = s->b->ev[s->head].time_ns, .tid = q->tid, .q = q};
     size_t i = r->heap_n++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;
@@ -421,14 +547,12 @@ static void def_thread_start(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uin
     t->start_ns = rec->time_ns;
     t->end_ns = UINT64_MAX;
     q->thread_idx = r->n_threads++;
-    q->ended = false;
 }
 
 static void def_thread_end(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uint32_t tid) {
     (void)tid;
     if (q->thread_idx != SIZE_MAX)
         r->threads[q->thread_idx].end_ns = rec->time_ns;
-    q->ended = true;
 }
 
 static bool def_process(reader_t *r, const hpt_rec_t *rec) {
@@ -465,13 +589,6 @@ static bool hdr_plausible(const hpt_chunk_hdr_t *h) {
     return h->stored_bytes == h->raw_bytes;
 }
 
-static bool crc_ok(const hpt_chunk_hdr_t *h, const uint8_t *payload) {
-    hpt_chunk_hdr_t z = *h;
-    z.crc32 = 0;
-    uLong crc = crc32(0L, (const Bytef *)&z, sizeof z);
-    crc = crc32(crc, payload, h->stored_bytes);
-    return (uint32_t)crc == h->crc32;
-}
 
 static bool has_magic_at(const uint8_t *p) {
     uint32_t m;
@@ -564,61 +681,28 @@ static void apply_defs(reader_t *r, dchunk_t *c, tqueue_t *q) {
     }
 }
 
-// Makes room at the end of q for n more events.
-static void queue_prepare(reader_t *r, tqueue_t *q, size_t n) {
-    if (q->head == q->tail) {
-        q->head = q->tail = 0;
-        q->unsorted = false;
-    } else if (q->head > q->cap / 2 || (q->head > 0 && q->tail + n > q->cap)) {
-        // also when the chunk would grow the buffer while released room lies before head (a
-        // flood released by BUFFERED_MAX, not by the watermark)
-        memmove(q->ev, q->ev + q->head, (q->tail - q->head) * sizeof *q->ev);
-        q->tail -= q->head;
-        q->head = 0;
-    }
-    if (q->tail + n > q->cap) {
-        size_t old_cap = q->cap;
-        q->ev = xgrow(q->ev, &q->cap, q->tail + n, sizeof *q->ev);
-        r->n_reserved += q->cap - old_cap;
-    }
-}
-
-// Queues a decoded chunk's events behind its thread's earlier ones. Into an empty queue they
-// go without a copy: the queue takes the chunk's buffer and gives the chunk its own. (Only
-// while nothing is handed out: a run handed out in place may live in the queue's buffer.)
+// Queues a decoded chunk's events behind its thread's earlier ones: the chunk's buffer becomes
+// the queue's next segment, without a copy.
 static void queue_events(reader_t *r, tqueue_t *q, dchunk_t *c) {
     if (c->n_ev == 0)
         return;
-    const bool was_empty = q->head == q->tail;
-    size_t old_tail = 0;
-    if (was_empty && r->ready_pos == r->ready_n) {
-        reader_event_t *ev = q->ev;
-        size_t cap = q->cap;
-        r->n_reserved = r->n_reserved - q->cap + c->ev_cap;
-        q->ev = c->ev;
-        q->cap = c->ev_cap;
-        c->ev = ev;
-        c->ev_cap = cap;
-        q->head = 0;
-        q->tail = c->n_ev;
-        q->unsorted = false;
-    } else {
-        queue_prepare(r, q, c->n_ev);
-        old_tail = q->tail;
-        memcpy(q->ev + q->tail, c->ev, c->n_ev * sizeof *c->ev);
-        q->tail += c->n_ev;
-    }
-    const reader_event_t *first = &q->ev[old_tail];
-    if (old_tail > q->head && q->ev[old_tail].time_ns < q->ev[old_tail - 1].time_ns)
-        q->unsorted = true;
+    const bool was_empty = q->s_head == q->s_tail;
     if (c->min_time_ns < r->watermark) {
         // below a watermark already read: late (the chunk's times never go down)
         uint64_t late = 0;
-        while (late < c->n_ev && first[late].time_ns < r->watermark)
+        while (late < c->n_ev && c->ev[late].time_ns < r->watermark)
             late++;
         r->damage.late_events += late;
     }
-    r->n_buffered += c->n_ev;
+    if (q->s_tail == q->s_cap && q->s_head > 0) {
+        memmove(q->segs, q->segs + q->s_head, (q->s_tail - q->s_head) * sizeof *q->segs);
+        q->s_tail -= q->s_head;
+        q->s_head = 0;
+    }
+    q->segs = xgrow(q->segs, &q->s_cap, q->s_tail + 1, sizeof *q->segs);
+    const size_t n = c->n_ev;
+    q->segs[q->s_tail++] = (seg_t){.b = ebuf_take_chunk(r, c), .head = 0, .tail = n};
+    r->n_buffered += n;
     if (was_empty)
         heap_push(r, q);
 }
@@ -689,6 +773,7 @@ static void submit(reader_t *r, const hpt_chunk_hdr_t *h) {
     dchunk_t *c = decode_pool_next(r->pool);
     c->h = *h;
     c->frame_bytes = CHUNK_HDR + h->stored_bytes;
+    c->file_off = file_pos(r);
     c->keep = !r->defs_only;
     c->in = xgrow(c->in, &c->in_cap, (size_t)h->stored_bytes + 1, 1);
     memcpy(c->in, r->buf + r->pos + CHUNK_HDR, h->stored_bytes);
@@ -748,7 +833,7 @@ static int resync(reader_t *r, bool incomplete, errmsg_t *err) {
             off = c + 1;
             continue;
         }
-        if (crc_ok(&h, base + c + CHUNK_HDR)) {
+        if (dchunk_crc_ok(&h, base + c + CHUNK_HDR)) {
             r->pos += c;
             r->damage.chunks_damaged++;
             r->damage.bytes_skipped += file_pos(r) - start;
@@ -829,13 +914,8 @@ static int frame_chunk(reader_t *r, errmsg_t *err) {
                 return 0; // end of file, or (following) waiting for the writer
             continue;
         }
-        if (!crc_ok(&h, r->buf + r->pos + CHUNK_HDR)) {
-            TRY_IO(resync(r, false, err));
-            if (r->framed_all)
-                return 0; // end of file, or (following) waiting for the writer
-            continue;
-        }
-        // framing verified: the chunk's extent is certain even if its contents are not
+        // framing plausible: the decoder checks the crc (dchunk_decode), and if it fails the
+        // chunk is framed again here (reframe) as if it had failed now
         submit(r, &h);
         r->n_framed++;
         r->pos += total;
@@ -843,12 +923,49 @@ static int frame_chunk(reader_t *r, errmsg_t *err) {
     }
 }
 
+// Moves the input window to file offset off, at or before where framing stands.
+static int rewind_to(reader_t *r, uint64_t off, errmsg_t *err) {
+    if (off >= r->buf_off) {
+        r->pos = (size_t)(off - r->buf_off); // still in the window
+        return 0;
+    }
+    if (lseek(r->fd, (off_t)off, SEEK_SET) < 0) {
+        errmsg_set(err, "%s: cannot seek to offset %llu: %s", r->path, (unsigned long long)off,
+                   strerror(errno));
+        return -1;
+    }
+    r->buf_off = off;
+    r->pos = r->len = 0;
+    r->file_eof = false;
+    return 0;
+}
+
+// The oldest chunk failed its crc: framing goes back to it and resynchronises as if the crc
+// had failed when it was framed (the damage counts are the same). The chunks framed after it
+// were found by its length, which is not to be trusted: dropped unapplied, to be framed again
+// from wherever resynchronisation lands.
+static int reframe(reader_t *r, uint64_t off, errmsg_t *err) {
+    while (decode_pool_oldest(r->pool)) {
+        decode_pool_release(r->pool);
+        r->n_framed--;
+    }
+    TRY_IO(rewind_to(r, off, err));
+    r->framed_all = false;
+    return resync(r, false, err);
+}
+
 // Keeps the decode pool full, then applies the oldest chunk; sets r->eof once every chunk of
 // the file has been applied.
 static int advance(reader_t *r, errmsg_t *err) {
-    while (!r->framed_all && decode_pool_has_room(r->pool))
-        TRY_IO(frame_chunk(r, err));
-    dchunk_t *c = decode_pool_oldest(r->pool);
+    dchunk_t *c;
+    for (;;) {
+        while (!r->framed_all && decode_pool_has_room(r->pool))
+            TRY_IO(frame_chunk(r, err));
+        c = decode_pool_oldest(r->pool);
+        if (!c || c->crc_ok)
+            break;
+        TRY_IO(reframe(r, c->file_off, err));
+    }
     if (!c) {
         if (r->follow && !r->has_trailer)
             r->caught_up = true; // for now: the writer may add more
@@ -870,30 +987,84 @@ static int advance(reader_t *r, errmsg_t *err) {
 // queues into r->ready in (time, tid, per-thread) order, at most READY_MAX. The top queue emits
 // a run of events in one go while it stays below the runner-up's head, so a thread that is
 // alone or ahead costs no heap work per event.
-// A run of at least this many events of one queue is handed out in place, not copied: a thread
-// that allocates alone for a while (a single-threaded program always) costs no copy here.
+// A run of at least this many events is handed out alone (the batch ends after it); where it
+// lies in one chunk's buffer it is handed out in place, not copied: a thread that allocates
+// alone for a while (a single-threaded program always) costs no copy here.
 #define IN_PLACE_MIN 256u
 
-// Frees a drained queue's buffer.
-static void trim(reader_t *r, tqueue_t *q) {
-    r->n_reserved -= q->cap;
-    free(q->ev);
-    q->ev = NULL;
-    q->cap = 0;
+// (time, tid) of an event of a queue with this tid, below bound (bt, tie: tid < bound's tid)?
+// Without a branch on the tie rule.
+static inline bool below(uint64_t t, uint64_t bt, bool tie) {
+    return (t < bt) | (tie & (t == bt));
+}
+
+// Events of q from its head below the bound (NULL: no bound), at most room: its segments in
+// order, up to the first event not below. A segment's times never go down, so its events below
+// the bound are a prefix, found by bisection (or all of it, at one look at its last).
+static size_t run_length(const tqueue_t *q, const heap_ent_t *bound, size_t room) {
+    size_t run = 0;
+    const uint64_t bt = bound ? bound->time_ns : 0;
+    const bool tie = bound && q->tid < bound->tid;
+    for (size_t k = q->s_head; k < q->s_tail && run < room; k++) {
+        const seg_t *s = &q->segs[k];
+        const reader_event_t *ev = s->b->ev;
+        size_t lim = s->tail - s->head > room - run ? s->head + (room - run) : s->tail;
+        size_t h = lim;
+        if (bound && !below(ev[lim - 1].time_ns, bt, tie)) {
+            // ev[lim - 1] is not below: gallop from the head (runs of interleaved threads are
+            // short, the segment long), then bisect [lo, hi], ev[hi] not below
+            size_t lo = s->head, hi = lo, step = 1;
+            while (hi < lim - 1 && below(ev[hi].time_ns, bt, tie)) {
+                lo = hi + 1;
+                hi += step;
+                step *= 2;
+            }
+            if (hi > lim - 1)
+                hi = lim - 1;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (below(ev[mid].time_ns, bt, tie))
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            h = lo;
+        }
+        run += h - s->head;
+        if (h < s->tail)
+            break; // stopped inside this segment: by the bound, or by room
+    }
+    return run;
+}
+
+// Copies the first n events of q to out and drops them from q (with the segments they empty).
+// copy false: drops them only (they were handed out in place).
+static void queue_take(reader_t *r, tqueue_t *q, size_t n, reader_event_t *out, bool copy) {
+    while (n) {
+        seg_t *s = &q->segs[q->s_head];
+        size_t k = s->tail - s->head < n ? s->tail - s->head : n;
+        if (copy) {
+            memcpy(out, s->b->ev + s->head, k * sizeof *out);
+            out += k;
+        }
+        s->head += k;
+        n -= k;
+        if (s->head == s->tail) {
+            ebuf_unref(r, s->b);
+            q->s_head++;
+        }
+    }
+    if (q->s_head == q->s_tail)
+        q->s_head = q->s_tail = 0;
 }
 
 static void release(reader_t *r) {
-    if (r->trim) {
-        // the last call's in-place run is no longer valid: its buffer can go, unless decoding
-        // has filled it again since
-        if (r->trim->head == r->trim->tail)
-            trim(r, r->trim);
-        r->trim = NULL;
+    if (r->ready_ref) {
+        ebuf_unref(r, r->ready_ref); // the last batch: handed out whole, no longer valid
+        r->ready_ref = NULL;
     }
-    reader_event_t *out = r->ready_buf;
-    r->ready = out;
+    ebuf_t *out = NULL; // the merge's output, taken when the first run is copied
     size_t n = 0;
-    bool in_place = false;
     const bool all = r->eof;
     // too much held back: the oldest go out in merge order regardless of the watermark, which
     // then moves past them so an older event still to come is counted late
@@ -910,56 +1081,40 @@ static void release(reader_t *r) {
             if (!bound || key_less(b, bound))
                 bound = b;
         }
-        size_t h = q->head, start = h, lim = q->tail;
-        if (lim - h > READY_MAX - n)
-            lim = h + (READY_MAX - n);
-        if (!bound) {
-            h = lim;
-        } else {
-            // (time, q->tid) < (bound time, bound tid), without a branch on the tie rule
-            const uint64_t bt = bound->time_ns;
-            const bool tie = q->tid < bound->tid;
-            // A queue's times never go down within a chunk (deltas are unsigned), so unless a
-            // chunk began before the one it follows, the last event below the bound means all
-            // are: the common case, a whole run without a look at each event.
-            const uint64_t last = q->ev[lim - 1].time_ns;
-            if (!q->unsorted && ((last < bt) | (tie & (last == bt))))
-                h = lim;
-            while (h < lim && ((q->ev[h].time_ns < bt) | (tie & (q->ev[h].time_ns == bt))))
-                h++;
-        }
-        if (h == start)
+        const size_t run = run_length(q, bound, READY_MAX - n);
+        if (run == 0)
             break; // the top is not below the watermark: nothing more to release
-        if (n == 0 && h - start >= IN_PLACE_MIN) {
-            // valid until the next reader call, like ready_buf: only decoding moves queues
-            r->ready = q->ev + start;
-            in_place = true;
+        const bool alone = n == 0 && run >= IN_PLACE_MIN;
+        const seg_t *s = &q->segs[q->s_head];
+        if (alone && s->tail - s->head >= run) {
+            // in place: valid while the batch holds the chunk's buffer
+            r->ready = s->b->ev + s->head;
+            r->ready_ref = s->b;
+            atomic_fetch_add_explicit(&s->b->refs, 1, memory_order_relaxed);
+            queue_take(r, q, run, NULL, false);
         } else {
-            memcpy(out + n, q->ev + start, (h - start) * sizeof *out);
+            if (!out)
+                out = ebuf_get_out(r);
+            queue_take(r, q, run, out->ev + n, true);
         }
-        n += h - start;
-        q->head = h;
-        if (q->head == q->tail) {
-            q->head = q->tail = 0;
-            q->unsorted = false;
-            if (q->ended || r->n_reserved > BUFFERED_MAX) {
-                // its tid may be reused, but this thread will send nothing more; or a flood
-                // grew the buffers, and one kept per thread would add up. A run handed out in
-                // place lives in it until the next call: then it goes.
-                if (in_place)
-                    r->trim = q;
-                else
-                    trim(r, q);
-            }
+        n += run;
+        if (q->s_head == q->s_tail) {
             if (--r->heap_n)
                 heap_replace_top(r, r->heap[r->heap_n]);
-        } else if (r->heap_n > 1) {
-            heap_replace_top(r, (heap_ent_t){.time_ns = q->ev[h].time_ns, .tid = q->tid, .q = q});
         } else {
-            top->time_ns = q->ev[h].time_ns;
+            const seg_t *h = &q->segs[q->s_head];
+            const uint64_t t = h->b->ev[h->head].time_ns;
+            if (r->heap_n > 1)
+                heap_replace_top(r, (heap_ent_t){.time_ns = t, .tid = q->tid, .q = q});
+            else
+                top->time_ns = t;
         }
-        if (in_place)
-            break; // one run per call: the next one goes to ready_buf or in place again
+        if (alone)
+            break; // one run per call: the next one goes to a merge's output or in place again
+    }
+    if (out) {
+        r->ready = out->ev;
+        r->ready_ref = out;
     }
     r->ready_n = n;
     r->ready_pos = 0;
@@ -1032,6 +1187,22 @@ int reader_next_batch(reader_t *r, const reader_event_t **evs, size_t *n, errmsg
     return 1;
 }
 
+int reader_next_batch_keep(reader_t *r, const reader_event_t **evs, size_t *n,
+                           reader_batch_t **keep, errmsg_t *err) {
+    *keep = NULL;
+    int rc = reader_next_batch(r, evs, n, err);
+    if (rc == 1) {
+        *keep = r->ready_ref; // the reader lets go of it: release() will not
+        r->ready_ref = NULL;
+    }
+    return rc;
+}
+
+void reader_batch_done(reader_t *r, reader_batch_t *keep) {
+    if (keep)
+        ebuf_unref(r, keep);
+}
+
 int reader_read_process(reader_t *r, errmsg_t *err) {
     // the first chunk read (or found damaged) is the META chunk or nothing will be
     if (r->caught_up)
@@ -1050,11 +1221,19 @@ int reader_load_defs(reader_t *r, errmsg_t *err) {
     while (!r->eof)
         TRY_IO(advance(r, err));
     // drop whatever earlier reader_next calls had buffered: reader_next now reports the end
-    for (size_t i = 0; i < r->n_queues; i++)
-        r->queues[i]->head = r->queues[i]->tail = 0;
+    for (size_t i = 0; i < r->n_queues; i++) {
+        tqueue_t *q = r->queues[i];
+        for (size_t k = q->s_head; k < q->s_tail; k++)
+            ebuf_unref(r, q->segs[k].b);
+        q->s_head = q->s_tail = 0;
+    }
     r->heap_n = 0;
     r->n_buffered = 0;
     r->ready_n = r->ready_pos = 0;
+    if (r->ready_ref) {
+        ebuf_unref(r, r->ready_ref);
+        r->ready_ref = NULL;
+    }
     return 0;
 }
 

@@ -107,6 +107,17 @@ int reader_next(reader_t *r, reader_event_t *ev, errmsg_t *err);
 // Mixing it with reader_next is fine. Hot path.
 int reader_next_batch(reader_t *r, const reader_event_t **evs, size_t *n, errmsg_t *err);
 
+// The same again, but the events stay valid until the caller gives the batch back with
+// reader_batch_done(r, *keep), from any thread, however many reader calls come before: the
+// batch holds the reader's memory (a chunk's decoded events, or a merge's output) without a
+// copy. Give back every batch before reader_close. Hot path.
+typedef struct reader_batch reader_batch_t;
+int reader_next_batch_keep(reader_t *r, const reader_event_t **evs, size_t *n,
+                           reader_batch_t **keep, errmsg_t *err);
+// Gives back a batch of reader_next_batch_keep (NULL is fine). The one reader call that may
+// be made from another thread than the one reading, also while it reads.
+void reader_batch_done(reader_t *r, reader_batch_t *keep);
+
 // Reads the rest of the file for its definitions only (stacks, modules, threads, process,
 // trailer, damage counts) without buffering events: the first pass of a two-pass analysis.
 // After it, reader_next returns 0. Returns 0, or -1 on I/O error.
@@ -159,7 +170,7 @@ void reader_follow_stop(reader_t *r);
 bool reader_ended(const reader_t *r);
 // True when the process that writes the trace (the header's pid) no longer exists.
 bool reader_writer_gone(const reader_t *r);
-// Chunks framed (verified and handed to decoding) since reader_open: each chunk is counted once,
+// Chunks framed (and whose crc verified) since reader_open: each chunk is counted once,
 // so a follower that re-read old chunks would show more than a one-shot read of the same file.
 uint64_t reader_chunks_framed(const reader_t *r);
 
