@@ -17,7 +17,8 @@
 #define BLOCK_COUNTED (1ull << 63) // in live_block.stack: the block passed the filter
 #define BLOCK_ZEROED (1ull << 62)  // a calloc block (its touch is touched_nz)
 #define BLOCK_PENDING (1ull << 61) // a shard's block whose site the scan has not told it yet:
-                                   // the low 32 bits are its allocation's index in the round
+                                   // the low 32 bits are its allocation's index in the round,
+#define PENDING_ODD (1ull << 32)   // and this bit the round's parity (two rounds may be open)
 #define SEEN_TIDS 64u
 #define THREAD_SLOTS 64u  // direct-mapped per-thread state; the rest spills to a hash map
 #define STACK_SLOTS 1024u // direct-mapped stack id -> site index cache
@@ -83,8 +84,8 @@ struct replay {
     uint64_t sample_interval; // bytes; 0: every allocation was recorded
     replay_totals_t shown;    // replay_totals_shown's copy
     unsigned shard_bits; // a shard of 2^shard_bits (replay_set_shard); 0: the whole stream
-    replay_fix_t *fix;   // a shard's pending blocks of the last round (replay_shard_find)
-    size_t n_fix, fix_cap;
+    replay_fix_t *fix[2]; // a shard's pending blocks of the last two rounds, by the round's
+    size_t n_fix[2], fix_cap[2]; // parity (replay_shard_find)
     bool cwords; // a shard's blocks carry replay_cwords_t (replay_shard_keep_words)
     // a shard's place in the whole stream: the event being replayed (round << 32 | index) and
     // the one of its first sized-free mismatch, so the merge keeps the stream's first
@@ -121,7 +122,8 @@ void replay_free(replay_t *rp) {
     hmap_fini(&rp->site_of);
     hmap_fini(&rp->spilled);
     free(rp->sites);
-    free(rp->fix);
+    free(rp->fix[0]);
+    free(rp->fix[1]);
     free(rp);
 }
 
@@ -772,18 +774,24 @@ void replay_set_peak(replay_t *rp, uint64_t bytes, uint64_t blocks, uint64_t tim
 // the double-allocation and unknown-free halves differ; test_replay_par compares every figure
 // with one thread). A shard stores a new block before its site is known (a realloc
 // takes the site of the block it replaced, which may sit in another shard): it marks it
-// BLOCK_PENDING with the allocation's index in the round, the scan resolves such marks within
-// the round through site_of, and the shard rewrites them at the start of the next round.
+// BLOCK_PENDING with the allocation's index in the round and the round's parity. The shards
+// find round k + 1 while the scan of round k runs (replay_par.c), so when a shard starts round
+// k + 2 the scan has told the sites of round k (site_of of that round, kept until then) but
+// maybe not yet those of round k + 1: it rewrites round k's marks then, and the scan resolves
+// the marks of its own round and of the one before through those rounds' site_of.
 
-void replay_shard_fix(replay_t *rp, const uint32_t *site_of) {
-    for (size_t k = 0; k < rp->n_fix; k++) {
-        live_block_t *b = hmap_get(&rp->live, live_key(rp, rp->fix[k].addr));
-        // a block that is still the one allocated at that index of the round (not freed, or
+void replay_shard_fix(replay_t *rp, const uint32_t *site_of, uint64_t round) {
+    unsigned parity = round & 1;
+    const replay_fix_t *fix = rp->fix[parity];
+    uint64_t mark = BLOCK_PENDING | (parity ? PENDING_ODD : 0);
+    for (size_t k = 0; k < rp->n_fix[parity]; k++) {
+        live_block_t *b = hmap_get(&rp->live, live_key(rp, fix[k].addr));
+        // a block that is still the one allocated at that index of that round (not freed, or
         // freed and made again at the same address by a later allocation of its own)
-        if (b && (b->stack & BLOCK_PENDING) && (uint32_t)b->stack == rp->fix[k].index)
-            b->stack = (b->stack & (BLOCK_COUNTED | BLOCK_ZEROED)) | site_of[rp->fix[k].index];
+        if (b && (b->stack & (BLOCK_PENDING | PENDING_ODD | UINT32_MAX)) == (mark | fix[k].index))
+            b->stack = (b->stack & (BLOCK_COUNTED | BLOCK_ZEROED)) | site_of[fix[k].index];
     }
-    rp->n_fix = 0;
+    rp->n_fix[parity] = 0;
 }
 
 void replay_shard_keep_words(replay_t *rp) {
@@ -814,6 +822,8 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigne
                        uint32_t *idx, const uint8_t *verdict, replay_found_t *found,
                        uint64_t round, replay_cwords_t *cw) {
     bool words = rp->cwords;
+    unsigned parity = round & 1;
+    uint64_t pending_odd = parity ? PENDING_ODD : 0;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         idx[m] = (uint32_t)i;
@@ -849,11 +859,12 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigne
             b->time_ns = e->time_ns;
             b->stack = 0;
             if (counted) {
-                b->stack = BLOCK_PENDING | i | BLOCK_COUNTED |
+                b->stack = BLOCK_PENDING | pending_odd | i | BLOCK_COUNTED |
                            (e->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
-                if (rp->n_fix == rp->fix_cap)
-                    rp->fix = xgrow(rp->fix, &rp->fix_cap, rp->n_fix + 1, sizeof *rp->fix);
-                rp->fix[rp->n_fix++] = (replay_fix_t){.addr = e->addr, .index = i};
+                if (rp->n_fix[parity] == rp->fix_cap[parity])
+                    rp->fix[parity] = xgrow(rp->fix[parity], &rp->fix_cap[parity],
+                                            rp->n_fix[parity] + 1, sizeof *rp->fix[parity]);
+                rp->fix[parity][rp->n_fix[parity]++] = (replay_fix_t){.addr = e->addr, .index = i};
             }
         } else if (e->kind == READER_FREE) {
             live_block_t *b = hmap_take_ref(&rp->live, live_key(rp, e->addr));
@@ -869,14 +880,16 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigne
     }
 }
 
-// The site of a block a shard found: resolved through this round's site_of if still pending.
-static inline uint32_t found_site(const replay_found_t *f, const uint32_t *site_of) {
-    return f->stack & BLOCK_PENDING ? site_of[(uint32_t)f->stack] : (uint32_t)f->stack;
+// The site of a block a shard found: resolved through the site_of of its round (this one or
+// the one before, by the mark's parity) if still pending.
+static inline uint32_t found_site(const replay_found_t *f, uint32_t *const site_of[2]) {
+    return f->stack & BLOCK_PENDING ? site_of[(f->stack & PENDING_ODD) != 0][(uint32_t)f->stack]
+                                    : (uint32_t)f->stack;
 }
 
 // on_alloc_sites without the table: the old block at the address (if any) is what the shard found.
 static void scan_alloc(replay_t *rp, const reader_event_t *ev, const replay_found_t *f,
-                       bool counted, uint32_t *site_of_ev, const uint32_t *site_of) {
+                       bool counted, uint32_t *site_of_ev, uint32_t *const site_of[2]) {
     replay_totals_t *t = &rp->t;
     uint64_t size = ev->size;
     if (size == 0 && (rp->mode & REPLAY_DHAT))
@@ -897,7 +910,7 @@ static void scan_alloc(replay_t *rp, const reader_event_t *ev, const replay_foun
 
 // free_block and on_free_sites without the table.
 static void scan_free(replay_t *rp, const reader_event_t *ev, const replay_found_t *f,
-                      const uint32_t *site_of) {
+                      uint32_t *const site_of[2]) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
     if (!f->had) {
@@ -924,7 +937,7 @@ static void scan_free(replay_t *rp, const reader_event_t *ev, const replay_found
 
 // on_touch_live without the table.
 static void scan_touch_live(replay_t *rp, const reader_event_t *ev, const replay_found_t *f,
-                            const uint32_t *site_of) {
+                            uint32_t *const site_of[2]) {
     if (!ev->touch || !f->had || !(f->stack & BLOCK_COUNTED))
         return;
     const live_block_t b = {f->size, f->time_ns, f->stack};
@@ -933,7 +946,9 @@ static void scan_touch_live(replay_t *rp, const reader_event_t *ev, const replay
 }
 
 void replay_scan_sites(replay_t *rp, const reader_event_t *ev, size_t n,
-                       const replay_found_t *found, const uint8_t *verdict, uint32_t *site_of) {
+                       const replay_found_t *found, const uint8_t *verdict,
+                       uint32_t *const site_of[2], uint64_t round) {
+    uint32_t *mine = site_of[round & 1];
     for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = &ev[i];
         if (__builtin_expect(e->kind == READER_TOUCH_LIVE, 0)) {
@@ -943,7 +958,7 @@ void replay_scan_sites(replay_t *rp, const reader_event_t *ev, size_t n,
         if (e->time_ns > rp->t.last_time_ns)
             rp->t.last_time_ns = e->time_ns;
         if (e->kind == READER_ALLOC)
-            scan_alloc(rp, e, &found[i], !verdict || verdict[i], &site_of[i], site_of);
+            scan_alloc(rp, e, &found[i], !verdict || verdict[i], &mine[i], site_of);
         else if (e->kind == READER_FREE)
             scan_free(rp, e, &found[i], site_of);
     }

@@ -220,8 +220,8 @@ typedef struct replay_found {
 // A companion applied in the ordered scan (growth.c on shard threads, replay_par_set_growth)
 // keeps these words per block in the shard's table, beside the block (replay_shard_keep_words):
 // the shard writes them when it stores an allocation and hands them to the scan in cw[i] with
-// every block it finds (found[i].had); the scan's own words reach the shard a round later as
-// fixes (replay_shard_fix_words).
+// every block it finds (found[i].had); the scan's own words reach the shard two rounds later as
+// fixes (replay_shard_fix_words: the shards find round k + 1 while the scan of round k runs).
 typedef struct replay_cwords {
     uint64_t serial;    // the allocation's place in the stream: round << 32 | index (never 0)
     uint64_t stack;     // the allocating event's stack id
@@ -240,21 +240,25 @@ void replay_shard_keep_words(replay_t *rp);
 // Applies the fixes of fix[0..n) whose address falls in shard `shard`.
 void replay_shard_fix_words(replay_t *rp, unsigned shard, const replay_cfix_t *fix, size_t n);
 
-// Shard side: first rewrites the blocks of the previous round whose site was still open, from
-// that round's site_of (NULL before the first round), then for the events of ev[0..n) in this
+// Shard side, at the start of round `round`: rewrites the blocks of round - 2 (the same parity)
+// whose site was still open, from that round's site_of (the scan of round - 1 may still be
+// running: its blocks stay marked). Then replay_shard_find: for the events of ev[0..n) in this
 // shard takes out freed blocks, stores allocated ones (verdict: keep's answer per event, NULL:
 // all count) and writes found[i]; with words (replay_shard_keep_words) also cw[i] where a block
-// was found. round: the round's number (>= 1), for the serials. rp: made with the scan's mode,
-// replay_set_shard.
-void replay_shard_fix(replay_t *rp, const uint32_t *site_of);
+// was found. round: the round's number (>= 1), for the serials and the marks' parity. rp: made
+// with the scan's mode, replay_set_shard.
+void replay_shard_fix(replay_t *rp, const uint32_t *site_of, uint64_t round);
 void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
                        uint32_t *idx, const uint8_t *verdict, replay_found_t *found,
                        uint64_t round, replay_cwords_t *cw);
 
-// Scan side, on rp (REPLAY_SITES, no events of its own table): applies ev[0..n) in order with
-// found[]; writes site_of[i] for each counted allocation (n entries), for the shards' next fix.
+// Scan side, on rp (REPLAY_SITES, no events of its own table): applies ev[0..n) of round
+// `round` in order with found[]; writes site_of[round & 1][i] for each counted allocation (n
+// entries), for this round's later events, the next round's scan and the shards' fix two rounds
+// on; reads site_of[(round - 1) & 1], the last round's.
 void replay_scan_sites(replay_t *rp, const reader_event_t *ev, size_t n,
-                       const replay_found_t *found, const uint8_t *verdict, uint32_t *site_of);
+                       const replay_found_t *found, const uint8_t *verdict,
+                       uint32_t *const site_of[2], uint64_t round);
 
 // Sets the global peak found by the ordered scan over the shards' steps.
 void replay_set_peak(replay_t *rp, uint64_t bytes, uint64_t blocks, uint64_t time_ns);
