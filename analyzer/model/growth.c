@@ -30,6 +30,7 @@
 #define STACK_CACHE 256u // per thread: stack -> its latest allocation there (direct-mapped)
 #define PREV_UNKNOWN UINT64_MAX
 #define SHORT_SLOTS 256u // direct-mapped origin -> short-lived counts in front of the map
+#define CHANGED_BITS 16384u // growth_scan's filter in front of its maps of changed words
 
 typedef struct short_slot {
     uint64_t origin;
@@ -138,6 +139,9 @@ struct growth {
     replay_cfix_t *fixes[2];
     size_t n_fixes[2], cap_fixes[2];
     hmap_t changed[2];
+    // in front of changed: a bit per hash of the serials there, so most frees (of blocks no
+    // link changed lately) skip both lookups
+    uint64_t changed_bits[2][CHANGED_BITS / 64];
 };
 
 growth_t *growth_new(uint64_t short_ns) {
@@ -338,6 +342,10 @@ static const recent_t *scan_ring(const gthread_t *t, const gblock_t *a) {
     return NULL;
 }
 
+static inline unsigned changed_bit(uint64_t serial) {
+    return (unsigned)((serial * 0x9E3779B97F4A7C15ull) >> 50) % CHANGED_BITS;
+}
+
 // growth_scan: a block's words changed (it joined a chain): the shards get them two rounds on,
 // and a free of the block until then reads them here (scan_block).
 static void note_changed(growth_t *g, uint64_t addr, const gblock_t *b) {
@@ -350,6 +358,8 @@ static void note_changed(growth_t *g, uint64_t addr, const gblock_t *b) {
     g->fixes[q][g->n_fixes[q]++] = (replay_cfix_t){
         .addr = addr, .serial = seq_of(b), .origin = b->origin, .chain = (uint32_t)b->chain};
     *(uint64_t *)hmap_put(&g->changed[q], seq_of(b), NULL) = g->n_fixes[q];
+    unsigned bit = changed_bit(seq_of(b));
+    g->changed_bits[q][bit / 64] |= 1ull << (bit % 64);
 }
 
 // find_copy's last step in the scan, where the block lives in a shard: the ring entry knows
@@ -472,9 +482,12 @@ static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const rep
                   .stack = w->stack,
                   .origin = w->origin,
                   .chain = (uint32_t)w->tid_chain};
+    unsigned bit = changed_bit(w->serial);
     for (unsigned r = 0; r < 2; r++) {
         unsigned q = g->parity ^ r;
-        const uint64_t *k = hmap_count(&g->changed[q]) ? hmap_get(&g->changed[q], w->serial) : NULL;
+        if (!(g->changed_bits[q][bit / 64] & 1ull << (bit % 64)))
+            continue;
+        const uint64_t *k = hmap_get(&g->changed[q], w->serial);
         if (k) {
             a.origin = g->fixes[q][*k - 1].origin;
             a.chain = g->fixes[q][*k - 1].chain;
@@ -498,6 +511,10 @@ void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_f
     // the shards applied the changes of round - 2 before this round's finds: their lists
     // take this round's
     unsigned q = g->parity = round & 1;
+    for (size_t k = 0; k < g->n_fixes[q]; k++) {
+        unsigned bit = changed_bit(g->fixes[q][k].serial);
+        g->changed_bits[q][bit / 64] &= ~(1ull << (bit % 64));
+    }
     g->n_fixes[q] = 0;
     if (hmap_count(&g->changed[q])) {
         hmap_fini(&g->changed[q]);

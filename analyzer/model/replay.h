@@ -252,13 +252,38 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigne
                        uint32_t *idx, const uint8_t *verdict, replay_found_t *found,
                        uint64_t round, replay_cwords_t *cw);
 
-// Scan side, on rp (REPLAY_SITES, no events of its own table): applies ev[0..n) of round
-// `round` in order with found[]; writes site_of[round & 1][i] for each counted allocation (n
-// entries), for this round's later events, the next round's scan and the shards' fix two rounds
-// on; reads site_of[(round - 1) & 1], the last round's.
-void replay_scan_sites(replay_t *rp, const reader_event_t *ev, size_t n,
+// Scan side, split in two so the per-site half runs on several threads (replay_par.c): on rp
+// (REPLAY_SITES, no events of its own table), replay_scan_order applies ev[0..n) of round `round`
+// in stream order with found[] to what needs the order of all events: the sites' numbers, the
+// per-thread state, the totals, the peak. It writes site_of[round & 1][i] for each counted
+// allocation (n entries), for this round's later events, the next round's scan and the shards'
+// fix two rounds on, and reads site_of[(round - 1) & 1], the last round's. Each site's own
+// figures it leaves as ops in ops[site % K] (K = replay_scan_parts lists; the previous ones are
+// dropped), which replay_scan_apply(part k) applies in order, to the sites of part k only: K
+// threads may apply the K parts of one round at once, and beside the order of the next round.
+// replay_scan_merge puts the parts' figures into rp's sites after the last round.
+#define REPLAY_SCAN_PARTS_MAX 16u
+typedef struct replay_op {
+    uint32_t i_op;  // the event's index in the round, and what to do (replay.c)
+    uint32_t site;
+    uint64_t epoch; // the peak's epoch the event happened in
+} replay_op_t;
+
+typedef struct replay_ops {
+    replay_op_t *op;
+    size_t n, cap;
+} replay_ops_t;
+
+// Makes rp's scan split into `parts` parts (rounded down to a power of two, at least 1, at most
+// REPLAY_SCAN_PARTS_MAX). Call before the first event.
+void replay_scan_split(replay_t *rp, unsigned parts);
+unsigned replay_scan_parts(const replay_t *rp);
+void replay_scan_order(replay_t *rp, const reader_event_t *ev, size_t n,
                        const replay_found_t *found, const uint8_t *verdict,
-                       uint32_t *const site_of[2], uint64_t round);
+                       uint32_t *const site_of[2], uint64_t round, replay_ops_t *ops);
+void replay_scan_apply(replay_t *rp, unsigned part, const reader_event_t *ev,
+                       const replay_found_t *found, const replay_ops_t *ops);
+void replay_scan_merge(replay_t *rp);
 
 // Sets the global peak found by the ordered scan over the shards' steps.
 void replay_set_peak(replay_t *rp, uint64_t bytes, uint64_t blocks, uint64_t time_ns);

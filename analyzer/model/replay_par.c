@@ -47,11 +47,15 @@ typedef struct round_buf {
     size_t cw_cap;
     uint8_t *verdict; // with a filter: keep's answer per event
     size_t verdict_cap;
+    replay_ops_t ops[REPLAY_SCAN_PARTS_MAX]; // the sites' ops, by part (replay_scan_order)
 } round_buf_t;
+
+enum { SCAN_ORDER, SCAN_APPLY, SCAN_GROWTH };
 
 typedef struct scanner {
     struct replay_par *p;
-    bool growth;     // growth_scan, else replay_scan_sites
+    unsigned kind;   // replay_scan_order, replay_scan_apply of `part`, growth_scan
+    unsigned part;
     uint64_t done;   // rounds scanned
     bool threaded;   // on a thread of its own
     pthread_t thread;
@@ -89,7 +93,8 @@ struct replay_par {
     // (scan_main; the caller's thread runs them in turn when none could be made)
     pthread_cond_t scan_go, scanned; // a round is ready for the scans; a scan finished one
     uint64_t ready;                  // rounds the shards finished
-    scanner_t scanners[2];           // [0]: the sites' scan, [1]: growth's (with growth)
+    // [0]: replay_scan_order, then replay_scan_apply of each part, then growth's (with growth)
+    scanner_t scanners[2 + REPLAY_SCAN_PARTS_MAX];
     unsigned n_scanners;
     bool scan_stop;
     reader_event_t *held; // small batches gathered for the next round
@@ -126,7 +131,7 @@ static bool verdict_keep(void *ctx, const reader_event_t *ev) {
     return p->verdict[ev - p->ev];
 }
 
-static void scanner_start(replay_par_t *p, bool growth);
+static void scanner_start(replay_par_t *p, unsigned kind, unsigned part);
 
 static void work(replay_par_t *p, shard_thread_t *th) {
     if (th->idx_cap < p->n)
@@ -223,20 +228,36 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
         p->threads[i].step = p->n_threads;
     }
     pthread_mutex_unlock(&p->lock);
-    if (p->sites)
-        scanner_start(p, false);
+    if (p->sites) {
+        // the sites' figures on a quarter as many threads as the shards, at least one beside
+        // the order's
+        unsigned parts = p->n_shards / 4 ? p->n_shards / 4 : 1;
+        replay_scan_split(into, parts);
+        scanner_start(p, SCAN_ORDER, 0);
+        for (unsigned k = 0; k < replay_scan_parts(into); k++)
+            scanner_start(p, SCAN_APPLY, k);
+    }
     return p;
 }
 
 // One scan of round k, from buf[k & 1] (and the last round's site_of).
 static void scan_round(replay_par_t *p, const scanner_t *sc, uint64_t k) {
-    const round_buf_t *b = &p->buf[k & 1];
-    if (sc->growth) {
+    round_buf_t *b = &p->buf[k & 1];
+    if (sc->kind == SCAN_GROWTH) {
         growth_scan(p->growth, b->ev, b->n, b->found, b->cw, k);
-        return;
+    } else if (sc->kind == SCAN_APPLY) {
+        replay_scan_apply(p->into, sc->part, b->ev, b->found, &b->ops[sc->part]);
+    } else {
+        uint32_t *const site_of[2] = {p->buf[0].site_of, p->buf[1].site_of};
+        replay_scan_order(p->into, b->ev, b->n, b->found, p->keep ? b->verdict : NULL, site_of,
+                          k, b->ops);
     }
-    uint32_t *const site_of[2] = {p->buf[0].site_of, p->buf[1].site_of};
-    replay_scan_sites(p->into, b->ev, b->n, b->found, p->keep ? b->verdict : NULL, site_of, k);
+}
+
+// The rounds a scanner may scan: those the shards finished, or for the sites' apply those the
+// order finished. Call with the lock held.
+static uint64_t scan_avail(const replay_par_t *p, const scanner_t *sc) {
+    return sc->kind == SCAN_APPLY ? p->scanners[0].done : p->ready;
 }
 
 static void *scan_main(void *arg) {
@@ -244,16 +265,24 @@ static void *scan_main(void *arg) {
     replay_par_t *p = sc->p;
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->scan_stop && sc->done == p->ready)
+        // the order's rounds come to the apply threads before the stop: it stops after them
+        while (!p->scan_stop && sc->done == scan_avail(p, sc))
             pthread_cond_wait(&p->scan_go, &p->lock);
-        if (sc->done == p->ready) // stopped, and every round scanned
-            break;
+        if (sc->done == scan_avail(p, sc) &&
+            (sc->kind != SCAN_APPLY || p->scanners[0].done == p->ready))
+            break; // stopped, and every round scanned
+        if (sc->done == scan_avail(p, sc)) { // the order is still at work
+            pthread_cond_wait(&p->scan_go, &p->lock);
+            continue;
+        }
         uint64_t k = sc->done + 1;
         pthread_mutex_unlock(&p->lock);
         scan_round(p, sc, k);
         pthread_mutex_lock(&p->lock);
         sc->done = k;
         pthread_cond_broadcast(&p->scanned);
+        if (sc->kind == SCAN_ORDER)
+            pthread_cond_broadcast(&p->scan_go); // the apply threads' turn
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -261,9 +290,9 @@ static void *scan_main(void *arg) {
 
 // Starts a scanner on a thread of its own; if none can be made, the caller's thread runs its
 // scans after each round (slower, the same figures).
-static void scanner_start(replay_par_t *p, bool growth) {
+static void scanner_start(replay_par_t *p, unsigned kind, unsigned part) {
     scanner_t *sc = &p->scanners[p->n_scanners++];
-    *sc = (scanner_t){.p = p, .growth = growth};
+    *sc = (scanner_t){.p = p, .kind = kind, .part = part};
     pthread_attr_t attr;
     bool attr_ok = pthread_attr_init(&attr) == 0;
     if (attr_ok)
@@ -335,12 +364,19 @@ static void run_sites_round(replay_par_t *p, const reader_event_t *ev, size_t n)
     pthread_mutex_unlock(&p->lock);
     for (unsigned i = 0; i < p->n_scanners; i++) {
         scanner_t *sc = &p->scanners[i];
-        if (!sc->threaded) {
-            scan_round(p, sc, k);
-            pthread_mutex_lock(&p->lock);
-            sc->done = k;
-            pthread_mutex_unlock(&p->lock);
-        }
+        if (sc->threaded)
+            continue;
+        pthread_mutex_lock(&p->lock);
+        while (scan_avail(p, sc) < k) // an apply after an order on its own thread
+            pthread_cond_wait(&p->scanned, &p->lock);
+        pthread_mutex_unlock(&p->lock);
+        scan_round(p, sc, k);
+        pthread_mutex_lock(&p->lock);
+        sc->done = k;
+        pthread_cond_broadcast(&p->scanned);
+        if (sc->kind == SCAN_ORDER)
+            pthread_cond_broadcast(&p->scan_go);
+        pthread_mutex_unlock(&p->lock);
     }
 }
 
@@ -413,7 +449,7 @@ void replay_par_set_growth(replay_par_t *p, growth_t *g) {
     growth_scan_start(g);
     for (unsigned s = 0; s < p->n_shards; s++)
         replay_shard_keep_words(p->shards[s]);
-    scanner_start(p, true); // beside the sites' scan: they share what the shards found
+    scanner_start(p, SCAN_GROWTH, 0); // beside the sites' scans: they share what the shards found
 }
 
 void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events) {
@@ -441,8 +477,10 @@ void replay_par_finish(replay_par_t *p) {
             replay_merge_shard(p->into, p->shards[s]);
         replay_free(p->shards[s]);
     }
-    if (!p->sites) // with sites the scan kept every figure in `into` itself
+    if (!p->sites) // with sites the scans kept every figure in `into` itself
         replay_set_peak(p->into, p->peak_bytes, p->peak_blocks, p->peak_time_ns);
+    else
+        replay_scan_merge(p->into);
     for (unsigned i = 0; i < p->n_threads; i++)
         free(p->threads[i].idx);
     pthread_mutex_destroy(&p->lock);
@@ -457,6 +495,8 @@ void replay_par_finish(replay_par_t *p) {
         free(b->site_of);
         free(b->cw);
         free(b->verdict);
+        for (unsigned i = 0; i < REPLAY_SCAN_PARTS_MAX; i++)
+            free(b->ops[i].op);
     }
     free(p->steps);
     free(p->verdict);
