@@ -30,7 +30,7 @@
 #define STACK_CACHE 256u // per thread: stack -> its latest allocation there (direct-mapped)
 #define PREV_UNKNOWN UINT64_MAX
 #define SHORT_SLOTS 256u // direct-mapped origin -> short-lived counts in front of the map
-#define CHANGED_BITS 16384u // growth_scan's filter in front of its maps of changed words
+#define CHANGED_SLOTS 16384u // growth_scan's direct-mapped changed words, by serial
 
 typedef struct short_slot {
     uint64_t origin;
@@ -132,16 +132,16 @@ struct growth {
     size_t n_sites;
     hmap_t site_of; // stack -> index + 1 into accs during the pass, into sites after finish
     // growth_scan: the words changed in the last two rounds, by the round's parity: for the
-    // shards two rounds on (fixes) and for the frees until then (changed: serial -> index + 1
-    // into fixes of the same parity)
+    // shards two rounds on (fixes) and for the frees until then (changed_slot: index + 1 into
+    // fixes of the same parity by a hash of the serial, 0 none; changed: serial -> index + 1
+    // for the serials whose slot another one held). A map made and emptied each round cost
+    // more than all the rest of a free.
     bool scan;
     unsigned parity; // of the round being scanned
     replay_cfix_t *fixes[2];
     size_t n_fixes[2], cap_fixes[2];
+    uint32_t changed_slot[2][CHANGED_SLOTS];
     hmap_t changed[2];
-    // in front of changed: a bit per hash of the serials there, so most frees (of blocks no
-    // link changed lately) skip both lookups
-    uint64_t changed_bits[2][CHANGED_BITS / 64];
 };
 
 growth_t *growth_new(uint64_t short_ns) {
@@ -342,8 +342,8 @@ static const recent_t *scan_ring(const gthread_t *t, const gblock_t *a) {
     return NULL;
 }
 
-static inline unsigned changed_bit(uint64_t serial) {
-    return (unsigned)((serial * 0x9E3779B97F4A7C15ull) >> 50) % CHANGED_BITS;
+static inline unsigned changed_hash(uint64_t serial) {
+    return (unsigned)((serial * 0x9E3779B97F4A7C15ull) >> 50) % CHANGED_SLOTS;
 }
 
 // growth_scan: a block's words changed (it joined a chain): the shards get them two rounds on,
@@ -357,9 +357,12 @@ static void note_changed(growth_t *g, uint64_t addr, const gblock_t *b) {
     g->fixes[q] = xgrow(g->fixes[q], &g->cap_fixes[q], g->n_fixes[q] + 1, sizeof *g->fixes[q]);
     g->fixes[q][g->n_fixes[q]++] = (replay_cfix_t){
         .addr = addr, .serial = seq_of(b), .origin = b->origin, .chain = (uint32_t)b->chain};
-    *(uint64_t *)hmap_put(&g->changed[q], seq_of(b), NULL) = g->n_fixes[q];
-    unsigned bit = changed_bit(seq_of(b));
-    g->changed_bits[q][bit / 64] |= 1ull << (bit % 64);
+    uint64_t serial = seq_of(b);
+    uint32_t *slot = &g->changed_slot[q][changed_hash(serial)];
+    if (*slot == 0 || g->fixes[q][*slot - 1].serial == serial)
+        *slot = (uint32_t)g->n_fixes[q];
+    else
+        *(uint64_t *)hmap_put(&g->changed[q], serial, NULL) = g->n_fixes[q];
 }
 
 // find_copy's last step in the scan, where the block lives in a shard: the ring entry knows
@@ -482,15 +485,18 @@ static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const rep
                   .stack = w->stack,
                   .origin = w->origin,
                   .chain = (uint32_t)w->tid_chain};
-    unsigned bit = changed_bit(w->serial);
+    unsigned h = changed_hash(w->serial);
     for (unsigned r = 0; r < 2; r++) {
         unsigned q = g->parity ^ r;
-        if (!(g->changed_bits[q][bit / 64] & 1ull << (bit % 64)))
-            continue;
-        const uint64_t *k = hmap_get(&g->changed[q], w->serial);
+        uint64_t k = g->changed_slot[q][h];
+        if (k && g->fixes[q][k - 1].serial != w->serial) { // the slot is another's
+            const uint64_t *m =
+                hmap_count(&g->changed[q]) ? hmap_get(&g->changed[q], w->serial) : NULL;
+            k = m ? *m : 0;
+        }
         if (k) {
-            a.origin = g->fixes[q][*k - 1].origin;
-            a.chain = g->fixes[q][*k - 1].chain;
+            a.origin = g->fixes[q][k - 1].origin;
+            a.chain = g->fixes[q][k - 1].chain;
             break;
         }
     }
@@ -511,10 +517,8 @@ void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_f
     // the shards applied the changes of round - 2 before this round's finds: their lists
     // take this round's
     unsigned q = g->parity = round & 1;
-    for (size_t k = 0; k < g->n_fixes[q]; k++) {
-        unsigned bit = changed_bit(g->fixes[q][k].serial);
-        g->changed_bits[q][bit / 64] &= ~(1ull << (bit % 64));
-    }
+    for (size_t k = 0; k < g->n_fixes[q]; k++)
+        g->changed_slot[q][changed_hash(g->fixes[q][k].serial)] = 0;
     g->n_fixes[q] = 0;
     if (hmap_count(&g->changed[q])) {
         hmap_fini(&g->changed[q]);

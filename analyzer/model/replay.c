@@ -223,7 +223,7 @@ static inline void count_size(replay_totals_t *t, uint64_t size) {
 
 // ---- per-site figures (REPLAY_SITES) ----
 
-// always_inline: called from both the one-thread path and the scan (replay_scan_sites), gcc
+// always_inline: called from both the one-thread path and the scan (replay_scan_order), gcc
 // would otherwise keep one out-of-line copy and the one-thread path pays a call an event.
 static inline __attribute__((always_inline)) uint32_t site_index(replay_t *rp, uint64_t stack) {
     stack_slot_t *slot = &rp->stack_slots[(stack * 0x9E3779B97F4A7C15ull) >> 54];

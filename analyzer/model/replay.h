@@ -210,8 +210,9 @@ void replay_totals_add(replay_totals_t *into, const replay_totals_t *from);
 void replay_merge_shard(replay_t *into, const replay_t *shard);
 
 // With REPLAY_SITES the shards only look blocks up (replay_shard_find) and one thread applies
-// every event in order with what they found (replay_scan_sites): site indexes, the per-thread
-// state, each site's own maximum and the peak snapshot need the order of all events.
+// every event in order with what they found (replay_scan_order): site indexes, the per-thread
+// state and the peak need the order of all events; each site's own figures only the order of
+// its own and the peak's epoch, so threads by site apply them (replay_scan_apply).
 typedef struct replay_found {
     uint64_t size, time_ns, stack; // the block at the address (replay's own stack word)
     uint64_t had;                  // 1: a block was there (freed, or replaced by an allocation)

@@ -3,11 +3,12 @@
 // thread (the caller's too) applies its shards' events and writes their steps (totals) or what
 // they found (sites). Totals: once all are done the caller's thread adds the steps up in order
 // for the global peak, and the next round starts (lock-step: the scan is a few additions an
-// event). Sites: the ordered scans (replay_scan_sites, growth_scan) run on threads of their own
-// and overlap the shards' next round, so a round costs the slower of the two instead of their
-// sum: round k uses buffers [k & 1] (its events, copied by the shards since a reader batch is
-// valid only until the next one is read, the finds, the sites and the verdicts), and round k
-// starts once the scans of round k - 2 are done with them. Batches smaller than ROUND_MIN are
+// event). Sites: the scans (replay_scan_order, then replay_scan_apply by part of the sites;
+// growth_scan) run on threads of their own and overlap the shards' next round, so a round costs
+// the slowest of them instead of their sum: round k uses buffers [k & 1] (its events, copied by
+// the shards since a reader batch is valid only until the next one is read, the finds, the
+// sites, the ops and the verdicts), and round k starts once the scans of round k - 2 are done
+// with them. Batches smaller than ROUND_MIN are
 // copied together first so the hand-over (a few wake-ups a round) stays below a nanosecond an
 // event. A thread works only on its own shards' tables; the batch, the steps, the verdicts and
 // the rounds' buffers pass between threads through the mutex.
@@ -83,7 +84,7 @@ struct replay_par {
     size_t verdict_cap;
     replay_keep_fn keep;
     void *keep_ctx;
-    bool sites;        // REPLAY_SITES: shards find, the scans apply (replay_scan_sites)
+    bool sites;        // REPLAY_SITES: shards find, the scans apply (replay_scan_order)
     round_buf_t buf[2]; // with sites: round k's in buf[k & 1]
     growth_t *growth;  // replay_par_set_growth: growth in a scan, its words in shards
     const replay_cfix_t *gfix; // with growth: the changed words of round - 2, for the shards
