@@ -310,10 +310,13 @@ static void wait_scans(replay_par_t *p, uint64_t upto) {
             pthread_cond_wait(&p->scanned, &p->lock);
 }
 
-// Publishes the round in p (ev, n, round), works on the caller's share and waits for the
-// other shard threads.
-static void run_shards(replay_par_t *p) {
+// Publishes round `round` over ev[0..n), works on the caller's share and waits for the other
+// shard threads. The round's number is what they wait on: it changes under the lock only.
+static void run_shards(replay_par_t *p, const reader_event_t *ev, size_t n, uint64_t round) {
     pthread_mutex_lock(&p->lock);
+    p->ev = ev;
+    p->n = n;
+    p->round = round;
     p->pending = p->n_threads - 1;
     pthread_cond_broadcast(&p->start);
     pthread_mutex_unlock(&p->lock);
@@ -355,10 +358,7 @@ static void run_sites_round(replay_par_t *p, const reader_event_t *ev, size_t n)
             b->verdict[i] = ev[i].kind == READER_ALLOC && p->keep(p->keep_ctx, &ev[i]);
     if (p->growth) // round k - 2's, which growth keeps until its scan of round k
         p->gfix = growth_scan_fixes(p->growth, k, &p->n_gfix);
-    p->ev = ev;
-    p->n = n;
-    p->round = k;
-    run_shards(p);
+    run_shards(p, ev, n, k);
     pthread_mutex_lock(&p->lock);
     p->ready = k;
     pthread_cond_broadcast(&p->scan_go);
@@ -396,10 +396,7 @@ static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
         for (size_t i = 0; i < n; i++)
             p->verdict[i] = ev[i].kind == READER_ALLOC && p->keep(p->keep_ctx, &ev[i]);
     }
-    p->ev = ev;
-    p->n = n;
-    p->round++;
-    run_shards(p);
+    run_shards(p, ev, n, p->round + 1);
 
     // the live totals event by event, in stream order: a peak is taken where a counted
     // allocation strictly exceeds it, as replay.c does, so it is the first moment of the maximum
