@@ -488,6 +488,8 @@ static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const rep
     unsigned h = changed_hash(w->serial);
     for (unsigned r = 0; r < 2; r++) {
         unsigned q = g->parity ^ r;
+        if (!g->n_fixes[q]) // no link that round: no slot to read (a cache miss, 64 KiB each)
+            continue;
         uint64_t k = g->changed_slot[q][h];
         if (k && g->fixes[q][k - 1].serial != w->serial) { // the slot is another's
             const uint64_t *m =

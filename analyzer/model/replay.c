@@ -1047,8 +1047,6 @@ static void scan_order_free(replay_t *rp, const reader_event_t *ev, size_t i,
     push_op(ops, idx, i, temp ? OP_FREE_TEMP : OP_FREE, rp->epoch);
 }
 
-#define SCAN_AHEAD 16 // events; a prefetch past the end is harmless
-
 void replay_scan_order(replay_t *rp, const reader_event_t *ev, size_t n,
                        const replay_found_t *found, const uint8_t *verdict,
                        uint32_t *const site_of[2], uint64_t round, replay_ops_t *lists) {
@@ -1059,9 +1057,6 @@ void replay_scan_order(replay_t *rp, const reader_event_t *ev, size_t n,
     for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = &ev[i];
         const replay_found_t *f = &found[i];
-        // both were written by other threads, line by line: start fetching them ahead
-        __builtin_prefetch(&ev[i + SCAN_AHEAD]);
-        __builtin_prefetch(&found[i + SCAN_AHEAD]);
         if (__builtin_expect(e->kind == READER_TOUCH_LIVE, 0)) {
             // on_touch_live: moves no time (lifetimes end at the last event)
             if (e->touch && f->had && (f->stack & BLOCK_COUNTED)) {
