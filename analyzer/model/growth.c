@@ -30,6 +30,7 @@
 #define STACK_CACHE 256u // per thread: stack -> its latest allocation there (direct-mapped)
 #define PREV_UNKNOWN UINT64_MAX
 #define SHORT_SLOTS 256u // direct-mapped origin -> short-lived counts in front of the map
+#define CHANGED_SLOTS 16384u // growth_scan's direct-mapped changed words, by serial
 
 typedef struct short_slot {
     uint64_t origin;
@@ -130,12 +131,17 @@ struct growth {
     growth_site_t *sites; // after finish, ranked
     size_t n_sites;
     hmap_t site_of; // stack -> index + 1 into accs during the pass, into sites after finish
-    // growth_scan: the words changed this round, for the shards' next round (fixes) and for
-    // this round's own later frees (changed: serial -> index + 1 into fixes)
+    // growth_scan: the words changed in the last two rounds, by the round's parity: for the
+    // shards two rounds on (fixes) and for the frees until then (changed_slot: index + 1 into
+    // fixes of the same parity by a hash of the serial, 0 none; changed: serial -> index + 1
+    // for the serials whose slot another one held). A map made and emptied each round cost
+    // more than all the rest of a free.
     bool scan;
-    replay_cfix_t *fixes;
-    size_t n_fixes, cap_fixes;
-    hmap_t changed;
+    unsigned parity; // of the round being scanned
+    replay_cfix_t *fixes[2];
+    size_t n_fixes[2], cap_fixes[2];
+    uint32_t changed_slot[2][CHANGED_SLOTS];
+    hmap_t changed[2];
 };
 
 growth_t *growth_new(uint64_t short_ns) {
@@ -145,7 +151,8 @@ growth_t *growth_new(uint64_t short_ns) {
     hmap_init(&g->threads, sizeof(gthread_t *));
     hmap_init(&g->shorts, sizeof(growth_short_t));
     hmap_init(&g->site_of, sizeof(uint64_t));
-    hmap_init(&g->changed, sizeof(uint64_t));
+    hmap_init(&g->changed[0], sizeof(uint64_t));
+    hmap_init(&g->changed[1], sizeof(uint64_t));
     return g;
 }
 
@@ -161,8 +168,10 @@ void growth_free(growth_t *g) {
     hmap_fini(&g->threads);
     hmap_fini(&g->shorts);
     hmap_fini(&g->site_of);
-    hmap_fini(&g->changed);
-    free(g->fixes);
+    for (unsigned k = 0; k < 2; k++) {
+        hmap_fini(&g->changed[k]);
+        free(g->fixes[k]);
+    }
     free(g->chains);
     free(g->free_chains);
     for (size_t i = 0; i < g->n_accs; i++)
@@ -333,17 +342,27 @@ static const recent_t *scan_ring(const gthread_t *t, const gblock_t *a) {
     return NULL;
 }
 
-// growth_scan: a block's words changed (it joined a chain): the shards get them next round,
-// and this round's later free of the block reads them here (scan_block).
+static inline unsigned changed_hash(uint64_t serial) {
+    return (unsigned)((serial * 0x9E3779B97F4A7C15ull) >> 50) % CHANGED_SLOTS;
+}
+
+// growth_scan: a block's words changed (it joined a chain): the shards get them two rounds on,
+// and a free of the block until then reads them here (scan_block).
 static void note_changed(growth_t *g, uint64_t addr, const gblock_t *b) {
     if (b->chain > UINT32_MAX) {
         fprintf(stderr, "heapprof: more than 2^32 growth chains live at once\n");
         abort();
     }
-    g->fixes = xgrow(g->fixes, &g->cap_fixes, g->n_fixes + 1, sizeof *g->fixes);
-    g->fixes[g->n_fixes++] = (replay_cfix_t){
+    unsigned q = g->parity;
+    g->fixes[q] = xgrow(g->fixes[q], &g->cap_fixes[q], g->n_fixes[q] + 1, sizeof *g->fixes[q]);
+    g->fixes[q][g->n_fixes[q]++] = (replay_cfix_t){
         .addr = addr, .serial = seq_of(b), .origin = b->origin, .chain = (uint32_t)b->chain};
-    *(uint64_t *)hmap_put(&g->changed, seq_of(b), NULL) = g->n_fixes;
+    uint64_t serial = seq_of(b);
+    uint32_t *slot = &g->changed_slot[q][changed_hash(serial)];
+    if (*slot == 0 || g->fixes[q][*slot - 1].serial == serial)
+        *slot = (uint32_t)g->n_fixes[q];
+    else
+        *(uint64_t *)hmap_put(&g->changed[q], serial, NULL) = g->n_fixes[q];
 }
 
 // find_copy's last step in the scan, where the block lives in a shard: the ring entry knows
@@ -458,18 +477,29 @@ void growth_attach(growth_t *g, replay_t *rp) {
 
 void growth_scan_start(growth_t *g) { g->scan = true; }
 
-// The block a shard found (its head in f, its words in w), with this round's changes.
+// The block a shard found (its head in f, its words in w), with the changes of this round and
+// of the last one, which the shard has not applied yet (this round's are the newer).
 static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const replay_cwords_t *w) {
     gblock_t a = {.head = {.size = f->size, .time_ns = f->time_ns, .stack = f->stack},
                   .seq = w->serial,
                   .stack = w->stack,
                   .origin = w->origin,
                   .chain = (uint32_t)w->tid_chain};
-    if (hmap_count(&g->changed)) {
-        const uint64_t *k = hmap_get(&g->changed, w->serial);
+    unsigned h = changed_hash(w->serial);
+    for (unsigned r = 0; r < 2; r++) {
+        unsigned q = g->parity ^ r;
+        if (!g->n_fixes[q]) // no link that round: no slot to read (a cache miss, 64 KiB each)
+            continue;
+        uint64_t k = g->changed_slot[q][h];
+        if (k && g->fixes[q][k - 1].serial != w->serial) { // the slot is another's
+            const uint64_t *m =
+                hmap_count(&g->changed[q]) ? hmap_get(&g->changed[q], w->serial) : NULL;
+            k = m ? *m : 0;
+        }
         if (k) {
-            a.origin = g->fixes[*k - 1].origin;
-            a.chain = g->fixes[*k - 1].chain;
+            a.origin = g->fixes[q][k - 1].origin;
+            a.chain = g->fixes[q][k - 1].chain;
+            break;
         }
     }
     return a;
@@ -486,10 +516,15 @@ static void scan_gone(growth_t *g, const replay_cwords_t *w) {
 
 void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_found_t *found,
                  const replay_cwords_t *cw, uint64_t round) {
-    g->n_fixes = 0; // the shards applied the last round's before this round's finds
-    if (hmap_count(&g->changed)) {
-        hmap_fini(&g->changed);
-        hmap_init(&g->changed, sizeof(uint64_t));
+    // the shards applied the changes of round - 2 before this round's finds: their lists
+    // take this round's
+    unsigned q = g->parity = round & 1;
+    for (size_t k = 0; k < g->n_fixes[q]; k++)
+        g->changed_slot[q][changed_hash(g->fixes[q][k].serial)] = 0;
+    g->n_fixes[q] = 0;
+    if (hmap_count(&g->changed[q])) {
+        hmap_fini(&g->changed[q]);
+        hmap_init(&g->changed[q], sizeof(uint64_t));
     }
     for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = &ev[i];
@@ -509,9 +544,9 @@ void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_f
     }
 }
 
-const replay_cfix_t *growth_scan_fixes(const growth_t *g, size_t *n) {
-    *n = g->n_fixes;
-    return g->fixes;
+const replay_cfix_t *growth_scan_fixes(const growth_t *g, uint64_t round, size_t *n) {
+    *n = g->n_fixes[round & 1];
+    return g->fixes[round & 1];
 }
 
 #define PREFETCH_AHEAD 8 // as replay_events: overlap the cache misses of a big live table

@@ -38,15 +38,17 @@ void growth_attach(growth_t *g, replay_t *rp);
 // Growth beside replay on shard threads (replay_par_set_growth): the shards keep each block's
 // words (replay_cwords_t, replay.h) with the block, and growth applies every event in stream
 // order, in replay_par's ordered scan, from what the shards found. The words growth changes
-// (a block that joined a chain) come back from growth_scan_fixes for the shards to apply at the
-// start of the next round; until then growth reads them from its own list for the round. Every
-// figure is the one-thread pass's. Call growth_scan_start before the first event, instead of
-// growth_attach (rp must not count DHAT's way either). May allocate.
+// (a block that joined a chain) in round k come back from growth_scan_fixes for the shards to
+// apply at the start of round k + 2 (they find round k + 1 while this scan runs); until then
+// growth reads them from its own lists of the last two rounds. Every figure is the one-thread
+// pass's. Call growth_scan_start before the first event, instead of growth_attach (rp must not
+// count DHAT's way either). round: 1, 2, 3, ... May allocate.
 void growth_scan_start(growth_t *g);
 void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_found_t *found,
                  const replay_cwords_t *cw, uint64_t round);
-// The words the last growth_scan changed; valid until the next growth_scan.
-const replay_cfix_t *growth_scan_fixes(const growth_t *g, size_t *n);
+// The words changed by the scan of `round`, the last one or the one before; valid until the
+// scan of round + 2.
+const replay_cfix_t *growth_scan_fixes(const growth_t *g, uint64_t round, size_t *n);
 
 // Ends the pass: chains whose last block is still live end, and every chain is summed into its
 // site. Call once, after the last event. May allocate.

@@ -13,11 +13,13 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define BLOCK_COUNTED (1ull << 63) // in live_block.stack: the block passed the filter
 #define BLOCK_ZEROED (1ull << 62)  // a calloc block (its touch is touched_nz)
 #define BLOCK_PENDING (1ull << 61) // a shard's block whose site the scan has not told it yet:
-                                   // the low 32 bits are its allocation's index in the round
+                                   // the low 32 bits are its allocation's index in the round,
+#define PENDING_ODD (1ull << 32)   // and this bit the round's parity (two rounds may be open)
 #define SEEN_TIDS 64u
 #define THREAD_SLOTS 64u  // direct-mapped per-thread state; the rest spills to a hash map
 #define STACK_SLOTS 1024u // direct-mapped stack id -> site index cache
@@ -40,6 +42,13 @@ typedef struct site_acc {
     double est_blocks, est_bytes, est_live_blocks, est_live_bytes, est_snap_blocks, est_snap_bytes;
     uint64_t touch_pages_blocks;
 } site_acc_t;
+
+// The split scan's sites of part k (replay_scan_apply): sites k, k + K, k + 2K, ... at k / K.
+typedef struct replay_part {
+    site_acc_t *sites;
+    size_t n, cap;
+    replay_totals_t t; // the summed totals of its ops (replay_totals_add at the merge)
+} __attribute__((aligned(64))) replay_part_t; // the parts are written by threads side by side
 
 typedef struct thread_state {
     uint32_t tid;
@@ -83,12 +92,16 @@ struct replay {
     uint64_t sample_interval; // bytes; 0: every allocation was recorded
     replay_totals_t shown;    // replay_totals_shown's copy
     unsigned shard_bits; // a shard of 2^shard_bits (replay_set_shard); 0: the whole stream
-    replay_fix_t *fix;   // a shard's pending blocks of the last round (replay_shard_find)
-    size_t n_fix, fix_cap;
+    replay_fix_t *fix[2]; // a shard's pending blocks of the last two rounds, by the round's
+    size_t n_fix[2], fix_cap[2]; // parity (replay_shard_find)
     bool cwords; // a shard's blocks carry replay_cwords_t (replay_shard_keep_words)
     // a shard's place in the whole stream: the event being replayed (round << 32 | index) and
     // the one of its first sized-free mismatch, so the merge keeps the stream's first
     uint64_t ordinal, mismatch_ordinal;
+    // the split scan (replay_scan_split): the sites' figures in 2^part_bits parts until
+    // replay_scan_merge
+    replay_part_t *parts;
+    unsigned part_bits;
 };
 
 // The live table's key of a block: with shards, the address without the bits that chose the
@@ -121,7 +134,12 @@ void replay_free(replay_t *rp) {
     hmap_fini(&rp->site_of);
     hmap_fini(&rp->spilled);
     free(rp->sites);
-    free(rp->fix);
+    free(rp->fix[0]);
+    if (rp->parts)
+        for (unsigned k = 0; k < 1u << rp->part_bits; k++)
+            free(rp->parts[k].sites);
+    free(rp->parts);
+    free(rp->fix[1]);
     free(rp);
 }
 
@@ -205,7 +223,7 @@ static inline void count_size(replay_totals_t *t, uint64_t size) {
 
 // ---- per-site figures (REPLAY_SITES) ----
 
-// always_inline: called from both the one-thread path and the scan (replay_scan_sites), gcc
+// always_inline: called from both the one-thread path and the scan (replay_scan_order), gcc
 // would otherwise keep one out-of-line copy and the one-thread path pays a call an event.
 static inline __attribute__((always_inline)) uint32_t site_index(replay_t *rp, uint64_t stack) {
     stack_slot_t *slot = &rp->stack_slots[(stack * 0x9E3779B97F4A7C15ull) >> 54];
@@ -243,12 +261,10 @@ static inline thread_state_t *thread_state(replay_t *rp, uint32_t tid) {
     return thread_state_slow(rp, tid);
 }
 
-// Saves the site's live counts for the current peak epoch before its first change in it.
-// idx is s's index (taken as it is: from the pointer it cost a division by the record size).
-static inline void site_touch(replay_t *rp, site_acc_t *s, uint32_t idx) {
-    rp->last_site = idx;
-    if (s->snap_epoch != rp->epoch) {
-        s->snap_epoch = rp->epoch;
+// Saves the site's live counts for peak epoch `epoch` before its first change in it.
+static inline void site_snap(site_acc_t *s, uint64_t epoch) {
+    if (s->snap_epoch != epoch) {
+        s->snap_epoch = epoch;
         s->snap_bytes = s->live_bytes;
         s->snap_blocks = s->live_blocks;
         s->est_snap_bytes = s->est_live_bytes;
@@ -256,54 +272,98 @@ static inline void site_touch(replay_t *rp, site_acc_t *s, uint32_t idx) {
     }
 }
 
-static void site_release(replay_t *rp, uint32_t idx, const live_block_t *b, uint64_t now) {
-    site_acc_t *s = &rp->sites[idx];
-    site_touch(rp, s, idx);
+// site_snap for the current epoch. idx is s's index (taken as it is: from the pointer it cost a
+// division by the record size).
+static inline void site_touch(replay_t *rp, site_acc_t *s, uint32_t idx) {
+    rp->last_site = idx;
+    site_snap(s, rp->epoch);
+}
+
+// A counted block of size bytes made at time_ns joins the site (after site_snap).
+static inline void site_add(site_acc_t *s, uint64_t size, uint64_t time_ns) {
+    s->blocks++;
+    s->bytes += size;
+    s->live_bytes += size;
+    s->live_blocks++;
+    s->birth_sum_ns += time_ns;
+    if (s->live_bytes > s->max_bytes) {
+        s->max_bytes = s->live_bytes;
+        s->max_blocks = s->live_blocks;
+    }
+}
+
+// A counted block leaves the site at `now` (after site_snap).
+static inline void site_sub(site_acc_t *s, const live_block_t *b, uint64_t now) {
     s->live_bytes -= b->size;
     s->live_blocks--;
-    if (rp->sample_interval)
-        est_live(&rp->t, s, b->size, rp->sample_interval, -1);
     s->birth_sum_ns -= b->time_ns;
     if (now > b->time_ns)
         s->lifetime_ns += now - b->time_ns;
 }
 
+static void site_release(replay_t *rp, uint32_t idx, const live_block_t *b, uint64_t now) {
+    site_acc_t *s = &rp->sites[idx];
+    site_touch(rp, s, idx);
+    site_sub(s, b, now);
+    if (rp->sample_interval)
+        est_live(&rp->t, s, b->size, rp->sample_interval, -1);
+}
+
 // Adds a freed block's bytes-touched measure (docs/trace-format.md#touch) to the totals and,
 // when s is not NULL, to its site.
+typedef struct touch_measure {
+    uint64_t touched; // bytes, at most the block's size
+    bool resident, sampled, pages;
+} touch_measure_t;
+
+static inline touch_measure_t touch_measure(const reader_event_t *ev, const live_block_t *b) {
+    touch_measure_t m = {.resident = ev->touch == 1 + HPT_TOUCH_RESIDENT,
+                         .sampled = ev->touch == 1 + HPT_TOUCH_FILL_SAMPLED,
+                         .pages = ev->touch == 1 + HPT_TOUCH_PAGES};
+    m.touched = (b->stack & BLOCK_ZEROED) && !m.resident ? ev->touched_nz : ev->touched;
+    // the measure covers the allocator's usable size, which may exceed what was asked for
+    if (m.touched > b->size)
+        m.touched = b->size;
+    return m;
+}
+
+static inline void site_add_touched(site_acc_t *s, const touch_measure_t *m, uint64_t size) {
+    s->touch_blocks++;
+    s->touch_bytes += size;
+    s->touched_bytes += m->touched;
+    s->touch_resident_blocks += m->resident;
+    s->touch_sampled_blocks += m->sampled;
+    s->touch_pages_blocks += m->pages;
+}
+
+static inline void totals_add_touched(replay_totals_t *t, const touch_measure_t *m,
+                                      uint64_t size) {
+    t->touch_blocks++;
+    t->touch_bytes += size;
+    t->touched_bytes += m->touched;
+    t->touch_resident_blocks += m->resident;
+    t->touch_sampled_blocks += m->sampled;
+    t->touch_pages_blocks += m->pages;
+}
+
 static inline __attribute__((always_inline)) void add_touched(replay_t *rp, site_acc_t *s,
                                                               const reader_event_t *ev,
                                                               const live_block_t *b) {
-    bool resident = ev->touch == 1 + HPT_TOUCH_RESIDENT;
-    bool sampled = ev->touch == 1 + HPT_TOUCH_FILL_SAMPLED;
-    bool pages = ev->touch == 1 + HPT_TOUCH_PAGES;
-    uint64_t touched = (b->stack & BLOCK_ZEROED) && !resident ? ev->touched_nz : ev->touched;
-    // the measure covers the allocator's usable size, which may exceed what was asked for
-    if (touched > b->size)
-        touched = b->size;
-    replay_totals_t *t = &rp->t;
-    t->touch_blocks++;
-    t->touch_bytes += b->size;
-    t->touched_bytes += touched;
-    t->touch_resident_blocks += resident;
-    t->touch_sampled_blocks += sampled;
-    t->touch_pages_blocks += pages;
-    if (s) {
-        s->touch_blocks++;
-        s->touch_bytes += b->size;
-        s->touched_bytes += touched;
-        s->touch_resident_blocks += resident;
-        s->touch_sampled_blocks += sampled;
-        s->touch_pages_blocks += pages;
-    }
+    touch_measure_t m = touch_measure(ev, b);
+    totals_add_touched(&rp->t, &m, b->size);
+    if (s)
+        site_add_touched(s, &m, b->size);
 }
 
 // The part of a counted allocation both per-site paths share (on_alloc_sites with the table,
-// scan_alloc with what a shard found): its site (a realloc keeps the one of the block it
-// replaced), the thread's state, the site's and the totals' figures and the peak. Returns the
-// site. always_inline: the one-thread path pays no call for it.
+// scan_order_alloc with what a shard found): its site (a realloc keeps the one of the block it
+// replaced), the thread's state, the live totals and the peak, and with whole (a constant) the
+// site's figures and the summed totals too (else replay_scan_apply adds them later). Returns
+// the site. always_inline: the one-thread path pays no call for it.
 static inline __attribute__((always_inline)) uint32_t count_alloc_sites(replay_t *rp,
                                                                         const reader_event_t *ev,
-                                                                        uint64_t size) {
+                                                                        uint64_t size,
+                                                                        bool whole) {
     replay_totals_t *t = &rp->t;
     thread_state_t *ts = thread_state(rp, ev->tid);
     uint32_t idx;
@@ -316,28 +376,22 @@ static inline __attribute__((always_inline)) uint32_t count_alloc_sites(replay_t
     ts->last_addr = ev->addr;
     ts->last_time_ns = ev->time_ns;
 
-    site_acc_t *s = &rp->sites[idx];
-    site_touch(rp, s, idx);
-    s->blocks++;
-    s->bytes += size;
-    s->live_bytes += size;
-    s->live_blocks++;
-    s->birth_sum_ns += ev->time_ns;
-    if (s->live_bytes > s->max_bytes) {
-        s->max_bytes = s->live_bytes;
-        s->max_blocks = s->live_blocks;
+    site_acc_t *s = whole ? &rp->sites[idx] : NULL;
+    if (whole) {
+        site_touch(rp, s, idx);
+        site_add(s, size, ev->time_ns);
+        t->n_blocks++;
+        t->n_bytes += size;
+        count_size(t, ev->size);
+        t->n_events++;
     }
 
     note_thread(rp, ev->tid);
-    t->n_blocks++;
-    t->n_bytes += size;
-    count_size(t, ev->size);
-    t->n_events++;
     t->live_blocks++;
     t->live_bytes += size;
     bool new_peak = t->live_bytes > t->peak_bytes ||
                     (t->live_bytes == t->peak_bytes && (rp->mode & REPLAY_DHAT));
-    if (rp->sample_interval) {
+    if (whole && rp->sample_interval) { // no sampled trace goes to shards
         double w = replay_sample_weight(size, rp->sample_interval);
         s->est_blocks += w;
         s->est_bytes += w * (double)size;
@@ -381,7 +435,7 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev, uint64_t key)
         b->stack = 0;
         return;
     }
-    uint32_t idx = count_alloc_sites(rp, ev, size);
+    uint32_t idx = count_alloc_sites(rp, ev, size, true);
     b->size = size;
     b->time_ns = ev->time_ns;
     b->stack = idx | BLOCK_COUNTED | (ev->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
@@ -444,32 +498,42 @@ static inline const live_block_t *free_block(replay_t *rp, const reader_event_t 
 }
 
 // The part of a free of a counted block both per-site paths share (on_free_sites with the
-// table, scan_free with what a shard found), from the site's release on: bytes touched, a
-// realloc's pending site, the frees and the short-lived test. always_inline, as
-// count_alloc_sites.
-static inline __attribute__((always_inline)) void count_free_sites(replay_t *rp,
+// table, scan_order_free with what a shard found), from the site's release on: a realloc's
+// pending site and the short-lived test; with whole (a constant) the site's figures, bytes
+// touched and the frees too (else replay_scan_apply adds them later). Returns whether the block
+// was a temporary. always_inline, as count_alloc_sites.
+static inline __attribute__((always_inline)) bool count_free_sites(replay_t *rp,
                                                                    const reader_event_t *ev,
                                                                    uint32_t idx,
-                                                                   const live_block_t *b) {
+                                                                   const live_block_t *b,
+                                                                   bool whole) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    site_release(rp, idx, b, ev->time_ns);
-    if (ev->touch)
-        add_touched(rp, &rp->sites[idx], ev, b);
+    if (whole) {
+        site_release(rp, idx, b, ev->time_ns);
+        if (ev->touch)
+            add_touched(rp, &rp->sites[idx], ev, b);
+    }
     thread_state_t *ts = thread_state(rp, ev->tid);
     if (realloc_half) {
         ts->has_pending = true;
         ts->pending_addr = ev->addr;
         ts->pending_site = idx;
-        return;
+        return false;
     }
-    t->n_frees++;
-    t->n_events++;
+    if (whole) {
+        t->n_frees++;
+        t->n_events++;
+    }
     if (ts->last_addr == ev->addr && ts->last_time_ns == b->time_ns) {
-        rp->sites[idx].temp_blocks++;
-        rp->sites[idx].temp_bytes += b->size;
+        if (whole) {
+            rp->sites[idx].temp_blocks++;
+            rp->sites[idx].temp_bytes += b->size;
+        }
         ts->last_addr = 0;
+        return true;
     }
+    return false;
 }
 
 static void on_free_sites(replay_t *rp, const reader_event_t *ev, uint64_t key) {
@@ -478,7 +542,7 @@ static void on_free_sites(replay_t *rp, const reader_event_t *ev, uint64_t key) 
         return;
     const live_block_t b = *taken;
     uint32_t idx = (uint32_t)(b.stack & ~BLOCK_COUNTED);
-    count_free_sites(rp, ev, idx, &b);
+    count_free_sites(rp, ev, idx, &b, true);
 }
 
 static uint64_t rounded(double v);
@@ -772,18 +836,24 @@ void replay_set_peak(replay_t *rp, uint64_t bytes, uint64_t blocks, uint64_t tim
 // the double-allocation and unknown-free halves differ; test_replay_par compares every figure
 // with one thread). A shard stores a new block before its site is known (a realloc
 // takes the site of the block it replaced, which may sit in another shard): it marks it
-// BLOCK_PENDING with the allocation's index in the round, the scan resolves such marks within
-// the round through site_of, and the shard rewrites them at the start of the next round.
+// BLOCK_PENDING with the allocation's index in the round and the round's parity. The shards
+// find round k + 1 while the scan of round k runs (replay_par.c), so when a shard starts round
+// k + 2 the scan has told the sites of round k (site_of of that round, kept until then) but
+// maybe not yet those of round k + 1: it rewrites round k's marks then, and the scan resolves
+// the marks of its own round and of the one before through those rounds' site_of.
 
-void replay_shard_fix(replay_t *rp, const uint32_t *site_of) {
-    for (size_t k = 0; k < rp->n_fix; k++) {
-        live_block_t *b = hmap_get(&rp->live, live_key(rp, rp->fix[k].addr));
-        // a block that is still the one allocated at that index of the round (not freed, or
+void replay_shard_fix(replay_t *rp, const uint32_t *site_of, uint64_t round) {
+    unsigned parity = round & 1;
+    const replay_fix_t *fix = rp->fix[parity];
+    uint64_t mark = BLOCK_PENDING | (parity ? PENDING_ODD : 0);
+    for (size_t k = 0; k < rp->n_fix[parity]; k++) {
+        live_block_t *b = hmap_get(&rp->live, live_key(rp, fix[k].addr));
+        // a block that is still the one allocated at that index of that round (not freed, or
         // freed and made again at the same address by a later allocation of its own)
-        if (b && (b->stack & BLOCK_PENDING) && (uint32_t)b->stack == rp->fix[k].index)
-            b->stack = (b->stack & (BLOCK_COUNTED | BLOCK_ZEROED)) | site_of[rp->fix[k].index];
+        if (b && (b->stack & (BLOCK_PENDING | PENDING_ODD | UINT32_MAX)) == (mark | fix[k].index))
+            b->stack = (b->stack & (BLOCK_COUNTED | BLOCK_ZEROED)) | site_of[fix[k].index];
     }
-    rp->n_fix = 0;
+    rp->n_fix[parity] = 0;
 }
 
 void replay_shard_keep_words(replay_t *rp) {
@@ -814,6 +884,8 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigne
                        uint32_t *idx, const uint8_t *verdict, replay_found_t *found,
                        uint64_t round, replay_cwords_t *cw) {
     bool words = rp->cwords;
+    unsigned parity = round & 1;
+    uint64_t pending_odd = parity ? PENDING_ODD : 0;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         idx[m] = (uint32_t)i;
@@ -849,11 +921,12 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigne
             b->time_ns = e->time_ns;
             b->stack = 0;
             if (counted) {
-                b->stack = BLOCK_PENDING | i | BLOCK_COUNTED |
+                b->stack = BLOCK_PENDING | pending_odd | i | BLOCK_COUNTED |
                            (e->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
-                if (rp->n_fix == rp->fix_cap)
-                    rp->fix = xgrow(rp->fix, &rp->fix_cap, rp->n_fix + 1, sizeof *rp->fix);
-                rp->fix[rp->n_fix++] = (replay_fix_t){.addr = e->addr, .index = i};
+                if (rp->n_fix[parity] == rp->fix_cap[parity])
+                    rp->fix[parity] = xgrow(rp->fix[parity], &rp->fix_cap[parity],
+                                            rp->n_fix[parity] + 1, sizeof *rp->fix[parity]);
+                rp->fix[parity][rp->n_fix[parity]++] = (replay_fix_t){.addr = e->addr, .index = i};
             }
         } else if (e->kind == READER_FREE) {
             live_block_t *b = hmap_take_ref(&rp->live, live_key(rp, e->addr));
@@ -869,35 +942,86 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigne
     }
 }
 
-// The site of a block a shard found: resolved through this round's site_of if still pending.
-static inline uint32_t found_site(const replay_found_t *f, const uint32_t *site_of) {
-    return f->stack & BLOCK_PENDING ? site_of[(uint32_t)f->stack] : (uint32_t)f->stack;
+// The site of a block a shard found: resolved through the site_of of its round (this one or
+// the one before, by the mark's parity) if still pending.
+static inline uint32_t found_site(const replay_found_t *f, uint32_t *const site_of[2]) {
+    return f->stack & BLOCK_PENDING ? site_of[(f->stack & PENDING_ODD) != 0][(uint32_t)f->stack]
+                                    : (uint32_t)f->stack;
 }
 
-// on_alloc_sites without the table: the old block at the address (if any) is what the shard found.
-static void scan_alloc(replay_t *rp, const reader_event_t *ev, const replay_found_t *f,
-                       bool counted, uint32_t *site_of_ev, const uint32_t *site_of) {
+// ---- the ordered scan, split: replay_scan_order in stream order decides what needs the order
+// of all events (site numbers, the per-thread state, the totals, the peak and its epoch) and
+// leaves each site's own figures to replay_scan_apply, as ops by site onto K lists (site % K),
+// which K threads apply at once, each to its own sites: a site's figures need only the order of
+// its own events and the epoch each happened in (for the snapshot at the peak), which the op
+// carries. The sums among the totals (blocks, bytes, frees, events, the size histogram, bytes
+// touched of freed blocks) go with the ops too, summed per part: integer sums in any order are
+// the same. The parts' figures join rp's at replay_scan_merge.
+
+// An op's kind, in the top bits of replay_op_t.i_op (the event's index in the round below).
+#define OP_SHIFT 28u
+#define OP_INDEX ((1u << OP_SHIFT) - 1)
+enum {
+    OP_ALLOC,       // a counted allocation joins the site
+    OP_RELEASE,     // a counted block replaced by an allocation at its address leaves it
+    OP_FREE,        // a counted block freed (with its touch measure, if any)
+    OP_FREE_TEMP,   // ... and it was a temporary
+    OP_TOUCH_LIVE,  // a live block's measure at exit
+};
+
+void replay_scan_split(replay_t *rp, unsigned parts) {
+    unsigned bits = 0;
+    while ((2u << bits) <= parts && (2u << bits) <= REPLAY_SCAN_PARTS_MAX)
+        bits++;
+    rp->part_bits = bits;
+    rp->parts = xcalloc((size_t)1 << bits, sizeof *rp->parts);
+}
+
+unsigned replay_scan_parts(const replay_t *rp) { return 1u << rp->part_bits; }
+
+// ops: the K lists and K - 1 (a local: read through rp it is read again at every op, as the
+// stores below might change it).
+typedef struct op_lists {
+    replay_ops_t *ops;
+    unsigned mask;
+} op_lists_t;
+
+static inline void push_op(op_lists_t ol, uint32_t site, size_t i, unsigned op, uint64_t epoch) {
+    replay_ops_t *l = &ol.ops[site & ol.mask];
+    if (l->n == l->cap)
+        l->op = xgrow(l->op, &l->cap, l->n + 1, sizeof *l->op);
+    l->op[l->n++] = (replay_op_t){.i_op = (uint32_t)i | op << OP_SHIFT, .site = site, .epoch = epoch};
+}
+
+// on_alloc_sites without the table: the old block at the address (if any) is what the shard
+// found.
+static void scan_order_alloc(replay_t *rp, const reader_event_t *ev, size_t i,
+                             const replay_found_t *f, bool counted, uint32_t *const site_of[2],
+                             uint32_t *site_of_ev, op_lists_t ops) {
     replay_totals_t *t = &rp->t;
-    uint64_t size = ev->size;
-    if (size == 0 && (rp->mode & REPLAY_DHAT))
-        size = 1;
+    uint64_t epoch = rp->epoch; // the one this event's changes happen in
     if (f->had) {
         t->n_double_allocs++;
         if (f->stack & BLOCK_COUNTED) {
             t->live_bytes -= f->size;
             t->live_blocks--;
-            live_block_t old = {f->size, f->time_ns, f->stack};
-            site_release(rp, found_site(f, site_of), &old, ev->time_ns);
+            push_op(ops, found_site(f, site_of), i, OP_RELEASE, epoch);
         }
     }
     if (!counted)
         return;
-    *site_of_ev = count_alloc_sites(rp, ev, size); // rp->sample_interval is 0 with shards
+    uint64_t size = ev->size;
+    if (size == 0 && (rp->mode & REPLAY_DHAT))
+        size = 1;
+    uint32_t idx = count_alloc_sites(rp, ev, size, false); // sample_interval is 0 with shards
+    *site_of_ev = idx;
+    push_op(ops, idx, i, OP_ALLOC, epoch);
 }
 
 // free_block and on_free_sites without the table.
-static void scan_free(replay_t *rp, const reader_event_t *ev, const replay_found_t *f,
-                      const uint32_t *site_of) {
+static void scan_order_free(replay_t *rp, const reader_event_t *ev, size_t i,
+                            const replay_found_t *f, uint32_t *const site_of[2],
+                            op_lists_t ops) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
     if (!f->had) {
@@ -919,32 +1043,112 @@ static void scan_free(replay_t *rp, const reader_event_t *ev, const replay_found
     t->live_bytes -= f->size;
     t->live_blocks--;
     uint32_t idx = found_site(f, site_of);
-    count_free_sites(rp, ev, idx, &b);
+    bool temp = count_free_sites(rp, ev, idx, &b, false);
+    push_op(ops, idx, i, temp ? OP_FREE_TEMP : OP_FREE, rp->epoch);
 }
 
-// on_touch_live without the table.
-static void scan_touch_live(replay_t *rp, const reader_event_t *ev, const replay_found_t *f,
-                            const uint32_t *site_of) {
-    if (!ev->touch || !f->had || !(f->stack & BLOCK_COUNTED))
-        return;
-    const live_block_t b = {f->size, f->time_ns, f->stack};
-    add_touched(rp, &rp->sites[found_site(f, site_of)], ev, &b);
-    rp->t.touch_live_blocks++;
-}
-
-void replay_scan_sites(replay_t *rp, const reader_event_t *ev, size_t n,
-                       const replay_found_t *found, const uint8_t *verdict, uint32_t *site_of) {
+void replay_scan_order(replay_t *rp, const reader_event_t *ev, size_t n,
+                       const replay_found_t *found, const uint8_t *verdict,
+                       uint32_t *const site_of[2], uint64_t round, replay_ops_t *lists) {
+    uint32_t *mine = site_of[round & 1];
+    op_lists_t ops = {lists, (1u << rp->part_bits) - 1};
+    for (unsigned k = 0; k <= ops.mask; k++)
+        lists[k].n = 0;
     for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = &ev[i];
+        const replay_found_t *f = &found[i];
         if (__builtin_expect(e->kind == READER_TOUCH_LIVE, 0)) {
-            scan_touch_live(rp, e, &found[i], site_of); // moves no time, as on_touch_live
+            // on_touch_live: moves no time (lifetimes end at the last event)
+            if (e->touch && f->had && (f->stack & BLOCK_COUNTED)) {
+                const live_block_t b = {f->size, f->time_ns, f->stack};
+                add_touched(rp, NULL, e, &b);
+                rp->t.touch_live_blocks++;
+                push_op(ops, found_site(f, site_of), i, OP_TOUCH_LIVE, rp->epoch);
+            }
             continue;
         }
         if (e->time_ns > rp->t.last_time_ns)
             rp->t.last_time_ns = e->time_ns;
         if (e->kind == READER_ALLOC)
-            scan_alloc(rp, e, &found[i], !verdict || verdict[i], &site_of[i], site_of);
+            scan_order_alloc(rp, e, i, f, !verdict || verdict[i], site_of, &mine[i], ops);
         else if (e->kind == READER_FREE)
-            scan_free(rp, e, &found[i], site_of);
+            scan_order_free(rp, e, i, f, site_of, ops);
+    }
+}
+
+void replay_scan_apply(replay_t *rp, unsigned part, const reader_event_t *ev,
+                       const replay_found_t *found, const replay_ops_t *ops) {
+    replay_part_t *pt = &rp->parts[part];
+    replay_totals_t *t = &pt->t;
+    unsigned bits = rp->part_bits;
+    bool dhat = rp->mode & REPLAY_DHAT;
+    for (size_t k = 0; k < ops->n; k++) {
+        const replay_op_t *o = &ops->op[k];
+        size_t local = o->site >> bits;
+        if (__builtin_expect(local >= pt->n, 0)) { // a new site: its first op is its allocation
+            pt->sites = xgrow(pt->sites, &pt->cap, local + 1, sizeof *pt->sites);
+            memset(pt->sites + pt->n, 0, (local + 1 - pt->n) * sizeof *pt->sites);
+            pt->n = local + 1;
+        }
+        site_acc_t *s = &pt->sites[local];
+        uint32_t i = o->i_op & OP_INDEX;
+        unsigned op = o->i_op >> OP_SHIFT;
+        const reader_event_t *e = &ev[i];
+        const replay_found_t *f = &found[i];
+        const live_block_t b = {f->size, f->time_ns, f->stack};
+        switch (op) {
+        case OP_ALLOC: {
+            uint64_t size = e->size == 0 && dhat ? 1 : e->size;
+            site_snap(s, o->epoch);
+            site_add(s, size, e->time_ns);
+            t->n_blocks++;
+            t->n_bytes += size;
+            count_size(t, e->size);
+            t->n_events++;
+            break;
+        }
+        case OP_RELEASE:
+            site_snap(s, o->epoch);
+            site_sub(s, &b, e->time_ns);
+            break;
+        case OP_FREE:
+        case OP_FREE_TEMP:
+            site_snap(s, o->epoch);
+            site_sub(s, &b, e->time_ns);
+            if (e->touch) {
+                touch_measure_t m = touch_measure(e, &b);
+                site_add_touched(s, &m, b.size);
+                totals_add_touched(t, &m, b.size);
+            }
+            if (!(e->flags & READER_FREE_OF_REALLOC)) {
+                t->n_frees++;
+                t->n_events++;
+            }
+            if (op == OP_FREE_TEMP) {
+                s->temp_blocks++;
+                s->temp_bytes += b.size;
+            }
+            break;
+        default: { // OP_TOUCH_LIVE: no change of live counts, no snapshot (as on_touch_live)
+            touch_measure_t m = touch_measure(e, &b);
+            site_add_touched(s, &m, b.size);
+            break;
+        }
+        }
+    }
+}
+
+void replay_scan_merge(replay_t *rp) {
+    unsigned bits = rp->part_bits;
+    for (unsigned k = 0; k < 1u << bits; k++)
+        replay_totals_add(&rp->t, &rp->parts[k].t); // only sums there: no time, no peak
+    for (size_t i = 0; i < rp->n_sites; i++) {
+        const replay_part_t *pt = &rp->parts[i & ((1u << bits) - 1)];
+        size_t local = i >> bits;
+        if (local >= pt->n)
+            continue;
+        uint64_t stack = rp->sites[i].stack;
+        rp->sites[i] = pt->sites[local];
+        rp->sites[i].stack = stack;
     }
 }

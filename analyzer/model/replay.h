@@ -210,8 +210,9 @@ void replay_totals_add(replay_totals_t *into, const replay_totals_t *from);
 void replay_merge_shard(replay_t *into, const replay_t *shard);
 
 // With REPLAY_SITES the shards only look blocks up (replay_shard_find) and one thread applies
-// every event in order with what they found (replay_scan_sites): site indexes, the per-thread
-// state, each site's own maximum and the peak snapshot need the order of all events.
+// every event in order with what they found (replay_scan_order): site indexes, the per-thread
+// state and the peak need the order of all events; each site's own figures only the order of
+// its own and the peak's epoch, so threads by site apply them (replay_scan_apply).
 typedef struct replay_found {
     uint64_t size, time_ns, stack; // the block at the address (replay's own stack word)
     uint64_t had;                  // 1: a block was there (freed, or replaced by an allocation)
@@ -220,8 +221,8 @@ typedef struct replay_found {
 // A companion applied in the ordered scan (growth.c on shard threads, replay_par_set_growth)
 // keeps these words per block in the shard's table, beside the block (replay_shard_keep_words):
 // the shard writes them when it stores an allocation and hands them to the scan in cw[i] with
-// every block it finds (found[i].had); the scan's own words reach the shard a round later as
-// fixes (replay_shard_fix_words).
+// every block it finds (found[i].had); the scan's own words reach the shard two rounds later as
+// fixes (replay_shard_fix_words: the shards find round k + 1 while the scan of round k runs).
 typedef struct replay_cwords {
     uint64_t serial;    // the allocation's place in the stream: round << 32 | index (never 0)
     uint64_t stack;     // the allocating event's stack id
@@ -240,21 +241,50 @@ void replay_shard_keep_words(replay_t *rp);
 // Applies the fixes of fix[0..n) whose address falls in shard `shard`.
 void replay_shard_fix_words(replay_t *rp, unsigned shard, const replay_cfix_t *fix, size_t n);
 
-// Shard side: first rewrites the blocks of the previous round whose site was still open, from
-// that round's site_of (NULL before the first round), then for the events of ev[0..n) in this
+// Shard side, at the start of round `round`: rewrites the blocks of round - 2 (the same parity)
+// whose site was still open, from that round's site_of (the scan of round - 1 may still be
+// running: its blocks stay marked). Then replay_shard_find: for the events of ev[0..n) in this
 // shard takes out freed blocks, stores allocated ones (verdict: keep's answer per event, NULL:
 // all count) and writes found[i]; with words (replay_shard_keep_words) also cw[i] where a block
-// was found. round: the round's number (>= 1), for the serials. rp: made with the scan's mode,
-// replay_set_shard.
-void replay_shard_fix(replay_t *rp, const uint32_t *site_of);
+// was found. round: the round's number (>= 1), for the serials and the marks' parity. rp: made
+// with the scan's mode, replay_set_shard.
+void replay_shard_fix(replay_t *rp, const uint32_t *site_of, uint64_t round);
 void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
                        uint32_t *idx, const uint8_t *verdict, replay_found_t *found,
                        uint64_t round, replay_cwords_t *cw);
 
-// Scan side, on rp (REPLAY_SITES, no events of its own table): applies ev[0..n) in order with
-// found[]; writes site_of[i] for each counted allocation (n entries), for the shards' next fix.
-void replay_scan_sites(replay_t *rp, const reader_event_t *ev, size_t n,
-                       const replay_found_t *found, const uint8_t *verdict, uint32_t *site_of);
+// Scan side, split in two so the per-site half runs on several threads (replay_par.c): on rp
+// (REPLAY_SITES, no events of its own table), replay_scan_order applies ev[0..n) of round `round`
+// in stream order with found[] to what needs the order of all events: the sites' numbers, the
+// per-thread state, the totals, the peak. It writes site_of[round & 1][i] for each counted
+// allocation (n entries), for this round's later events, the next round's scan and the shards'
+// fix two rounds on, and reads site_of[(round - 1) & 1], the last round's. Each site's own
+// figures it leaves as ops in ops[site % K] (K = replay_scan_parts lists; the previous ones are
+// dropped), which replay_scan_apply(part k) applies in order, to the sites of part k only: K
+// threads may apply the K parts of one round at once, and beside the order of the next round.
+// replay_scan_merge puts the parts' figures into rp's sites after the last round.
+#define REPLAY_SCAN_PARTS_MAX 16u
+typedef struct replay_op {
+    uint32_t i_op;  // the event's index in the round, and what to do (replay.c)
+    uint32_t site;
+    uint64_t epoch; // the peak's epoch the event happened in
+} replay_op_t;
+
+typedef struct replay_ops {
+    replay_op_t *op;
+    size_t n, cap;
+} replay_ops_t;
+
+// Makes rp's scan split into `parts` parts (rounded down to a power of two, at least 1, at most
+// REPLAY_SCAN_PARTS_MAX). Call before the first event.
+void replay_scan_split(replay_t *rp, unsigned parts);
+unsigned replay_scan_parts(const replay_t *rp);
+void replay_scan_order(replay_t *rp, const reader_event_t *ev, size_t n,
+                       const replay_found_t *found, const uint8_t *verdict,
+                       uint32_t *const site_of[2], uint64_t round, replay_ops_t *ops);
+void replay_scan_apply(replay_t *rp, unsigned part, const reader_event_t *ev,
+                       const replay_found_t *found, const replay_ops_t *ops);
+void replay_scan_merge(replay_t *rp);
 
 // Sets the global peak found by the ordered scan over the shards' steps.
 void replay_set_peak(replay_t *rp, uint64_t bytes, uint64_t blocks, uint64_t time_ns);

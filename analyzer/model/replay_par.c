@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: MIT
-// Replay on shard threads. One round per batch: the caller's thread publishes a batch, every
+// Replay on shard threads. One round per batch: the caller's thread publishes a batch and every
 // thread (the caller's too) applies its shards' events and writes their steps (totals) or what
-// they found (sites), and once all are done the caller's thread scans them in order: for the
-// global peak, or to apply every event to the sites (replay_scan_sites). Rounds are
-// lock-step because a reader batch is valid only until the next one is read; batches smaller
-// than ROUND_MIN are copied together first so the hand-over (two wake-ups a round) stays below
-// a nanosecond an event. A thread works only on its own shards' tables; the batch, the steps
-// and the filter verdicts pass between threads through the round's mutex.
+// they found (sites). Totals: once all are done the caller's thread adds the steps up in order
+// for the global peak, and the next round starts (lock-step: the scan is a few additions an
+// event). Sites: the scans (replay_scan_order, then replay_scan_apply by part of the sites;
+// growth_scan) run on threads of their own and overlap the shards' next round, so a round costs
+// the slowest of them instead of their sum: round k uses buffers [k & 1] (its events, copied by
+// the shards since a reader batch is valid only until the next one is read, the finds, the
+// sites, the ops and the verdicts), and round k starts once the scans of round k - 2 are done
+// with them. Batches smaller than ROUND_MIN are
+// copied together first so the hand-over (a few wake-ups a round) stays below a nanosecond an
+// event. A thread works only on its own shards' tables; the batch, the steps, the verdicts and
+// the rounds' buffers pass between threads through the mutex.
 #include "model/replay_par.h"
 
 #include "core/xalloc.h"
@@ -24,10 +29,38 @@
 typedef struct shard_thread {
     struct replay_par *p;
     unsigned first, step; // it works on shards first, first + step, ... < n_shards
+                          // and (sites) copies the step-th part `first` of the round's events
     uint32_t *idx;        // scratch for replay_shard_events, one per thread
     size_t idx_cap;
     pthread_t thread;
 } shard_thread_t;
+
+// One round's data for the scans (sites).
+typedef struct round_buf {
+    reader_event_t *ev; // the round's events, copied
+    size_t n, ev_cap;
+    uint64_t round;
+    replay_found_t *found; // what the shards found, per event
+    size_t found_cap;
+    uint32_t *site_of; // the site of each counted allocation (the sites' scan writes it)
+    size_t site_of_cap;
+    replay_cwords_t *cw; // with growth: the words of the blocks the shards found
+    size_t cw_cap;
+    uint8_t *verdict; // with a filter: keep's answer per event
+    size_t verdict_cap;
+    replay_ops_t ops[REPLAY_SCAN_PARTS_MAX]; // the sites' ops, by part (replay_scan_order)
+} round_buf_t;
+
+enum { SCAN_ORDER, SCAN_APPLY, SCAN_GROWTH };
+
+typedef struct scanner {
+    struct replay_par *p;
+    unsigned kind;   // replay_scan_order, replay_scan_apply of `part`, growth_scan
+    unsigned part;
+    uint64_t done;   // rounds scanned
+    bool threaded;   // on a thread of its own
+    pthread_t thread;
+} scanner_t;
 
 struct replay_par {
     replay_t *into;
@@ -47,32 +80,24 @@ struct replay_par {
     size_t n;
     replay_step_t *steps;
     size_t steps_cap;
-    uint8_t *verdict; // with a filter: keep's answer per event of the round
+    uint8_t *verdict; // totals with a filter: keep's answer per event of the round
     size_t verdict_cap;
     replay_keep_fn keep;
     void *keep_ctx;
-    bool sites;              // REPLAY_SITES: shards find, the scan applies (replay_scan_sites)
-    replay_found_t *found;   // with sites: what the shards found, per event of the round
-    size_t found_cap;
-    uint32_t *site_of;       // with sites: the site of each counted allocation of the last round
-    size_t site_of_cap;
-    bool fix_ready;          // site_of holds a finished round (the shards' fix may read it)
-    growth_t *growth;        // replay_par_set_growth: growth in the scan, its words in shards
-    replay_cwords_t *cw;     // with growth: the words of the blocks the shards found
-    size_t cw_cap;
-    const replay_cfix_t *gfix; // with growth: the last round's changed words, for the shards
+    bool sites;        // REPLAY_SITES: shards find, the scans apply (replay_scan_order)
+    round_buf_t buf[2]; // with sites: round k's in buf[k & 1]
+    growth_t *growth;  // replay_par_set_growth: growth in a scan, its words in shards
+    const replay_cfix_t *gfix; // with growth: the changed words of round - 2, for the shards
     size_t n_gfix;
-    // growth_scan on a thread of its own, beside replay_scan_sites on the caller's: the two
-    // share only what the shards found (read by both) and the round's events
-    bool growth_threaded;
-    pthread_t growth_thread;
-    pthread_mutex_t glock;
-    pthread_cond_t gstart, gdone;
-    uint64_t gasked, gfinished; // rounds handed to the growth thread, and done by it
-    bool gstop;
-    const reader_event_t *gev;
-    size_t gn;
 
+    // with sites, the scans of the rounds the shards finished, each on a thread of its own
+    // (scan_main; the caller's thread runs them in turn when none could be made)
+    pthread_cond_t scan_go, scanned; // a round is ready for the scans; a scan finished one
+    uint64_t ready;                  // rounds the shards finished
+    // [0]: replay_scan_order, then replay_scan_apply of each part, then growth's (with growth)
+    scanner_t scanners[2 + REPLAY_SCAN_PARTS_MAX];
+    unsigned n_scanners;
+    bool scan_stop;
     reader_event_t *held; // small batches gathered for the next round
     size_t n_held, held_cap;
 
@@ -107,19 +132,27 @@ static bool verdict_keep(void *ctx, const reader_event_t *ev) {
     return p->verdict[ev - p->ev];
 }
 
+static void scanner_start(replay_par_t *p, unsigned kind, unsigned part);
+
 static void work(replay_par_t *p, shard_thread_t *th) {
     if (th->idx_cap < p->n)
         th->idx = xgrow(th->idx, &th->idx_cap, p->n, sizeof *th->idx);
-    for (unsigned s = th->first; s < p->n_shards; s += th->step) {
-        if (p->sites) {
-            replay_shard_fix(p->shards[s], p->fix_ready ? p->site_of : NULL);
-            if (p->growth)
-                replay_shard_fix_words(p->shards[s], s, p->gfix, p->n_gfix);
-            replay_shard_find(p->shards[s], p->ev, p->n, s, th->idx, p->keep ? p->verdict : NULL,
-                              p->found, p->round, p->cw);
-        } else {
+    if (!p->sites) {
+        for (unsigned s = th->first; s < p->n_shards; s += th->step)
             replay_shard_events(p->shards[s], p->ev, p->n, s, th->idx, p->steps, p->round);
-        }
+        return;
+    }
+    // this thread's part of the copy the scans will read after the batch is gone
+    round_buf_t *b = &p->buf[p->round & 1];
+    size_t lo = p->n * th->first / th->step, hi = p->n * (th->first + 1) / th->step;
+    memcpy(b->ev + lo, p->ev + lo, (hi - lo) * sizeof *b->ev);
+    for (unsigned s = th->first; s < p->n_shards; s += th->step) {
+        // round - 2's sites and words: b's site_of still holds them, and gfix
+        replay_shard_fix(p->shards[s], b->site_of, p->round);
+        if (p->growth)
+            replay_shard_fix_words(p->shards[s], s, p->gfix, p->n_gfix);
+        replay_shard_find(p->shards[s], p->ev, p->n, s, th->idx, p->keep ? b->verdict : NULL,
+                          b->found, p->round, b->cw);
     }
 }
 
@@ -171,6 +204,8 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->start, NULL);
     pthread_cond_init(&p->done, NULL);
+    pthread_cond_init(&p->scan_go, NULL);
+    pthread_cond_init(&p->scanned, NULL);
     pthread_attr_t attr;
     bool attr_ok = pthread_attr_init(&attr) == 0;
     if (attr_ok)
@@ -194,51 +229,95 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
         p->threads[i].step = p->n_threads;
     }
     pthread_mutex_unlock(&p->lock);
+    if (p->sites) {
+        // the sites' figures on a quarter as many threads as the shards, at least one beside
+        // the order's
+        unsigned parts = p->n_shards / 4 ? p->n_shards / 4 : 1;
+        replay_scan_split(into, parts);
+        scanner_start(p, SCAN_ORDER, 0);
+        for (unsigned k = 0; k < replay_scan_parts(into); k++)
+            scanner_start(p, SCAN_APPLY, k);
+    }
     return p;
 }
 
-static void *growth_main(void *arg) {
-    replay_par_t *p = arg;
-    pthread_mutex_lock(&p->glock);
-    for (;;) {
-        while (!p->gstop && p->gasked == p->gfinished)
-            pthread_cond_wait(&p->gstart, &p->glock);
-        if (p->gstop)
-            break;
-        uint64_t round = p->round; // written before this round was handed over
-        pthread_mutex_unlock(&p->glock);
-        growth_scan(p->growth, p->gev, p->gn, p->found, p->cw, round);
-        pthread_mutex_lock(&p->glock);
-        p->gfinished = p->gasked;
-        pthread_cond_signal(&p->gdone);
+// One scan of round k, from buf[k & 1] (and the last round's site_of).
+static void scan_round(replay_par_t *p, const scanner_t *sc, uint64_t k) {
+    round_buf_t *b = &p->buf[k & 1];
+    if (sc->kind == SCAN_GROWTH) {
+        growth_scan(p->growth, b->ev, b->n, b->found, b->cw, k);
+    } else if (sc->kind == SCAN_APPLY) {
+        replay_scan_apply(p->into, sc->part, b->ev, b->found, &b->ops[sc->part]);
+    } else {
+        uint32_t *const site_of[2] = {p->buf[0].site_of, p->buf[1].site_of};
+        replay_scan_order(p->into, b->ev, b->n, b->found, p->keep ? b->verdict : NULL, site_of,
+                          k, b->ops);
     }
-    pthread_mutex_unlock(&p->glock);
+}
+
+// The rounds a scanner may scan: those the shards finished, or for the sites' apply those the
+// order finished. Call with the lock held.
+static uint64_t scan_avail(const replay_par_t *p, const scanner_t *sc) {
+    return sc->kind == SCAN_APPLY ? p->scanners[0].done : p->ready;
+}
+
+static void *scan_main(void *arg) {
+    scanner_t *sc = arg;
+    replay_par_t *p = sc->p;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        // the order's rounds come to the apply threads before the stop: it stops after them
+        while (!p->scan_stop && sc->done == scan_avail(p, sc))
+            pthread_cond_wait(&p->scan_go, &p->lock);
+        if (sc->done == scan_avail(p, sc) &&
+            (sc->kind != SCAN_APPLY || p->scanners[0].done == p->ready))
+            break; // stopped, and every round scanned
+        if (sc->done == scan_avail(p, sc)) { // the order is still at work
+            pthread_cond_wait(&p->scan_go, &p->lock);
+            continue;
+        }
+        uint64_t k = sc->done + 1;
+        pthread_mutex_unlock(&p->lock);
+        scan_round(p, sc, k);
+        pthread_mutex_lock(&p->lock);
+        sc->done = k;
+        pthread_cond_broadcast(&p->scanned);
+        if (sc->kind == SCAN_ORDER)
+            pthread_cond_broadcast(&p->scan_go); // the apply threads' turn
+    }
+    pthread_mutex_unlock(&p->lock);
     return NULL;
 }
 
-// One round over ev[0..n): all shards in parallel, then the ordered scan for the peak.
-static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
-    if (p->sites) {
-        if (p->found_cap < n)
-            p->found = xgrow(p->found, &p->found_cap, n, sizeof *p->found);
-        if (p->site_of_cap < n)
-            p->site_of = xgrow(p->site_of, &p->site_of_cap, n, sizeof *p->site_of);
-        if (p->growth && p->cw_cap < n)
-            p->cw = xgrow(p->cw, &p->cw_cap, n, sizeof *p->cw);
-    } else if (p->steps_cap < n) {
-        p->steps = xgrow(p->steps, &p->steps_cap, n, sizeof *p->steps);
-    }
-    if (p->keep) {
-        if (p->verdict_cap < n)
-            p->verdict = xgrow(p->verdict, &p->verdict_cap, n, sizeof *p->verdict);
-        for (size_t i = 0; i < n; i++)
-            p->verdict[i] = ev[i].kind == READER_ALLOC && p->keep(p->keep_ctx, &ev[i]);
-    }
+// Starts a scanner on a thread of its own; if none can be made, the caller's thread runs its
+// scans after each round (slower, the same figures).
+static void scanner_start(replay_par_t *p, unsigned kind, unsigned part) {
+    scanner_t *sc = &p->scanners[p->n_scanners++];
+    *sc = (scanner_t){.p = p, .kind = kind, .part = part};
+    pthread_attr_t attr;
+    bool attr_ok = pthread_attr_init(&attr) == 0;
+    if (attr_ok)
+        (void)pthread_attr_setstacksize(&attr, WORKER_STACK_BYTES);
+    sc->threaded = pthread_create(&sc->thread, attr_ok ? &attr : NULL, scan_main, sc) == 0;
+    if (attr_ok)
+        pthread_attr_destroy(&attr);
+}
+
+// Waits until every scan has finished round `upto`. Call with the lock held.
+static void wait_scans(replay_par_t *p, uint64_t upto) {
+    for (unsigned i = 0; i < p->n_scanners; i++)
+        while (p->scanners[i].done < upto)
+            pthread_cond_wait(&p->scanned, &p->lock);
+}
+
+// Publishes round `round` over ev[0..n), works on the caller's share and waits for the other
+// shard threads. The round's number is what they wait on: it changes under the lock only.
+static void run_shards(replay_par_t *p, const reader_event_t *ev, size_t n, uint64_t round) {
     pthread_mutex_lock(&p->lock);
     p->ev = ev;
     p->n = n;
+    p->round = round;
     p->pending = p->n_threads - 1;
-    p->round++;
     pthread_cond_broadcast(&p->start);
     pthread_mutex_unlock(&p->lock);
     work(p, &p->threads[0]);
@@ -246,31 +325,79 @@ static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
     while (p->pending)
         pthread_cond_wait(&p->done, &p->lock);
     pthread_mutex_unlock(&p->lock);
+}
 
+// One round over ev[0..n) with sites: the shards find round k while the scans of round k - 1
+// may still run; then the scans get round k, and the caller's thread goes on.
+static void run_sites_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
+    uint64_t k = p->round + 1;
+    round_buf_t *b = &p->buf[k & 1];
+    bool grow = b->ev_cap < n || b->found_cap < n || b->site_of_cap < n ||
+                (p->growth && b->cw_cap < n) || (p->keep && b->verdict_cap < n);
+    // b was round k - 2's: its scans must be done with it. To grow it, every scan must be done
+    // (the scan of round k - 1 reads b's site_of); rounds grow rarely, at the start.
+    pthread_mutex_lock(&p->lock);
+    wait_scans(p, grow ? k - 1 : k >= 2 ? k - 2 : 0);
+    pthread_mutex_unlock(&p->lock);
+    if (grow) {
+        if (b->ev_cap < n)
+            b->ev = xgrow(b->ev, &b->ev_cap, n, sizeof *b->ev);
+        if (b->found_cap < n)
+            b->found = xgrow(b->found, &b->found_cap, n, sizeof *b->found);
+        if (b->site_of_cap < n)
+            b->site_of = xgrow(b->site_of, &b->site_of_cap, n, sizeof *b->site_of);
+        if (p->growth && b->cw_cap < n)
+            b->cw = xgrow(b->cw, &b->cw_cap, n, sizeof *b->cw);
+        if (p->keep && b->verdict_cap < n)
+            b->verdict = xgrow(b->verdict, &b->verdict_cap, n, sizeof *b->verdict);
+    }
+    b->n = n;
+    b->round = k;
+    if (p->keep)
+        for (size_t i = 0; i < n; i++)
+            b->verdict[i] = ev[i].kind == READER_ALLOC && p->keep(p->keep_ctx, &ev[i]);
+    if (p->growth) // round k - 2's, which growth keeps until its scan of round k
+        p->gfix = growth_scan_fixes(p->growth, k, &p->n_gfix);
+    run_shards(p, ev, n, k);
+    pthread_mutex_lock(&p->lock);
+    p->ready = k;
+    pthread_cond_broadcast(&p->scan_go);
+    pthread_mutex_unlock(&p->lock);
+    for (unsigned i = 0; i < p->n_scanners; i++) {
+        scanner_t *sc = &p->scanners[i];
+        if (sc->threaded)
+            continue;
+        pthread_mutex_lock(&p->lock);
+        while (scan_avail(p, sc) < k) // an apply after an order on its own thread
+            pthread_cond_wait(&p->scanned, &p->lock);
+        pthread_mutex_unlock(&p->lock);
+        scan_round(p, sc, k);
+        pthread_mutex_lock(&p->lock);
+        sc->done = k;
+        pthread_cond_broadcast(&p->scanned);
+        if (sc->kind == SCAN_ORDER)
+            pthread_cond_broadcast(&p->scan_go);
+        pthread_mutex_unlock(&p->lock);
+    }
+}
+
+// One round over ev[0..n): all shards in parallel, then the ordered scan for the peak (totals)
+// or the scans' turn (sites).
+static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
     if (p->sites) {
-        // every figure in stream order with what the shards found; site_of for their next fix
-        if (p->growth_threaded) { // growth's scan beside the sites' (they share found, read-only)
-            pthread_mutex_lock(&p->glock);
-            p->gev = ev;
-            p->gn = n;
-            p->gasked++;
-            pthread_cond_signal(&p->gstart);
-            pthread_mutex_unlock(&p->glock);
-        }
-        replay_scan_sites(p->into, ev, n, p->found, p->keep ? p->verdict : NULL, p->site_of);
-        if (p->growth_threaded) {
-            pthread_mutex_lock(&p->glock);
-            while (p->gfinished != p->gasked)
-                pthread_cond_wait(&p->gdone, &p->glock);
-            pthread_mutex_unlock(&p->glock);
-        } else if (p->growth) {
-            growth_scan(p->growth, ev, n, p->found, p->cw, p->round);
-        }
-        if (p->growth)
-            p->gfix = growth_scan_fixes(p->growth, &p->n_gfix);
-        p->fix_ready = true;
+        run_sites_round(p, ev, n);
         return;
     }
+    if (p->steps_cap < n)
+        p->steps = xgrow(p->steps, &p->steps_cap, n, sizeof *p->steps);
+    if (p->keep) {
+        if (p->verdict_cap < n)
+            p->verdict = xgrow(p->verdict, &p->verdict_cap, n, sizeof *p->verdict);
+        for (size_t i = 0; i < n; i++)
+            p->verdict[i] = ev[i].kind == READER_ALLOC && p->keep(p->keep_ctx, &ev[i]);
+    }
+    run_shards(p, ev, n, p->round + 1);
+
     // the live totals event by event, in stream order: a peak is taken where a counted
     // allocation strictly exceeds it, as replay.c does, so it is the first moment of the maximum
     uint64_t live = p->live_bytes, blocks = p->live_blocks, peak = p->peak_bytes;
@@ -320,19 +447,7 @@ void replay_par_set_growth(replay_par_t *p, growth_t *g) {
     growth_scan_start(g);
     for (unsigned s = 0; s < p->n_shards; s++)
         replay_shard_keep_words(p->shards[s]);
-    // its scan on a thread of its own; if none can be made, the caller's thread does it after
-    // the sites' scan (slower, the same figures)
-    pthread_mutex_init(&p->glock, NULL);
-    pthread_cond_init(&p->gstart, NULL);
-    pthread_cond_init(&p->gdone, NULL);
-    pthread_attr_t attr;
-    bool attr_ok = pthread_attr_init(&attr) == 0;
-    if (attr_ok)
-        (void)pthread_attr_setstacksize(&attr, WORKER_STACK_BYTES);
-    p->growth_threaded =
-        pthread_create(&p->growth_thread, attr_ok ? &attr : NULL, growth_main, p) == 0;
-    if (attr_ok)
-        pthread_attr_destroy(&attr);
+    scanner_start(p, SCAN_GROWTH, 0); // beside the sites' scans: they share what the shards found
 }
 
 void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events) {
@@ -346,38 +461,42 @@ void replay_par_finish(replay_par_t *p) {
     flush_held(p);
     pthread_mutex_lock(&p->lock);
     p->stop = true;
+    p->scan_stop = true; // the scans finish the rounds they were given first
     pthread_cond_broadcast(&p->start);
+    pthread_cond_broadcast(&p->scan_go);
     pthread_mutex_unlock(&p->lock);
     for (unsigned i = 1; i < p->n_threads; i++)
         pthread_join(p->threads[i].thread, NULL);
-    if (p->growth) {
-        if (p->growth_threaded) {
-            pthread_mutex_lock(&p->glock);
-            p->gstop = true;
-            pthread_cond_signal(&p->gstart);
-            pthread_mutex_unlock(&p->glock);
-            pthread_join(p->growth_thread, NULL);
-        }
-        pthread_mutex_destroy(&p->glock);
-        pthread_cond_destroy(&p->gstart);
-        pthread_cond_destroy(&p->gdone);
-    }
+    for (unsigned i = 0; i < p->n_scanners; i++)
+        if (p->scanners[i].threaded)
+            pthread_join(p->scanners[i].thread, NULL);
     for (unsigned s = 0; s < p->n_shards; s++) {
         if (!p->sites)
             replay_merge_shard(p->into, p->shards[s]);
         replay_free(p->shards[s]);
     }
-    if (!p->sites) // with sites the scan kept every figure in `into` itself
+    if (!p->sites) // with sites the scans kept every figure in `into` itself
         replay_set_peak(p->into, p->peak_bytes, p->peak_blocks, p->peak_time_ns);
+    else
+        replay_scan_merge(p->into);
     for (unsigned i = 0; i < p->n_threads; i++)
         free(p->threads[i].idx);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->start);
     pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->scan_go);
+    pthread_cond_destroy(&p->scanned);
+    for (unsigned k = 0; k < 2; k++) {
+        round_buf_t *b = &p->buf[k];
+        free(b->ev);
+        free(b->found);
+        free(b->site_of);
+        free(b->cw);
+        free(b->verdict);
+        for (unsigned i = 0; i < REPLAY_SCAN_PARTS_MAX; i++)
+            free(b->ops[i].op);
+    }
     free(p->steps);
-    free(p->found);
-    free(p->site_of);
-    free(p->cw);
     free(p->verdict);
     free(p->held);
     free(p);

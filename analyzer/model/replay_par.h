@@ -4,14 +4,15 @@
 // and each handles the events of its blocks. Totals alone (`stats`): each shard replays its
 // events in full and reports every event's change of live bytes, which the caller's thread
 // adds up in stream order for the global peak. With per-site figures (REPLAY_SITES, DHAT):
-// the shards only look blocks up, and the caller's thread applies every event in stream order
-// with what they found (replay_scan_sites). Either way every figure is the one-thread replay's,
-// exactly (docs/design.md#replay-threads). Growth chains ride along (replay_par_set_growth);
-// the timeline does not.
+// the shards only look blocks up; a scan thread applies every event in stream order with what
+// they found to what needs that order (replay_scan_order), threads by site apply each site's
+// own figures (replay_scan_apply), and both overlap the shards' next round. Either way every
+// figure is the one-thread replay's, exactly (docs/design.md#replay-threads). Growth chains
+// ride along (replay_par_set_growth); the timeline does not.
 // Memory: the live blocks (spread over the shards' tables, + 32 bytes each with growth), one
-// set of thread ids per shard, and one round in flight: per event 16 bytes a step (totals) or
-// 32 found + 4 site (sites; + 32 words with growth),
-// + 4 an index per thread, and a copy of small batches (48 bytes an event).
+// set of thread ids per shard, and the rounds in flight: per event 16 bytes a step (totals, one
+// round) or, two rounds, 48 a copy of the event + 32 found + 4 site + 16 an op (sites; + 32
+// words with growth), + 4 an index per thread, and a copy of small batches (48 bytes an event).
 #ifndef HEAPPROF_ANALYZER_REPLAY_PAR_H
 #define HEAPPROF_ANALYZER_REPLAY_PAR_H
 

@@ -26,6 +26,13 @@ static reader_event_t free_ev(uint64_t t, uint32_t tid, uint64_t addr) {
     return (reader_event_t){.kind = READER_FREE, .tid = tid, .time_ns = t, .addr = addr};
 }
 
+static reader_event_t alloc_at(uint64_t t, uint32_t tid, uint64_t addr, uint64_t size,
+                               uint64_t stack) {
+    reader_event_t e = alloc_ev(t, tid, addr, size);
+    e.stack = stack;
+    return e;
+}
+
 static void one_thread(replay_totals_t *out, const reader_event_t *ev, size_t n,
                        replay_keep_fn keep) {
     replay_t *rp = replay_new(keep, NULL);
@@ -256,7 +263,8 @@ Test(replay_par, thread_counts_round_down_to_a_power_of_two) {
     }
 }
 
-// ---- per-site figures (REPLAY_SITES, REPLAY_DHAT): shards find, one thread scans ----
+// ---- per-site figures (REPLAY_SITES, REPLAY_DHAT): shards find, one thread scans in order,
+// the sites' own figures on n_threads / 4 threads (at least one) ----
 
 static replay_t *one_thread_rp(const reader_event_t *ev, size_t n, unsigned mode,
                                replay_keep_fn keep) {
@@ -342,6 +350,42 @@ Test(replay_par, sites_cross_rounds_and_shards) {
     }
 }
 
+// The shards find round k + 1 while the scan of round k runs, so a block's site may be open
+// for two rounds: marks of two rounds live in the shards at once, told apart by the round's
+// parity. Rounds of two events: A is made at index 1 of round 1, freed and made again (another
+// site) at index 1 of round 2, freed in round 3 (round 1's fix must leave round 2's block
+// alone), made a third time in round 3 and freed by another thread in round 5; a realloc's
+// halves a round apart keep a site that was open when each half was found.
+Test(replay_par, sites_open_for_two_rounds) {
+    reader_event_t ev[] = {
+        alloc_at(1, 1, SHARD_B(1), 5, 9),  // round 1
+        alloc_at(2, 1, SHARD_A(0), 10, 1), //   index 1: A, site of stack 1
+        free_ev(3, 1, SHARD_A(0)),         // round 2
+        alloc_at(4, 2, SHARD_A(0), 20, 2), //   index 1 again: A, site of stack 2
+        free_ev(5, 2, SHARD_A(0)),         // round 3: a temporary of site 2
+        alloc_at(6, 3, SHARD_A(0), 30, 3), //   index 1: A, site of stack 3
+        {.kind = READER_FREE, .flags = READER_FREE_OF_REALLOC, .tid = 1, .time_ns = 7,
+         .addr = SHARD_B(1)},                                      // round 4
+        {.kind = READER_ALLOC, .sub = READER_REALLOC, .tid = 1, .time_ns = 8, .stack = 7,
+         .addr = SHARD_B(2), .old_addr = SHARD_B(1), .size = 50}, //   stays with stack 9
+        free_ev(9, 4, SHARD_A(0)),         // round 5: made by thread 3, freed by 4
+        free_ev(10, 4, SHARD_B(2)),
+        alloc_at(11, 4, SHARD_B(2), 1, 9),
+    };
+    size_t n = sizeof ev / sizeof ev[0];
+    for (unsigned mode = REPLAY_SITES; mode <= (REPLAY_SITES | REPLAY_DHAT); mode += REPLAY_DHAT) {
+        replay_t *want = one_thread_rp(ev, n, mode, NULL);
+        cr_assert_eq(replay_n_sites(want), 4);
+        for (unsigned threads = 2; threads <= 4; threads *= 2)
+            for (size_t round = 1; round <= 3; round++) {
+                replay_t *got = parallel_rp(ev, n, mode, NULL, threads, round, round, 1, 0);
+                expect_same_sites(want, got, "open for two rounds");
+                replay_free(got);
+            }
+        replay_free(want);
+    }
+}
+
 Test(replay_par, random_streams_match_one_thread_per_site) {
     enum { N = 60000 };
     static reader_event_t ev[N];
@@ -351,7 +395,8 @@ Test(replay_par, random_streams_match_one_thread_per_site) {
         for (unsigned mode = REPLAY_SITES; mode <= (REPLAY_SITES | REPLAY_DHAT); mode += REPLAY_DHAT)
             for (int filtered = 0; filtered < 2; filtered++) {
                 replay_keep_fn keep = filtered ? keep_even_stacks : NULL;
-                for (unsigned threads = 2; threads <= 16; threads *= 4)
+                // the sites' figures on 1, 2 and 4 threads (a quarter of the shards')
+                for (unsigned threads = 2; threads <= 16; threads *= threads == 2 ? 4 : 2)
                     for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
                         size_t m = rounds[k][1] < 64 ? n / 40 : n;
                         replay_t *want = one_thread_rp(ev, m, mode, keep);
@@ -518,13 +563,6 @@ static void expect_same_growth(const growth_t *want, const growth_t *got, const 
         cr_expect(a.blocks == b.blocks && a.bytes == b.bytes, "%s: stack %llu's short-lived",
                   what, (unsigned long long)stack);
     }
-}
-
-static reader_event_t alloc_at(uint64_t t, uint32_t tid, uint64_t addr, uint64_t size,
-                               uint64_t stack) {
-    reader_event_t e = alloc_ev(t, tid, addr, size);
-    e.stack = stack;
-    return e;
 }
 
 // A realloc chain whose halves move between shards and rounds, and an allocate-copy-free chain
