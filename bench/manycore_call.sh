@@ -5,22 +5,25 @@
 #   1. the manycore bench's sections (default "env threads") with its own options;
 #   2. with --stages: bench/threads.sh (heapprof alone: the per-stage CPU per event, app threads,
 #      pipeline workers, flusher, time waited) at 1..32 threads;
-#   3. c_churn OPS recorded once under heapprof and once under heaptrack, then
+#   3. each --workload (default "c_churn OPS", repeatable) recorded once under heapprof and once under heaptrack, then
 #      bench/analyzer_scaling.sh over decode workers x replay threads (report only by default),
 #      beside heaptrack_print, and one report with HEAPPROF_STAGE_TIMES=1 at the widest setting
 #      (where a serial stage shows as thread CPU close to its wall time).
 # Output under $OUT (the device's result folder), tables on stdout.
 # Usage: bash bench/manycore_call.sh [--budget S] [--ops N] [--workers 4,12] [--replay 0,4,8,16]
 #                                    [--commands report] [--runs K] [--skip-bench] [--stages]
+#                                    [--workload "c_threads 8 40000000"]...
 #                                    [--skip-analyzer] -- [bench.py args]
 set -u -o pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 M="$ROOT/.manycore"
 OPS=25000000 WORKERS=4,12 REPLAY=0,4,8,16 COMMANDS=report RUNS=2 BUDGET=240 SKIP_BENCH=0 STAGES=0 SKIP_ANALYZER=0
+WORKLOADS=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --budget) BUDGET=$2; shift ;;
     --ops) OPS=$2; shift ;;
+    --workload) WORKLOADS+=("$2"); shift ;;
     --workers) WORKERS=$2; shift ;;
     --replay) REPLAY=$2; shift ;;
     --commands) COMMANDS=$2; shift ;;
@@ -53,26 +56,32 @@ if [ $STAGES = 1 ]; then
         --cli "$M/heapprof/bin/heapprof" | tee "$OUT/stages.txt"
 fi
 [ $SKIP_ANALYZER = 1 ] && exit 0
+[ ${#WORKLOADS[@]} -gt 0 ] || WORKLOADS=("c_churn $OPS")
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-echo "== analyzer: c_churn $OPS ($((2 * OPS)) events) recorded under each tool"
-t0=$EPOCHREALTIME
-env LD_LIBRARY_PATH="$L" LD_PRELOAD="$M/heapprof/lib/libheapprof.so" HEAPPROF_QUIET=1 \
-    HEAPPROF_OUT="$W/hp.hpt" "$M/workloads/c_churn" "$OPS" >/dev/null
-t1=$EPOCHREALTIME
-env LD_LIBRARY_PATH="$L" PATH="$M/heaptrack/bin:$PATH" sh "$M/heaptrack/bin/heaptrack" -o "$W/ht" \
-    "$M/workloads/c_churn" "$OPS" >/dev/null 2>&1
-t2=$EPOCHREALTIME
-HT=$(ls "$W"/ht.* 2>/dev/null | head -1)
-awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN { printf "recorded: heapprof %.1f s, heaptrack %.1f s\n", b - a, c - b }'
-ls -la "$W"
-env LD_LIBRARY_PATH="$L" PATH="$M/heaptrack/bin:$PATH" bash "$ROOT/bench/analyzer_scaling.sh" \
-    --trace "$W/hp.hpt" ${HT:+--ht-trace "$HT"} --cli "$M/heapprof/bin/heapprof" --runs "$RUNS" \
-    --workers "$WORKERS" --replay "$REPLAY" --commands "$COMMANDS" | tee "$OUT/analyzer.txt"
-wmax=${WORKERS##*,} rmax=${REPLAY##*,}
-for wr in "0 0" "$wmax $rmax"; do
-    set -- $wr
-    echo "== stage times: report, decode workers $1, replay threads $2"
-    env LD_LIBRARY_PATH="$L" HEAPPROF_STAGE_TIMES=1 HEAPPROF_DECODE_THREADS=$1 HEAPPROF_REPLAY_THREADS=$2 \
-        "$M/heapprof/bin/heapprof" report "$W/hp.hpt" 2>&1 >/dev/null | grep '^stage' | tee -a "$OUT/analyzer.txt"
+for wl in "${WORKLOADS[@]}"; do
+    read -r prog args <<<"$wl"
+    read -r -a args <<<"$args"
+    rm -f "$W"/*
+    echo "== analyzer: $wl, recorded under each tool"
+    t0=$EPOCHREALTIME
+    env LD_LIBRARY_PATH="$L" LD_PRELOAD="$M/heapprof/lib/libheapprof.so" HEAPPROF_QUIET=1 \
+        HEAPPROF_OUT="$W/hp.hpt" "$M/workloads/$prog" "${args[@]}" >/dev/null
+    t1=$EPOCHREALTIME
+    env LD_LIBRARY_PATH="$L" PATH="$M/heaptrack/bin:$PATH" sh "$M/heaptrack/bin/heaptrack" -o "$W/ht" \
+        "$M/workloads/$prog" "${args[@]}" >/dev/null 2>&1
+    t2=$EPOCHREALTIME
+    HT=$(ls "$W"/ht.* 2>/dev/null | head -1)
+    awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN { printf "recorded: heapprof %.1f s, heaptrack %.1f s\n", b - a, c - b }'
+    ls -la "$W"
+    env LD_LIBRARY_PATH="$L" PATH="$M/heaptrack/bin:$PATH" bash "$ROOT/bench/analyzer_scaling.sh" \
+        --trace "$W/hp.hpt" ${HT:+--ht-trace "$HT"} --cli "$M/heapprof/bin/heapprof" --runs "$RUNS" \
+        --workers "$WORKERS" --replay "$REPLAY" --commands "$COMMANDS" | tee -a "$OUT/analyzer.txt"
+    wmax=${WORKERS##*,} rmax=${REPLAY##*,}
+    for wr in "0 0" "$wmax $rmax"; do
+        set -- $wr
+        echo "== stage times: report, decode workers $1, replay threads $2"
+        env LD_LIBRARY_PATH="$L" HEAPPROF_STAGE_TIMES=1 HEAPPROF_DECODE_THREADS=$1 HEAPPROF_REPLAY_THREADS=$2 \
+            "$M/heapprof/bin/heapprof" report "$W/hp.hpt" 2>&1 >/dev/null | grep '^stage' | tee -a "$OUT/analyzer.txt"
+    done
 done
