@@ -90,11 +90,45 @@ __attribute__((target("avx2"))) static inline uint64_t hsum256(__m256i counters)
     return (uint64_t)_mm_cvtsi128_si64(t) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(t, t));
 }
 
+// 16 to 64 bytes, most blocks (glibc's smallest usable sizes are 24, 40, 56 and 72): two
+// overlapping loads whose compare masks are counted with popcnt, the second's lanes that the
+// first already counted masked off; no loop and no lane sums. Every CPU with AVX2 has popcnt.
+__attribute__((target("avx2,popcnt"))) static inline void
+count_small_avx2(const uint8_t *p, size_t n, uint64_t *eq_pat, uint64_t *eq_zero) {
+    unsigned pa, za, pb, zb;
+    if (n <= 32) {
+        const __m128i pat = _mm_set1_epi8((char)HPT_TOUCH_PATTERN), zero = _mm_setzero_si128();
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        __m128i y = _mm_loadu_si128((const __m128i *)(p + n - 16));
+        unsigned keep = (0xffffu << (32 - n)) & 0xffffu; // y's last n - 16 lanes
+        pa = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, pat));
+        za = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, zero));
+        pb = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(y, pat)) & keep;
+        zb = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(y, zero)) & keep;
+    } else {
+        const __m256i pat = _mm256_set1_epi8((char)HPT_TOUCH_PATTERN),
+                      zero = _mm256_setzero_si256();
+        __m256i x = _mm256_loadu_si256((const __m256i *)p);
+        __m256i y = _mm256_loadu_si256((const __m256i *)(p + n - 32));
+        unsigned keep = ~0u << (64 - n); // y's last n - 32 lanes
+        pa = (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, pat));
+        za = (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, zero));
+        pb = (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(y, pat)) & keep;
+        zb = (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(y, zero)) & keep;
+    }
+    *eq_pat += (uint64_t)(__builtin_popcount(pa) + __builtin_popcount(pb));
+    *eq_zero += (uint64_t)(__builtin_popcount(za) + __builtin_popcount(zb));
+}
+
 // count_equal with 32-byte vectors; n <= CHUNK (at most 128 steps a lane, no overflow).
-__attribute__((target("avx2"))) static void count_equal_avx2(const uint8_t *p, size_t n,
-                                                             uint64_t *eq_pat, uint64_t *eq_zero) {
-    if (n < 32) {
-        count_equal(p, n, eq_pat, eq_zero);
+__attribute__((target("avx2,popcnt"))) static void count_equal_avx2(const uint8_t *p, size_t n,
+                                                                    uint64_t *eq_pat,
+                                                                    uint64_t *eq_zero) {
+    if (n <= 64) {
+        if (n >= 16)
+            count_small_avx2(p, n, eq_pat, eq_zero);
+        else
+            count_equal(p, n, eq_pat, eq_zero);
         return;
     }
     const __m256i pat = _mm256_set1_epi8((char)HPT_TOUCH_PATTERN), zero = _mm256_setzero_si256();
@@ -374,7 +408,7 @@ void hp_touch_init(void) {
                  in_libc((const void *)(uintptr_t)hp_real.malloc_usable_size, &obj);
     atomic_store_explicit(&glibc_candidate, glibc, memory_order_relaxed);
     __builtin_cpu_init(); // cpuid only; also checks that the kernel saves the AVX registers
-    use_avx2 = __builtin_cpu_supports("avx2");
+    use_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
 }
 
 HP_NOINLINE static size_t usable_checked(const void *p) {
@@ -399,7 +433,7 @@ HP_NOINLINE static size_t usable_checked(const void *p) {
 
 bool hp_touch_set_avx2(bool on) {
     __builtin_cpu_init();
-    use_avx2 = on && __builtin_cpu_supports("avx2");
+    use_avx2 = on && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
     return use_avx2;
 }
 
@@ -428,7 +462,19 @@ void hp_touch_fill(void *p, size_t usable, size_t keep) {
     }
     size_t k = stride_lines(usable);
     if (k == 1) {
-        memset(b + keep, HPT_TOUCH_PATTERN, usable - keep);
+        size_t n = usable - keep;
+        if (n >= 16 && n <= 64) {
+            // most blocks: two or four overlapping stores in place of memset's call
+            const __m128i pat = _mm_set1_epi8((char)HPT_TOUCH_PATTERN);
+            _mm_storeu_si128((__m128i *)(b + keep), pat);
+            _mm_storeu_si128((__m128i *)(b + usable - 16), pat);
+            if (n > 32) {
+                _mm_storeu_si128((__m128i *)(b + keep + 16), pat);
+                _mm_storeu_si128((__m128i *)(b + usable - 32), pat);
+            }
+            return;
+        }
+        memset(b + keep, HPT_TOUCH_PATTERN, n);
         return;
     }
     // the measured lines past keep; a line keep or the block's end cuts through is filled in part
