@@ -53,5 +53,8 @@ size_t hp_touch_usable(const void *p);
 void hp_touch_init(void);
 // Whether hp_touch_usable reads glibc's chunk header now (for tests).
 bool hp_touch_header_trusted(void);
+// Counts with AVX2 (true, where the CPU has it; hp_touch_init picks it then) or SSE2 (false).
+// Returns whether AVX2 is used now. For tests: both give the same figures.
+bool hp_touch_set_avx2(bool on);
 
 #endif

@@ -60,6 +60,41 @@ Test(touch, exact_counts_match_brute_force, .init = setup) {
     }
 }
 
+// The AVX2 and SSE2 counts (touch.c picks one by the CPU) give the same figures, every line
+// measured and sampled, for every length the loops and their tails can meet.
+Test(touch, the_vector_paths_agree, .init = setup) {
+    for (int sampled = 0; sampled < 2; sampled++) {
+        hp_config.touch_sample_bytes = sampled ? 512 : 1u << 20;
+        for (size_t size = 1; size <= 9000; size += (size < 300 ? 1 : 61)) {
+            uint8_t *p = malloc(size);
+            size_t usable = hp_touch_usable(p);
+            hp_touch_fill(p, usable, 0);
+            for (size_t i = 0; i < size; i++)
+                if (next() % 5 == 0)
+                    p[i] = (uint8_t)(next() % 3 == 0 ? 0 : next());
+            hp_touch_t t[2];
+            for (int avx2 = 0; avx2 < 2; avx2++) {
+                if (hp_touch_set_avx2(avx2) != (bool)avx2)
+                    cr_skip_test("no AVX2 here");
+                hp_touch_measure(p, &t[avx2]);
+            }
+            cr_assert_eq(t[0].method, t[1].method, "size %zu", size);
+            cr_assert_eq(t[0].touched, t[1].touched, "size %zu sampled %d", size, sampled);
+            cr_assert_eq(t[0].touched_nz, t[1].touched_nz, "size %zu sampled %d", size, sampled);
+            if (!sampled) {
+                uint64_t differ = 0, nonzero = 0;
+                for (size_t i = 0; i < usable; i++) {
+                    differ += p[i] != HPT_TOUCH_PATTERN;
+                    nonzero += p[i] != 0;
+                }
+                cr_assert_eq(t[1].touched, differ, "size %zu", size);
+                cr_assert_eq(t[1].touched_nz, nonzero, "size %zu", size);
+            }
+            free(p);
+        }
+    }
+}
+
 Test(touch, calloc_blocks_count_their_non_zero_bytes, .init = setup) {
     uint8_t *p = calloc(1, 300);
     memset(p + 17, 9, 23);

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# bench/hot_instr.sh: where the instructions of an allocation event go, on the bench workloads
+# with default settings (full recording, bytes touched, CPU samples), counted by callgrind (exact
+# and repeatable where wall time on this shared machine is not). Each workload runs under
+# valgrind --tool=callgrind --separate-threads=yes at two sizes, so that start-up and exit
+# cancel out: a figure is (Ir(big) - Ir(small)) / (events(big) - events(small)), events from
+# `heapprof stats` on the run's own trace. Per workload:
+#   app      the program's thread, less the uninstrumented program's (the same two sizes), less
+#            what the thread spent draining its own ring (hp_tbuf_wait_slow: under valgrind the
+#            threads run one at a time, so how often the ring fills varies from run to run)
+#   stack    capture_stack (the walk, the step cache, the stack table), inclusive
+#   touch    hp_touch_fill + hp_touch_usable + hp_touch_measure, inclusive
+#   clock    hp_state_now (the TSC read), inclusive
+#   rest     app - stack - touch - clock: entry points, errno, encoding, the ring
+#   drain    the shim's other threads (pipeline workers, flusher, CPU sampler), whole, and the
+#            app thread's own drains: turning records into compressed chunks and writing them
+# A function's cost is summed over the source files callgrind splits it into (inlined code).
+# Usage: bench/hot_instr.sh [--lib PATH] [--only c_churn,cpp_mixed,rust_hashmap_growth,...]
+#                           [--keep DIR]   (callgrind files kept in DIR, for callgrind_annotate)
+# Needs the workloads built (bench/run.sh --build-only), valgrind and build/analyzer/heapprof.
+set -u
+export LC_ALL=C
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+LIB="$ROOT/build/preload/libheapprof.so"
+CLI="$ROOT/build/analyzer/heapprof"
+ONLY=c_churn,cpp_mixed,rust_hashmap_growth
+KEEP=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --lib) LIB="$2"; shift 2 ;;
+    --only) ONLY="$2"; shift 2 ;;
+    --keep) KEEP="$2"; shift 2 ;;
+    -h | --help) sed -n 3,19p "$0"; exit 0 ;;
+    *) echo "hot_instr.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+command -v valgrind >/dev/null || { echo "hot_instr.sh: needs valgrind" >&2; exit 1; }
+[ -f "$LIB" ] && [ -x "$CLI" ] || { echo "hot_instr.sh: no $LIB or $CLI (build first)" >&2; exit 1; }
+BIN="$HERE/out/bin"
+OUT="${KEEP:-$(mktemp -d)}"
+mkdir -p "$OUT"
+
+# workload -> "small big" arguments (small enough for callgrind; the bench's sizes / 10 or less)
+declare -A SIZES=(
+    [c_churn]="100000 300000" [realloc_chain]="2 6" [cpp_mixed]="1 2"
+    [rust_vec_growth]="1000 3000" [rust_hashmap_growth]="50000 150000"
+)
+
+totals() { grep -E '^totals:' "$1" | awk '{print $2}'; }
+# inclusive Ir of the functions matching pattern $2 in callgrind file $1, summed: the entries
+# that name the function's object (callgrind_annotate also lists the code inlined into a
+# function once per source file it comes from, without the object; the object's entry has it)
+# (run from /: from inside the source tree it shortens paths and lists a function's parts apart)
+incl() {
+    (cd / && callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null) |
+        awk -v pat="$2" '/file:function/ {f = 1; next} f && /^-- Auto/ {exit}
+            f && $0 ~ pat {v = $1; gsub(",", "", v); s += v} END {print s + 0}'
+}
+
+printf "%-22s %8s %8s %8s %8s %8s %9s   (instructions per event)\n" workload app stack touch \
+    clock rest drain
+IFS=, read -r -a names <<<"$ONLY"
+for w in "${names[@]}"; do
+    sz="${SIZES[$w]:-}"
+    [ -n "$sz" ] && [ -x "$BIN/$w" ] || { echo "$w: unknown or not built" >&2; continue; }
+    declare -A v=()
+    for a in $sz; do
+        valgrind --tool=callgrind --callgrind-out-file="$OUT/bare.$w.$a" "$BIN/$w" "$a" \
+            >/dev/null 2>&1
+        rm -f "$OUT"/run.*.hpt
+        # (valgrind's launcher is a process of its own, with a trace of its own: the
+        # workload's is the biggest)
+        env LD_PRELOAD="$LIB" HEAPPROF_OUT="$OUT/run.%p.hpt" HEAPPROF_QUIET=1 valgrind \
+            --tool=callgrind --separate-threads=yes --callgrind-out-file="$OUT/hp.$w.$a" \
+            "$BIN/$w" "$a" >/dev/null 2>&1
+        tr=$(ls -S "$OUT"/run.*.hpt | head -1)
+        v[ev.$a]=$("$CLI" stats "$tr" --json | sed -n 's/^  "events": *\([0-9]*\).*/\1/p')
+        v[bare.$a]=$(totals "$OUT/bare.$w.$a")
+        app="$OUT/hp.$w.$a-01"
+        self=$(incl "$app" ':hp_tbuf_wait_slow \\[')
+        v[app.$a]=$(($(totals "$app") - self))
+        v[stack.$a]=$(incl "$app" ':capture_stack \\[')
+        v[touch.$a]=$(incl "$app" ':hp_touch_(fill|usable|measure) \\[')
+        v[clock.$a]=$(incl "$app" ':hp_state_now \\[')
+        wk=$self
+        for f in "$OUT/hp.$w.$a"-*; do
+            [ "$f" = "$app" ] || wk=$((wk + $(totals "$f")))
+        done
+        v[workers.$a]=$wk
+    done
+    set -- $sz
+    s=$1 b=$2
+    awk -v w="$w" -v e="$((${v[ev.$b]} - ${v[ev.$s]}))" \
+        -v app="$((${v[app.$b]} - ${v[app.$s]} - (${v[bare.$b]} - ${v[bare.$s]})))" \
+        -v st="$((${v[stack.$b]} - ${v[stack.$s]}))" -v to="$((${v[touch.$b]} - ${v[touch.$s]}))" \
+        -v cl="$((${v[clock.$b]} - ${v[clock.$s]}))" -v wk="$((${v[workers.$b]} - ${v[workers.$s]}))" \
+        'BEGIN {printf "%-22s %8.0f %8.0f %8.0f %8.0f %8.0f %9.0f\n", w, app / e, st / e, to / e,
+                cl / e, (app - st - to - cl) / e, wk / e}'
+    unset v
+done
+rm -f "$OUT"/run.*.hpt
+[ -n "$KEEP" ] || rm -rf "$OUT"
