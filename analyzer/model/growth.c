@@ -292,8 +292,10 @@ static gblock_t *live_get(growth_t *g, uint64_t addr) {
 // the largest cost of this function.
 // seq: the allocation's number (0: the next of growth's own count; the scan passes the serial
 // the shard gave it, which orders allocations the same way).
-static void on_alloc(growth_t *g, const reader_event_t *ev, gblock_t *b, uint64_t seq) {
-    gthread_t *t = thread_of(g, ev->tid);
+// t: ev's thread. Inlined: the scan's copy keeps b in registers and pays no call (growth_scan).
+static inline __attribute__((always_inline)) void on_alloc(growth_t *g, gthread_t *t,
+                                                           const reader_event_t *ev, gblock_t *b,
+                                                           uint64_t seq) {
     if (!seq)
         seq = ++g->seq;
     b->seq = seq;
@@ -385,7 +387,22 @@ static bool scan_link_recent(growth_t *g, gblock_t *a, recent_t *r) {
 // docs/growth.md#allocate-copy-free: the newest allocation at the old block's stack among the
 // thread's last GROWTH_WINDOW events, made after the old block, larger than it, and with no
 // allocation at that stack between the two. Returns whether it linked a to it.
-static bool find_copy(growth_t *g, gthread_t *t, gblock_t *a, uint64_t now) {
+// Its last step, out of line (most frees link nothing): links a to r's block if that block is
+// still live without a predecessor.
+__attribute__((noinline)) static bool link_copy(growth_t *g, gblock_t *a, const recent_t *r) {
+    if (g->scan)
+        return scan_link_recent(g, a, (recent_t *)r);
+    gblock_t *b = live_get(g, r->addr);
+    if (!b || b->seq != r->seq) // freed, or already has a predecessor (BLOCK_HAS_PRED)
+        return false;
+    b->seq |= BLOCK_HAS_PRED;
+    link_blocks(g, a, b, b->head.size, LINK_MOVED);
+    return true;
+}
+
+// Inlined into every caller of on_free: the common answer (no link) is a few loads away.
+static inline __attribute__((always_inline)) bool find_copy(growth_t *g, gthread_t *t,
+                                                            gblock_t *a, uint64_t now) {
     const recent_t *r = NULL;
     const stack_last_t *sl = &t->last[(a->stack * 0x9E3779B97F4A7C15ull) >> 56];
     if (sl->seq != 0 && sl->stack == a->stack) {
@@ -403,19 +420,13 @@ static bool find_copy(growth_t *g, gthread_t *t, gblock_t *a, uint64_t now) {
         return false;
     if (now - r->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a->head.size)
         return false;
-    if (g->scan)
-        return scan_link_recent(g, a, (recent_t *)r);
-    gblock_t *b = live_get(g, r->addr);
-    if (!b || b->seq != r->seq) // freed, or already has a predecessor (BLOCK_HAS_PRED)
-        return false;
-    b->seq |= BLOCK_HAS_PRED;
-    link_blocks(g, a, b, b->head.size, LINK_MOVED);
-    return true;
+    return link_copy(g, a, r);
 }
 
 // a: the freed block, already out of the live table (read in place: see on_alloc).
-static void on_free(growth_t *g, const reader_event_t *ev, gblock_t *a) {
-    gthread_t *t = thread_of(g, ev->tid);
+// t: ev's thread. Inlined as on_alloc.
+static inline __attribute__((always_inline)) void on_free(growth_t *g, gthread_t *t,
+                                                          const reader_event_t *ev, gblock_t *a) {
     if (ev->flags & READER_FREE_OF_REALLOC) {
         t->has_pending = true;
         t->pending_addr = ev->addr;
@@ -447,20 +458,22 @@ void growth_event(growth_t *g, const reader_event_t *ev) {
     gblock_t *b;
     if (ev->kind == READER_ALLOC) {
         b = hmap_put(&g->live, ev->addr, NULL);
-        on_alloc(g, ev, b, 0);
+        on_alloc(g, thread_of(g, ev->tid), ev, b, 0);
         b->head.size = ev->size; // growth's own table: the head is growth's to write
         b->head.time_ns = ev->time_ns;
     } else if (ev->kind == READER_FREE && (b = hmap_take_ref(&g->live, ev->addr))) {
-        on_free(g, ev, b);
+        on_free(g, thread_of(g, ev->tid), ev, b);
     }
 }
 
 static void companion_alloc(void *ctx, const reader_event_t *ev, replay_block_t *b) {
-    on_alloc(ctx, ev, (gblock_t *)b, 0);
+    growth_t *g = ctx;
+    on_alloc(g, thread_of(g, ev->tid), ev, (gblock_t *)b, 0);
 }
 
 static void companion_free(void *ctx, const reader_event_t *ev, replay_block_t *b) {
-    on_free(ctx, ev, (gblock_t *)b);
+    growth_t *g = ctx;
+    on_free(g, thread_of(g, ev->tid), ev, (gblock_t *)b);
 }
 
 void growth_attach(growth_t *g, replay_t *rp) {
@@ -477,6 +490,23 @@ void growth_attach(growth_t *g, replay_t *rp) {
 
 void growth_scan_start(growth_t *g) { g->scan = true; }
 
+// The change of round parity q to the block allocated as serial (h: its changed_hash), if any.
+static inline const replay_cfix_t *changed_find(const growth_t *g, unsigned q, unsigned h,
+                                                uint64_t serial) {
+    if (!g->n_fixes[q]) // no link that round: no slot to read (a cache miss, 64 KiB each)
+        return NULL;
+    uint64_t k = g->changed_slot[q][h];
+    if (!k)
+        return NULL;
+    if (g->fixes[q][k - 1].serial != serial) { // the slot is another's
+        const uint64_t *m = hmap_count(&g->changed[q]) ? hmap_get(&g->changed[q], serial) : NULL;
+        if (!m)
+            return NULL;
+        k = *m;
+    }
+    return &g->fixes[q][k - 1];
+}
+
 // The block a shard found (its head in f, its words in w), with the changes of this round and
 // of the last one, which the shard has not applied yet (this round's are the newer).
 static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const replay_cwords_t *w) {
@@ -486,32 +516,34 @@ static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const rep
                   .origin = w->origin,
                   .chain = (uint32_t)w->tid_chain};
     unsigned h = changed_hash(w->serial);
-    for (unsigned r = 0; r < 2; r++) {
-        unsigned q = g->parity ^ r;
-        if (!g->n_fixes[q]) // no link that round: no slot to read (a cache miss, 64 KiB each)
-            continue;
-        uint64_t k = g->changed_slot[q][h];
-        if (k && g->fixes[q][k - 1].serial != w->serial) { // the slot is another's
-            const uint64_t *m =
-                hmap_count(&g->changed[q]) ? hmap_get(&g->changed[q], w->serial) : NULL;
-            k = m ? *m : 0;
-        }
-        if (k) {
-            a.origin = g->fixes[q][k - 1].origin;
-            a.chain = g->fixes[q][k - 1].chain;
-            break;
-        }
+    const replay_cfix_t *c = changed_find(g, g->parity, h, w->serial);
+    if (!c)
+        c = changed_find(g, g->parity ^ 1, h, w->serial);
+    if (c) {
+        a.origin = c->origin;
+        a.chain = c->chain;
     }
     return a;
 }
 
 // The block a shard found left the table: its allocating thread's ring entry, if it still has
 // one, no longer leads to a live block (find_copy's lookup in the one-thread pass).
-static void scan_gone(growth_t *g, const replay_cwords_t *w) {
-    gthread_t *t = thread_of(g, (uint32_t)(w->tid_chain >> 32));
+// t: the thread of tid, the scanned event's (most blocks are freed by their allocating thread).
+static inline void scan_gone(growth_t *g, gthread_t *t, uint32_t tid, const replay_cwords_t *w) {
+    uint32_t owner = (uint32_t)(w->tid_chain >> 32);
+    if (owner != tid) { // no thread_of: the event's thread stays the cached one
+        gthread_t **tp = hmap_get(&g->threads, owner);
+        if (!tp)
+            return;
+        t = *tp;
+    }
+    // the ring's oldest entry is the next to be written (0 while the ring has never filled):
+    // a block allocated before it has no entry, and most frees are of such blocks
+    uint64_t serial = w->serial;
+    if (serial < t->ring[t->ring_pos].seq)
+        return;
     for (unsigned k = 0; k < GROWTH_WINDOW; k++)
-        if (t->ring[k].seq == w->serial)
-            t->ring[k].flags |= RECENT_GONE;
+        t->ring[k].flags |= t->ring[k].seq == serial ? RECENT_GONE : 0;
 }
 
 void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_found_t *found,
@@ -526,20 +558,30 @@ void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_f
         hmap_fini(&g->changed[q]);
         hmap_init(&g->changed[q], sizeof(uint64_t));
     }
+    if (!n)
+        return;
+    uint32_t tid = ev[0].tid;
+    gthread_t *t = thread_of(g, tid);
     for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = &ev[i];
         const replay_found_t *f = &found[i];
         if (e->kind == READER_ALLOC) {
+            if (e->tid != tid)
+                t = thread_of(g, tid = e->tid);
             if (f->had)
-                scan_gone(g, &cw[i]); // replaced without a free, as in the live table
-            gblock_t b = {.head = {.size = e->size, .time_ns = e->time_ns}};
-            on_alloc(g, e, &b, round << 32 | i);
+                scan_gone(g, t, tid, &cw[i]); // replaced without a free, as in the live table
+            gblock_t b; // on_alloc writes all but the head's stack, which nothing reads
+            b.head.size = e->size;
+            b.head.time_ns = e->time_ns;
+            on_alloc(g, t, e, &b, round << 32 | i);
             if (b.chain)
                 note_changed(g, e->addr, &b);
         } else if (e->kind == READER_FREE && f->had) {
+            if (e->tid != tid)
+                t = thread_of(g, tid = e->tid);
             gblock_t a = scan_block(g, f, &cw[i]);
-            scan_gone(g, &cw[i]);
-            on_free(g, e, &a);
+            scan_gone(g, t, tid, &cw[i]);
+            on_free(g, t, e, &a);
         }
     }
 }
