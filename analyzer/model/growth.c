@@ -285,6 +285,21 @@ static gblock_t *live_get(growth_t *g, uint64_t addr) {
     return g->rp ? (gblock_t *)replay_block(g->rp, addr) : hmap_get(&g->live, addr);
 }
 
+// on_alloc's realloc link, out of line: the new block's chain and origin come back by value,
+// so the scan's block (a local) stays in registers.
+typedef struct chain_origin {
+    uint64_t chain, origin;
+} chain_origin_t;
+
+__attribute__((noinline)) static chain_origin_t link_realloc(growth_t *g, gthread_t *t,
+                                                             const reader_event_t *ev) {
+    gblock_t b = {.origin = ev->stack};
+    // the same chain whether or not the address moved (docs/growth.md#realloc)
+    link_blocks(g, &t->pending, &b, ev->size,
+                LINK_REALLOC | (ev->addr != ev->old_addr ? LINK_MOVED : 0));
+    return (chain_origin_t){b.chain, b.origin};
+}
+
 // b: where the new block goes in the live table; its head is the caller's to write (replay's,
 // after this, when attached: the old head is still there if the address was live). Its fields
 // (and the ring entry's) are written one by one, where they stay: a block built aside and copied
@@ -304,9 +319,9 @@ static inline __attribute__((always_inline)) void on_alloc(growth_t *g, gthread_
     b->chain = 0;
     if (ev->sub == READER_REALLOC && ev->old_addr && t->has_pending &&
         t->pending_addr == ev->old_addr) {
-        // the same chain whether or not the address moved (docs/growth.md#realloc)
-        link_blocks(g, &t->pending, b, ev->size,
-                    LINK_REALLOC | (ev->addr != ev->old_addr ? LINK_MOVED : 0));
+        chain_origin_t co = link_realloc(g, t, ev);
+        b->chain = co.chain;
+        b->origin = co.origin;
         b->seq |= BLOCK_HAS_PRED;
     }
     t->has_pending = false;
@@ -350,16 +365,16 @@ static inline unsigned changed_hash(uint64_t serial) {
 
 // growth_scan: a block's words changed (it joined a chain): the shards get them two rounds on,
 // and a free of the block until then reads them here (scan_block).
-static void note_changed(growth_t *g, uint64_t addr, const gblock_t *b) {
-    if (b->chain > UINT32_MAX) {
+static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t origin,
+                         uint64_t chain) {
+    if (chain > UINT32_MAX) {
         fprintf(stderr, "heapprof: more than 2^32 growth chains live at once\n");
         abort();
     }
     unsigned q = g->parity;
     g->fixes[q] = xgrow(g->fixes[q], &g->cap_fixes[q], g->n_fixes[q] + 1, sizeof *g->fixes[q]);
-    g->fixes[q][g->n_fixes[q]++] = (replay_cfix_t){
-        .addr = addr, .serial = seq_of(b), .origin = b->origin, .chain = (uint32_t)b->chain};
-    uint64_t serial = seq_of(b);
+    g->fixes[q][g->n_fixes[q]++] =
+        (replay_cfix_t){.addr = addr, .serial = serial, .origin = origin, .chain = (uint32_t)chain};
     uint32_t *slot = &g->changed_slot[q][changed_hash(serial)];
     if (*slot == 0 || g->fixes[q][*slot - 1].serial == serial)
         *slot = (uint32_t)g->n_fixes[q];
@@ -380,7 +395,7 @@ static bool scan_link_recent(growth_t *g, gblock_t *a, recent_t *r) {
                   .stack = r->stack,
                   .origin = r->stack};
     link_blocks(g, a, &b, r->size, LINK_MOVED);
-    note_changed(g, r->addr, &b);
+    note_changed(g, r->addr, r->seq, b.origin, b.chain);
     return true;
 }
 
@@ -389,14 +404,15 @@ static bool scan_link_recent(growth_t *g, gblock_t *a, recent_t *r) {
 // allocation at that stack between the two. Returns whether it linked a to it.
 // Its last step, out of line (most frees link nothing): links a to r's block if that block is
 // still live without a predecessor.
-__attribute__((noinline)) static bool link_copy(growth_t *g, gblock_t *a, const recent_t *r) {
+// a by value: the scan's old block (a local) stays in registers on the common path.
+__attribute__((noinline)) static bool link_copy(growth_t *g, gblock_t a, const recent_t *r) {
     if (g->scan)
-        return scan_link_recent(g, a, (recent_t *)r);
+        return scan_link_recent(g, &a, (recent_t *)r);
     gblock_t *b = live_get(g, r->addr);
     if (!b || b->seq != r->seq) // freed, or already has a predecessor (BLOCK_HAS_PRED)
         return false;
     b->seq |= BLOCK_HAS_PRED;
-    link_blocks(g, a, b, b->head.size, LINK_MOVED);
+    link_blocks(g, &a, b, b->head.size, LINK_MOVED);
     return true;
 }
 
@@ -420,7 +436,7 @@ static inline __attribute__((always_inline)) bool find_copy(growth_t *g, gthread
         return false;
     if (now - r->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a->head.size)
         return false;
-    return link_copy(g, a, r);
+    return link_copy(g, *a, r);
 }
 
 // a: the freed block, already out of the live table (read in place: see on_alloc).
@@ -575,7 +591,7 @@ void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_f
             b.head.time_ns = e->time_ns;
             on_alloc(g, t, e, &b, round << 32 | i);
             if (b.chain)
-                note_changed(g, e->addr, &b);
+                note_changed(g, e->addr, seq_of(&b), b.origin, b.chain);
         } else if (e->kind == READER_FREE && f->had) {
             if (e->tid != tid)
                 t = thread_of(g, tid = e->tid);
