@@ -372,7 +372,9 @@ static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t o
         abort();
     }
     unsigned q = g->parity;
-    g->fixes[q] = xgrow(g->fixes[q], &g->cap_fixes[q], g->n_fixes[q] + 1, sizeof *g->fixes[q]);
+    if (g->n_fixes[q] == g->cap_fixes[q]) // (no call to xgrow per link)
+        g->fixes[q] =
+            xgrow(g->fixes[q], &g->cap_fixes[q], g->n_fixes[q] + 1, sizeof *g->fixes[q]);
     g->fixes[q][g->n_fixes[q]++] =
         (replay_cfix_t){.addr = addr, .serial = serial, .origin = origin, .chain = (uint32_t)chain};
     uint32_t *slot = &g->changed_slot[q][changed_hash(serial)];
