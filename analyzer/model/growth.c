@@ -560,8 +560,16 @@ static inline void scan_gone(growth_t *g, gthread_t *t, uint32_t tid, const repl
     uint64_t serial = w->serial;
     if (serial < t->ring[t->ring_pos].seq)
         return;
-    for (unsigned k = 0; k < GROWTH_WINDOW; k++)
-        t->ring[k].flags |= t->ring[k].seq == serial ? RECENT_GONE : 0;
+    // the rest, newest first, have falling serials (0: empty); a block freed soon after its
+    // allocation is near the top
+    for (unsigned k = 1; k <= GROWTH_WINDOW; k++) {
+        recent_t *e = &t->ring[(t->ring_pos - k) % GROWTH_WINDOW];
+        if (e->seq <= serial) {
+            if (e->seq == serial)
+                e->flags |= RECENT_GONE;
+            return;
+        }
+    }
 }
 
 void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_found_t *found,
