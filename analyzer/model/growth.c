@@ -133,14 +133,15 @@ struct growth {
     hmap_t site_of; // stack -> index + 1 into accs during the pass, into sites after finish
     // growth_scan: the words changed in the last two rounds, by the round's parity: for the
     // shards two rounds on (fixes) and for the frees until then (changed_slot: index + 1 into
-    // fixes of the same parity by a hash of the serial, 0 none; changed: serial -> index + 1
-    // for the serials whose slot another one held). A map made and emptied each round cost
-    // more than all the rest of a free.
+    // fixes of each parity by a hash of the serial, 0 none, parity q's in bits 32q..32q+31, so
+    // a free reads one word for both; changed: serial -> index + 1 for the serials whose slot
+    // another one held). A map made and emptied each round cost more than all the rest of a
+    // free.
     bool scan;
     unsigned parity; // of the round being scanned
     replay_cfix_t *fixes[2];
     size_t n_fixes[2], cap_fixes[2];
-    uint32_t changed_slot[2][CHANGED_SLOTS];
+    uint64_t changed_slot[CHANGED_SLOTS];
     hmap_t changed[2];
 };
 
@@ -377,9 +378,10 @@ static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t o
             xgrow(g->fixes[q], &g->cap_fixes[q], g->n_fixes[q] + 1, sizeof *g->fixes[q]);
     g->fixes[q][g->n_fixes[q]++] =
         (replay_cfix_t){.addr = addr, .serial = serial, .origin = origin, .chain = (uint32_t)chain};
-    uint32_t *slot = &g->changed_slot[q][changed_hash(serial)];
-    if (*slot == 0 || g->fixes[q][*slot - 1].serial == serial)
-        *slot = (uint32_t)g->n_fixes[q];
+    uint64_t *slot = &g->changed_slot[changed_hash(serial)];
+    uint32_t k = (uint32_t)(*slot >> 32 * q);
+    if (k == 0 || g->fixes[q][k - 1].serial == serial)
+        *slot = (*slot & ~(0xffffffffull << 32 * q)) | (uint64_t)g->n_fixes[q] << 32 * q;
     else
         *(uint64_t *)hmap_put(&g->changed[q], serial, NULL) = g->n_fixes[q];
 }
@@ -508,12 +510,10 @@ void growth_attach(growth_t *g, replay_t *rp) {
 
 void growth_scan_start(growth_t *g) { g->scan = true; }
 
-// The change of round parity q to the block allocated as serial (h: its changed_hash), if any.
-static inline const replay_cfix_t *changed_find(const growth_t *g, unsigned q, unsigned h,
+// The change of round parity q to the block allocated as serial (k: its slot's index for q),
+// if any.
+static inline const replay_cfix_t *changed_find(const growth_t *g, unsigned q, uint64_t k,
                                                 uint64_t serial) {
-    if (!g->n_fixes[q]) // no link that round: no slot to read (a cache miss, 64 KiB each)
-        return NULL;
-    uint64_t k = g->changed_slot[q][h];
     if (!k)
         return NULL;
     if (g->fixes[q][k - 1].serial != serial) { // the slot is another's
@@ -533,13 +533,17 @@ static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const rep
                   .stack = w->stack,
                   .origin = w->origin,
                   .chain = (uint32_t)w->tid_chain};
-    unsigned h = changed_hash(w->serial);
-    const replay_cfix_t *c = changed_find(g, g->parity, h, w->serial);
-    if (!c)
-        c = changed_find(g, g->parity ^ 1, h, w->serial);
-    if (c) {
-        a.origin = c->origin;
-        a.chain = c->chain;
+    // no link in either round: no slot to read (a cache miss, 128 KiB)
+    uint64_t both = g->n_fixes[0] | g->n_fixes[1] ? g->changed_slot[changed_hash(w->serial)] : 0;
+    if (both) {
+        unsigned q = g->parity;
+        const replay_cfix_t *c = changed_find(g, q, (uint32_t)(both >> 32 * q), w->serial);
+        if (!c)
+            c = changed_find(g, q ^ 1, (uint32_t)(both >> 32 * (q ^ 1)), w->serial);
+        if (c) {
+            a.origin = c->origin;
+            a.chain = c->chain;
+        }
     }
     return a;
 }
@@ -578,7 +582,7 @@ void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_f
     // take this round's
     unsigned q = g->parity = round & 1;
     for (size_t k = 0; k < g->n_fixes[q]; k++)
-        g->changed_slot[q][changed_hash(g->fixes[q][k].serial)] = 0;
+        g->changed_slot[changed_hash(g->fixes[q][k].serial)] &= ~(0xffffffffull << 32 * q);
     g->n_fixes[q] = 0;
     if (hmap_count(&g->changed[q])) {
         hmap_fini(&g->changed[q]);
