@@ -133,14 +133,15 @@ struct growth {
     hmap_t site_of; // stack -> index + 1 into accs during the pass, into sites after finish
     // growth_scan: the words changed in the last two rounds, by the round's parity: for the
     // shards two rounds on (fixes) and for the frees until then (changed_slot: index + 1 into
-    // fixes of the same parity by a hash of the serial, 0 none; changed: serial -> index + 1
-    // for the serials whose slot another one held). A map made and emptied each round cost
-    // more than all the rest of a free.
+    // fixes of each parity by a hash of the serial, 0 none, parity q's in bits 32q..32q+31, so
+    // a free reads one word for both; changed: serial -> index + 1 for the serials whose slot
+    // another one held). A map made and emptied each round cost more than all the rest of a
+    // free.
     bool scan;
     unsigned parity; // of the round being scanned
     replay_cfix_t *fixes[2];
     size_t n_fixes[2], cap_fixes[2];
-    uint32_t changed_slot[2][CHANGED_SLOTS];
+    uint64_t changed_slot[CHANGED_SLOTS];
     hmap_t changed[2];
 };
 
@@ -285,6 +286,21 @@ static gblock_t *live_get(growth_t *g, uint64_t addr) {
     return g->rp ? (gblock_t *)replay_block(g->rp, addr) : hmap_get(&g->live, addr);
 }
 
+// on_alloc's realloc link, out of line: the new block's chain and origin come back by value,
+// so the scan's block (a local) stays in registers.
+typedef struct chain_origin {
+    uint64_t chain, origin;
+} chain_origin_t;
+
+__attribute__((noinline)) static chain_origin_t link_realloc(growth_t *g, gthread_t *t,
+                                                             const reader_event_t *ev) {
+    gblock_t b = {.origin = ev->stack};
+    // the same chain whether or not the address moved (docs/growth.md#realloc)
+    link_blocks(g, &t->pending, &b, ev->size,
+                LINK_REALLOC | (ev->addr != ev->old_addr ? LINK_MOVED : 0));
+    return (chain_origin_t){b.chain, b.origin};
+}
+
 // b: where the new block goes in the live table; its head is the caller's to write (replay's,
 // after this, when attached: the old head is still there if the address was live). Its fields
 // (and the ring entry's) are written one by one, where they stay: a block built aside and copied
@@ -292,8 +308,10 @@ static gblock_t *live_get(growth_t *g, uint64_t addr) {
 // the largest cost of this function.
 // seq: the allocation's number (0: the next of growth's own count; the scan passes the serial
 // the shard gave it, which orders allocations the same way).
-static void on_alloc(growth_t *g, const reader_event_t *ev, gblock_t *b, uint64_t seq) {
-    gthread_t *t = thread_of(g, ev->tid);
+// t: ev's thread. Inlined: the scan's copy keeps b in registers and pays no call (growth_scan).
+static inline __attribute__((always_inline)) void on_alloc(growth_t *g, gthread_t *t,
+                                                           const reader_event_t *ev, gblock_t *b,
+                                                           uint64_t seq) {
     if (!seq)
         seq = ++g->seq;
     b->seq = seq;
@@ -302,9 +320,9 @@ static void on_alloc(growth_t *g, const reader_event_t *ev, gblock_t *b, uint64_
     b->chain = 0;
     if (ev->sub == READER_REALLOC && ev->old_addr && t->has_pending &&
         t->pending_addr == ev->old_addr) {
-        // the same chain whether or not the address moved (docs/growth.md#realloc)
-        link_blocks(g, &t->pending, b, ev->size,
-                    LINK_REALLOC | (ev->addr != ev->old_addr ? LINK_MOVED : 0));
+        chain_origin_t co = link_realloc(g, t, ev);
+        b->chain = co.chain;
+        b->origin = co.origin;
         b->seq |= BLOCK_HAS_PRED;
     }
     t->has_pending = false;
@@ -348,19 +366,22 @@ static inline unsigned changed_hash(uint64_t serial) {
 
 // growth_scan: a block's words changed (it joined a chain): the shards get them two rounds on,
 // and a free of the block until then reads them here (scan_block).
-static void note_changed(growth_t *g, uint64_t addr, const gblock_t *b) {
-    if (b->chain > UINT32_MAX) {
+static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t origin,
+                         uint64_t chain) {
+    if (chain > UINT32_MAX) {
         fprintf(stderr, "heapprof: more than 2^32 growth chains live at once\n");
         abort();
     }
     unsigned q = g->parity;
-    g->fixes[q] = xgrow(g->fixes[q], &g->cap_fixes[q], g->n_fixes[q] + 1, sizeof *g->fixes[q]);
-    g->fixes[q][g->n_fixes[q]++] = (replay_cfix_t){
-        .addr = addr, .serial = seq_of(b), .origin = b->origin, .chain = (uint32_t)b->chain};
-    uint64_t serial = seq_of(b);
-    uint32_t *slot = &g->changed_slot[q][changed_hash(serial)];
-    if (*slot == 0 || g->fixes[q][*slot - 1].serial == serial)
-        *slot = (uint32_t)g->n_fixes[q];
+    if (g->n_fixes[q] == g->cap_fixes[q]) // (no call to xgrow per link)
+        g->fixes[q] =
+            xgrow(g->fixes[q], &g->cap_fixes[q], g->n_fixes[q] + 1, sizeof *g->fixes[q]);
+    g->fixes[q][g->n_fixes[q]++] =
+        (replay_cfix_t){.addr = addr, .serial = serial, .origin = origin, .chain = (uint32_t)chain};
+    uint64_t *slot = &g->changed_slot[changed_hash(serial)];
+    uint32_t k = (uint32_t)(*slot >> 32 * q);
+    if (k == 0 || g->fixes[q][k - 1].serial == serial)
+        *slot = (*slot & ~(0xffffffffull << 32 * q)) | (uint64_t)g->n_fixes[q] << 32 * q;
     else
         *(uint64_t *)hmap_put(&g->changed[q], serial, NULL) = g->n_fixes[q];
 }
@@ -378,14 +399,30 @@ static bool scan_link_recent(growth_t *g, gblock_t *a, recent_t *r) {
                   .stack = r->stack,
                   .origin = r->stack};
     link_blocks(g, a, &b, r->size, LINK_MOVED);
-    note_changed(g, r->addr, &b);
+    note_changed(g, r->addr, r->seq, b.origin, b.chain);
     return true;
 }
 
 // docs/growth.md#allocate-copy-free: the newest allocation at the old block's stack among the
 // thread's last GROWTH_WINDOW events, made after the old block, larger than it, and with no
 // allocation at that stack between the two. Returns whether it linked a to it.
-static bool find_copy(growth_t *g, gthread_t *t, gblock_t *a, uint64_t now) {
+// Its last step, out of line (most frees link nothing): links a to r's block if that block is
+// still live without a predecessor.
+// a by value: the scan's old block (a local) stays in registers on the common path.
+__attribute__((noinline)) static bool link_copy(growth_t *g, gblock_t a, const recent_t *r) {
+    if (g->scan)
+        return scan_link_recent(g, &a, (recent_t *)r);
+    gblock_t *b = live_get(g, r->addr);
+    if (!b || b->seq != r->seq) // freed, or already has a predecessor (BLOCK_HAS_PRED)
+        return false;
+    b->seq |= BLOCK_HAS_PRED;
+    link_blocks(g, &a, b, b->head.size, LINK_MOVED);
+    return true;
+}
+
+// Inlined into every caller of on_free: the common answer (no link) is a few loads away.
+static inline __attribute__((always_inline)) bool find_copy(growth_t *g, gthread_t *t,
+                                                            gblock_t *a, uint64_t now) {
     const recent_t *r = NULL;
     const stack_last_t *sl = &t->last[(a->stack * 0x9E3779B97F4A7C15ull) >> 56];
     if (sl->seq != 0 && sl->stack == a->stack) {
@@ -403,19 +440,13 @@ static bool find_copy(growth_t *g, gthread_t *t, gblock_t *a, uint64_t now) {
         return false;
     if (now - r->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a->head.size)
         return false;
-    if (g->scan)
-        return scan_link_recent(g, a, (recent_t *)r);
-    gblock_t *b = live_get(g, r->addr);
-    if (!b || b->seq != r->seq) // freed, or already has a predecessor (BLOCK_HAS_PRED)
-        return false;
-    b->seq |= BLOCK_HAS_PRED;
-    link_blocks(g, a, b, b->head.size, LINK_MOVED);
-    return true;
+    return link_copy(g, *a, r);
 }
 
 // a: the freed block, already out of the live table (read in place: see on_alloc).
-static void on_free(growth_t *g, const reader_event_t *ev, gblock_t *a) {
-    gthread_t *t = thread_of(g, ev->tid);
+// t: ev's thread. Inlined as on_alloc.
+static inline __attribute__((always_inline)) void on_free(growth_t *g, gthread_t *t,
+                                                          const reader_event_t *ev, gblock_t *a) {
     if (ev->flags & READER_FREE_OF_REALLOC) {
         t->has_pending = true;
         t->pending_addr = ev->addr;
@@ -447,20 +478,22 @@ void growth_event(growth_t *g, const reader_event_t *ev) {
     gblock_t *b;
     if (ev->kind == READER_ALLOC) {
         b = hmap_put(&g->live, ev->addr, NULL);
-        on_alloc(g, ev, b, 0);
+        on_alloc(g, thread_of(g, ev->tid), ev, b, 0);
         b->head.size = ev->size; // growth's own table: the head is growth's to write
         b->head.time_ns = ev->time_ns;
     } else if (ev->kind == READER_FREE && (b = hmap_take_ref(&g->live, ev->addr))) {
-        on_free(g, ev, b);
+        on_free(g, thread_of(g, ev->tid), ev, b);
     }
 }
 
 static void companion_alloc(void *ctx, const reader_event_t *ev, replay_block_t *b) {
-    on_alloc(ctx, ev, (gblock_t *)b, 0);
+    growth_t *g = ctx;
+    on_alloc(g, thread_of(g, ev->tid), ev, (gblock_t *)b, 0);
 }
 
 static void companion_free(void *ctx, const reader_event_t *ev, replay_block_t *b) {
-    on_free(ctx, ev, (gblock_t *)b);
+    growth_t *g = ctx;
+    on_free(g, thread_of(g, ev->tid), ev, (gblock_t *)b);
 }
 
 void growth_attach(growth_t *g, replay_t *rp) {
@@ -477,6 +510,21 @@ void growth_attach(growth_t *g, replay_t *rp) {
 
 void growth_scan_start(growth_t *g) { g->scan = true; }
 
+// The change of round parity q to the block allocated as serial (k: its slot's index for q),
+// if any.
+static inline const replay_cfix_t *changed_find(const growth_t *g, unsigned q, uint64_t k,
+                                                uint64_t serial) {
+    if (!k)
+        return NULL;
+    if (g->fixes[q][k - 1].serial != serial) { // the slot is another's
+        const uint64_t *m = hmap_count(&g->changed[q]) ? hmap_get(&g->changed[q], serial) : NULL;
+        if (!m)
+            return NULL;
+        k = *m;
+    }
+    return &g->fixes[q][k - 1];
+}
+
 // The block a shard found (its head in f, its words in w), with the changes of this round and
 // of the last one, which the shard has not applied yet (this round's are the newer).
 static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const replay_cwords_t *w) {
@@ -485,21 +533,16 @@ static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const rep
                   .stack = w->stack,
                   .origin = w->origin,
                   .chain = (uint32_t)w->tid_chain};
-    unsigned h = changed_hash(w->serial);
-    for (unsigned r = 0; r < 2; r++) {
-        unsigned q = g->parity ^ r;
-        if (!g->n_fixes[q]) // no link that round: no slot to read (a cache miss, 64 KiB each)
-            continue;
-        uint64_t k = g->changed_slot[q][h];
-        if (k && g->fixes[q][k - 1].serial != w->serial) { // the slot is another's
-            const uint64_t *m =
-                hmap_count(&g->changed[q]) ? hmap_get(&g->changed[q], w->serial) : NULL;
-            k = m ? *m : 0;
-        }
-        if (k) {
-            a.origin = g->fixes[q][k - 1].origin;
-            a.chain = g->fixes[q][k - 1].chain;
-            break;
+    // no link in either round: no slot to read (a cache miss, 128 KiB)
+    uint64_t both = g->n_fixes[0] | g->n_fixes[1] ? g->changed_slot[changed_hash(w->serial)] : 0;
+    if (both) {
+        unsigned q = g->parity;
+        const replay_cfix_t *c = changed_find(g, q, (uint32_t)(both >> 32 * q), w->serial);
+        if (!c)
+            c = changed_find(g, q ^ 1, (uint32_t)(both >> 32 * (q ^ 1)), w->serial);
+        if (c) {
+            a.origin = c->origin;
+            a.chain = c->chain;
         }
     }
     return a;
@@ -507,11 +550,30 @@ static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const rep
 
 // The block a shard found left the table: its allocating thread's ring entry, if it still has
 // one, no longer leads to a live block (find_copy's lookup in the one-thread pass).
-static void scan_gone(growth_t *g, const replay_cwords_t *w) {
-    gthread_t *t = thread_of(g, (uint32_t)(w->tid_chain >> 32));
-    for (unsigned k = 0; k < GROWTH_WINDOW; k++)
-        if (t->ring[k].seq == w->serial)
-            t->ring[k].flags |= RECENT_GONE;
+// t: the thread of tid, the scanned event's (most blocks are freed by their allocating thread).
+static inline void scan_gone(growth_t *g, gthread_t *t, uint32_t tid, const replay_cwords_t *w) {
+    uint32_t owner = (uint32_t)(w->tid_chain >> 32);
+    if (owner != tid) { // no thread_of: the event's thread stays the cached one
+        gthread_t **tp = hmap_get(&g->threads, owner);
+        if (!tp)
+            return;
+        t = *tp;
+    }
+    // the ring's oldest entry is the next to be written (0 while the ring has never filled):
+    // a block allocated before it has no entry, and most frees are of such blocks
+    uint64_t serial = w->serial;
+    if (serial < t->ring[t->ring_pos].seq)
+        return;
+    // the rest, newest first, have falling serials (0: empty); a block freed soon after its
+    // allocation is near the top
+    for (unsigned k = 1; k <= GROWTH_WINDOW; k++) {
+        recent_t *e = &t->ring[(t->ring_pos - k) % GROWTH_WINDOW];
+        if (e->seq <= serial) {
+            if (e->seq == serial)
+                e->flags |= RECENT_GONE;
+            return;
+        }
+    }
 }
 
 void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_found_t *found,
@@ -520,26 +582,36 @@ void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_f
     // take this round's
     unsigned q = g->parity = round & 1;
     for (size_t k = 0; k < g->n_fixes[q]; k++)
-        g->changed_slot[q][changed_hash(g->fixes[q][k].serial)] = 0;
+        g->changed_slot[changed_hash(g->fixes[q][k].serial)] &= ~(0xffffffffull << 32 * q);
     g->n_fixes[q] = 0;
     if (hmap_count(&g->changed[q])) {
         hmap_fini(&g->changed[q]);
         hmap_init(&g->changed[q], sizeof(uint64_t));
     }
+    if (!n)
+        return;
+    uint32_t tid = ev[0].tid;
+    gthread_t *t = thread_of(g, tid);
     for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = &ev[i];
         const replay_found_t *f = &found[i];
         if (e->kind == READER_ALLOC) {
+            if (e->tid != tid)
+                t = thread_of(g, tid = e->tid);
             if (f->had)
-                scan_gone(g, &cw[i]); // replaced without a free, as in the live table
-            gblock_t b = {.head = {.size = e->size, .time_ns = e->time_ns}};
-            on_alloc(g, e, &b, round << 32 | i);
+                scan_gone(g, t, tid, &cw[i]); // replaced without a free, as in the live table
+            gblock_t b; // on_alloc writes all but the head's stack, which nothing reads
+            b.head.size = e->size;
+            b.head.time_ns = e->time_ns;
+            on_alloc(g, t, e, &b, round << 32 | i);
             if (b.chain)
-                note_changed(g, e->addr, &b);
+                note_changed(g, e->addr, seq_of(&b), b.origin, b.chain);
         } else if (e->kind == READER_FREE && f->had) {
+            if (e->tid != tid)
+                t = thread_of(g, tid = e->tid);
             gblock_t a = scan_block(g, f, &cw[i]);
-            scan_gone(g, &cw[i]);
-            on_free(g, e, &a);
+            scan_gone(g, t, tid, &cw[i]);
+            on_free(g, t, e, &a);
         }
     }
 }

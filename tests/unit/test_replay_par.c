@@ -603,6 +603,53 @@ Test(replay_par, growth_chains_cross_rounds_and_shards) {
     growth_free(want);
 }
 
+// A thread's recent allocation freed by another thread, or replaced at its address by one, is
+// gone for its allocator's copy step (growth_scan's ring entry, marked from another thread's
+// event): each would have been a chain's second copy step, which makes it count; a block older
+// than its allocator's last GROWTH_WINDOW allocations freed by another thread; and a two-step
+// copy chain among them, which alone counts.
+Test(replay_par, growth_recent_block_gone_on_another_thread) {
+    reader_event_t ev[] = {
+        alloc_at(1, 1, SHARD_A(20), 50, 50),
+        alloc_at(2, 1, SHARD_A(0), 100, 50),
+        free_ev(3, 1, SHARD_A(20)),          // links A(20) -> A(0)
+        alloc_at(4, 1, SHARD_B(0), 200, 50), // a copy of A(0) ...
+        free_ev(5, 2, SHARD_B(0)),           // ... freed by thread 2
+        free_ev(6, 1, SHARD_A(0)),           // no link: B(0) is gone
+        alloc_at(7, 1, SHARD_A(21), 50, 52),
+        alloc_at(8, 1, SHARD_A(1), 100, 52),
+        free_ev(9, 1, SHARD_A(21)),           // links A(21) -> A(1)
+        alloc_at(10, 1, SHARD_B(1), 200, 52), // a copy of A(1) ...
+        alloc_at(11, 3, SHARD_B(1), 300, 53), // ... replaced by thread 3, no free
+        free_ev(12, 1, SHARD_A(1)),           // no link
+        alloc_at(13, 1, SHARD_A(2), 100, 54), // out of thread 1's window after four more
+        alloc_at(14, 1, SHARD_B(10), 8, 55),
+        alloc_at(15, 1, SHARD_B(11), 8, 56),
+        alloc_at(16, 1, SHARD_B(12), 8, 57),
+        alloc_at(17, 1, SHARD_B(13), 8, 58),
+        free_ev(18, 2, SHARD_A(2)),
+        alloc_at(19, 1, SHARD_A(3), 100, 60),
+        alloc_at(20, 1, SHARD_B(3), 200, 60),
+        free_ev(21, 1, SHARD_A(3)), // links A(3) -> B(3)
+        alloc_at(22, 1, SHARD_A(4), 400, 60),
+        free_ev(23, 1, SHARD_B(3)), // links B(3) -> A(4)
+        free_ev(24, 2, SHARD_A(4)),
+    };
+    size_t n = sizeof ev / sizeof ev[0];
+    growth_t *want = growth_one_thread(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS);
+    cr_assert_eq(growth_n_sites(want), 1);
+    cr_assert_eq(growth_site(want, 0)->stack, 60);
+    cr_assert_eq(growth_site(want, 0)->bytes_copied, 300);
+    for (unsigned threads = 2; threads <= 8; threads *= 2)
+        for (size_t round = 1; round <= 4; round++) {
+            growth_t *got = growth_parallel(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS, threads,
+                                            round, round, 0);
+            expect_same_growth(want, got, "gone");
+            growth_free(got);
+        }
+    growth_free(want);
+}
+
 Test(replay_par, random_growth_matches_one_thread) {
     enum { N = 60000 };
     static reader_event_t ev[N];
