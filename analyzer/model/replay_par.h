@@ -25,7 +25,7 @@
 #define REPLAY_PAR_THREADS_MAX 16u
 
 // Threads for replay: HEAPPROF_REPLAY_THREADS (0-16) if set, else half the online CPUs (the
-// reader and its decoders use the rest), at most 16; rounded down to a power of two. 0 or 1:
+// reader and its decoders use the rest), at most 4; rounded down to a power of two. 0 or 1:
 // replay on the caller's thread alone (replay_events), as on a machine of two CPUs.
 unsigned replay_par_threads(void);
 
