@@ -263,6 +263,15 @@ static void scan_round(replay_par_t *p, const scanner_t *sc, uint64_t k) {
 
 // The rounds a scanner may scan: those the shards finished, or for the sites' apply those the
 // order finished. Call with the lock held.
+// Round k of sc is scanned: wakes whoever waits for it, and after an order pass the apply
+// threads, whose turn it is. Called with p->lock held.
+static void scan_mark_done(replay_par_t *p, scanner_t *sc, uint64_t k) {
+    sc->done = k;
+    pthread_cond_broadcast(&p->scanned);
+    if (sc->kind == SCAN_ORDER)
+        pthread_cond_broadcast(&p->scan_go);
+}
+
 static uint64_t scan_avail(const replay_par_t *p, const scanner_t *sc) {
     return sc->kind == SCAN_APPLY ? p->scanners[0].done : p->ready;
 }
@@ -286,10 +295,7 @@ static void *scan_main(void *arg) {
         pthread_mutex_unlock(&p->lock);
         scan_round(p, sc, k);
         pthread_mutex_lock(&p->lock);
-        sc->done = k;
-        pthread_cond_broadcast(&p->scanned);
-        if (sc->kind == SCAN_ORDER)
-            pthread_cond_broadcast(&p->scan_go); // the apply threads' turn
+        scan_mark_done(p, sc, k);
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -379,10 +385,7 @@ static void run_sites_round(replay_par_t *p, const reader_event_t *ev, size_t n)
         pthread_mutex_unlock(&p->lock);
         scan_round(p, sc, k);
         pthread_mutex_lock(&p->lock);
-        sc->done = k;
-        pthread_cond_broadcast(&p->scanned);
-        if (sc->kind == SCAN_ORDER)
-            pthread_cond_broadcast(&p->scan_go);
+        scan_mark_done(p, sc, k);
         pthread_mutex_unlock(&p->lock);
     }
 }
