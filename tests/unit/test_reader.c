@@ -711,6 +711,19 @@ Test(reader, decode_workers_change_nothing, .fini = cleanup) {
     tb_free(tb);
 }
 
+// The next chunk header of a built file at or after *pos (0: the first), garbage between
+// chunks skipped byte by byte as the reader resynchronises: false past the last one.
+static bool next_chunk(const uint8_t *b, size_t n, size_t *pos, hpt_chunk_hdr_t *h) {
+    if (*pos < sizeof(hpt_file_hdr_t))
+        *pos = sizeof(hpt_file_hdr_t);
+    for (; *pos + sizeof *h <= n; ++*pos) {
+        memcpy(h, b + *pos, sizeof *h);
+        if (h->magic == HPT_CHUNK_MAGIC && h->stored_bytes <= n - *pos - sizeof *h)
+            return true;
+    }
+    return false;
+}
+
 // Payload bytes flipped in three EVENTS chunks of build_mixed's trace, two of them adjacent:
 // their crc fails in the decoder, after the chunks behind them were framed by their lengths.
 // Batches kept with reader_next_batch_keep (all of them, to the end, on 5 workers) hold the
@@ -720,17 +733,11 @@ Test(reader, kept_batches_and_crc_failures_in_decoders_change_nothing, .fini = c
     build_mixed(tb);
     size_t n, k = 0;
     uint8_t *b = tb_data(tb, &n);
-    for (size_t pos = sizeof(hpt_file_hdr_t); pos + sizeof(hpt_chunk_hdr_t) <= n;) {
-        hpt_chunk_hdr_t h;
-        memcpy(&h, b + pos, sizeof h);
-        if (h.magic != HPT_CHUNK_MAGIC || h.stored_bytes > n - pos - sizeof h) {
-            pos++;
-            continue;
-        }
+    hpt_chunk_hdr_t h;
+    for (size_t pos = 0; next_chunk(b, n, &pos, &h); pos += sizeof h + h.stored_bytes) {
         if (h.type == HPT_CHUNK_EVENTS && h.stored_bytes > 4 && (k == 40 || k == 41 || k == 200))
             b[pos + sizeof h + h.stored_bytes / 2] ^= 0x20;
         k += h.type == HPT_CHUNK_EVENTS;
-        pos += sizeof h + h.stored_bytes;
     }
     cr_assert_gt(k, 200);
     cr_assert_eq(tb_write_tmp(tb, path), 0);
@@ -837,23 +844,15 @@ static char *dump_defs(reader_t *r, uint64_t n_ids) {
     return s;
 }
 
-// EVENTS chunks of the built file in column form and as rows, empty ones left out (garbage
-// between chunks skipped byte by byte, as the reader resynchronises).
+// EVENTS chunks of the built file in column form and as rows, empty ones left out.
 static void count_forms(tb_t *tb, size_t *cols, size_t *rows) {
     size_t n;
     const uint8_t *b = tb_data(tb, &n);
     *cols = *rows = 0;
-    for (size_t pos = sizeof(hpt_file_hdr_t); pos + sizeof(hpt_chunk_hdr_t) <= n;) {
-        hpt_chunk_hdr_t h;
-        memcpy(&h, b + pos, sizeof h);
-        if (h.magic != HPT_CHUNK_MAGIC || h.stored_bytes > n - pos - sizeof h) {
-            pos++;
-            continue;
-        }
+    hpt_chunk_hdr_t h;
+    for (size_t pos = 0; next_chunk(b, n, &pos, &h); pos += sizeof h + h.stored_bytes)
         if (h.type == HPT_CHUNK_EVENTS && h.raw_bytes)
             ++*(h.flags & HPT_CHUNK_COLUMNS ? cols : rows);
-        pos += sizeof h + h.stored_bytes;
-    }
 }
 
 // The shim writes EVENTS chunks in columns and the tests build them so by default: the same
