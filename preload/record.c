@@ -293,55 +293,52 @@ static inline uint8_t *put_touch(uint8_t *p, const hp_touch_t *t) {
     return hpt_put_touch(p, t->method, t->touched, t->touched_nz);
 }
 
-static inline __attribute__((always_inline)) void record_free(const void *ptr, bool touch) {
+// One FREE record, or with sized a FREE_SIZED one (the size and alignment the caller freed
+// with; such a free is never measured). sized is a constant at every call: each inlined copy
+// keeps only its own branch.
+static inline __attribute__((always_inline)) void record_free(const void *ptr, bool touch,
+                                                              bool sized, size_t size,
+                                                              size_t align) {
     HP_ASSERT(hp_tls_guard != 0 && ptr != NULL);
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return;
-    // The block's header and first line are usually cold by now: start loading them, and
-    // measure the block after the clock read and the first fields, which do not need it.
-    __builtin_prefetch((const char *)ptr - 16);
-    __builtin_prefetch(ptr);
+    if (!sized) {
+        // The block's header and first line are usually cold by now: start loading them, and
+        // measure the block after the clock read and the first fields, which do not need it.
+        __builtin_prefetch((const char *)ptr - 16);
+        __builtin_prefetch(ptr);
+    }
     uint64_t t = hp_tbuf_busy_now(r);
     enc_checkpoint(r);
     uint8_t buf[48], *in_ring = hp_tbuf_reserve(r, sizeof buf);
     uint8_t *start = in_ring ? in_ring : buf, *p = start;
-    *p++ = HPT_REC_FREE;
+    *p++ = sized ? HPT_REC_FREE_SIZED : HPT_REC_FREE;
     p = put_time(p, t);
     p = put_addr(p, (uint64_t)(uintptr_t)ptr);
-    hp_touch_t tm;
-    measure(ptr, &tm, touch);
-    p = put_touch(p, &tm);
+    if (sized) {
+        p = hpt_put_varint(p, size);
+        p = hpt_put_varint(p, align);
+    } else {
+        hp_touch_t tm;
+        measure(ptr, &tm, touch);
+        p = put_touch(p, &tm);
+    }
     HP_ASSERT((size_t)(p - start) <= sizeof buf);
     publish(r, in_ring != NULL, start, p);
     hp_tbuf_idle(r);
 }
 
 void hp_record_free(const void *ptr) {
-    record_free(ptr, hp_config.touch);
+    record_free(ptr, hp_config.touch, false, 0, 0);
 }
 
 void hp_record_free_foreign(const void *ptr) {
-    record_free(ptr, false);
+    record_free(ptr, false, false, 0, 0);
 }
 
 void hp_record_free_sized_foreign(const void *ptr, size_t size, size_t align) {
-    HP_ASSERT(hp_tls_guard != 0 && ptr != NULL);
-    hp_ring_t *r = ring();
-    if (HP_UNLIKELY(!r))
-        return;
-    uint64_t t = hp_tbuf_busy_now(r);
-    enc_checkpoint(r);
-    uint8_t buf[48], *in_ring = hp_tbuf_reserve(r, sizeof buf);
-    uint8_t *start = in_ring ? in_ring : buf, *p = start;
-    *p++ = HPT_REC_FREE_SIZED;
-    p = put_time(p, t);
-    p = put_addr(p, (uint64_t)(uintptr_t)ptr);
-    p = hpt_put_varint(p, size);
-    p = hpt_put_varint(p, align);
-    HP_ASSERT((size_t)(p - start) <= sizeof buf);
-    publish(r, in_ring != NULL, start, p);
-    hp_tbuf_idle(r);
+    record_free(ptr, false, true, size, align);
 }
 
 // Sampled mode: decides both halves of a realloc of old to size before the real call, into

@@ -174,6 +174,25 @@ static inline void est_live(replay_totals_t *t, site_acc_t *s, uint64_t size, ui
     }
 }
 
+// A sampled allocation's estimates: its weight added to the totals and to s (if not NULL), and
+// the estimated heap's peak moved. Returns whether this allocation is a new peak: a sampled
+// trace's peak is the estimated heap's.
+static inline bool est_alloc(replay_totals_t *t, site_acc_t *s, uint64_t size, uint64_t interval) {
+    double w = replay_sample_weight(size, interval);
+    if (s) {
+        s->est_blocks += w;
+        s->est_bytes += w * (double)size;
+    }
+    t->est_blocks += w;
+    t->est_bytes += w * (double)size;
+    est_live(t, s, size, interval, 1);
+    if (t->est_live_bytes <= t->est_peak_bytes)
+        return false;
+    t->est_peak_bytes = t->est_live_bytes;
+    t->est_peak_blocks = t->est_live_blocks;
+    return true;
+}
+
 // A thread counts once it produced a counted heap event: with a filter, a main thread that only
 // started workers (libc's own blocks) is not one of the program's allocating threads.
 static inline void note_thread(replay_t *rp, uint32_t tid) {
@@ -391,19 +410,8 @@ static inline __attribute__((always_inline)) uint32_t count_alloc_sites(replay_t
     t->live_bytes += size;
     bool new_peak = t->live_bytes > t->peak_bytes ||
                     (t->live_bytes == t->peak_bytes && (rp->mode & REPLAY_DHAT));
-    if (whole && rp->sample_interval) { // no sampled trace goes to shards
-        double w = replay_sample_weight(size, rp->sample_interval);
-        s->est_blocks += w;
-        s->est_bytes += w * (double)size;
-        t->est_blocks += w;
-        t->est_bytes += w * (double)size;
-        est_live(t, s, size, rp->sample_interval, 1);
-        new_peak = t->est_live_bytes > t->est_peak_bytes;
-        if (new_peak) {
-            t->est_peak_bytes = t->est_live_bytes;
-            t->est_peak_blocks = t->est_live_blocks;
-        }
-    }
+    if (whole && rp->sample_interval) // no sampled trace goes to shards
+        new_peak = est_alloc(t, s, size, rp->sample_interval);
     if (new_peak) {
         t->peak_bytes = t->live_bytes;
         t->peak_blocks = t->live_blocks;
@@ -622,17 +630,8 @@ static void on_alloc(replay_t *rp, const reader_event_t *ev, uint64_t key) {
     t->live_blocks++;
     t->live_bytes += ev->size;
     bool new_peak = t->live_bytes > t->peak_bytes;
-    if (rp->sample_interval) {
-        double w = replay_sample_weight(ev->size, rp->sample_interval);
-        t->est_blocks += w;
-        t->est_bytes += w * (double)ev->size;
-        est_live(t, NULL, ev->size, rp->sample_interval, 1);
-        new_peak = t->est_live_bytes > t->est_peak_bytes;
-        if (new_peak) {
-            t->est_peak_bytes = t->est_live_bytes;
-            t->est_peak_blocks = t->est_live_blocks;
-        }
-    }
+    if (rp->sample_interval)
+        new_peak = est_alloc(t, NULL, ev->size, rp->sample_interval);
     if (new_peak) {
         t->peak_bytes = t->live_bytes;
         t->peak_blocks = t->live_blocks;
