@@ -81,6 +81,9 @@ static void warm_drop_outdated(warm_t *w, const reader_t *r) {
     }
 }
 
+// replay_par gives a kept reader batch back (replay_par_set_batch_done).
+static void batch_done(void *ctx, void *batch) { reader_batch_done(ctx, batch); }
+
 static bool warm_idle(void *ctx, reader_t *r) {
     warm_t *w = ctx;
     warm_drop_outdated(w, r);
@@ -181,11 +184,15 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     if (a->growth && !par)
         growth_attach(a->growth, a->rp); // replay's events now feed growth too
     readahead_t *ra = readahead_new(r, o->totals_only ? NULL : warm_idle, &warm);
-    while ((got = readahead_next(ra, &batch, &n, &offset, err)) == 1) {
+    if (par) // the shards take the reader's batches as they are; replay_par gives them back
+        replay_par_set_batch_done(par, batch_done, r);
+    reader_batch_t *keep = NULL;
+    while ((got = par ? readahead_next_keep(ra, &batch, &n, &offset, &keep, err)
+                      : readahead_next(ra, &batch, &n, &offset, err)) == 1) {
         if (a->timeline)
             timeline_events(a->timeline, a->rp, batch, n);
         else if (par)
-            replay_par_events(par, batch, n);
+            replay_par_events_kept(par, batch, n, keep);
         else
             replay_events(a->rp, batch, n);
         if ((++n_batches & 63) == 0)

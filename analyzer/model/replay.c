@@ -748,14 +748,9 @@ void replay_prefetch(const replay_t *rp, uint64_t addr) { hmap_prefetch(&rp->liv
 
 void replay_set_shard(replay_t *rp, unsigned shard_bits) { rp->shard_bits = shard_bits; }
 
-void replay_shard_events(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
-                         uint32_t *idx, replay_step_t *steps, uint64_t round) {
-    // this shard's events first, so the loop below can prefetch its own blocks ahead
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        idx[m] = (uint32_t)i;
-        m += replay_shard_of(ev[i].addr, rp->shard_bits) == shard;
-    }
+void replay_shard_events(replay_t *rp, const reader_event_t *ev, const uint32_t *idx, size_t m,
+                         replay_step_t *steps, uint64_t round) {
+    // this shard's events are listed first, so the loop below can prefetch its own blocks ahead
     replay_totals_t *t = &rp->t;
     for (size_t k = 0; k < m && k < PREFETCH_AHEAD; k++)
         hmap_prefetch(&rp->live, live_key(rp, ev[idx[k]].addr));
@@ -879,17 +874,12 @@ void replay_shard_fix_words(replay_t *rp, unsigned shard, const replay_cfix_t *f
     }
 }
 
-void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
-                       uint32_t *idx, const uint8_t *verdict, replay_found_t *found,
-                       uint64_t round, replay_cwords_t *cw) {
+void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *idx, size_t m,
+                       const uint8_t *verdict, replay_found_t *found, uint64_t round,
+                       replay_cwords_t *cw) {
     bool words = rp->cwords;
     unsigned parity = round & 1;
     uint64_t pending_odd = parity ? PENDING_ODD : 0;
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        idx[m] = (uint32_t)i;
-        m += replay_shard_of(ev[i].addr, rp->shard_bits) == shard;
-    }
     for (size_t k = 0; k < m && k < PREFETCH_AHEAD; k++)
         hmap_prefetch(&rp->live, live_key(rp, ev[idx[k]].addr));
     for (size_t k = 0; k < m; k++) {

@@ -195,11 +195,12 @@ typedef struct replay_step {
 // Makes rp one of 2^shard_bits shards (call before the first event; totals mode only).
 void replay_set_shard(replay_t *rp, unsigned shard_bits);
 
-// Applies the events of ev[0..n) whose address falls in shard `shard` and writes each one's
-// step into steps[i] (others are not written). idx: room for n indexes (scratch). round: the
-// batch's number, which with an event's index orders it in the whole stream.
-void replay_shard_events(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
-                         uint32_t *idx, replay_step_t *steps, uint64_t round);
+// Applies the events ev[idx[0]], ..., ev[idx[m - 1]] (this shard's events of the round, in stream
+// order: the caller picked them by replay_shard_of) and writes each one's step into steps[idx[k]]
+// (others are not written). round: the batch's number, which with an event's index orders it
+// in the whole stream.
+void replay_shard_events(replay_t *rp, const reader_event_t *ev, const uint32_t *idx, size_t m,
+                         replay_step_t *steps, uint64_t round);
 
 // Adds the summed figures of from into into (every field but n_threads and the peak; the
 // latest time is the later one). The one place that knows which totals are sums: a new one
@@ -243,15 +244,15 @@ void replay_shard_fix_words(replay_t *rp, unsigned shard, const replay_cfix_t *f
 
 // Shard side, at the start of round `round`: rewrites the blocks of round - 2 (the same parity)
 // whose site was still open, from that round's site_of (the scan of round - 1 may still be
-// running: its blocks stay marked). Then replay_shard_find: for the events of ev[0..n) in this
-// shard takes out freed blocks, stores allocated ones (verdict: keep's answer per event, NULL:
+// running: its blocks stay marked). Then replay_shard_find: for the events ev[idx[0]], ...,
+// ev[idx[m - 1]] (this shard's, in stream order, picked by the caller) takes out freed blocks, stores allocated ones (verdict: keep's answer per event, NULL:
 // all count) and writes found[i]; with words (replay_shard_keep_words) also cw[i] where a block
 // was found. round: the round's number (>= 1), for the serials and the marks' parity. rp: made
 // with the scan's mode, replay_set_shard.
 void replay_shard_fix(replay_t *rp, const uint32_t *site_of, uint64_t round);
-void replay_shard_find(replay_t *rp, const reader_event_t *ev, size_t n, unsigned shard,
-                       uint32_t *idx, const uint8_t *verdict, replay_found_t *found,
-                       uint64_t round, replay_cwords_t *cw);
+void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *idx, size_t m,
+                       const uint8_t *verdict, replay_found_t *found, uint64_t round,
+                       replay_cwords_t *cw);
 
 // Scan side, split in two so the per-site half runs on several threads (replay_par.c): on rp
 // (REPLAY_SITES, no events of its own table), replay_scan_order applies ev[0..n) of round `round`

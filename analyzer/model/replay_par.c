@@ -16,25 +16,99 @@
 
 #include "core/xalloc.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define REPLAY_PAR_THREADS_DEFAULT 4u // without HEAPPROF_REPLAY_THREADS: see replay_par_threads
 #define ROUND_MIN 16384u      // events a round gathers before it starts, if batches are small
 #define ROUND_MAX (1u << 20)  // events a round takes at most (its indexes are 32-bit)
 #define WORKER_STACK_BYTES (256u << 10)
+// A thread that waits for the next round, the round's partition or the shards' end spins this
+// many pauses (a few microseconds) before it sleeps on a futex: the partition's barrier and the
+// end of a round are usually that close, and a round handed to threads that spin costs no
+// system call on the caller's thread. Only where every thread of replay (and the reader) has a
+// CPU of its own: else a spinning thread holds up the one it waits for.
+#define SPIN_PAUSES 2048u
+
+// A counter threads wait on: spin, then futex. The one who changes it wakes sleepers only
+// when there are any (sleepers is announced before the value is read again, both sequentially
+// consistent, so a wake-up is never lost).
+typedef struct waitword {
+    _Atomic uint32_t v;
+    _Atomic uint32_t sleepers;
+    _Atomic unsigned spin; // pauses before sleeping: SPIN_PAUSES or 0
+    char pad[52];  // each on its own cache line
+} waitword_t;
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield" ::: "memory");
+#endif
+}
+
+// Waits until w's value is no longer `old`.
+static void ww_wait(waitword_t *w, uint32_t old) {
+    unsigned spin = atomic_load_explicit(&w->spin, memory_order_relaxed);
+    for (unsigned i = 0; i < spin; i++) {
+        if (atomic_load_explicit(&w->v, memory_order_acquire) != old)
+            return;
+        cpu_relax();
+    }
+    atomic_fetch_add(&w->sleepers, 1);
+    while (atomic_load(&w->v) == old)
+        (void)syscall(SYS_futex, &w->v, FUTEX_WAIT_PRIVATE, old, NULL, NULL, 0);
+    atomic_fetch_sub(&w->sleepers, 1);
+}
+
+static void ww_wake(waitword_t *w) {
+    if (atomic_load(&w->sleepers))
+        (void)syscall(SYS_futex, &w->v, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+// Waits until w's value reaches `target` (counted modulo 2^32).
+static void ww_wait_reach(waitword_t *w, uint32_t target) {
+    for (;;) {
+        uint32_t cur = atomic_load_explicit(&w->v, memory_order_acquire);
+        if ((int32_t)(cur - target) >= 0)
+            return;
+        ww_wait(w, cur);
+    }
+}
+
+// Adds one to w; the one that makes it `target` wakes whoever waits for that.
+static void ww_arrive(waitword_t *w, uint32_t target) {
+    if (atomic_fetch_add(&w->v, 1) + 1 == target)
+        ww_wake(w);
+}
 
 typedef struct shard_thread {
     struct replay_par *p;
-    unsigned first, step; // it works on shards first, first + step, ... < n_shards
-                          // and (sites) copies the step-th part `first` of the round's events
-    uint32_t *idx;        // scratch for replay_shard_events, one per thread
+    unsigned first, step; // thread `first` of `step`: it works on shards first, first + step,
+                          // ... < n_shards, and copies and sorts the round's part `first`
+    uint32_t *part;       // its part's event indexes by shard: shard s's at s * part_stride
+    size_t part_cap, part_stride;
+    size_t count[REPLAY_PAR_THREADS_MAX]; // of each shard's indexes in part
+    uint32_t *idx; // its shards' event indexes, gathered from every thread's part
     size_t idx_cap;
     pthread_t thread;
 } shard_thread_t;
+
+// Events waiting for a round: a batch kept for p (replay_par_events_kept), events copied
+// into p->held (at held_off), or the caller's own during replay_par_events.
+typedef struct pend {
+    const reader_event_t *ev; // NULL: in p->held from held_off
+    size_t n, held_off;
+    void *batch; // given back once its last event's round is copied (NULL: nothing to give)
+} pend_t;
 
 // One round's data for the scans (sites).
 typedef struct round_buf {
@@ -63,6 +137,12 @@ typedef struct scanner {
     pthread_t thread;
 } scanner_t;
 
+// A piece of the round: events [at, at + n) of the round lie at ev.
+typedef struct round_seg {
+    const reader_event_t *ev;
+    size_t at, n;
+} round_seg_t;
+
 struct replay_par {
     replay_t *into;
     replay_t *shards[REPLAY_PAR_THREADS_MAX];
@@ -70,15 +150,24 @@ struct replay_par {
     shard_thread_t threads[REPLAY_PAR_THREADS_MAX]; // [0]: the caller's thread
     unsigned n_threads;                              // started, the caller's included
 
-    pthread_mutex_t lock;
-    pthread_cond_t start, done;
-    uint64_t round;   // rounds started
-    unsigned pending; // threads still working on the current round
-    bool stop;
+    // The shard threads' rounds, without a lock: the caller's thread writes the round below,
+    // then sets `go` to the round's number; every thread copies and sorts its part, meets the
+    // others at `parted` (round * n_threads arrivals), applies its shards' events and, but
+    // for the caller's, adds one to `finished` (round * (n_threads - 1)).
+    waitword_t go, parted, finished;
+    _Atomic bool stop;
 
-    // the current round
-    const reader_event_t *ev;
+    // the current round: its events lie in segs (the kept batches where they are, held,
+    // the caller's array); the threads copy them to rev (one part each) as they sort them
+    uint64_t round; // rounds started
+    const round_seg_t *segs;
+    size_t n_segs;
+    reader_event_t *rev; // the round's copy: buf[round & 1].ev (sites) or tev (totals)
     size_t n;
+    reader_event_t *tev; // totals: the round's copy
+    size_t tev_cap;
+    round_seg_t *seg_list;
+    size_t seg_cap;
     replay_step_t *steps;
     size_t steps_cap;
     uint8_t *verdict; // totals with a filter: keep's answer per event of the round
@@ -93,19 +182,29 @@ struct replay_par {
 
     // with sites, the scans of the rounds the shards finished, each on a thread of its own
     // (scan_main; the caller's thread runs them in turn when none could be made)
+    pthread_mutex_t lock;
     pthread_cond_t scan_go, scanned; // a round is ready for the scans; a scan finished one
     uint64_t ready;                  // rounds the shards finished
     // [0]: replay_scan_order, then replay_scan_apply of each part, then growth's (with growth)
     scanner_t scanners[2 + REPLAY_SCAN_PARTS_MAX];
     unsigned n_scanners;
     bool scan_stop;
-    reader_event_t *held; // small batches gathered for the next round
+
+    // events waiting for the next round, oldest first: pend[pend_head, n_pend), n_pend_ev
+    // events in all
+    pend_t *pend;
+    size_t pend_head, n_pend, pend_cap, n_pend_ev;
+    reader_event_t *held; // copies of events the caller could not leave (replay_par_events)
     size_t n_held, held_cap;
+    void **gone; // batches whose last events the running round copies
+    size_t n_gone, gone_cap;
+    replay_batch_done_fn batch_done;
+    void *batch_ctx;
 
     size_t round_min, round_max; // ROUND_MIN, ROUND_MAX unless a test set others
 
     // the scan
-    uint64_t live_bytes, live_blocks, peak_bytes, peak_blocks, peak_time_ns;
+    uint64_t live_bytes, live_blocks, peak_bytes, peak_time_ns, peak_blocks;
 };
 
 unsigned replay_par_threads(void) {
@@ -135,51 +234,116 @@ unsigned replay_par_threads(void) {
 // cache that is not shared safely) and read here by the shard that owns the block.
 static bool verdict_keep(void *ctx, const reader_event_t *ev) {
     const replay_par_t *p = ctx;
-    return p->verdict[ev - p->ev];
+    return p->verdict[ev - p->rev];
+}
+
+// The filter's verdicts on the round's events, in order, into verdict.
+static void set_verdicts(replay_par_t *p, uint8_t *verdict, size_t n_segs) {
+    for (size_t g = 0; g < n_segs; g++) {
+        const round_seg_t *sg = &p->seg_list[g];
+        for (size_t i = 0; i < sg->n; i++)
+            verdict[sg->at + i] =
+                sg->ev[i].kind == READER_ALLOC && p->keep(p->keep_ctx, &sg->ev[i]);
+    }
 }
 
 static void scanner_start(replay_par_t *p, unsigned kind, unsigned part);
 
-static void work(replay_par_t *p, shard_thread_t *th) {
-    if (th->idx_cap < p->n)
-        th->idx = xgrow(th->idx, &th->idx_cap, p->n, sizeof *th->idx);
-    if (!p->sites) {
-        for (unsigned s = th->first; s < p->n_shards; s += th->step)
-            replay_shard_events(p->shards[s], p->ev, p->n, s, th->idx, p->steps, p->round);
-        return;
+// Spin before sleeping only if the shard threads, the scans and the reading thread all fit on
+// the CPUs.
+static void set_spin(replay_par_t *p) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned spin = cpus >= (long)(p->n_threads + p->n_scanners + 1) ? SPIN_PAUSES : 0;
+    atomic_store_explicit(&p->go.spin, spin, memory_order_relaxed);
+    atomic_store_explicit(&p->parted.spin, spin, memory_order_relaxed);
+    atomic_store_explicit(&p->finished.spin, spin, memory_order_relaxed);
+}
+
+// Copies events [lo, hi) of the round from its pieces to rev.
+static void copy_part(replay_par_t *p, size_t lo, size_t hi) {
+    const round_seg_t *g = p->segs, *end = p->segs + p->n_segs;
+    while (g < end && g->at + g->n <= lo)
+        g++;
+    for (; g < end && g->at < hi; g++) {
+        size_t from = g->at > lo ? g->at : lo, to = g->at + g->n < hi ? g->at + g->n : hi;
+        memcpy(p->rev + from, g->ev + (from - g->at), (to - from) * sizeof *p->rev);
     }
-    // this thread's part of the copy the scans will read after the batch is gone
+}
+
+// Thread th's part of a round: it copies part `first` of the round's events (the scans read the
+// copy after the batches are given back) and sorts the part's indexes by shard; once every
+// thread has (`parted`), it gathers its shards' indexes from every part, in stream order, and
+// applies them: each event is looked at once for its shard, by one thread, whatever the
+// number of threads.
+static void work(replay_par_t *p, shard_thread_t *th) {
+    const size_t n = p->n;
+    const unsigned nt = th->step, n_shards = p->n_shards, bits = p->shard_bits;
+    size_t lo = n * th->first / nt, hi = n * (th->first + 1) / nt;
+    copy_part(p, lo, hi);
+    size_t stride = hi - lo;
+    if (th->part_cap < n_shards * stride)
+        th->part = xgrow(th->part, &th->part_cap, n_shards * stride, sizeof *th->part);
+    size_t count[REPLAY_PAR_THREADS_MAX] = {0};
+    uint32_t *part = th->part;
+    const reader_event_t *rev = p->rev;
+    if (n_shards == 2) { // no table of cursors: the common small case, one compare an event
+        uint32_t *a = part, *c = part + stride;
+        size_t na = 0, nc = 0;
+        for (size_t i = lo; i < hi; i++) {
+            bool odd = replay_shard_of(rev[i].addr, bits);
+            a[na] = (uint32_t)i;
+            c[nc] = (uint32_t)i;
+            na += !odd;
+            nc += odd;
+        }
+        count[0] = na;
+        count[1] = nc;
+    } else {
+        for (size_t i = lo; i < hi; i++) {
+            unsigned s = replay_shard_of(rev[i].addr, bits);
+            part[s * stride + count[s]++] = (uint32_t)i;
+        }
+    }
+    th->part_stride = stride;
+    memcpy(th->count, count, sizeof count);
+    ww_arrive(&p->parted, (uint32_t)(p->round * nt));
+    ww_wait_reach(&p->parted, (uint32_t)(p->round * nt));
+
+    if (th->idx_cap < n)
+        th->idx = xgrow(th->idx, &th->idx_cap, n, sizeof *th->idx);
     round_buf_t *b = &p->buf[p->round & 1];
-    size_t lo = p->n * th->first / th->step, hi = p->n * (th->first + 1) / th->step;
-    memcpy(b->ev + lo, p->ev + lo, (hi - lo) * sizeof *b->ev);
-    for (unsigned s = th->first; s < p->n_shards; s += th->step) {
+    for (unsigned s = th->first; s < n_shards; s += nt) {
+        size_t m = 0;
+        for (unsigned t = 0; t < nt; t++) {
+            const shard_thread_t *o = &p->threads[t];
+            memcpy(th->idx + m, o->part + s * o->part_stride, o->count[s] * sizeof *th->idx);
+            m += o->count[s];
+        }
+        if (!p->sites) {
+            replay_shard_events(p->shards[s], rev, th->idx, m, p->steps, p->round);
+            continue;
+        }
         // round - 2's sites and words: b's site_of still holds them, and gfix
         replay_shard_fix(p->shards[s], b->site_of, p->round);
         if (p->growth)
             replay_shard_fix_words(p->shards[s], s, p->gfix, p->n_gfix);
-        replay_shard_find(p->shards[s], p->ev, p->n, s, th->idx, p->keep ? b->verdict : NULL,
-                          b->found, p->round, b->cw);
+        replay_shard_find(p->shards[s], rev, th->idx, m, p->keep ? b->verdict : NULL, b->found,
+                          p->round, b->cw);
     }
 }
 
 static void *shard_main(void *arg) {
     shard_thread_t *th = arg;
     replay_par_t *p = th->p;
-    uint64_t seen = 0;
-    pthread_mutex_lock(&p->lock);
+    uint32_t seen = 0;
     for (;;) {
-        while (!p->stop && p->round == seen)
-            pthread_cond_wait(&p->start, &p->lock);
-        if (p->stop)
+        ww_wait(&p->go, seen);
+        seen = atomic_load(&p->go.v);
+        if (atomic_load(&p->stop))
             break;
-        seen = p->round;
-        pthread_mutex_unlock(&p->lock);
         work(p, th);
-        pthread_mutex_lock(&p->lock);
-        if (--p->pending == 0)
-            pthread_cond_signal(&p->done);
+        ww_arrive(&p->finished, (uint32_t)(p->round * (th->step - 1)));
     }
-    pthread_mutex_unlock(&p->lock);
     return NULL;
 }
 
@@ -208,8 +372,6 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
         replay_set_shard(p->shards[s], p->shard_bits);
     }
     pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->start, NULL);
-    pthread_cond_init(&p->done, NULL);
     pthread_cond_init(&p->scan_go, NULL);
     pthread_cond_init(&p->scanned, NULL);
     pthread_attr_t attr;
@@ -227,14 +389,13 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     if (attr_ok)
         pthread_attr_destroy(&attr);
     // thread i works on shards i, i + n_threads, ...: with fewer threads than shards the
-    // caller's thread and the others share the rest (set before the first round starts)
+    // caller's thread and the others share the rest (set before the first round starts:
+    // the others read it once `go` tells them of one)
     p->threads[0].p = p; // the others' was set before they started, and they read it at once
-    pthread_mutex_lock(&p->lock);
     for (unsigned i = 0; i < p->n_threads; i++) {
         p->threads[i].first = i;
         p->threads[i].step = p->n_threads;
     }
-    pthread_mutex_unlock(&p->lock);
     if (p->sites) {
         // the sites' figures on a quarter as many threads as the shards, at least one beside
         // the order's
@@ -244,6 +405,7 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
         for (unsigned k = 0; k < replay_scan_parts(into); k++)
             scanner_start(p, SCAN_APPLY, k);
     }
+    set_spin(p);
     return p;
 }
 
@@ -322,26 +484,23 @@ static void wait_scans(replay_par_t *p, uint64_t upto) {
             pthread_cond_wait(&p->scanned, &p->lock);
 }
 
-// Publishes round `round` over ev[0..n), works on the caller's share and waits for the other
-// shard threads. The round's number is what they wait on: it changes under the lock only.
-static void run_shards(replay_par_t *p, const reader_event_t *ev, size_t n, uint64_t round) {
-    pthread_mutex_lock(&p->lock);
-    p->ev = ev;
+// Publishes round `round` over the pieces p->seg_list[0..n_segs) (n events in all), works on
+// the caller's share and waits for the other shard threads. No lock: the round is written
+// before `go` changes, and read by the others after.
+static void run_shards(replay_par_t *p, size_t n_segs, size_t n, uint64_t round) {
+    p->segs = p->seg_list;
+    p->n_segs = n_segs;
     p->n = n;
     p->round = round;
-    p->pending = p->n_threads - 1;
-    pthread_cond_broadcast(&p->start);
-    pthread_mutex_unlock(&p->lock);
+    atomic_store(&p->go.v, (uint32_t)round);
+    ww_wake(&p->go);
     work(p, &p->threads[0]);
-    pthread_mutex_lock(&p->lock);
-    while (p->pending)
-        pthread_cond_wait(&p->done, &p->lock);
-    pthread_mutex_unlock(&p->lock);
+    ww_wait_reach(&p->finished, (uint32_t)(round * (p->n_threads - 1)));
 }
 
-// One round over ev[0..n) with sites: the shards find round k while the scans of round k - 1
-// may still run; then the scans get round k, and the caller's thread goes on.
-static void run_sites_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
+// One round of n events in seg_list with sites: the shards find round k while the scans of
+// round k - 1 may still run; then the scans get round k, and the caller's thread goes on.
+static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     uint64_t k = p->round + 1;
     round_buf_t *b = &p->buf[k & 1];
     bool grow = b->ev_cap < n || b->found_cap < n || b->site_of_cap < n ||
@@ -365,12 +524,12 @@ static void run_sites_round(replay_par_t *p, const reader_event_t *ev, size_t n)
     }
     b->n = n;
     b->round = k;
+    p->rev = b->ev;
     if (p->keep)
-        for (size_t i = 0; i < n; i++)
-            b->verdict[i] = ev[i].kind == READER_ALLOC && p->keep(p->keep_ctx, &ev[i]);
+        set_verdicts(p, b->verdict, n_segs);
     if (p->growth) // round k - 2's, which growth keeps until its scan of round k
         p->gfix = growth_scan_fixes(p->growth, k, &p->n_gfix);
-    run_shards(p, ev, n, k);
+    run_shards(p, n_segs, n, k);
     pthread_mutex_lock(&p->lock);
     p->ready = k;
     pthread_cond_broadcast(&p->scan_go);
@@ -390,25 +549,28 @@ static void run_sites_round(replay_par_t *p, const reader_event_t *ev, size_t n)
     }
 }
 
-// One round over ev[0..n): all shards in parallel, then the ordered scan for the peak (totals)
-// or the scans' turn (sites).
-static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
+// One round of n events in seg_list: all shards in parallel, then the ordered scan for the
+// peak (totals) or the scans' turn (sites).
+static void run_round(replay_par_t *p, size_t n_segs, size_t n) {
     if (p->sites) {
-        run_sites_round(p, ev, n);
+        run_sites_round(p, n_segs, n);
         return;
     }
     if (p->steps_cap < n)
         p->steps = xgrow(p->steps, &p->steps_cap, n, sizeof *p->steps);
+    if (p->tev_cap < n)
+        p->tev = xgrow(p->tev, &p->tev_cap, n, sizeof *p->tev);
+    p->rev = p->tev;
     if (p->keep) {
         if (p->verdict_cap < n)
             p->verdict = xgrow(p->verdict, &p->verdict_cap, n, sizeof *p->verdict);
-        for (size_t i = 0; i < n; i++)
-            p->verdict[i] = ev[i].kind == READER_ALLOC && p->keep(p->keep_ctx, &ev[i]);
+        set_verdicts(p, p->verdict, n_segs);
     }
-    run_shards(p, ev, n, p->round + 1);
+    run_shards(p, n_segs, n, p->round + 1);
 
     // the live totals event by event, in stream order: a peak is taken where a counted
     // allocation strictly exceeds it, as replay.c does, so it is the first moment of the maximum
+    const reader_event_t *ev = p->rev;
     uint64_t live = p->live_bytes, blocks = p->live_blocks, peak = p->peak_bytes;
     for (size_t i = 0; i < n; i++) {
         const replay_step_t *s = &p->steps[i];
@@ -425,30 +587,104 @@ static void run_round(replay_par_t *p, const reader_event_t *ev, size_t n) {
     p->peak_bytes = peak;
 }
 
-static void flush_held(replay_par_t *p) {
-    for (size_t done = 0; done < p->n_held;) {
-        size_t k = p->n_held - done < p->round_max ? p->n_held - done : p->round_max;
-        run_round(p, p->held + done, k);
-        done += k;
+// Runs one round over the oldest waiting events, at most round_max of them: lists their
+// pieces, runs it, then gives back the batches whose last events it copied.
+static void next_round(replay_par_t *p) {
+    size_t want = p->n_pend_ev < p->round_max ? p->n_pend_ev : p->round_max, n = 0, n_segs = 0;
+    p->n_gone = 0;
+    while (n < want) {
+        pend_t *q = &p->pend[p->pend_head];
+        size_t k = q->n < want - n ? q->n : want - n;
+        if (n_segs == p->seg_cap)
+            p->seg_list = xgrow(p->seg_list, &p->seg_cap, n_segs + 1, sizeof *p->seg_list);
+        const reader_event_t *ev = q->ev ? q->ev : p->held + q->held_off;
+        p->seg_list[n_segs++] = (round_seg_t){.ev = ev, .at = n, .n = k};
+        n += k;
+        if (k < q->n) { // the rest waits for the next round
+            if (q->ev)
+                q->ev += k;
+            else
+                q->held_off += k;
+            q->n -= k;
+            break;
+        }
+        if (q->batch) {
+            if (p->n_gone == p->gone_cap)
+                p->gone = xgrow(p->gone, &p->gone_cap, p->n_gone + 1, sizeof *p->gone);
+            p->gone[p->n_gone++] = q->batch;
+        }
+        p->pend_head++;
     }
-    p->n_held = 0;
+    p->n_pend_ev -= n;
+    run_round(p, n_segs, n);
+    // the round's events are in its copy now
+    for (size_t i = 0; i < p->n_gone; i++)
+        p->batch_done(p->batch_ctx, p->gone[i]);
+    if (p->pend_head == p->n_pend) {
+        p->pend_head = p->n_pend = 0;
+        p->n_held = 0;
+    }
+}
+
+static void pend_add(replay_par_t *p, const reader_event_t *ev, size_t n, void *batch) {
+    if (p->n_pend == p->pend_cap) {
+        if (p->pend_head) { // move the waiting ones to the front
+            memmove(p->pend, p->pend + p->pend_head, (p->n_pend - p->pend_head) * sizeof *p->pend);
+            p->n_pend -= p->pend_head;
+            p->pend_head = 0;
+        } else {
+            p->pend = xgrow(p->pend, &p->pend_cap, p->n_pend + 1, sizeof *p->pend);
+        }
+    }
+    p->pend[p->n_pend++] = (pend_t){.ev = ev, .n = n, .batch = batch};
+    p->n_pend_ev += n;
 }
 
 void replay_par_events(replay_par_t *p, const reader_event_t *ev, size_t n) {
-    while (n >= p->round_min) {
-        flush_held(p); // in order: what was held back goes first
-        size_t k = n < p->round_max ? n : p->round_max;
-        run_round(p, ev, k);
-        ev += k;
-        n -= k;
-    }
     if (n == 0)
         return;
-    p->held = xgrow(p->held, &p->held_cap, p->n_held + n, sizeof *p->held);
-    memcpy(p->held + p->n_held, ev, n * sizeof *ev);
-    p->n_held += n;
-    if (p->n_held >= p->round_min)
-        flush_held(p);
+    pend_add(p, ev, n, NULL);
+    while (p->n_pend_ev >= p->round_min)
+        next_round(p);
+    if (p->n_pend == p->pend_head)
+        return;
+    // what is left of ev waits, copied, for the next round (the rest of p->pend is either
+    // kept batches or already copied)
+    pend_t *q = &p->pend[p->n_pend - 1];
+    // what was held and has gone into rounds makes room first: the held events still waiting
+    // move to the front (fewer than a round's)
+    size_t from = p->n_held;
+    for (size_t i = p->pend_head; i < p->n_pend - 1; i++)
+        if (!p->pend[i].ev) {
+            from = p->pend[i].held_off;
+            break;
+        }
+    if (from) {
+        memmove(p->held, p->held + from, (p->n_held - from) * sizeof *p->held);
+        for (size_t i = p->pend_head; i < p->n_pend - 1; i++)
+            p->pend[i].held_off -= p->pend[i].ev ? 0 : from;
+        p->n_held -= from;
+    }
+    p->held = xgrow(p->held, &p->held_cap, p->n_held + q->n, sizeof *p->held);
+    memcpy(p->held + p->n_held, q->ev, q->n * sizeof *q->ev);
+    q->ev = NULL;
+    q->held_off = p->n_held;
+    p->n_held += q->n;
+}
+
+void replay_par_events_kept(replay_par_t *p, const reader_event_t *ev, size_t n, void *batch) {
+    if (n == 0) {
+        p->batch_done(p->batch_ctx, batch);
+        return;
+    }
+    pend_add(p, ev, n, batch);
+    while (p->n_pend_ev >= p->round_min)
+        next_round(p);
+}
+
+void replay_par_set_batch_done(replay_par_t *p, replay_batch_done_fn done, void *ctx) {
+    p->batch_done = done;
+    p->batch_ctx = ctx;
 }
 
 void replay_par_set_growth(replay_par_t *p, growth_t *g) {
@@ -457,6 +693,7 @@ void replay_par_set_growth(replay_par_t *p, growth_t *g) {
     for (unsigned s = 0; s < p->n_shards; s++)
         replay_shard_keep_words(p->shards[s]);
     scanner_start(p, SCAN_GROWTH, 0); // beside the sites' scans: they share what the shards found
+    set_spin(p);
 }
 
 void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events) {
@@ -467,11 +704,13 @@ void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events)
 }
 
 void replay_par_finish(replay_par_t *p) {
-    flush_held(p);
+    while (p->n_pend_ev)
+        next_round(p);
+    atomic_store(&p->stop, true);
+    atomic_fetch_add(&p->go.v, 1);
+    ww_wake(&p->go);
     pthread_mutex_lock(&p->lock);
-    p->stop = true;
     p->scan_stop = true; // the scans finish the rounds they were given first
-    pthread_cond_broadcast(&p->start);
     pthread_cond_broadcast(&p->scan_go);
     pthread_mutex_unlock(&p->lock);
     for (unsigned i = 1; i < p->n_threads; i++)
@@ -488,11 +727,11 @@ void replay_par_finish(replay_par_t *p) {
         replay_set_peak(p->into, p->peak_bytes, p->peak_blocks, p->peak_time_ns);
     else
         replay_scan_merge(p->into);
-    for (unsigned i = 0; i < p->n_threads; i++)
+    for (unsigned i = 0; i < p->n_threads; i++) {
         free(p->threads[i].idx);
+        free(p->threads[i].part);
+    }
     pthread_mutex_destroy(&p->lock);
-    pthread_cond_destroy(&p->start);
-    pthread_cond_destroy(&p->done);
     pthread_cond_destroy(&p->scan_go);
     pthread_cond_destroy(&p->scanned);
     for (unsigned k = 0; k < 2; k++) {
@@ -507,6 +746,10 @@ void replay_par_finish(replay_par_t *p) {
     }
     free(p->steps);
     free(p->verdict);
+    free(p->tev);
+    free(p->seg_list);
+    free(p->pend);
+    free(p->gone);
     free(p->held);
     free(p);
 }

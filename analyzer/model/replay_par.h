@@ -10,9 +10,10 @@
 // figure is the one-thread replay's, exactly (docs/design.md#replay-threads). Growth chains
 // ride along (replay_par_set_growth); the timeline does not.
 // Memory: the live blocks (spread over the shards' tables, + 32 bytes each with growth), one
-// set of thread ids per shard, and the rounds in flight: per event 16 bytes a step (totals, one
-// round) or, two rounds, 48 a copy of the event + 32 found + 4 site + 16 an op (sites; + 32
-// words with growth), + 4 an index per thread, and a copy of small batches (48 bytes an event).
+// set of thread ids per shard, and the rounds in flight: per event 48 bytes a copy of the event
+// and 16 a step (totals, one round) or, two rounds, 48 a copy + 32 found + 4 site + 16 an op
+// (sites; + 32 words with growth), + 4 an index in its shard's list and 4 in its part's, and
+// the batches of the next round until it starts (kept, or copied by replay_par_events).
 #ifndef HEAPPROF_ANALYZER_REPLAY_PAR_H
 #define HEAPPROF_ANALYZER_REPLAY_PAR_H
 
@@ -51,6 +52,15 @@ void replay_par_set_growth(replay_par_t *p, growth_t *g);
 
 // Applies ev[0..n) in order (as replay_events). ev needs to stay valid only during the call.
 void replay_par_events(replay_par_t *p, const reader_event_t *ev, size_t n);
+
+// The same without a copy: the events stay where they are until p is done with them, and then
+// (from the caller's thread, in the order given, at the latest in replay_par_finish) p calls
+// the function set by replay_par_set_batch_done with `batch`. A reader's kept batches
+// (reader_next_batch_keep) go to the shards this way: the caller's thread touches none of
+// their events.
+void replay_par_events_kept(replay_par_t *p, const reader_event_t *ev, size_t n, void *batch);
+typedef void (*replay_batch_done_fn)(void *ctx, void *batch);
+void replay_par_set_batch_done(replay_par_t *p, replay_batch_done_fn done, void *ctx);
 
 // Applies what is still held back, stops the threads, writes the totals into `into` and frees
 // p. `into`'s totals are complete only after this.

@@ -107,11 +107,13 @@ static void copy_err(const readahead_t *ra, errmsg_t *err) {
         errmsg_set(err, "%s", ra->err.msg);
 }
 
-int readahead_next(readahead_t *ra, const reader_event_t **evs, size_t *n, uint64_t *offset,
-                   errmsg_t *err) {
+// readahead_next, and with keep the batch's reference goes to the caller.
+static int next(readahead_t *ra, const reader_event_t **evs, size_t *n, uint64_t *offset,
+                reader_batch_t **keep, errmsg_t *err) {
     *n = 0;
     if (!ra->threaded) {
-        int got = reader_next_batch(ra->r, evs, n, err);
+        int got = keep ? reader_next_batch_keep(ra->r, evs, n, keep, err)
+                       : reader_next_batch(ra->r, evs, n, err);
         if (offset)
             *offset = reader_offset(ra->r);
         return got;
@@ -128,11 +130,15 @@ int readahead_next(readahead_t *ra, const reader_event_t **evs, size_t *n, uint6
         pthread_cond_wait(&ra->not_empty, &ra->lock);
     int rc;
     if (ra->tail < ra->head) {
-        const slot_t *s = &ra->slots[ra->tail % RA_SLOTS];
+        slot_t *s = &ra->slots[ra->tail % RA_SLOTS];
         *evs = s->ev;
         *n = s->n;
         if (offset)
             *offset = s->offset;
+        if (keep) {
+            *keep = s->keep;
+            s->keep = NULL; // the caller's now: the next call gives nothing back
+        }
         ra->holding = true;
         rc = 1;
     } else {
@@ -143,6 +149,17 @@ int readahead_next(readahead_t *ra, const reader_event_t **evs, size_t *n, uint6
     pthread_mutex_unlock(&ra->lock);
     reader_batch_done(ra->r, done);
     return rc;
+}
+
+int readahead_next(readahead_t *ra, const reader_event_t **evs, size_t *n, uint64_t *offset,
+                   errmsg_t *err) {
+    return next(ra, evs, n, offset, NULL, err);
+}
+
+int readahead_next_keep(readahead_t *ra, const reader_event_t **evs, size_t *n,
+                        uint64_t *offset, reader_batch_t **keep, errmsg_t *err) {
+    *keep = NULL;
+    return next(ra, evs, n, offset, keep, err);
 }
 
 void readahead_free(readahead_t *ra) {

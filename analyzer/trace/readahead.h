@@ -30,6 +30,13 @@ readahead_t *readahead_new(reader_t *r, readahead_idle_fn idle, void *idle_ctx);
 int readahead_next(readahead_t *ra, const reader_event_t **evs, size_t *n, uint64_t *offset,
                    errmsg_t *err);
 
+// The same, but the batch is the caller's: it stays valid past the next call until the caller
+// gives it back with reader_batch_done(r, *keep) (from any thread, before reader_close; after
+// readahead_free too). So a consumer that needs a batch longer (replay_par's rounds) takes it
+// without a copy.
+int readahead_next_keep(readahead_t *ra, const reader_event_t **evs, size_t *n,
+                        uint64_t *offset, reader_batch_t **keep, errmsg_t *err);
+
 // Stops the thread (even mid-trace) and frees; the reader is the caller's again. NULL is fine.
 void readahead_free(readahead_t *ra);
 

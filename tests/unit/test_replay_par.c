@@ -2,10 +2,12 @@
 // replay_par against the one-thread replay: the same totals, field for field, over hand-made
 // cases where blocks, frees, reallocs, double allocations and peaks cross from one round to the
 // next and from one shard to another, and over random streams with 2-16 threads, rounds of 1 to
-// 16384 events and batches of random sizes, with and without a filter.
+// 16384 events and batches of random sizes, with and without a filter, each batch given either
+// to be copied (replay_par_events) or kept until replay_par gives it back (_kept).
 #include "model/replay_par.h"
 
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 // Block serials in different shards: groups of 64 serials go round the shards.
@@ -41,6 +43,51 @@ static void one_thread(replay_totals_t *out, const reader_event_t *ev, size_t n,
     replay_free(rp);
 }
 
+// Batches given to replay_par_events_kept: each a copy of its own, freed when replay_par gives
+// it back (so a read after that is a use after free under ASan), in the order given.
+typedef struct kept {
+    reader_event_t *ev;
+    uint64_t seq;
+} kept_t;
+
+typedef struct kept_log {
+    uint64_t given, back; // batches given, given back
+    bool in_order;
+} kept_log_t;
+
+static void kept_done(void *ctx, void *batch) {
+    kept_log_t *log = ctx;
+    kept_t *k = batch;
+    log->in_order &= k->seq == log->back;
+    log->back++;
+    free(k->ev);
+    free(k);
+}
+
+// Feeds ev[0..n) to p as replay_par_events does, or (by the seed's bit) as a kept batch.
+static void feed(replay_par_t *p, kept_log_t *log, const reader_event_t *ev, size_t n,
+                 uint64_t seed) {
+    if (!(seed >> 40 & 1)) {
+        replay_par_events(p, ev, n);
+        return;
+    }
+    kept_t *k = malloc(sizeof *k);
+    k->ev = malloc(n * sizeof *ev);
+    memcpy(k->ev, ev, n * sizeof *ev);
+    k->seq = log->given++;
+    replay_par_events_kept(p, k->ev, n, k);
+}
+
+static void feed_start(replay_par_t *p, kept_log_t *log) {
+    *log = (kept_log_t){.in_order = true};
+    replay_par_set_batch_done(p, kept_done, log);
+}
+
+static void feed_check(const kept_log_t *log) {
+    cr_expect_eq(log->back, log->given, "every kept batch given back");
+    cr_expect(log->in_order, "kept batches given back in order");
+}
+
 // Feeds ev in batches of `batch` events (0: random sizes) to replay_par with the given threads
 // and rounds of at most round_max events.
 static void parallel(replay_totals_t *out, const reader_event_t *ev, size_t n,
@@ -49,16 +96,19 @@ static void parallel(replay_totals_t *out, const reader_event_t *ev, size_t n,
     replay_t *rp = replay_new(keep, NULL);
     replay_par_t *p = replay_par_new(rp, 0, threads, keep, NULL);
     replay_par_set_round(p, round_min, round_max);
+    kept_log_t log;
+    feed_start(p, &log);
     size_t i = 0;
     while (i < n) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         size_t k = batch ? batch : 1 + (size_t)(seed >> 33) % 3000;
         if (k > n - i)
             k = n - i;
-        replay_par_events(p, ev + i, k);
+        feed(p, &log, ev + i, k, seed);
         i += k;
     }
     replay_par_finish(p);
+    feed_check(&log);
     *out = *replay_totals(rp);
     replay_free(rp);
 }
@@ -281,15 +331,18 @@ static replay_t *parallel_rp(const reader_event_t *ev, size_t n, unsigned mode,
     replay_set_mode(rp, mode);
     replay_par_t *p = replay_par_new(rp, mode, threads, keep, NULL);
     replay_par_set_round(p, round_min, round_max);
+    kept_log_t log;
+    feed_start(p, &log);
     for (size_t i = 0; i < n;) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         size_t k = batch ? batch : 1 + (size_t)(seed >> 33) % 3000;
         if (k > n - i)
             k = n - i;
-        replay_par_events(p, ev + i, k);
+        feed(p, &log, ev + i, k, seed);
         i += k;
     }
     replay_par_finish(p);
+    feed_check(&log);
     return rp;
 }
 
@@ -532,15 +585,18 @@ static growth_t *growth_parallel(const reader_event_t *ev, size_t n, replay_keep
     replay_par_t *p = replay_par_new(rp, REPLAY_SITES, threads, keep, NULL);
     replay_par_set_growth(p, g);
     replay_par_set_round(p, round_min, round_max);
+    kept_log_t log;
+    feed_start(p, &log);
     for (size_t i = 0; i < n;) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         size_t k = 1 + (size_t)(seed >> 33) % 3000;
         if (k > n - i)
             k = n - i;
-        replay_par_events(p, ev + i, k);
+        feed(p, &log, ev + i, k, seed);
         i += k;
     }
     replay_par_finish(p);
+    feed_check(&log);
     growth_finish(g);
     replay_free(rp);
     return g;
