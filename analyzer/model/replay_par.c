@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: MIT
-// Replay on shard threads. One round per batch: the caller's thread publishes a batch and every
+// Replay on shard threads. One round per batch: the caller's thread publishes a round and every
 // thread (the caller's too) applies its shards' events and writes their steps (totals) or what
 // they found (sites). Totals: once all are done the caller's thread adds the steps up in order
 // for the global peak, and the next round starts (lock-step: the scan is a few additions an
 // event). Sites: the scans (replay_scan_order, then replay_scan_apply by part of the sites;
 // growth_scan) run on threads of their own and overlap the shards' next round, so a round costs
 // the slowest of them instead of their sum: round k uses buffers [k & 1] (its events, copied by
-// the shards since a reader batch is valid only until the next one is read, the finds, the
-// sites, the ops and the verdicts), and round k starts once the scans of round k - 2 are done
-// with them. Batches smaller than ROUND_MIN are
-// copied together first so the hand-over (a few wake-ups a round) stays below a nanosecond an
-// event. A thread works only on its own shards' tables; the batch, the steps, the verdicts and
-// the rounds' buffers pass between threads through the mutex.
+// the shards since the batches go back to the reader, the finds, the sites, the ops and the
+// verdicts), and round k starts once the scans of round k - 2 are done with them.
+// A round is at least ROUND_MIN events (the reader's batches are smaller): the batches wait,
+// kept where the reader left them (replay_par_events_kept), and the round is handed over as the
+// list of its pieces: the caller's thread copies no event. Each thread copies one part of the
+// round and sorts that part's indexes by shard; after a barrier it gathers its shards' indexes
+// from every part and reads only those events, so no event is looked at by every thread. The
+// shard threads meet at counters (spin, then futex), not at the lock; a thread works only on its
+// own shards' tables; the scans' rounds pass between threads through the mutex.
 #include "model/replay_par.h"
 
 #include "core/xalloc.h"
@@ -219,7 +222,8 @@ unsigned replay_par_threads(void) {
         // (order, growth, the apply parts), the reader and its decode workers beside them,
         // more shards cost more than they give. On 16 cores (session 10, `report` on 100 M
         // c_churn events) 4 took 2.95 and 3.15 s, 16 took 3.55 and 3.76 s (CPU 23 -> 33 s):
-        // every shard thread walks every event of a round.
+        // every shard thread walked every event of a round then (no longer since session 11:
+        // to be measured again).
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         n = cpus <= 2 ? 0 : (unsigned)(cpus / 2);
         if (n > REPLAY_PAR_THREADS_DEFAULT)
@@ -644,7 +648,7 @@ void replay_par_events(replay_par_t *p, const reader_event_t *ev, size_t n) {
     if (n == 0)
         return;
     pend_add(p, ev, n, NULL);
-    while (p->n_pend_ev >= p->round_min)
+    while (p->n_pend_ev && p->n_pend_ev >= p->round_min)
         next_round(p);
     if (p->n_pend == p->pend_head)
         return;
@@ -678,7 +682,7 @@ void replay_par_events_kept(replay_par_t *p, const reader_event_t *ev, size_t n,
         return;
     }
     pend_add(p, ev, n, batch);
-    while (p->n_pend_ev >= p->round_min)
+    while (p->n_pend_ev && p->n_pend_ev >= p->round_min)
         next_round(p);
 }
 

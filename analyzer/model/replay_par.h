@@ -12,8 +12,9 @@
 // Memory: the live blocks (spread over the shards' tables, + 32 bytes each with growth), one
 // set of thread ids per shard, and the rounds in flight: per event 48 bytes a copy of the event
 // and 16 a step (totals, one round) or, two rounds, 48 a copy + 32 found + 4 site + 16 an op
-// (sites; + 32 words with growth), + 4 an index in its shard's list and 4 in its part's, and
-// the batches of the next round until it starts (kept, or copied by replay_par_events).
+// (sites; + 32 words with growth), + 8 per thread (its part's indexes by shard, its shards'
+// list), and the batches of the next round until it starts (kept, or copied by
+// replay_par_events).
 #ifndef HEAPPROF_ANALYZER_REPLAY_PAR_H
 #define HEAPPROF_ANALYZER_REPLAY_PAR_H
 
