@@ -253,14 +253,17 @@ static void set_verdicts(replay_par_t *p, uint8_t *verdict, size_t n_segs) {
 
 static void scanner_start(replay_par_t *p, unsigned kind, unsigned part);
 
-// Spin before sleeping only if the shard threads, the scans and the reading thread all fit on
-// the CPUs.
+// Spin before sleeping only where it pays: for the next round (a wait as long as the scans
+// make it) if the shard threads, the scans and the reading thread all fit on the CPUs; at the
+// barrier and the round's end (threads woken together, waiting for the slowest of them) if the
+// shard threads do.
 static void set_spin(replay_par_t *p) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    unsigned spin = cpus >= (long)(p->n_threads + p->n_scanners + 1) ? SPIN_PAUSES : 0;
-    atomic_store_explicit(&p->go.spin, spin, memory_order_relaxed);
-    atomic_store_explicit(&p->parted.spin, spin, memory_order_relaxed);
-    atomic_store_explicit(&p->finished.spin, spin, memory_order_relaxed);
+    unsigned all = cpus >= (long)(p->n_threads + p->n_scanners + 1) ? SPIN_PAUSES : 0;
+    unsigned shards = cpus >= (long)p->n_threads ? SPIN_PAUSES : 0;
+    atomic_store_explicit(&p->go.spin, all, memory_order_relaxed);
+    atomic_store_explicit(&p->parted.spin, shards, memory_order_relaxed);
+    atomic_store_explicit(&p->finished.spin, shards, memory_order_relaxed);
 }
 
 // Copies events [lo, hi) of the round from its pieces to rev.
