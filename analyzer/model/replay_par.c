@@ -288,8 +288,8 @@ static void work(replay_par_t *p, shard_thread_t *th) {
     size_t lo = n * th->first / nt, hi = n * (th->first + 1) / nt;
     copy_part(p, lo, hi);
     size_t stride = hi - lo;
-    if (th->part_cap < n_shards * stride)
-        th->part = xgrow(th->part, &th->part_cap, n_shards * stride, sizeof *th->part);
+    if (th->part_cap < n_shards * stride + 1) // + 1: never NULL, even for an empty part
+        th->part = xgrow(th->part, &th->part_cap, n_shards * stride + 1, sizeof *th->part);
     size_t count[REPLAY_PAR_THREADS_MAX] = {0};
     uint32_t *part = th->part;
     const reader_event_t *rev = p->rev;
@@ -323,8 +323,10 @@ static void work(replay_par_t *p, shard_thread_t *th) {
         size_t m = 0;
         for (unsigned t = 0; t < nt; t++) {
             const shard_thread_t *o = &p->threads[t];
-            memcpy(th->idx + m, o->part + s * o->part_stride, o->count[s] * sizeof *th->idx);
-            m += o->count[s];
+            if (o->count[s]) {
+                memcpy(th->idx + m, o->part + s * o->part_stride, o->count[s] * sizeof *th->idx);
+                m += o->count[s];
+            }
         }
         if (!p->sites) {
             replay_shard_events(p->shards[s], rev, th->idx, m, p->steps, p->round);
