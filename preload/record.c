@@ -142,7 +142,7 @@ HP_NOINLINE HP_COLD static uint32_t new_stack_slow(hp_ring_t *r, uint64_t t, con
 // stack itself. Two ways a set: the hash takes in a return address, so where ASLR loads the code
 // decides which steps share a set, and direct-mapped, 3% of runs of hashmap_words had its two
 // hot steps (48,000 hits) evict each other at every allocation (79 hits).
-_Static_assert(HP_STEP_CACHE == 128u, "step_set takes the hash's top 6 bits");
+_Static_assert(HP_STEP_CACHE == 512u, "step_set takes the hash's top 8 bits");
 
 // The set's two entries: [0] the step learnt last, [1] the one before.
 static inline hp_step_t *step_set(hp_thread_t *th, uint32_t from_id,
@@ -150,7 +150,7 @@ static inline hp_step_t *step_set(hp_thread_t *th, uint32_t from_id,
     uint64_t h = ((uint64_t)from_id << 32 | (uint64_t)d->base << 8 | d->n_fresh) *
                  0x9E3779B97F4A7C15ull;
     h ^= d->fresh[0] * 0xff51afd7ed558ccdull;
-    return &th->steps[h >> 58 << 1];
+    return &th->steps[h >> 56 << 1];
 }
 
 static inline bool step_matches(const hp_step_t *e, uint32_t from_id,

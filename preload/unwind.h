@@ -36,10 +36,10 @@ typedef struct hp_unwind_delta {
     uint64_t fresh[HP_DELTA_FRESH_MAX];
 } hp_unwind_delta_t;
 
-// Bytes of per-thread state the unwinder keeps in the thread's block (thread.h): the walk logs
-// and a rule cache. Where a thread has no block (hp_tls_thread NULL), hp_unwind takes the full
-// unwinder (libunwind), which keeps none.
-#define HP_UNWIND_THREAD_BYTES (24u * 1024u)
+// Bytes of per-thread state the unwinder keeps in the thread's block (thread.h): the walk log, the
+// fresh frames of a walk and a rule cache. Where a thread has no block (hp_tls_thread NULL),
+// hp_unwind takes the full unwinder (libunwind), which keeps none.
+#define HP_UNWIND_THREAD_BYTES (28u * 1024u)
 
 // Fills out[0..max) with return addresses, innermost first, from frame `from` outwards (frames
 // inside the shim are dropped). Returns the count, 0 if unwinding failed. Sets *same_as_last

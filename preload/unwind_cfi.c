@@ -19,6 +19,7 @@
 
 #include <dlfcn.h>
 #include <dwarf.h>
+#include <emmintrin.h>
 #include <elfutils/libdw.h>
 #include <fcntl.h>
 #include <libelf.h>
@@ -319,20 +320,17 @@ static inline rule_t rule_for(tls_slot_t *cache, uint64_t pc) {
 // frame with the same sp and pc as a logged one (and the same rbp, if the rest of that walk
 // depended on it), the rest of the old walk is valid if every memory word it read still holds
 // the value it read then: the walk is a pure function of that state and those words. Checking
-// them is one independent load per frame instead of a dependent rule lookup and load.
+// them is one independent load per word instead of a dependent rule lookup and load per frame.
+//
+// The log keeps its frames outermost first, and the words each step read in the same order, so
+// that the part a new walk shares with it is a prefix of both: a walk that joins it writes only
+// its fresh frames after the shared ones (no copy of the shared frames, however the depth
+// changed), and the check of the shared part is one pass over a prefix of the word list.
 
 #define MAX_FRAME_BYTES (64u << 20) // one frame bigger than this means the walk went wrong
 #define STEPS_MAX (HPT_MAX_FRAMES + 32)
-
-typedef struct step {
-    uint64_t sp, pc, bp;
-    // The words the reuse check compares: the step to the caller read ra_val at ra_addr and
-    // bp_val at bp_addr. Where a word was not read or does not matter (the last frame's return
-    // address, a saved rbp the caller's frame does not use) it is unused_word and 0, so that
-    // the check reads two words per frame without a branch.
-    uint64_t ra_addr, ra_val;
-    uint64_t bp_addr, bp_val;
-} step_t;
+#define WORDS_MAX (2 * STEPS_MAX) // a step reads the return address and at most the saved rbp
+_Static_assert(WORDS_MAX % 4 == 0, "whole blocks of words");
 
 enum step_flag {
     STEP_BP_OK = 1,     // rbp holds a known value here
@@ -340,142 +338,163 @@ enum step_flag {
     STEP_BP_READ = 4,   // the step to the caller read the caller's rbp from memory
 };
 
-static const uint64_t unused_word = 0; // what a step's unused check words point at
+// A logged frame.
+typedef struct frame {
+    uint64_t sp, pc, bp;
+    // The words the walk from this frame outwards read: the log's words [0, wend). A frame's own
+    // step adds the return address it read (none where the walk stopped without reading one)
+    // and the caller's saved rbp where the caller's frame needs its rbp: code without frame
+    // pointers keeps any value in rbp, so the word a callee saved it in changes from call to
+    // call (the shim's own malloc keeps the size there) without changing the walk.
+    uint16_t wend;
+    uint8_t flags; // enum step_flag
+} frame_t;
+
+// A frame walked before it is known whether and where the walk joins the log.
+typedef struct fresh {
+    uint64_t sp, pc, bp;
+    uint64_t ra_addr, ra_val; // ra_addr 0: the step read no return address
+    uint64_t bp_addr, bp_val; // bp_addr 0: the step read no rbp
+    uint64_t flags;
+} fresh_t;
+
+typedef struct ck_block {
+    _Alignas(64) uint64_t addr[4];
+    uint64_t val[4];
+} ck_block_t;
 
 typedef struct walk_log {
-    uint32_t n;        // frames visited
-    uint32_t own;      // leading frames inside the shim (not reported)
-    bool same;         // reported frames are exactly the previous walk's
-    bool complete;     // ended at the outermost frame (not cut short), so it can be reused
-    // The join with the previous walk, for hp_unwind_delta_t: d_fresh frames walked before it,
-    // at frame d_base of the previous walk's reported frames, of which it had d_prev_reported.
-    bool d_ok; // joined at or past the previous walk's own frames
+    uint32_t n;    // frames visited
+    uint32_t own;  // innermost frames inside the shim (not reported)
+    bool complete; // ended at the outermost frame (not cut short, not failed): it can be reused
+    // The last walk's relation to the one before it, for hp_unwind.
+    bool same;     // reported frames are exactly the previous walk's
+    bool d_ok;     // joined at or past the previous walk's own frames
+    bool one;      // the last walk that was not the same stack was one_fresh's case
+    // d_fresh frames walked before the join, at reported frame d_base of the previous walk,
+    // which had d_prev_reported (hp_unwind_delta_t)
     uint32_t d_fresh, d_base, d_prev_reported;
-    uint8_t flags[STEPS_MAX];
-    step_t s[STEPS_MAX];
+    frame_t f[STEPS_MAX]; // outermost first: f[n - 1] is where the walk started
+    // The words read, outermost frame's first: where each was read and what it held, four to a
+    // block (one cache line), so that the check loads two addresses and compares two values with
+    // one SSE2 operation.
+    ck_block_t ck[WORDS_MAX / 4];
 } walk_log_t;
 
-// This backend's part of the thread's block (thread.h): 23.4 KiB, which as static TLS glibc took
-// out of every thread's stack (issue #17).
+// This backend's part of the thread's block (thread.h).
 typedef struct cfi_thread {
     tls_slot_t rules[TLS_RULES];
-    walk_log_t walks[2];
-    uint8_t walk_cur;
+    walk_log_t log;
+    fresh_t fresh[STEPS_MAX];             // the walk's frames before the join, innermost first
     uint32_t check_last_n;                // check mode: the last stack reported
     uint64_t check_last[HPT_MAX_FRAMES];
 } cfi_thread_t;
 _Static_assert(sizeof(cfi_thread_t) <= HP_UNWIND_THREAD_BYTES, "HP_UNWIND_THREAD_BYTES too small");
 _Static_assert(_Alignof(cfi_thread_t) <= 64, "the block aligns its unwinder part to 64");
+_Static_assert(WORDS_MAX <= UINT16_MAX, "frame_t.wend");
 
 // One TLS load; the block's first member is ours (thread.h).
 static inline cfi_thread_t *cfi_thread(void) {
     return (cfi_thread_t *)(void *)hp_tls_thread;
 }
 
-static inline uint64_t step_changed(const step_t *st) {
-    return (*(const uint64_t *)(uintptr_t)st->ra_addr ^ st->ra_val) |
-           (*(const uint64_t *)(uintptr_t)st->bp_addr ^ st->bp_val);
+static inline uint64_t word_at(uint64_t addr) {
+    return *(const uint64_t *)(uintptr_t)addr;
 }
 
-// The first frame from which every word the logged walk read, from there to its end, still holds
-// the value it read then. The common case, nothing changed, is one pass without a branch per
-// frame; only then is the outermost change looked for.
-static inline uint32_t valid_from(const walk_log_t *w, uint32_t j) {
-    // n and the steps in locals: the compiler cannot tell that the words checked are not them
-    uint64_t changed = 0;
-    const step_t *st = &w->s[j], *end = &w->s[w->n];
-    for (; st + 1 < end; st += 2)
-        changed |= step_changed(st) | step_changed(st + 1);
-    if (st < end)
-        changed |= step_changed(st);
-    if (HP_LIKELY(!changed))
-        return j;
-    for (uint32_t k = w->n; k-- > j;)
-        if (step_changed(&w->s[k]))
-            return k + 1;
-    return j;
+static inline void word_set(walk_log_t *w, uint32_t k, uint64_t addr, uint64_t val) {
+    w->ck[k >> 2].addr[k & 3] = addr;
+    w->ck[k >> 2].val[k & 3] = val;
 }
 
+static inline bool word_changed(const walk_log_t *w, uint32_t k) {
+    return word_at(w->ck[k >> 2].addr[k & 3]) != w->ck[k >> 2].val[k & 3];
+}
 
-// Walks from frame `from` into cur, reusing prev's outer frames where it can. Returns the log
-// that now describes the stack (cur, or prev updated in place when the walks joined at the same
-// depth, which saves copying the shared frames), or NULL when a frame needs the full unwinder.
-__attribute__((noinline)) static walk_log_t *walk(const hp_frame_t *from, walk_log_t *cur,
-                                                  walk_log_t *prev, tls_slot_t *rules_cache) {
-    uint64_t pc = from->pc, sp = from->sp, bp = from->bp;
-    bool bp_ok = true;
-    uint32_t i = 0, j = 0;
-    uint32_t valid = UINT32_MAX; // frames of prev from here on are unchanged (computed on demand)
-    uint32_t reused = UINT32_MAX; // where the reused frames start in cur
-    uint32_t own = 0;
-    // The common case first, as the loop below would find it at its first frame: the same
-    // caller at the same depth as last time, and nothing the logged walk read has changed.
-    if (prev->complete && prev->n && prev->s[0].sp == sp && prev->s[0].pc == pc &&
-        (!(prev->flags[0] & STEP_NEEDS_BP) ||
-         (prev->s[0].bp == bp && (prev->flags[0] & STEP_BP_OK))) &&
-        valid_from(prev, 0) == 0) {
-        prev->same = true;
-        prev->d_ok = false;
-        return prev;
+// Whether any of the words 0..nw no longer holds the value it held: no branch per word, two
+// words per SSE2 register (movsd, movhpd), a block of four a round: ~3.75 instructions a word,
+// where the loop over frames (two words a frame, one of them maybe a constant) took ~4.75.
+static inline bool words_changed(const walk_log_t *w, uint32_t nw) {
+    const ck_block_t *b = w->ck, *end = w->ck + (nw >> 2);
+    __m128i acc0 = _mm_setzero_si128(), acc1 = _mm_setzero_si128();
+    for (; b < end; b++) {
+        __m128d x = _mm_loadh_pd(_mm_load_sd((const double *)(uintptr_t)b->addr[0]),
+                                 (const double *)(uintptr_t)b->addr[1]);
+        __m128d y = _mm_loadh_pd(_mm_load_sd((const double *)(uintptr_t)b->addr[2]),
+                                 (const double *)(uintptr_t)b->addr[3]);
+        acc0 = _mm_or_si128(acc0, _mm_xor_si128(_mm_castpd_si128(x),
+                                                _mm_load_si128((const __m128i *)&b->val[0])));
+        acc1 = _mm_or_si128(acc1, _mm_xor_si128(_mm_castpd_si128(y),
+                                                _mm_load_si128((const __m128i *)&b->val[2])));
     }
-    cur->complete = true;
-    cur->same = false;
-    cur->d_ok = false;
+    acc0 = _mm_or_si128(acc0, acc1);
+    uint64_t changed = (uint64_t)_mm_cvtsi128_si64(acc0) |
+                       (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc0, acc0));
+    for (uint32_t k = 0; k < (nw & 3); k++)
+        changed |= word_at(end->addr[k]) ^ end->val[k];
+    return changed != 0;
+}
+
+// How many of the logged frames, outermost first, read only words that still hold what they
+// held, given that frames [0, upto] are the ones asked about: upto + 1 in the common case.
+static uint32_t valid_frames(const walk_log_t *w, uint32_t upto) {
+    if (HP_LIKELY(!words_changed(w, w->f[upto].wend)))
+        return upto + 1;
+    uint32_t k = 0;
+    for (uint32_t o = 0; o <= upto; o++)
+        for (; k < w->f[o].wend; k++)
+            if (word_changed(w, k))
+                return o;
+    return upto + 1;
+}
+
+// Whether the walk from `from` starts where the logged one did, in a state that makes the rest
+// of it the same as far as the words it read are the same.
+static inline bool same_start(const walk_log_t *w, const hp_frame_t *from) {
+    if (!w->complete || !w->n)
+        return false;
+    const frame_t *t = &w->f[w->n - 1];
+    return t->sp == from->sp && t->pc == from->pc &&
+           (!(t->flags & STEP_NEEDS_BP) || (t->bp == from->bp && (t->flags & STEP_BP_OK)));
+}
+
+// Walks from frame `from`, reusing the logged walk's outer frames where it can, and leaves the
+// new walk in the log (with same, d_*). Returns false when a frame needs the full unwinder (the
+// log is then left as it was).
+static bool walk(const hp_frame_t *from, cfi_thread_t *ct) {
+    walk_log_t *w = &ct->log;
+    fresh_t *fr = ct->fresh;
+    tls_slot_t *rules_cache = ct->rules;
+    uint64_t pc = from->pc, sp = from->sp, bp = from->bp;
+    bool bp_ok = true, complete = true;
+    uint32_t i = 0, own = 0;
+    const uint32_t n = w->n;
+    // the logged frame the walk may join (outer index), or -1
+    int32_t c = w->complete ? (int32_t)n - 1 : -1;
+    int32_t valid = -1; // logged frames [0, valid) read only unchanged words (computed on demand)
+    bool joined = false;
     for (;;) {
+        while (c >= 0 && w->f[c].sp < sp)
+            c--;
+        if (c >= 0 && w->f[c].sp == sp && w->f[c].pc == pc &&
+            (!(w->f[c].flags & STEP_NEEDS_BP) ||
+             (w->f[c].bp == bp && (w->f[c].flags & STEP_BP_OK) == (bp_ok ? STEP_BP_OK : 0))) &&
+            (uint32_t)c + 1 + i <= STEPS_MAX &&
+            c < (valid < 0 ? (valid = (int32_t)valid_frames(w, (uint32_t)c)) : valid)) {
+            joined = true;
+            break;
+        }
         if (i == STEPS_MAX) {
-            cur->complete = false;
+            complete = false;
             break;
         }
-        // reuse the logged walk from the first frame both walks share
-        while (j < prev->n && prev->s[j].sp < sp)
-            j++;
-        if (j < prev->n && prev->s[j].sp == sp && prev->s[j].pc == pc && prev->complete &&
-            (!(prev->flags[j] & STEP_NEEDS_BP) ||
-             (prev->s[j].bp == bp && (prev->flags[j] & STEP_BP_OK) == (bp_ok ? STEP_BP_OK : 0))) &&
-            j >= (valid == UINT32_MAX ? (valid = valid_from(prev, j)) : valid)) {
-            // joined where both walks were still inside the shim: the same stack is reported
-            bool same = own == i && j <= prev->own;
-            bool d_ok = j >= prev->own;
-            uint32_t d_base = j - prev->own, d_prev_reported = prev->n - prev->own;
-            if (own == i && prev->own > j)
-                own = i + (prev->own - j); // the shim's frames continue into the reused part
-            if (i == j) {
-                // same depth: move the few fresh frames into prev instead of the shared ones
-                // here; a loop, since memcpy of a few bytes became rep movsb, slow to start and
-                // a store-forwarding stall for the flags read just after
-                for (uint32_t k = 0; k < i; k++) {
-                    prev->s[k] = cur->s[k];
-                    prev->flags[k] = cur->flags[k];
-                }
-                i = prev->n;
-                cur = prev;
-            } else {
-                uint32_t tail = prev->n - j;
-                if (i + tail > STEPS_MAX)
-                    tail = STEPS_MAX - i, cur->complete = false;
-                HP_ASSERT(i + tail <= STEPS_MAX);
-                memcpy(&cur->s[i], &prev->s[j], tail * sizeof(step_t));
-                memcpy(&cur->flags[i], &prev->flags[j], tail);
-                reused = i;
-                i += tail;
-            }
-            cur->same = same && cur->complete;
-            cur->d_ok = d_ok && cur->complete;
-            cur->d_fresh = cur == prev ? j : reused; // the frames before the shared ones
-            cur->d_base = d_base;
-            cur->d_prev_reported = d_prev_reported;
-            if (cur == prev)
-                reused = j;
-            break;
-        }
-        step_t *st = &cur->s[i];
+        fresh_t *st = &fr[i];
         if (own == i && pc - self_lo < self_hi - self_lo)
             own++;
         st->sp = sp;
         st->pc = pc;
         st->bp = bp;
-        st->ra_addr = st->bp_addr = (uint64_t)(uintptr_t)&unused_word;
-        st->ra_val = st->bp_val = 0;
+        st->ra_addr = st->bp_addr = 0;
         uint8_t fl = bp_ok ? STEP_BP_OK : 0;
         i++;
         rule_t r = rule_for(rules_cache, pc);
@@ -484,60 +503,76 @@ __attribute__((noinline)) static walk_log_t *walk(const hp_frame_t *from, walk_l
             cfa = sp + (uint64_t)(int64_t)r.cfa_off;
         } else {
             if (r.flags & RULE_STOP) {
-                cur->flags[i - 1] = fl;
+                st->flags = fl;
                 break;
             }
             if ((r.flags & RULE_UNSUPPORTED) || ((r.flags & RULE_CFA_BP) && !bp_ok))
-                return NULL;
+                return false;
             cfa = ((r.flags & RULE_CFA_BP) ? bp : sp) + (uint64_t)(int64_t)r.cfa_off;
             if (r.flags & RULE_CFA_BP)
                 fl |= STEP_NEEDS_BP;
             if (r.flags & RULE_BP_LOST)
                 bp_ok = false;
         }
-        cur->flags[i - 1] = fl;
+        st->flags = fl;
         if (cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7)) // also catches cfa <= sp
             break;
         st->ra_addr = cfa + (uint64_t)(int64_t)r.ra_off;
-        st->ra_val = pc = *(const uint64_t *)(uintptr_t)st->ra_addr;
+        st->ra_val = pc = word_at(st->ra_addr);
         if (r.flags & RULE_BP_SAVED) {
             st->bp_addr = cfa + (uint64_t)(int64_t)r.bp_off;
-            st->bp_val = bp = *(const uint64_t *)(uintptr_t)st->bp_addr;
+            st->bp_val = bp = word_at(st->bp_addr);
             bp_ok = true;
-            fl |= STEP_BP_READ;
-            cur->flags[i - 1] = fl;
+            st->flags = fl | STEP_BP_READ;
         }
         sp = cfa;
         if (pc == 0)
             break;
     }
-    HP_ASSERT(i <= STEPS_MAX && own <= i);
-    cur->n = i;
-    cur->own = own;
-    // Which frames' rbp the rest of the walk depends on: a frame that takes its CFA from rbp,
-    // or passes rbp on unchanged to one that does. Reused frames keep their flags.
-    uint32_t fresh = reused == UINT32_MAX ? i : reused;
-    bool needs = fresh < i && (cur->flags[fresh] & STEP_NEEDS_BP);
-    for (uint32_t k = fresh; k-- > 0;) {
-        if (cur->flags[k] & STEP_NEEDS_BP) {
+    // What the new walk is to the logged one, before the log becomes the new walk.
+    uint32_t m = joined ? (uint32_t)c + 1 : 0; // logged frames kept: the shared ones
+    uint32_t jin = n - m;                      // the join, counted from the logged walk's start
+    w->same = joined && own == i && jin <= w->own && complete;
+    w->d_ok = joined && jin >= w->own && complete;
+    w->d_fresh = i;
+    w->d_base = jin - w->own;
+    w->d_prev_reported = n - w->own;
+    if (joined && own == i && w->own > jin)
+        own = i + (w->own - jin); // the shim's frames continue into the shared part
+    // The fresh frames after the shared ones, outermost first, each with the words its step
+    // read. Which frames' rbp the rest of the walk depends on: a frame that takes its CFA from
+    // rbp, or passes rbp on unchanged to one that does. Shared frames keep their flags.
+    HP_ASSERT(m + i <= STEPS_MAX);
+    bool needs = m && (w->f[m - 1].flags & STEP_NEEDS_BP);
+    uint32_t nw = m ? w->f[m - 1].wend : 0;
+    frame_t *d = &w->f[m];
+    for (uint32_t k = i; k-- > 0; d++) {
+        const fresh_t *st = &fr[k];
+        if (st->ra_addr) {
+            word_set(w, nw++, st->ra_addr, st->ra_val);
+        }
+        if (st->bp_addr && needs) { // the caller (outer neighbour) uses the rbp read
+            word_set(w, nw++, st->bp_addr, st->bp_val);
+        }
+        uint8_t fl = (uint8_t)st->flags;
+        if (fl & STEP_NEEDS_BP)
             needs = true;
-        } else {
-            if (cur->flags[k] & STEP_BP_READ)
-                needs = false; // the caller's rbp comes from memory, checked on reuse
-            if (needs)
-                cur->flags[k] |= STEP_NEEDS_BP;
-        }
-        needs = (cur->flags[k] & STEP_NEEDS_BP) != 0;
+        else if (fl & STEP_BP_READ)
+            needs = false; // the caller's rbp comes from memory, checked on reuse
+        if (needs)
+            fl |= STEP_NEEDS_BP;
+        d->sp = st->sp;
+        d->pc = st->pc;
+        d->bp = st->bp;
+        d->flags = fl;
+        d->wend = (uint16_t)nw;
     }
-    // A saved rbp word is checked on reuse only where the caller's frame needs its rbp: code
-    // without frame pointers keeps any value in rbp, so the word a callee saved it in changes
-    // from call to call (the shim's own malloc keeps the size there) without changing the walk.
-    for (uint32_t k = 0; k < fresh; k++)
-        if (!(k + 1 < i && (cur->flags[k + 1] & STEP_NEEDS_BP))) {
-            cur->s[k].bp_addr = (uint64_t)(uintptr_t)&unused_word;
-            cur->s[k].bp_val = 0;
-        }
-    return cur;
+    HP_ASSERT(nw <= WORDS_MAX);
+    w->n = m + i;
+    w->own = own;
+    w->complete = complete;
+    HP_ASSERT(w->n <= STEPS_MAX && own <= w->n);
+    return true;
 }
 
 // ---- backend selection --------------------------------------------------------------------------
@@ -561,11 +596,118 @@ HP_NOINLINE HP_COLD static void check_against_libunwind(cfi_thread_t *ct, const 
         atomic_fetch_add_explicit(&n_differ, 1, memory_order_relaxed);
 }
 
-// The n frames a log reports: its own frames (inside the shim) dropped.
+// The n frames a log reports, innermost first: its own frames (inside the shim) dropped.
 static inline void report_frames(const walk_log_t *w, uint64_t *out, uint32_t n) {
     HP_ASSERT(w->own + n <= w->n && n <= HPT_MAX_FRAMES);
+    const frame_t *f = &w->f[w->n - 1 - w->own];
     for (uint32_t k = 0; k < n; k++)
-        out[k] = w->s[w->own + k].pc;
+        out[k] = f[-(int32_t)k].pc;
+}
+
+static inline uint32_t reported(const walk_log_t *w, uint32_t max) {
+    return w->n - w->own < max ? w->n - w->own : max;
+}
+
+// One fresh frame on the logged walk's outer frames: the caller is another call site (or another
+// function) whose own caller is the logged walk's second frame, in the same state. That is
+// what the general walk finds after one step (it cannot join before it: same_start failed, or
+// the words changed and the first frame is no longer valid), written for that case alone: no
+// bookkeeping for longer fresh runs, other depths or the shim's frames, which go the general
+// way. Fills *delta for record.c's known steps and returns the frame count, or 0 where the
+// general walk must decide. ~60% of allocations on rust_hashmap_growth and cpp_mixed.
+static inline uint32_t one_fresh(cfi_thread_t *ct, const hp_frame_t *from, uint32_t max,
+                                 hp_unwind_delta_t *delta) {
+    walk_log_t *w = &ct->log;
+    const uint32_t n = w->n;
+    const uint64_t pc = from->pc, sp = from->sp;
+    if (!w->one || !w->complete || n < 2 || w->own || n > max ||
+        pc - self_lo < self_hi - self_lo)
+        return 0;
+    rule_t r = rule_for(ct->rules, pc);
+    if (r.flags & (RULE_STOP | RULE_UNSUPPORTED | RULE_CFA_BP | RULE_BP_LOST))
+        return 0;
+    uint64_t cfa = sp + (uint64_t)(int64_t)r.cfa_off;
+    frame_t *o = &w->f[n - 2];
+    if (o->sp != cfa || cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7))
+        return 0;
+    uint64_t ra_addr = cfa + (uint64_t)(int64_t)r.ra_off, ra = word_at(ra_addr);
+    uint64_t bp = from->bp, bp_addr = 0;
+    uint8_t fl = STEP_BP_OK; // the walk starts with a known rbp, and no rule here loses it
+    if (r.flags & RULE_BP_SAVED) {
+        bp_addr = cfa + (uint64_t)(int64_t)r.bp_off;
+        bp = word_at(bp_addr);
+        fl |= STEP_BP_READ;
+    }
+    bool needs = o->flags & STEP_NEEDS_BP;
+    if (o->pc != ra || (needs && (o->bp != bp || !(o->flags & STEP_BP_OK))) ||
+        words_changed(w, o->wend))
+        return 0;
+    // joined: the first frame replaced, as the general walk would write it
+    uint32_t nw = o->wend;
+    word_set(w, nw++, ra_addr, ra);
+    if (bp_addr && needs) {
+        word_set(w, nw++, bp_addr, bp);
+    }
+    if (needs && !(fl & STEP_BP_READ))
+        fl |= STEP_NEEDS_BP;
+    frame_t *t = &w->f[n - 1];
+    t->sp = sp;
+    t->pc = pc;
+    t->bp = from->bp;
+    t->flags = fl;
+    t->wend = (uint16_t)nw;
+    delta->valid = true;
+    delta->base = 1;
+    delta->n_fresh = 1;
+    delta->fresh[0] = pc;
+    return n;
+}
+
+// Everything but the unchanged stack: the walk, the join, the delta.
+HP_NOINLINE static uint32_t unwind_walk(cfi_thread_t *ct, const hp_frame_t *from, uint64_t *out,
+                                        uint32_t max, bool *same_as_last,
+                                        hp_unwind_delta_t *delta) {
+    walk_log_t *w = &ct->log;
+    uint32_t n = one_fresh(ct, from, max, delta);
+    if (n)
+        return n;
+    if (HP_UNLIKELY(!walk(from, ct))) {
+        w->complete = false; // the log no longer describes the last stack reported
+        return hp_unwind_libunwind(out, max);
+    }
+    // Whether the next walk tries one_fresh first: where this one was its case (it failed on
+    // a changed word, or was not tried). Where stacks change by more than one frame (cpp_mixed:
+    // two to four at a time) every try failed after its step, ~35 instructions a malloc.
+    w->one = w->d_ok && w->d_fresh == 1 && w->d_base == 1 && !w->own;
+    n = reported(w, max);
+    *same_as_last = w->same;
+    if (w->same && hp_config.unwinder != HP_UNWIND_CHECK)
+        return n;
+    // A few new frames on the previous stack, neither cut at max: the caller may know the stack
+    // from the last time it made this step (record.c), without the frames.
+    if (!w->same && w->d_ok && w->d_prev_reported <= max && w->n - w->own <= max &&
+        w->d_fresh >= w->own && w->d_fresh - w->own <= HP_DELTA_FRESH_MAX) {
+        delta->valid = true;
+        delta->base = w->d_base;
+        delta->n_fresh = w->d_fresh - w->own;
+        // the fresh frames and the previous stack's from base on make the whole stack
+        HP_ASSERT(delta->base <= w->d_prev_reported && delta->n_fresh <= n);
+        for (uint32_t k = 0; k < delta->n_fresh; k++)
+            delta->fresh[k] = ct->fresh[w->own + k].pc;
+        return n;
+    }
+    report_frames(w, out, n);
+    if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK))
+        check_against_libunwind(ct, out, n, max, w->same);
+    return n;
+}
+
+// HEAPPROF_UNWIND=check, the stack unchanged: the frames, checked.
+HP_NOINLINE HP_COLD static uint32_t check_same(cfi_thread_t *ct, uint64_t *out, uint32_t max) {
+    uint32_t n = reported(&ct->log, max);
+    report_frames(&ct->log, out, n);
+    check_against_libunwind(ct, out, n, max, true);
+    return n;
 }
 
 uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *same_as_last,
@@ -573,49 +715,31 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
     *same_as_last = false;
     delta->valid = false;
     cfi_thread_t *ct = cfi_thread();
+    HP_ASSERT(max <= HPT_MAX_FRAMES); // out, and the check's copy of the last stack
     // No block: the thread gave it back at its exit and a later TLS destructor allocates, or
     // memory ran out. libunwind needs no state of ours.
-    HP_ASSERT(max <= HPT_MAX_FRAMES); // out, and the check's copy of the last stack
-    if (hp_config.unwinder == HP_UNWIND_LIBUNWIND || HP_UNLIKELY(!ct))
+    uint32_t mode = hp_config.unwinder;
+    if (HP_UNLIKELY(mode == HP_UNWIND_LIBUNWIND || !ct))
         return hp_unwind_libunwind(out, max);
-    walk_log_t *prev = &ct->walks[ct->walk_cur];
-    walk_log_t *cur = walk(from, &ct->walks[ct->walk_cur ^ 1], prev, ct->rules);
-    if (HP_UNLIKELY(!cur)) {
-        prev->complete = false; // the log no longer describes the stack
-        return hp_unwind_libunwind(out, max);
+    // The common case first: the same caller at the same depth as last time, and nothing the
+    // logged walk read has changed. No call, no write to the log.
+    walk_log_t *w = &ct->log;
+    if (HP_LIKELY(same_start(w, from)) && HP_LIKELY(!words_changed(w, w->f[w->n - 1].wend))) {
+        *same_as_last = true;
+        if (HP_UNLIKELY(mode == HP_UNWIND_CHECK))
+            return check_same(ct, out, max);
+        return reported(w, max);
     }
-    if (cur != prev)
-        ct->walk_cur ^= 1;
-    uint32_t n = cur->n - cur->own < max ? cur->n - cur->own : max;
-    *same_as_last = cur->same;
-    if (HP_LIKELY(cur->same && hp_config.unwinder != HP_UNWIND_CHECK))
-        return n;
-    // A few new frames on the previous stack, neither cut at max: the caller may know the stack
-    // from the last time it made this step (record.c), without the frames.
-    if (!cur->same && cur->d_ok && cur->d_prev_reported <= max && cur->n - cur->own <= max &&
-        cur->d_fresh >= cur->own && cur->d_fresh - cur->own <= HP_DELTA_FRESH_MAX) {
-        delta->valid = true;
-        delta->base = cur->d_base;
-        delta->n_fresh = cur->d_fresh - cur->own;
-        // the fresh frames and the previous stack's from base on make the whole stack
-        HP_ASSERT(delta->base <= cur->d_prev_reported && delta->n_fresh <= n);
-        for (uint32_t k = 0; k < delta->n_fresh; k++)
-            delta->fresh[k] = cur->s[cur->own + k].pc;
-        return n;
-    }
-    report_frames(cur, out, n);
-    if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK))
-        check_against_libunwind(ct, out, n, max, cur->same);
-    return n;
+    return unwind_walk(ct, from, out, max, same_as_last, delta);
 }
 
 uint32_t hp_unwind_frames(uint64_t *out, uint32_t max) {
     cfi_thread_t *ct = cfi_thread();
     if (HP_UNLIKELY(!ct)) // cannot happen after a walk that set *delta; never read a NULL block
         return hp_unwind_libunwind(out, max);
-    const walk_log_t *cur = &ct->walks[ct->walk_cur];
-    uint32_t n = cur->n - cur->own < max ? cur->n - cur->own : max;
-    report_frames(cur, out, n);
+    const walk_log_t *w = &ct->log;
+    uint32_t n = reported(w, max);
+    report_frames(w, out, n);
     if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK))
         check_against_libunwind(ct, out, n, max, false);
     return n;

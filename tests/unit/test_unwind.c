@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: MIT
+// The live walk's reuse of the previous walk (unwind_cfi.c): whatever it answers from its log
+// (the same stack; a few fresh frames on the logged ones, as a known-step delta; the general
+// join) must be the stack a walk without a log finds from the same frame, also where a word the
+// logged walk read has changed underneath it: a frame rebuilt at the same depth under another
+// caller, which only the check of the logged words can tell.
+#include "thread.h"
+#include "unwind.h"
+
+#include <criterion/criterion.h>
+#include <string.h>
+
+#define MAXF 64
+
+// One capture: the walk's answer (frames, and how it found them) and a fresh walk's frames.
+typedef struct shot {
+    uint32_t n, ref_n;
+    bool same, delta;
+    hp_unwind_delta_t d;
+    uint64_t f[MAXF], ref[MAXF];
+} shot_t;
+
+static shot_t shots[16];
+static int n_shots;
+static hp_thread_t saved; // the thread's block, kept aside around the fresh walk
+static volatile int sink;
+
+// The walk from capture's caller, as an entry point of the shim takes it. Built with frame
+// pointers (CMakeLists.txt): HP_CALLER_FRAME reads the caller's frame through rbp.
+__attribute__((noinline)) static void capture(void) {
+    hp_frame_t from;
+    HP_CALLER_FRAME(from);
+    shot_t *s = &shots[n_shots++];
+    s->n = hp_unwind(&from, s->f, MAXF, &s->same, &s->d);
+    s->delta = s->d.valid;
+    if (s->same || s->delta) // the frames were not filled: the log has them
+        s->n = hp_unwind_frames(s->f, MAXF);
+    // the same frame walked with an empty log, the log then put back as it was
+    hp_thread_t *th = hp_tls_thread;
+    memcpy(&saved, th, sizeof saved);
+    memset(th->unwind, 0, sizeof th->unwind);
+    bool same;
+    hp_unwind_delta_t d;
+    s->ref_n = hp_unwind(&from, s->ref, MAXF, &same, &d);
+    cr_assert(!same && !d.valid, "a walk with an empty log answers with frames");
+    memcpy(th, &saved, sizeof saved);
+}
+
+// Two call sites of capture in one function: the stacks differ in the first frame only. Without
+// frame pointers, so that the walk meets both kinds of frame.
+__attribute__((noinline, optimize("omit-frame-pointer"))) static void leaf(int k) {
+    if (k) {
+        capture();
+        sink = 5;
+    } else {
+        sink = 6;
+        capture();
+    }
+    sink = k;
+}
+
+__attribute__((noinline)) static void mid(int k) {
+    leaf(k);
+    sink = 2 * k;
+}
+
+// Two identical functions called from the same place: mid's frame has the same stack pointer
+// and return address under either, only the return address it saved (into outer_a or outer_b)
+// differs.
+__attribute__((noinline)) static void outer_a(int k) {
+    mid(k);
+    sink = 3;
+}
+
+__attribute__((noinline)) static void outer_b(int k) {
+    mid(k);
+    sink = 3;
+}
+
+__attribute__((noinline)) static void drive(void (*outer)(int), int k) {
+    outer(k);
+    sink = 4;
+}
+
+static void expect_exact(int i) {
+    const shot_t *s = &shots[i];
+    cr_assert_gt(s->ref_n, 4, "shot %d: a walk of %u frames", i, s->ref_n);
+    cr_expect_eq(s->n, s->ref_n, "shot %d: %u frames, a fresh walk finds %u", i, s->n, s->ref_n);
+    cr_expect(!memcmp(s->f, s->ref, s->ref_n * sizeof *s->ref),
+              "shot %d: the frames differ from a fresh walk's", i);
+    if (i == 0)
+        return;
+    const shot_t *p = &shots[i - 1];
+    if (s->same)
+        cr_expect(p->n == s->n && !memcmp(p->f, s->f, s->n * sizeof *s->f),
+                  "shot %d: 'the same stack' differs from the previous one", i);
+    if (s->delta) {
+        // the fresh frames, then the previous stack from base on
+        uint32_t nf = s->d.n_fresh;
+        cr_expect_eq(nf + (p->n - s->d.base), s->n, "shot %d: delta of the wrong length", i);
+        cr_expect(!memcmp(s->d.fresh, s->f, nf * sizeof *s->f), "shot %d: fresh frames", i);
+        cr_expect(!memcmp(p->f + s->d.base, s->f + nf, (s->n - nf) * sizeof *s->f),
+                  "shot %d: shared frames", i);
+    }
+}
+
+Test(unwind, reused_walks_give_the_stack_a_fresh_walk_gives) {
+    cr_assert(hp_thread_attach(), "no thread block");
+    n_shots = 0;
+    static const struct {
+        void (*outer)(int);
+        int k;
+    } seq[] = {
+        {outer_a, 1}, // fresh
+        {outer_a, 1}, // the same stack
+        {outer_a, 0}, // another call site in leaf: one fresh frame (the general join)
+        {outer_a, 1}, // and back: one fresh frame again, now by one_fresh (the last was one)
+        {outer_b, 0}, // leaf and mid in the same place, but mid's saved return address changed:
+                      // one_fresh's join at mid must see it and leave it to the general walk
+        {outer_b, 0}, // the same stack
+        {outer_a, 0}, // mid's return address changed back
+        {outer_a, 1},
+    };
+    for (size_t i = 0; i < sizeof seq / sizeof *seq; i++)
+        drive(seq[i].outer, seq[i].k);
+    for (int i = 0; i < n_shots; i++)
+        expect_exact(i);
+    // the cases the walk has shortcuts for were met (not an exactness condition: the layout
+    // the compiler chose makes them)
+    cr_expect(shots[1].same && shots[5].same, "the repeated stacks were not found the same");
+    cr_expect(shots[3].delta && shots[3].d.n_fresh == 1 && shots[3].d.base == 1,
+              "the one-frame change was not found as one");
+    cr_expect(!shots[4].same && !(shots[4].delta && shots[4].d.n_fresh == 1),
+              "a changed outer word was taken for a one-frame step");
+    cr_expect(shots[4].f[2] != shots[3].f[2], "outer_b's frame is not outer_a's");
+}
