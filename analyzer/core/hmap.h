@@ -27,6 +27,16 @@ typedef struct hmap {
                        // rule, kept as a bound so the inline insert checks one compare)
     uint8_t *zero_value;
     uint8_t *taken; // hmap_take_ref's copy of a value whose slot was reused
+    // pooled (hmap_init_pooled): a slot is the key and the index of its value in the pool
+    bool pooled;
+    uint8_t *pool;          // pool_cap values of vbytes each
+    size_t vbytes;          // value_bytes rounded up to whole words
+    size_t pool_n;          // values ever handed out: the ones below are in use or freed
+    size_t pool_cap;        // room for this many (realloc'd: pages past pool_n stay unmapped)
+    uint64_t pool_free;     // the last value given back (index + 1; 0: none), a chain through
+                            // their first words
+    uint64_t pool_pending;  // the value hmap_take_ref just gave back (index + 1): it joins the
+                            // chain at the next change, so the caller may read it until then
 } hmap_t;
 
 // value_bytes > 0. Allocates a small table (exits on OOM, like every call below that grows).
@@ -50,6 +60,16 @@ static inline void *hmap_put(hmap_t *h, uint64_t key, bool *existed);
 // then switches to the scrambling hash for good (keys that are addresses, keys forged to
 // collide).
 void hmap_init_ordered(hmap_t *h, size_t value_bytes);
+
+// A scattered table whose values lie out of line, in a pool of their own: a slot is 16 bytes,
+// the key and the index of its value. For big values in big tables (replay's live blocks:
+// 24 bytes, 56 with growth's words, millions of them): the table keeps its room to probe (at
+// most half full) without that room costing a whole value a slot, a doubling moves 16 bytes a
+// key, not the values, and the pool only ever holds the values in use at the peak (a freed
+// value is reused next, most recently freed first, so new blocks land on warm lines).
+// Values do not move while their key stays, except when the pool itself grows (realloc).
+// value_bytes >= 8 (a freed value's first word chains it to the next).
+void hmap_init_pooled(hmap_t *h, size_t value_bytes);
 
 // Removes key; copies its value to out (if non-NULL). Returns false if key was absent.
 bool hmap_take(hmap_t *h, uint64_t key, void *out);
@@ -85,6 +105,24 @@ static inline __attribute__((always_inline)) void hmap_prefetch_ordered(const hm
     const uint64_t *s = h->slots + ((size_t)key & (h->cap - 1)) * h->stride;
     __builtin_prefetch(s, 1);
     __builtin_prefetch(s + h->stride - 1, 1);
+}
+
+// For a pooled table, the second half of a prefetch: finds key (whose slot an earlier
+// hmap_prefetch should have brought in) and prefetches its value. No effect on the contents.
+static inline __attribute__((always_inline)) void hmap_prefetch_value(const hmap_t *h,
+                                                                     uint64_t key) {
+    size_t mask = h->cap - 1;
+    for (size_t i = (size_t)(hmap_hash(key) >> h->shift);; i = (i + 1) & mask) {
+        const uint64_t *s = h->slots + 2 * i;
+        if (s[0] == key) {
+            const uint8_t *v = h->pool + s[1] * h->vbytes;
+            __builtin_prefetch(v, 1);
+            __builtin_prefetch(v + h->vbytes - 1, 1);
+            return;
+        }
+        if (s[0] == 0)
+            return;
+    }
 }
 
 static inline size_t hmap_count(const hmap_t *h) { return h->n; }

@@ -115,7 +115,7 @@ static inline uint64_t live_key(const replay_t *rp, uint64_t addr) {
 
 replay_t *replay_new(replay_keep_fn keep, void *keep_ctx) {
     replay_t *rp = xcalloc(1, sizeof *rp);
-    hmap_init_ordered(&rp->live, sizeof(live_block_t));
+    hmap_init_pooled(&rp->live, sizeof(live_block_t));
     hmap_init(&rp->tids, 1);
     hmap_init(&rp->site_of, sizeof(uint64_t));
     hmap_init(&rp->spilled, sizeof(thread_state_t));
@@ -212,7 +212,7 @@ void replay_set_companion(replay_t *rp, size_t words, replay_companion_fn on_all
     if (words > REPLAY_COMPANION_WORDS_MAX)
         words = REPLAY_COMPANION_WORDS_MAX;
     hmap_fini(&rp->live);
-    hmap_init_ordered(&rp->live, sizeof(live_block_t) + words * sizeof(uint64_t));
+    hmap_init_pooled(&rp->live, sizeof(live_block_t) + words * sizeof(uint64_t));
     rp->companion_alloc = on_alloc;
     rp->companion_free = on_free;
     rp->companion_ctx = ctx;
