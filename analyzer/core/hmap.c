@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
-// Open addressing with linear probing and backward-shift deletion (Knuth 6.4 algorithm R), and
-// for keys that come in order (hmap_init_ordered) one direct slot per key with a table of the
-// displaced beside. Keys are heap addresses (multiples of 16) and small ids, so the hash must
-// move entropy from the middle bits to the top: multiply, keep the high bits (hmap_hash in the
-// header, which also keeps forged keys from piling up in one slot).
+// Open addressing with linear probing and backward-shift deletion (Knuth 6.4 algorithm R); a
+// pooled table keeps its values in an array beside the slots; for keys that come in order
+// (hmap_init_ordered) one direct slot per key with a table of the displaced beside. Keys are
+// heap addresses (multiples of 16) and small ids, so the hash must move entropy from the middle
+// bits to the top: multiply, keep the high bits (hmap_hash in the header, which also keeps
+// forged keys from piling up in one slot). The high bits also make doubling simple: a key's
+// home in the doubled table is twice its old one, or that plus one (grow_pooled).
 // Slots are whole 8-byte words and copied word by word: a runtime-sized memcpy per probe step
 // would be a libc call on the hottest path of the analyzer.
 #include "core/hmap.h"
@@ -87,9 +89,11 @@ static void set_cap(hmap_t *h, size_t cap) {
     h->cap = cap;
     // Scattered keys: at most half full. Linear probing's runs (and the backward shift of every
     // delete) grow fast past that: c_churn's 4,097 live blocks in 16 K slots instead of 8 K make
-    // report 20% faster. Ordered keys sit in runs of their own making (hmap_init_ordered): 0.7,
-    // since their tables are the big ones (rust_vec_growth: 0.5 there cost 84% more memory
-    // and 30% more time).
+    // report 20% faster. Pooled: 3/4, since a 16-byte slot is a quarter of a line (a run of 4
+    // slots is one line) and the room costs no value a slot; rust_vec_growth's 2.8 M live
+    // blocks fit 4 M slots (64 MiB) instead of 8 M. Ordered keys sit in runs of their own
+    // making (hmap_init_ordered): 0.7, since their tables were the big ones (rust_vec_growth
+    // with trace v3's serials: 0.5 there cost 84% more memory and 30% more time).
     h->grow_at = h->ordered ? cap / 10 * 7 : h->pooled ? cap / 4 * 3 : cap / 2;
     unsigned bits = 0;
     while (((size_t)1 << bits) < cap)

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // hmap_t: open-addressing hash map from a uint64 key to a fixed-size value, stored inline.
 // Linear probing over a power-of-two table, deletion by backward shift (no tombstones), so a
-// table with millions of live blocks stays fast under endless alloc/free churn; or, for keys
-// that come in order, one direct slot per key (hmap_init_ordered). Hot path of the analyzer.
+// table with millions of live blocks stays fast under endless alloc/free churn. Two variants:
+// values kept out of line in a pool (hmap_init_pooled: replay's live blocks, keyed by address
+// since trace v4), and, for keys that come in order, one direct slot per key
+// (hmap_init_ordered: growth's own table when fed directly). Hot path of the analyzer.
 // Not thread-safe; one owner.
 #ifndef HEAPPROF_ANALYZER_HMAP_H
 #define HEAPPROF_ANALYZER_HMAP_H
@@ -50,7 +52,7 @@ void *hmap_get(const hmap_t *h, uint64_t key);
 // May allocate (grows the table). The pointer is valid until the next modifying call.
 static inline void *hmap_put(hmap_t *h, uint64_t key, bool *existed);
 
-// The same for keys that mostly come in order, as the heap stream's block serials do: key k
+// The same for keys that mostly come in order, as trace v3's block serials did: key k
 // lives in slot k mod capacity, or, when a later key took that slot while k was still live, in
 // a small scattered table beside it. Blocks made together sit together, and a lookup, insert or
 // delete touches one slot: no probe runs and no backward shift (which scanned 5.5 slots a
@@ -105,24 +107,6 @@ static inline __attribute__((always_inline)) void hmap_prefetch_ordered(const hm
     const uint64_t *s = h->slots + ((size_t)key & (h->cap - 1)) * h->stride;
     __builtin_prefetch(s, 1);
     __builtin_prefetch(s + h->stride - 1, 1);
-}
-
-// For a pooled table, the second half of a prefetch: finds key (whose slot an earlier
-// hmap_prefetch should have brought in) and prefetches its value. No effect on the contents.
-static inline __attribute__((always_inline)) void hmap_prefetch_value(const hmap_t *h,
-                                                                     uint64_t key) {
-    size_t mask = h->cap - 1;
-    for (size_t i = (size_t)(hmap_hash(key) >> h->shift);; i = (i + 1) & mask) {
-        const uint64_t *s = h->slots + 2 * i;
-        if (s[0] == key) {
-            const uint8_t *v = h->pool + s[1] * h->vbytes;
-            __builtin_prefetch(v, 1);
-            __builtin_prefetch(v + h->vbytes - 1, 1);
-            return;
-        }
-        if (s[0] == 0)
-            return;
-    }
 }
 
 static inline size_t hmap_count(const hmap_t *h) { return h->n; }
