@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
-// Open addressing with linear probing and backward-shift deletion (Knuth 6.4 algorithm R), and
-// for keys that come in order (hmap_init_ordered) one direct slot per key with a table of the
-// displaced beside. Keys are heap addresses (multiples of 16) and small ids, so the hash must
-// move entropy from the middle bits to the top: multiply, keep the high bits (hmap_hash in the
-// header, which also keeps forged keys from piling up in one slot).
+// Open addressing with linear probing and backward-shift deletion (Knuth 6.4 algorithm R); a
+// pooled table keeps its values in an array beside the slots; for keys that come in order
+// (hmap_init_ordered) one direct slot per key with a table of the displaced beside. Keys are
+// heap addresses (multiples of 16) and small ids, so the hash must move entropy from the middle
+// bits to the top: multiply, keep the high bits (hmap_hash in the header, which also keeps
+// forged keys from piling up in one slot). The high bits also make doubling simple: a key's
+// home in the doubled table is twice its old one, or that plus one (grow_pooled).
 // Slots are whole 8-byte words and copied word by word: a runtime-sized memcpy per probe step
 // would be a libc call on the hottest path of the analyzer.
 #include "core/hmap.h"
@@ -87,10 +89,12 @@ static void set_cap(hmap_t *h, size_t cap) {
     h->cap = cap;
     // Scattered keys: at most half full. Linear probing's runs (and the backward shift of every
     // delete) grow fast past that: c_churn's 4,097 live blocks in 16 K slots instead of 8 K make
-    // report 20% faster. Ordered keys sit in runs of their own making (hmap_init_ordered): 0.7,
-    // since their tables are the big ones (rust_vec_growth: 0.5 there cost 84% more memory
-    // and 30% more time).
-    h->grow_at = h->ordered ? cap / 10 * 7 : cap / 2;
+    // report 20% faster. Pooled: 3/4, since a 16-byte slot is a quarter of a line (a run of 4
+    // slots is one line) and the room costs no value a slot; rust_vec_growth's 2.8 M live
+    // blocks fit 4 M slots (64 MiB) instead of 8 M. Ordered keys sit in runs of their own
+    // making (hmap_init_ordered): 0.7, since their tables were the big ones (rust_vec_growth
+    // with trace v3's serials: 0.5 there cost 84% more memory and 30% more time).
+    h->grow_at = h->ordered ? cap / 10 * 7 : h->pooled ? cap / 4 * 3 : cap / 2;
     unsigned bits = 0;
     while (((size_t)1 << bits) < cap)
         bits++;
@@ -109,13 +113,26 @@ static void table_alloc(hmap_t *h, size_t cap) {
     set_cap(h, cap);
 }
 
-void hmap_init(hmap_t *h, size_t value_bytes) {
+static void init_with(hmap_t *h, size_t value_bytes, bool pooled) {
     memset(h, 0, sizeof *h);
     h->value_bytes = value_bytes;
-    h->stride = 1 + (value_bytes + 7) / 8;
+    h->pooled = pooled;
+    h->vbytes = (value_bytes + 7) / 8 * 8;
+    h->stride = pooled ? 2 : 1 + h->vbytes / 8;
     h->zero_value = xcalloc(1, value_bytes);
     h->taken = xcalloc(1, value_bytes);
+    if (pooled) {
+        h->pool_cap = HMAP_MIN_CAP;
+        h->pool = xmalloc(h->pool_cap * h->vbytes);
+    }
     table_alloc(h, HMAP_MIN_CAP);
+}
+
+void hmap_init(hmap_t *h, size_t value_bytes) { init_with(h, value_bytes, false); }
+
+void hmap_init_pooled(hmap_t *h, size_t value_bytes) {
+    init_with(h, value_bytes < 8 ? 8 : value_bytes, true);
+    h->value_bytes = value_bytes;
 }
 
 void hmap_fini(hmap_t *h) {
@@ -124,9 +141,51 @@ void hmap_fini(hmap_t *h) {
         free(h->over);
     }
     free(h->slots);
+    free(h->pool);
     free(h->zero_value);
     free(h->taken);
     memset(h, 0, sizeof *h);
+}
+
+// ---- pooled values (hmap_init_pooled) ----
+
+// A slot's value: in the slot, or the pool's entry its second word names.
+static inline void *slot_value(const hmap_t *h, uint64_t *s) {
+    return h->pooled ? (void *)(h->pool + s[1] * h->vbytes) : (void *)(s + 1);
+}
+
+// Chains the value hmap_take_ref gave back last: from now on it may be reused.
+static inline void pool_settle(hmap_t *h) {
+    if (h->pool_pending) {
+        uint64_t i = h->pool_pending - 1;
+        *(uint64_t *)(h->pool + i * h->vbytes) = h->pool_free;
+        h->pool_free = i + 1;
+        h->pool_pending = 0;
+    }
+}
+
+// A value's index for a new key: the one given back last (its lines are likely still cached),
+// else the next never used. The caller zeroes it.
+static uint64_t pool_take(hmap_t *h) {
+    pool_settle(h);
+    if (h->pool_free) {
+        uint64_t i = h->pool_free - 1;
+        h->pool_free = *(uint64_t *)(h->pool + i * h->vbytes);
+        return i;
+    }
+    if (h->pool_n == h->pool_cap) {
+        // realloc, not a fresh block: glibc moves a big one by mremap, without a copy and
+        // without holding both, and the pages past pool_n are not touched until used
+        h->pool_cap *= 2;
+        h->pool = xrealloc(h->pool, h->pool_cap * h->vbytes);
+    }
+    return h->pool_n++;
+}
+
+// Gives value i back; it stays readable until the next change (hmap_take_ref's promise).
+static inline void pool_give(hmap_t *h, uint64_t i) {
+    pool_settle(h);
+    h->pool_pending = i + 1;
 }
 
 // ---- ordered mode: one slot per key, the displaced beside (hmap_init_ordered) ----
@@ -162,7 +221,7 @@ void *hmap_get(const hmap_t *h, uint64_t key) {
     for (size_t i = home(h, key);; i = (i + 1) & mask) {
         uint64_t *s = h->slots + i * h->stride;
         if (s[0] == key)
-            return s + 1;
+            return slot_value(h, s);
         if (s[0] == 0)
             return NULL;
     }
@@ -239,9 +298,55 @@ static void grow_ordered(hmap_t *h) {
     place_all_of(h, old_over); // the displaced may find their own slot now
 }
 
+// Doubles a pooled table where it lies: extended by realloc (mremap for the big ones: no copy,
+// never the old table and the new at once, which rebuilding did: 1.5 times the new table at
+// the peak). A key's home in the doubled table is twice its old home, or that plus one, so
+// the old slots are taken out from the top down and each put at the end of its new run, which
+// then lies at or above the slot it came from: a run only crosses slots already done. A key
+// whose run would reach into the slots not done yet (a run that wraps past the end, or a key
+// that sat further from its home than the home's own index) waits in a list and goes in at
+// the end. Only pooled tables: nothing iterates them, and the order of the keys in the table
+// differs from a rebuild's.
+static void grow_pooled(hmap_t *h) {
+    size_t old_cap = h->cap, bytes = old_cap * 2 * sizeof(uint64_t);
+    h->slots = xrealloc(h->slots, 2 * bytes);
+    memset((uint8_t *)h->slots + bytes, 0, bytes);
+    set_cap(h, 2 * old_cap);
+    size_t mask = h->cap - 1;
+    uint64_t *later = NULL;
+    size_t n_later = 0, later_cap = 0;
+    for (size_t p = old_cap; p-- > 0;) {
+        uint64_t *s = h->slots + 2 * p;
+        uint64_t key = s[0], v = s[1];
+        if (key == 0)
+            continue;
+        s[0] = 0;
+        size_t i = home(h, key);
+        while (i >= p && h->slots[2 * i] != 0)
+            i = (i + 1) & mask;
+        if (i >= p) {
+            h->slots[2 * i] = key;
+            h->slots[2 * i + 1] = v;
+            continue;
+        }
+        if (n_later == later_cap) {
+            later_cap = later_cap ? 2 * later_cap : 64;
+            later = xrealloc(later, later_cap * 2 * sizeof(uint64_t));
+        }
+        later[2 * n_later] = key;
+        later[2 * n_later + 1] = v;
+        n_later++;
+    }
+    for (size_t k = 0; k < n_later; k++)
+        place(h, later[2 * k], later + 2 * k + 1);
+    free(later);
+}
+
 static void grow(hmap_t *h) {
     if (h->ordered)
         grow_ordered(h);
+    else if (h->pooled)
+        grow_pooled(h);
     else
         rehash(h, h->cap * 2);
 }
@@ -306,7 +411,7 @@ void *hmap_put_slow(hmap_t *h, uint64_t key, bool *existed) {
         if (s[0] == key) {
             if (existed)
                 *existed = true;
-            return s + 1;
+            return slot_value(h, s);
         }
         if (s[0] == 0)
             break;
@@ -321,17 +426,25 @@ void *hmap_put_slow(hmap_t *h, uint64_t key, bool *existed) {
     }
     uint64_t *s = h->slots + i * stride;
     s[0] = key;
-    hmap_zero_words(s + 1, stride - 1);
     h->n++;
+    if (h->pooled) {
+        s[1] = pool_take(h);
+        uint64_t *v = slot_value(h, s);
+        hmap_zero_words(v, h->vbytes / 8);
+        return v;
+    }
+    hmap_zero_words(s + 1, stride - 1);
     return s + 1;
 }
+
+static void unlink_slot(hmap_t *h, size_t i);
 
 // Copies a value taken out to out (if non-NULL).
 static inline void value_out(const hmap_t *h, void *out, const uint64_t *value) {
     if (!out)
         return;
     if (h->value_bytes % 8 == 0)
-        copy_words(out, value, h->stride - 1);
+        copy_words(out, value, h->vbytes / 8);
     else
         memcpy(out, value, h->value_bytes);
 }
@@ -369,8 +482,21 @@ bool hmap_take(hmap_t *h, uint64_t key, void *out) {
         if (s[0] == 0)
             return false;
     }
-    value_out(h, out, s + 1);
+    value_out(h, out, slot_value(h, s));
+    if (h->pooled) {
+        pool_settle(h);
+        uint64_t v = s[1];
+        *(uint64_t *)(h->pool + v * h->vbytes) = h->pool_free;
+        h->pool_free = v + 1;
+    }
     h->n--;
+    unlink_slot(h, i);
+    return true;
+}
+
+// Empties slot i of a scattered table, whose key was just taken out.
+static void unlink_slot(hmap_t *h, size_t i) {
+    size_t mask = h->cap - 1, stride = h->stride;
     // Backward shift: pull later members of the probe run into the hole when their home slot
     // does not lie cyclically in (hole, j]; stop at the first empty slot.
     for (size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
@@ -384,7 +510,6 @@ bool hmap_take(hmap_t *h, uint64_t key, void *out) {
         }
     }
     h->slots[i * stride] = 0;
-    return true;
 }
 
 void *hmap_next(const hmap_t *h, size_t *it, uint64_t *key) {
@@ -401,7 +526,7 @@ void *hmap_next(const hmap_t *h, size_t *it, uint64_t *key) {
         (*it)++;
         if (s[0] != 0) {
             *key = s[0];
-            return s + 1;
+            return slot_value(h, s);
         }
     }
     if (!h->over)
@@ -413,5 +538,21 @@ void *hmap_next(const hmap_t *h, size_t *it, uint64_t *key) {
 }
 
 void *hmap_take_ref_slow(hmap_t *h, uint64_t key) {
+    if (h->pooled && key != 0) {
+        // the value stays where it is; only the slot goes
+        size_t mask = h->cap - 1;
+        for (size_t i = home(h, key);; i = (i + 1) & mask) {
+            uint64_t *s = h->slots + i * 2;
+            if (s[0] == key) {
+                uint64_t v = s[1];
+                h->n--;
+                unlink_slot(h, i);
+                pool_give(h, v);
+                return h->pool + v * h->vbytes;
+            }
+            if (s[0] == 0)
+                return NULL;
+        }
+    }
     return hmap_take(h, key, h->taken) ? h->taken : NULL;
 }

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // hmap_t: open-addressing hash map from a uint64 key to a fixed-size value, stored inline.
 // Linear probing over a power-of-two table, deletion by backward shift (no tombstones), so a
-// table with millions of live blocks stays fast under endless alloc/free churn; or, for keys
-// that come in order, one direct slot per key (hmap_init_ordered). Hot path of the analyzer.
+// table with millions of live blocks stays fast under endless alloc/free churn. Two variants:
+// values kept out of line in a pool (hmap_init_pooled: replay's live blocks, keyed by address
+// since trace v4), and, for keys that come in order, one direct slot per key
+// (hmap_init_ordered: growth's own table when fed directly). Hot path of the analyzer.
 // Not thread-safe; one owner.
 #ifndef HEAPPROF_ANALYZER_HMAP_H
 #define HEAPPROF_ANALYZER_HMAP_H
@@ -27,6 +29,16 @@ typedef struct hmap {
                        // rule, kept as a bound so the inline insert checks one compare)
     uint8_t *zero_value;
     uint8_t *taken; // hmap_take_ref's copy of a value whose slot was reused
+    // pooled (hmap_init_pooled): a slot is the key and the index of its value in the pool
+    bool pooled;
+    uint8_t *pool;          // pool_cap values of vbytes each
+    size_t vbytes;          // value_bytes rounded up to whole words
+    size_t pool_n;          // values ever handed out: the ones below are in use or freed
+    size_t pool_cap;        // room for this many (realloc'd: pages past pool_n stay unmapped)
+    uint64_t pool_free;     // the last value given back (index + 1; 0: none), a chain through
+                            // their first words
+    uint64_t pool_pending;  // the value hmap_take_ref just gave back (index + 1): it joins the
+                            // chain at the next change, so the caller may read it until then
 } hmap_t;
 
 // value_bytes > 0. Allocates a small table (exits on OOM, like every call below that grows).
@@ -40,7 +52,7 @@ void *hmap_get(const hmap_t *h, uint64_t key);
 // May allocate (grows the table). The pointer is valid until the next modifying call.
 static inline void *hmap_put(hmap_t *h, uint64_t key, bool *existed);
 
-// The same for keys that mostly come in order, as the heap stream's block serials do: key k
+// The same for keys that mostly come in order, as trace v3's block serials did: key k
 // lives in slot k mod capacity, or, when a later key took that slot while k was still live, in
 // a small scattered table beside it. Blocks made together sit together, and a lookup, insert or
 // delete touches one slot: no probe runs and no backward shift (which scanned 5.5 slots a
@@ -50,6 +62,16 @@ static inline void *hmap_put(hmap_t *h, uint64_t key, bool *existed);
 // then switches to the scrambling hash for good (keys that are addresses, keys forged to
 // collide).
 void hmap_init_ordered(hmap_t *h, size_t value_bytes);
+
+// A scattered table whose values lie out of line, in a pool of their own: a slot is 16 bytes,
+// the key and the index of its value. For big values in big tables (replay's live blocks:
+// 24 bytes, 56 with growth's words, millions of them): the table keeps its room to probe (at
+// most half full) without that room costing a whole value a slot, a doubling moves 16 bytes a
+// key, not the values, and the pool only ever holds the values in use at the peak (a freed
+// value is reused next, most recently freed first, so new blocks land on warm lines).
+// Values do not move while their key stays, except when the pool itself grows (realloc).
+// value_bytes >= 8 (a freed value's first word chains it to the next).
+void hmap_init_pooled(hmap_t *h, size_t value_bytes);
 
 // Removes key; copies its value to out (if non-NULL). Returns false if key was absent.
 bool hmap_take(hmap_t *h, uint64_t key, void *out);

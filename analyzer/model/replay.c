@@ -105,9 +105,9 @@ struct replay {
 };
 
 // The live table's key of a block: with shards, the address without the bits that chose the
-// shard, so each shard's keys stay dense (an ordered table homes key k in slot k mod capacity;
-// keys with gaps would leave most of its slots unused). Groups of 64 consecutive serials go to
-// one shard, keeping blocks made together in one cache line. Without shards it is addr itself.
+// shard (from trace v3's serials, when the table was ordered and its keys had to stay dense;
+// the pooled table hashes them, so this only costs a shift now). Without shards it is addr
+// itself.
 static inline uint64_t live_key(const replay_t *rp, uint64_t addr) {
     return ((addr >> (REPLAY_SHARD_GROUP_BITS + rp->shard_bits)) << REPLAY_SHARD_GROUP_BITS) |
            (addr & ((1u << REPLAY_SHARD_GROUP_BITS) - 1));
@@ -115,7 +115,7 @@ static inline uint64_t live_key(const replay_t *rp, uint64_t addr) {
 
 replay_t *replay_new(replay_keep_fn keep, void *keep_ctx) {
     replay_t *rp = xcalloc(1, sizeof *rp);
-    hmap_init_ordered(&rp->live, sizeof(live_block_t));
+    hmap_init_pooled(&rp->live, sizeof(live_block_t));
     hmap_init(&rp->tids, 1);
     hmap_init(&rp->site_of, sizeof(uint64_t));
     hmap_init(&rp->spilled, sizeof(thread_state_t));
@@ -212,7 +212,7 @@ void replay_set_companion(replay_t *rp, size_t words, replay_companion_fn on_all
     if (words > REPLAY_COMPANION_WORDS_MAX)
         words = REPLAY_COMPANION_WORDS_MAX;
     hmap_fini(&rp->live);
-    hmap_init_ordered(&rp->live, sizeof(live_block_t) + words * sizeof(uint64_t));
+    hmap_init_pooled(&rp->live, sizeof(live_block_t) + words * sizeof(uint64_t));
     rp->companion_alloc = on_alloc;
     rp->companion_free = on_free;
     rp->companion_ctx = ctx;
@@ -702,14 +702,6 @@ void replay_events(replay_t *rp, const reader_event_t *ev, size_t n) {
     size_t i = 0;
     for (size_t k = 0; k < n && k < PREFETCH_AHEAD; k++)
         hmap_prefetch(&rp->live, ev[k].addr);
-    if (rp->live.ordered) {
-        // the common table: the slot address without hmap_prefetch's choice of rule per event
-        // (a table that stops being ordered within the batch only gets useless hints)
-        for (; i + PREFETCH_AHEAD < n; i++) {
-            hmap_prefetch_ordered(&rp->live, ev[i + PREFETCH_AHEAD].addr);
-            replay_one(rp, &ev[i], ev[i].addr);
-        }
-    }
     for (; i + PREFETCH_AHEAD < n; i++) {
         hmap_prefetch(&rp->live, ev[i + PREFETCH_AHEAD].addr);
         replay_one(rp, &ev[i], ev[i].addr);

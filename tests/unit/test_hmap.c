@@ -271,3 +271,105 @@ Test(hmap, ordered_growth_in_place_keeps_every_key) {
         cr_assert(((val_t *)hmap_get(&h, k))->a == k && ((val_t *)hmap_get(&h, k + D))->a == k + D);
     hmap_fini(&h);
 }
+
+// Pooled tables (values out of line, hmap_init_pooled): random puts, takes and take_refs
+// against a model while the table doubles in place many times; keys drawn so that many home
+// in the last slots (runs that wrap past the end, keys that wait in the doubling's list) or
+// spread like addresses.
+typedef struct big {
+    uint64_t w[7]; // replay's live block with growth's words: 56 bytes
+} big_t;
+
+static uint64_t top_key(void) {
+    for (;;) {
+        uint64_t k = rnd() | 1;
+        if (hmap_hash(k) >> 54 == 0x3ff) // the top 10 bits: the last slots of any table
+            return k;
+    }
+}
+
+static void pooled_churn(bool wrapping) {
+    enum { KEYS = 3000, OPS = 400000 };
+    uint64_t *keys = malloc(KEYS * sizeof *keys);
+    uint64_t *model = calloc(KEYS, sizeof *model);
+    for (size_t k = 0; k < KEYS; k++)
+        keys[k] = wrapping ? top_key() : 0x7f0000000000ull + (rnd() % (1u << 24)) * 16 + k;
+    hmap_t h;
+    hmap_init_pooled(&h, sizeof(big_t));
+    size_t n = 0;
+    for (uint64_t s = 1; s <= OPS; s++) {
+        // grow towards all keys live, then shrink and grow again
+        size_t k = rnd() % (s < OPS / 2 ? KEYS : KEYS / 3 + 1);
+        uint64_t r = rnd() % 8;
+        if (r < 4 + (s < OPS / 4)) {
+            bool existed;
+            big_t *v = hmap_put(&h, keys[k], &existed);
+            cr_assert_eq(existed, model[k] != 0);
+            if (!existed) {
+                for (int w = 0; w < 7; w++)
+                    cr_assert_eq(v->w[w], 0, "a new value is zeroed");
+                n++;
+            } else {
+                cr_assert_eq(v->w[0], model[k]);
+                cr_assert_eq(v->w[6], ~model[k]);
+            }
+            model[k] = s;
+            v->w[0] = s, v->w[6] = ~s;
+        } else if (r < 7) {
+            big_t *v = hmap_take_ref(&h, keys[k]);
+            cr_assert_eq(v != NULL, model[k] != 0);
+            if (v) {
+                cr_assert_eq(v->w[0], model[k]);
+                cr_assert_eq(v->w[6], ~model[k]);
+                model[k] = 0;
+                n--;
+            }
+        } else {
+            big_t out;
+            bool had = hmap_take(&h, keys[k], &out);
+            cr_assert_eq(had, model[k] != 0);
+            if (had) {
+                cr_assert_eq(out.w[0], model[k]);
+                model[k] = 0;
+                n--;
+            }
+        }
+        cr_assert_eq(hmap_count(&h), n);
+        if (s % 20000 == 0)
+            for (size_t j = 0; j < KEYS; j++) {
+                big_t *v = hmap_get(&h, keys[j]);
+                cr_assert_eq(v != NULL, model[j] != 0, "key %zu", j);
+                if (v)
+                    cr_assert_eq(v->w[6], ~model[j]);
+            }
+    }
+    size_t it = 0, seen = 0;
+    uint64_t key;
+    while (hmap_next(&h, &it, &key))
+        seen++;
+    cr_assert_eq(seen, n);
+    cr_assert_leq(h.pool_n, KEYS, "freed values are reused");
+    hmap_fini(&h);
+    free(keys);
+    free(model);
+}
+
+Test(hmap, pooled_churn_matches_a_reference_model) { pooled_churn(false); }
+Test(hmap, pooled_keys_homed_at_the_end_survive_doubling, .timeout = 30) { pooled_churn(true); }
+
+// hmap_take_ref's value stays readable until the next change, then is the first one reused.
+Test(hmap, pooled_take_ref_value_is_reused_last_in_first_out) {
+    hmap_t h;
+    hmap_init_pooled(&h, sizeof(big_t));
+    for (uint64_t i = 1; i <= 1000; i++)
+        ((big_t *)hmap_put(&h, i * 16, NULL))->w[0] = i;
+    big_t *v = hmap_take_ref(&h, 500 * 16);
+    cr_assert_eq(v->w[0], 500);
+    cr_assert_null(hmap_take_ref(&h, 500 * 16));
+    cr_assert_eq(v->w[0], 500, "a failed take changes nothing");
+    big_t *w = hmap_put(&h, 5000 * 16, NULL);
+    cr_assert_eq(w, v, "the value given back last is the next one used");
+    cr_assert_eq(w->w[0], 0);
+    cr_assert_eq(hmap_count(&h), 1000);
+    hmap_fini(&h);
+}
