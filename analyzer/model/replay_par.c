@@ -58,11 +58,11 @@ typedef struct round_buf {
     replay_scan_round_t sr; // the above for the scans (the peak's epoch0 too)
 } round_buf_t;
 
-enum { SCAN_ORDER, SCAN_PEAK, SCAN_APPLY, SCAN_GROWTH };
+enum { SCAN_ORDER, SCAN_PEAK, SCAN_APPLY, SCAN_GROWTH, SCAN_GROWTH_CHAINS };
 
 typedef struct scanner {
     struct replay_par *p;
-    unsigned kind;   // replay_scan_order, _peak, replay_scan_apply of `part`, growth_scan
+    unsigned kind;   // replay_scan_order, _peak, _apply of `part`, growth_scan_links, _chains
     unsigned part;
     uint64_t done;   // rounds scanned
     bool threaded;   // on a thread of its own
@@ -102,8 +102,9 @@ struct replay_par {
     pthread_cond_t scan_go, scanned; // a round is ready for the scans; a scan finished one
     uint64_t ready;                  // rounds the shards finished
     // [0]: replay_scan_order, [1]: replay_scan_peak, then replay_scan_apply of each part, then
-    // growth's (with growth)
-    scanner_t scanners[3 + REPLAY_SCAN_PARTS_MAX];
+    // growth's links and chains (with growth)
+    scanner_t scanners[4 + REPLAY_SCAN_PARTS_MAX];
+    unsigned growth_links; // the index of growth's links scanner
     unsigned n_scanners;
     bool scan_stop;
     reader_event_t *held; // small batches gathered for the next round
@@ -243,9 +244,13 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     }
     pthread_mutex_unlock(&p->lock);
     if (p->sites) {
-        // the sites' figures on a quarter as many threads as the shards, at least one beside
-        // the order's
-        unsigned parts = p->n_shards / 4 ? p->n_shards / 4 : 1;
+        // the sites' figures on half as many threads as the shards, at least one and at most
+        // 4 (each part walks every event of the round to pick its sites'): 2 at 4 shards,
+        // where one part cost as much as growth's links (c_churn, 83 instructions an event
+        // against 78)
+        unsigned parts = p->n_shards / 2 ? p->n_shards / 2 : 1;
+        if (parts > 4)
+            parts = 4;
         replay_scan_split(into, parts);
         scanner_start(p, SCAN_ORDER, 0);
         scanner_start(p, SCAN_PEAK, 0);
@@ -259,7 +264,9 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
 static void scan_round(replay_par_t *p, const scanner_t *sc, uint64_t k) {
     round_buf_t *b = &p->buf[k & 1];
     if (sc->kind == SCAN_GROWTH) {
-        growth_scan(p->growth, b->ev, b->n, b->found, b->cw, k);
+        growth_scan_links(p->growth, b->ev, b->n, b->found, b->cw, k);
+    } else if (sc->kind == SCAN_GROWTH_CHAINS) {
+        growth_scan_chains(p->growth, b->ev, b->n, b->found, b->cw, k);
     } else if (sc->kind == SCAN_APPLY) {
         replay_scan_apply(p->into, sc->part, &b->sr);
     } else if (sc->kind == SCAN_PEAK) {
@@ -269,12 +276,12 @@ static void scan_round(replay_par_t *p, const scanner_t *sc, uint64_t k) {
     }
 }
 
-// Round k of sc is scanned: wakes whoever waits for it, and after an order or peak pass the
-// apply threads, whose turn it may be. Called with p->lock held.
+// Round k of sc is scanned: wakes whoever waits for it, and after an order, peak or growth's
+// links pass the scans after them, whose turn it may be. Called with p->lock held.
 static void scan_mark_done(replay_par_t *p, scanner_t *sc, uint64_t k) {
     sc->done = k;
     pthread_cond_broadcast(&p->scanned);
-    if (sc->kind == SCAN_ORDER || sc->kind == SCAN_PEAK)
+    if (sc->kind == SCAN_ORDER || sc->kind == SCAN_PEAK || sc->kind == SCAN_GROWTH)
         pthread_cond_broadcast(&p->scan_go);
 }
 
@@ -285,9 +292,12 @@ static uint64_t ordered_done(const replay_par_t *p) {
 }
 
 // The rounds a scanner may scan: those the shards finished, or for the sites' apply those the
-// order and the peak finished. Call with the lock held.
+// order and the peak finished, for growth's chains those its links finished. Call with the
+// lock held.
 static uint64_t scan_avail(const replay_par_t *p, const scanner_t *sc) {
-    return sc->kind == SCAN_APPLY ? ordered_done(p) : p->ready;
+    return sc->kind == SCAN_APPLY            ? ordered_done(p)
+           : sc->kind == SCAN_GROWTH_CHAINS ? p->scanners[p->growth_links].done
+                                            : p->ready;
 }
 
 static void *scan_main(void *arg) {
@@ -295,13 +305,13 @@ static void *scan_main(void *arg) {
     replay_par_t *p = sc->p;
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        // the order's rounds come to the apply threads before the stop: it stops after them
+        // the order's rounds come to the apply threads before the stop (growth's links' to its
+        // chains): they stop after them
         while (!p->scan_stop && sc->done == scan_avail(p, sc))
             pthread_cond_wait(&p->scan_go, &p->lock);
-        if (sc->done == scan_avail(p, sc) &&
-            (sc->kind != SCAN_APPLY || ordered_done(p) == p->ready))
+        if (sc->done == scan_avail(p, sc) && scan_avail(p, sc) == p->ready)
             break; // stopped, and every round scanned
-        if (sc->done == scan_avail(p, sc)) { // the order or the peak is still at work
+        if (sc->done == scan_avail(p, sc)) { // the scan before it is still at work
             pthread_cond_wait(&p->scan_go, &p->lock);
             continue;
         }
@@ -481,7 +491,10 @@ void replay_par_set_growth(replay_par_t *p, growth_t *g) {
     growth_scan_start(g);
     for (unsigned s = 0; s < p->n_shards; s++)
         replay_shard_keep_words(p->shards[s]);
-    scanner_start(p, SCAN_GROWTH, 0); // beside the sites' scans: they share what the shards found
+    // beside the sites' scans: they share what the shards found
+    p->growth_links = p->n_scanners;
+    scanner_start(p, SCAN_GROWTH, 0);
+    scanner_start(p, SCAN_GROWTH_CHAINS, 0);
 }
 
 void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events) {
