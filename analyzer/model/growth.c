@@ -347,7 +347,7 @@ __attribute__((noinline)) static chain_origin_t link_realloc(growth_t *g, gblock
 static inline __attribute__((always_inline)) bool on_alloc(growth_t *g, gthread_t *t,
                                                            const reader_event_t *ev, gblock_t *b,
                                                            uint64_t seq, bool links) {
-    if (!seq)
+    if (!links && !seq) // (the scan's serials are never 0)
         seq = ++g->seq;
     b->seq = seq;
     b->stack = ev->stack;
@@ -382,19 +382,21 @@ static inline __attribute__((always_inline)) bool on_alloc(growth_t *g, gthread_
     r->time_ns = ev->time_ns;
     r->ev = t->n_events;
     r->prev_seq = prev;
-    r->flags = b->seq & BLOCK_HAS_PRED ? RECENT_PRED : 0;
+    r->flags = realloc ? RECENT_PRED : 0;
     t->ring_pos = (t->ring_pos + 1) % GROWTH_WINDOW;
     return realloc;
 }
 
-// The newest of the thread's allocations in the window at a's stack, if newer than a.
-static const recent_t *scan_ring(const gthread_t *t, const gblock_t *a) {
+// The newest of the thread's allocations in the window at the old block's stack, if newer
+// than the old block (its serial a_seq). Scalars, not the block: the scan's block stays in
+// registers.
+static const recent_t *scan_ring(const gthread_t *t, uint64_t a_stack, uint64_t a_seq) {
     for (unsigned k = 1; k <= GROWTH_WINDOW; k++) {
         const recent_t *e = &t->ring[(t->ring_pos + GROWTH_WINDOW - k) % GROWTH_WINDOW];
         // empty, out of the window, or older than the old block: so is the rest
-        if (e->seq == 0 || e->ev + GROWTH_WINDOW < t->n_events || e->seq <= seq_of(a))
+        if (e->seq == 0 || e->ev + GROWTH_WINDOW < t->n_events || e->seq <= a_seq)
             return NULL;
-        if (e->stack == a->stack)
+        if (e->stack == a_stack)
             return e;
     }
     return NULL;
@@ -456,7 +458,7 @@ static inline __attribute__((always_inline)) const recent_t *find_recent(gthread
         if (r->seq != sl->seq || r->ev + GROWTH_WINDOW < t->n_events)
             return NULL;
     } else {
-        r = scan_ring(t, a);
+        r = scan_ring(t, a->stack, seq_of(a));
     }
     if (!r || r->size <= a->head.size || r->prev_seq != seq_of(a))
         return NULL;
