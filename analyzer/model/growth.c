@@ -30,7 +30,7 @@
 #define STACK_CACHE 256u // per thread: stack -> its latest allocation there (direct-mapped)
 #define PREV_UNKNOWN UINT64_MAX
 #define SHORT_SLOTS 256u // direct-mapped origin -> short-lived counts in front of the map
-#define CHANGED_SLOTS 16384u // growth_scan's direct-mapped changed words, by serial
+#define CHANGED_SLOTS 16384u // growth_scan_chains' direct-mapped changed words, by serial
 
 typedef struct short_slot {
     uint64_t origin;
@@ -50,7 +50,7 @@ typedef struct gblock {
 
 static inline uint64_t seq_of(const gblock_t *b) { return b->seq & ~BLOCK_HAS_PRED; }
 
-// In the scan (growth_scan), a recent allocation's own state, which the one-thread pass reads
+// In the scan (growth_scan_links), a recent allocation's own state, which the one-thread pass reads
 // from the live table (find_copy): its block is gone (freed, or replaced at its address), or
 // already has a predecessor.
 #define RECENT_GONE 1u
@@ -61,7 +61,7 @@ typedef struct recent {
     uint64_t ev;       // the thread's event number of the allocation
     uint64_t prev_seq; // the thread's allocation before it at the same stack: 0 none,
                        // PREV_UNKNOWN when the stack cache lost track
-    unsigned flags;    // RECENT_GONE, RECENT_PRED (growth_scan only)
+    unsigned flags;    // RECENT_GONE, RECENT_PRED (growth_scan_links only)
 } recent_t;
 
 typedef struct stack_last {
@@ -144,7 +144,7 @@ struct growth {
     growth_site_t *sites; // after finish, ranked
     size_t n_sites;
     hmap_t site_of; // stack -> index + 1 into accs during the pass, into sites after finish
-    // growth_scan: the words changed in the last two rounds, by the round's parity: for the
+    // growth_scan_chains: the words changed in the last two rounds, by the round's parity: for the
     // shards two rounds on (fixes) and for the frees until then (changed_slot: index + 1 into
     // fixes of each parity by a hash of the serial, 0 none, parity q's in bits 32q..32q+31, so
     // a free reads one word for both; changed: serial -> index + 1 for the serials whose slot
@@ -341,7 +341,8 @@ __attribute__((noinline)) static chain_origin_t link_realloc(growth_t *g, gblock
 // the largest cost of this function.
 // seq: the allocation's number (0: the next of growth's own count; the scan passes the serial
 // the shard gave it, which orders allocations the same way).
-// t: ev's thread. Inlined: the scan's copy keeps b in registers and pays no call (growth_scan).
+// t: ev's thread. Inlined: the scan's copy keeps b in registers and pays no call
+// (growth_scan_links).
 // links (a constant): growth_scan_links', which leaves the realloc's link to growth_scan_chains
 // (b's chain and origin stay unset). Returns whether the allocation continues a realloc.
 static inline __attribute__((always_inline)) bool on_alloc(growth_t *g, gthread_t *t,
@@ -406,7 +407,7 @@ static inline unsigned changed_hash(uint64_t serial) {
     return (unsigned)((serial * 0x9E3779B97F4A7C15ull) >> 50) % CHANGED_SLOTS;
 }
 
-// growth_scan: a block's words changed (it joined a chain): the shards get them two rounds on,
+// growth_scan_chains: a block's words changed (it joined a chain): the shards get them two rounds on,
 // and a free of the block until then reads them here (scan_block).
 static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t origin,
                          uint64_t chain) {

@@ -3,14 +3,14 @@
 // thread (the caller's too) applies its shards' events and writes their steps (totals) or what
 // they found (sites). Totals: once all are done the caller's thread adds the steps up in order
 // for the global peak, and the next round starts (lock-step: the scan is a few additions an
-// event). Sites: the scans (replay_scan_order, then replay_scan_apply by part of the sites;
-// growth_scan) run on threads of their own and overlap the shards' next round, so a round costs
-// the slowest of them instead of their sum: round k uses buffers [k & 1] (its events, copied by
-// the shards since a reader batch is valid only until the next one is read, the finds, the
-// sites, the ops and the verdicts), and round k starts once the scans of round k - 2 are done
-// with them. Batches smaller than ROUND_MIN are
-// copied together first so the hand-over (a few wake-ups a round) stays below a nanosecond an
-// event. A thread works only on its own shards' tables; the batch, the steps, the verdicts and
+// event). Sites: the scans (replay_scan_order and replay_scan_peak side by side, then
+// replay_scan_apply by part of the sites; growth_scan_links, then growth_scan_chains) run on
+// threads of their own and overlap the shards' next round, so a round costs the slowest of
+// them instead of their sum: round k uses buffers [k & 1] (its events, copied by the shards
+// since a reader batch is valid only until the next one is read, the finds, the sites, the
+// order's and the peak's per-event results and the verdicts), and round k starts once the
+// scans of round k - 2 are done with them. Batches smaller than ROUND_MIN are copied together
+// first so the hand-over (a few wake-ups a round) stays below a nanosecond an event. A thread works only on its own shards' tables; the batch, the steps, the verdicts and
 // the rounds' buffers pass between threads through the mutex.
 #include "model/replay_par.h"
 
