@@ -30,7 +30,7 @@
 #define STACK_CACHE 256u // per thread: stack -> its latest allocation there (direct-mapped)
 #define PREV_UNKNOWN UINT64_MAX
 #define SHORT_SLOTS 256u // direct-mapped origin -> short-lived counts in front of the map
-#define CHANGED_SLOTS 16384u // growth_scan's direct-mapped changed words, by serial
+#define CHANGED_SLOTS 16384u // growth_scan_chains' direct-mapped changed words, by serial
 
 typedef struct short_slot {
     uint64_t origin;
@@ -50,7 +50,7 @@ typedef struct gblock {
 
 static inline uint64_t seq_of(const gblock_t *b) { return b->seq & ~BLOCK_HAS_PRED; }
 
-// In the scan (growth_scan), a recent allocation's own state, which the one-thread pass reads
+// In the scan (growth_scan_links), a recent allocation's own state, which the one-thread pass reads
 // from the live table (find_copy): its block is gone (freed, or replaced at its address), or
 // already has a predecessor.
 #define RECENT_GONE 1u
@@ -61,7 +61,7 @@ typedef struct recent {
     uint64_t ev;       // the thread's event number of the allocation
     uint64_t prev_seq; // the thread's allocation before it at the same stack: 0 none,
                        // PREV_UNKNOWN when the stack cache lost track
-    unsigned flags;    // RECENT_GONE, RECENT_PRED (growth_scan only)
+    unsigned flags;    // RECENT_GONE, RECENT_PRED (growth_scan_links only)
 } recent_t;
 
 typedef struct stack_last {
@@ -101,6 +101,19 @@ typedef struct final_count {
     uint64_t chains, steps, copied;
 } final_count_t;
 
+// A copy step's new block (an allocate-copy-free step found by growth_scan_links), for
+// growth_scan_chains: the ring entry's fields that its link needs.
+typedef struct scan_link {
+    uint64_t addr, seq, stack, size, time_ns;
+} scan_link_t;
+
+// What growth_scan_links tells growth_scan_chains an event does (0: nothing for the chains).
+#define SCAN_FREE 1u         // a free of a known block (not a realloc's freeing half)
+#define SCAN_PENDING 2u      // a realloc's freeing half: its block waits for the new half
+#define SCAN_SHORT 4u        // ... a short-lived one (with SCAN_FREE)
+#define SCAN_COPY 8u         // ... linked to the next scan_link_t (with SCAN_FREE)
+#define SCAN_REALLOC 16u     // an allocation that continues its thread's pending realloc
+
 typedef struct site_acc {
     growth_site_t s;
     hmap_t finals; // final size -> final_count_t: memory by distinct sizes, not chains
@@ -131,7 +144,7 @@ struct growth {
     growth_site_t *sites; // after finish, ranked
     size_t n_sites;
     hmap_t site_of; // stack -> index + 1 into accs during the pass, into sites after finish
-    // growth_scan: the words changed in the last two rounds, by the round's parity: for the
+    // growth_scan_chains: the words changed in the last two rounds, by the round's parity: for the
     // shards two rounds on (fixes) and for the frees until then (changed_slot: index + 1 into
     // fixes of each parity by a hash of the serial, 0 none, parity q's in bits 32q..32q+31, so
     // a free reads one word for both; changed: serial -> index + 1 for the serials whose slot
@@ -143,6 +156,17 @@ struct growth {
     size_t n_fixes[2], cap_fixes[2];
     uint64_t changed_slot[CHANGED_SLOTS];
     hmap_t changed[2];
+    // growth_scan_links -> growth_scan_chains, by the round's parity: what each event does to
+    // the chains (SCAN_*) and the copy steps' new blocks, in stream order
+    uint8_t *sop[2];
+    size_t sop_cap[2];
+    scan_link_t *links[2];
+    size_t n_links[2], cap_links[2];
+    // growth_scan_chains' own per-thread state: the block the freeing half of a realloc took
+    // out (tid -> gblock_t *), and its latest thread
+    hmap_t pend;
+    uint64_t pend_tid; // UINT64_MAX: none
+    gblock_t *pend_cached;
 };
 
 growth_t *growth_new(uint64_t short_ns) {
@@ -154,6 +178,8 @@ growth_t *growth_new(uint64_t short_ns) {
     hmap_init(&g->site_of, sizeof(uint64_t));
     hmap_init(&g->changed[0], sizeof(uint64_t));
     hmap_init(&g->changed[1], sizeof(uint64_t));
+    hmap_init(&g->pend, sizeof(gblock_t *));
+    g->pend_tid = UINT64_MAX;
     return g;
 }
 
@@ -172,7 +198,14 @@ void growth_free(growth_t *g) {
     for (unsigned k = 0; k < 2; k++) {
         hmap_fini(&g->changed[k]);
         free(g->fixes[k]);
+        free(g->sop[k]);
+        free(g->links[k]);
     }
+    gblock_t **bp;
+    it = 0;
+    while ((bp = hmap_next(&g->pend, &it, &key)))
+        free(*bp);
+    hmap_fini(&g->pend);
     free(g->chains);
     free(g->free_chains);
     for (size_t i = 0; i < g->n_accs; i++)
@@ -292,11 +325,11 @@ typedef struct chain_origin {
     uint64_t chain, origin;
 } chain_origin_t;
 
-__attribute__((noinline)) static chain_origin_t link_realloc(growth_t *g, gthread_t *t,
+__attribute__((noinline)) static chain_origin_t link_realloc(growth_t *g, gblock_t *pending,
                                                              const reader_event_t *ev) {
     gblock_t b = {.origin = ev->stack};
     // the same chain whether or not the address moved (docs/growth.md#realloc)
-    link_blocks(g, &t->pending, &b, ev->size,
+    link_blocks(g, pending, &b, ev->size,
                 LINK_REALLOC | (ev->addr != ev->old_addr ? LINK_MOVED : 0));
     return (chain_origin_t){b.chain, b.origin};
 }
@@ -308,22 +341,29 @@ __attribute__((noinline)) static chain_origin_t link_realloc(growth_t *g, gthrea
 // the largest cost of this function.
 // seq: the allocation's number (0: the next of growth's own count; the scan passes the serial
 // the shard gave it, which orders allocations the same way).
-// t: ev's thread. Inlined: the scan's copy keeps b in registers and pays no call (growth_scan).
-static inline __attribute__((always_inline)) void on_alloc(growth_t *g, gthread_t *t,
+// t: ev's thread. Inlined: the scan's copy keeps b in registers and pays no call
+// (growth_scan_links).
+// links (a constant): growth_scan_links', which leaves the realloc's link to growth_scan_chains
+// (b's chain and origin stay unset). Returns whether the allocation continues a realloc.
+static inline __attribute__((always_inline)) bool on_alloc(growth_t *g, gthread_t *t,
                                                            const reader_event_t *ev, gblock_t *b,
-                                                           uint64_t seq) {
-    if (!seq)
+                                                           uint64_t seq, bool links) {
+    if (!links && !seq) // (the scan's serials are never 0)
         seq = ++g->seq;
     b->seq = seq;
     b->stack = ev->stack;
     b->origin = ev->stack;
     b->chain = 0;
+    bool realloc = false;
     if (ev->sub == READER_REALLOC && ev->old_addr && t->has_pending &&
         t->pending_addr == ev->old_addr) {
-        chain_origin_t co = link_realloc(g, t, ev);
-        b->chain = co.chain;
-        b->origin = co.origin;
+        if (!links) {
+            chain_origin_t co = link_realloc(g, &t->pending, ev);
+            b->chain = co.chain;
+            b->origin = co.origin;
+        }
         b->seq |= BLOCK_HAS_PRED;
+        realloc = true;
     }
     t->has_pending = false;
     t->n_events++;
@@ -343,18 +383,21 @@ static inline __attribute__((always_inline)) void on_alloc(growth_t *g, gthread_
     r->time_ns = ev->time_ns;
     r->ev = t->n_events;
     r->prev_seq = prev;
-    r->flags = b->seq & BLOCK_HAS_PRED ? RECENT_PRED : 0;
+    r->flags = realloc ? RECENT_PRED : 0;
     t->ring_pos = (t->ring_pos + 1) % GROWTH_WINDOW;
+    return realloc;
 }
 
-// The newest of the thread's allocations in the window at a's stack, if newer than a.
-static const recent_t *scan_ring(const gthread_t *t, const gblock_t *a) {
+// The newest of the thread's allocations in the window at the old block's stack, if newer
+// than the old block (its serial a_seq). Scalars, not the block: the scan's block stays in
+// registers.
+static const recent_t *scan_ring(const gthread_t *t, uint64_t a_stack, uint64_t a_seq) {
     for (unsigned k = 1; k <= GROWTH_WINDOW; k++) {
         const recent_t *e = &t->ring[(t->ring_pos + GROWTH_WINDOW - k) % GROWTH_WINDOW];
         // empty, out of the window, or older than the old block: so is the rest
-        if (e->seq == 0 || e->ev + GROWTH_WINDOW < t->n_events || e->seq <= seq_of(a))
+        if (e->seq == 0 || e->ev + GROWTH_WINDOW < t->n_events || e->seq <= a_seq)
             return NULL;
-        if (e->stack == a->stack)
+        if (e->stack == a_stack)
             return e;
     }
     return NULL;
@@ -364,7 +407,7 @@ static inline unsigned changed_hash(uint64_t serial) {
     return (unsigned)((serial * 0x9E3779B97F4A7C15ull) >> 50) % CHANGED_SLOTS;
 }
 
-// growth_scan: a block's words changed (it joined a chain): the shards get them two rounds on,
+// growth_scan_chains: a block's words changed (it joined a chain): the shards get them two rounds on,
 // and a free of the block until then reads them here (scan_block).
 static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t origin,
                          uint64_t chain) {
@@ -386,23 +429,6 @@ static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t o
         *(uint64_t *)hmap_put(&g->changed[q], serial, NULL) = g->n_fixes[q];
 }
 
-// find_copy's last step in the scan, where the block lives in a shard: the ring entry knows
-// whether it is still live without a predecessor, and its size is the block's (replay's size
-// outside DHAT mode); a block without a predecessor never joined a chain, so its origin is
-// its stack and its chain none.
-static bool scan_link_recent(growth_t *g, gblock_t *a, recent_t *r) {
-    if (r->flags & (RECENT_GONE | RECENT_PRED))
-        return false;
-    r->flags |= RECENT_PRED;
-    gblock_t b = {.head = {.size = r->size, .time_ns = r->time_ns},
-                  .seq = r->seq | BLOCK_HAS_PRED,
-                  .stack = r->stack,
-                  .origin = r->stack};
-    link_blocks(g, a, &b, r->size, LINK_MOVED);
-    note_changed(g, r->addr, r->seq, b.origin, b.chain);
-    return true;
-}
-
 // docs/growth.md#allocate-copy-free: the newest allocation at the old block's stack among the
 // thread's last GROWTH_WINDOW events, made after the old block, larger than it, and with no
 // allocation at that stack between the two. Returns whether it linked a to it.
@@ -410,8 +436,6 @@ static bool scan_link_recent(growth_t *g, gblock_t *a, recent_t *r) {
 // still live without a predecessor.
 // a by value: the scan's old block (a local) stays in registers on the common path.
 __attribute__((noinline)) static bool link_copy(growth_t *g, gblock_t a, const recent_t *r) {
-    if (g->scan)
-        return scan_link_recent(g, &a, (recent_t *)r);
     gblock_t *b = live_get(g, r->addr);
     if (!b || b->seq != r->seq) // freed, or already has a predecessor (BLOCK_HAS_PRED)
         return false;
@@ -420,80 +444,127 @@ __attribute__((noinline)) static bool link_copy(growth_t *g, gblock_t a, const r
     return true;
 }
 
-// Inlined into every caller of on_free: the common answer (no link) is a few loads away.
-static inline __attribute__((always_inline)) bool find_copy(growth_t *g, gthread_t *t,
-                                                            gblock_t *a, uint64_t now) {
+// find_copy's choice of the new block (NULL: none), all but the last step.
+static inline __attribute__((always_inline)) const recent_t *find_recent(gthread_t *t,
+                                                                        const gblock_t *a,
+                                                                        uint64_t now) {
     const recent_t *r = NULL;
     const stack_last_t *sl = &t->last[(a->stack * 0x9E3779B97F4A7C15ull) >> 56];
     if (sl->seq != 0 && sl->stack == a->stack) {
         // the thread's newest allocation at the stack is the one the scan below would stop
         // at, if it is newer than a and still in the window: no scan of the ring
         if (sl->seq <= seq_of(a))
-            return false;
+            return NULL;
         r = &t->ring[sl->ring];
         if (r->seq != sl->seq || r->ev + GROWTH_WINDOW < t->n_events)
-            return false;
+            return NULL;
     } else {
-        r = scan_ring(t, a);
+        r = scan_ring(t, a->stack, seq_of(a));
     }
     if (!r || r->size <= a->head.size || r->prev_seq != seq_of(a))
-        return false;
+        return NULL;
     if (now - r->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a->head.size)
+        return NULL;
+    return r;
+}
+
+// Inlined into every caller of on_free: the common answer (no link) is a few loads away.
+static inline __attribute__((always_inline)) bool find_copy(growth_t *g, gthread_t *t,
+                                                            gblock_t *a, uint64_t now) {
+    const recent_t *r = find_recent(t, a, now);
+    return r && link_copy(g, *a, r);
+}
+
+// growth_scan_links' last step of find_copy, where the block lives in a shard: the ring entry
+// knows whether it is still live without a predecessor, and its size is the block's (replay's
+// size outside DHAT mode); a block without a predecessor never joined a chain, so its origin
+// is its stack and its chain none. The link itself is growth_scan_chains', from the new
+// block's fields noted here. Out of line, as link_copy.
+__attribute__((noinline)) static bool note_copy(growth_t *g, unsigned q, recent_t *r) {
+    if (r->flags & (RECENT_GONE | RECENT_PRED))
         return false;
-    return link_copy(g, *a, r);
+    r->flags |= RECENT_PRED;
+    if (g->n_links[q] == g->cap_links[q])
+        g->links[q] = xgrow(g->links[q], &g->cap_links[q], g->n_links[q] + 1, sizeof *g->links[q]);
+    g->links[q][g->n_links[q]++] = (scan_link_t){
+        .addr = r->addr, .seq = r->seq, .stack = r->stack, .size = r->size, .time_ns = r->time_ns};
+    return true;
+}
+
+// A short-lived block's count, by its origin.
+static inline void short_add(growth_t *g, const gblock_t *a) {
+    short_slot_t *sl = &g->short_slots[(a->origin * 0x9E3779B97F4A7C15ull) >> 56];
+    if (sl->sh.blocks && sl->origin != a->origin) {
+        growth_short_t *s = hmap_put(&g->shorts, sl->origin, NULL);
+        s->blocks += sl->sh.blocks;
+        s->bytes += sl->sh.bytes;
+        sl->sh = (growth_short_t){0, 0};
+    }
+    sl->origin = a->origin;
+    sl->sh.blocks++;
+    sl->sh.bytes += a->head.size;
 }
 
 // a: the freed block, already out of the live table (read in place: see on_alloc).
-// t: ev's thread. Inlined as on_alloc.
-static inline __attribute__((always_inline)) void on_free(growth_t *g, gthread_t *t,
-                                                          const reader_event_t *ev, gblock_t *a) {
+// t: ev's thread. Inlined as on_alloc. links (a constant): growth_scan_links', which has a
+// without its origin and chain and leaves to growth_scan_chains what needs them (the short-
+// lived count by origin, the link, the chain's end), told by the SCAN_* bits it returns (in
+// round parity q's lists).
+static inline __attribute__((always_inline)) unsigned on_free(growth_t *g, gthread_t *t,
+                                                              const reader_event_t *ev,
+                                                              gblock_t *a, bool links,
+                                                              unsigned q) {
     if (ev->flags & READER_FREE_OF_REALLOC) {
         t->has_pending = true;
         t->pending_addr = ev->addr;
-        t->pending = *a;
-        return;
+        if (!links)
+            t->pending = *a;
+        return SCAN_PENDING;
     }
     t->n_events++;
+    unsigned op = SCAN_FREE;
     // short-lived: within short_ns, or replay's "temporary" (docs/growth.md#short-lived)
     if ((g->short_ns && ev->time_ns >= a->head.time_ns &&
          ev->time_ns - a->head.time_ns <= g->short_ns) ||
         t->last_seq == seq_of(a)) {
-        short_slot_t *sl = &g->short_slots[(a->origin * 0x9E3779B97F4A7C15ull) >> 56];
-        if (sl->sh.blocks && sl->origin != a->origin) {
-            growth_short_t *s = hmap_put(&g->shorts, sl->origin, NULL);
-            s->blocks += sl->sh.blocks;
-            s->bytes += sl->sh.bytes;
-            sl->sh = (growth_short_t){0, 0};
-        }
-        sl->origin = a->origin;
-        sl->sh.blocks++;
-        sl->sh.bytes += a->head.size;
+        if (links)
+            op |= SCAN_SHORT;
+        else
+            short_add(g, a);
+    }
+    if (links) {
+        const recent_t *r =
+            ev->time_ns >= a->head.time_ns ? find_recent(t, a, ev->time_ns) : NULL;
+        if (r && note_copy(g, q, (recent_t *)r))
+            op |= SCAN_COPY;
+        return op;
     }
     bool linked = ev->time_ns >= a->head.time_ns && find_copy(g, t, a, ev->time_ns);
     if (!linked && a->chain)
         chain_end(g, a->chain); // its last block is gone: the chain is complete
+    return op;
 }
 
 void growth_event(growth_t *g, const reader_event_t *ev) {
     gblock_t *b;
     if (ev->kind == READER_ALLOC) {
         b = hmap_put(&g->live, ev->addr, NULL);
-        on_alloc(g, thread_of(g, ev->tid), ev, b, 0);
+        on_alloc(g, thread_of(g, ev->tid), ev, b, 0, false);
         b->head.size = ev->size; // growth's own table: the head is growth's to write
         b->head.time_ns = ev->time_ns;
     } else if (ev->kind == READER_FREE && (b = hmap_take_ref(&g->live, ev->addr))) {
-        on_free(g, thread_of(g, ev->tid), ev, b);
+        on_free(g, thread_of(g, ev->tid), ev, b, false, 0);
     }
 }
 
 static void companion_alloc(void *ctx, const reader_event_t *ev, replay_block_t *b) {
     growth_t *g = ctx;
-    on_alloc(g, thread_of(g, ev->tid), ev, (gblock_t *)b, 0);
+    on_alloc(g, thread_of(g, ev->tid), ev, (gblock_t *)b, 0, false);
 }
 
 static void companion_free(void *ctx, const reader_event_t *ev, replay_block_t *b) {
     growth_t *g = ctx;
-    on_free(g, thread_of(g, ev->tid), ev, (gblock_t *)b);
+    on_free(g, thread_of(g, ev->tid), ev, (gblock_t *)b, false, 0);
 }
 
 void growth_attach(growth_t *g, replay_t *rp) {
@@ -576,8 +647,59 @@ static inline void scan_gone(growth_t *g, gthread_t *t, uint32_t tid, const repl
     }
 }
 
-void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_found_t *found,
-                 const replay_cwords_t *cw, uint64_t round) {
+void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
+                       const replay_found_t *found, const replay_cwords_t *cw, uint64_t round) {
+    unsigned q = round & 1;
+    if (g->sop_cap[q] < n)
+        g->sop[q] = xgrow(g->sop[q], &g->sop_cap[q], n, sizeof *g->sop[q]);
+    g->n_links[q] = 0;
+    uint8_t *sop = g->sop[q];
+    if (!n)
+        return;
+    uint32_t tid = ev[0].tid;
+    gthread_t *t = thread_of(g, tid);
+    for (size_t i = 0; i < n; i++) {
+        const reader_event_t *e = &ev[i];
+        const replay_found_t *f = &found[i];
+        unsigned op = 0;
+        if (e->kind == READER_ALLOC) {
+            if (e->tid != tid)
+                t = thread_of(g, tid = e->tid);
+            if (f->had)
+                scan_gone(g, t, tid, &cw[i]); // replaced without a free, as in the live table
+            gblock_t b; // on_alloc writes all but the head's stack, which nothing reads
+            b.head.size = e->size;
+            b.head.time_ns = e->time_ns;
+            op = on_alloc(g, t, e, &b, round << 32 | i, true) ? SCAN_REALLOC : 0;
+        } else if (e->kind == READER_FREE && f->had) {
+            if (e->tid != tid)
+                t = thread_of(g, tid = e->tid);
+            // origin and chain are growth_scan_chains' (scan_block)
+            gblock_t a = {.head = {.size = f->size, .time_ns = f->time_ns},
+                          .seq = cw[i].serial,
+                          .stack = cw[i].stack};
+            scan_gone(g, t, tid, &cw[i]);
+            op = on_free(g, t, e, &a, true, q);
+        }
+        sop[i] = (uint8_t)op;
+    }
+}
+
+// growth_scan_chains' block a realloc's freeing half took out on thread tid.
+static inline gblock_t *pending_of(growth_t *g, uint32_t tid) {
+    if (g->pend_tid != tid) {
+        bool existed;
+        gblock_t **bp = hmap_put(&g->pend, tid, &existed);
+        if (!existed)
+            *bp = xcalloc(1, sizeof **bp);
+        g->pend_tid = tid;
+        g->pend_cached = *bp;
+    }
+    return g->pend_cached;
+}
+
+void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
+                        const replay_found_t *found, const replay_cwords_t *cw, uint64_t round) {
     // the shards applied the changes of round - 2 before this round's finds: their lists
     // take this round's
     unsigned q = g->parity = round & 1;
@@ -588,30 +710,35 @@ void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_f
         hmap_fini(&g->changed[q]);
         hmap_init(&g->changed[q], sizeof(uint64_t));
     }
-    if (!n)
-        return;
-    uint32_t tid = ev[0].tid;
-    gthread_t *t = thread_of(g, tid);
+    const uint8_t *sop = g->sop[q];
+    const scan_link_t *lk = g->links[q];
     for (size_t i = 0; i < n; i++) {
+        unsigned op = sop[i];
+        if (!op)
+            continue;
         const reader_event_t *e = &ev[i];
-        const replay_found_t *f = &found[i];
-        if (e->kind == READER_ALLOC) {
-            if (e->tid != tid)
-                t = thread_of(g, tid = e->tid);
-            if (f->had)
-                scan_gone(g, t, tid, &cw[i]); // replaced without a free, as in the live table
-            gblock_t b; // on_alloc writes all but the head's stack, which nothing reads
-            b.head.size = e->size;
-            b.head.time_ns = e->time_ns;
-            on_alloc(g, t, e, &b, round << 32 | i);
-            if (b.chain)
-                note_changed(g, e->addr, seq_of(&b), b.origin, b.chain);
-        } else if (e->kind == READER_FREE && f->had) {
-            if (e->tid != tid)
-                t = thread_of(g, tid = e->tid);
-            gblock_t a = scan_block(g, f, &cw[i]);
-            scan_gone(g, t, tid, &cw[i]);
-            on_free(g, t, e, &a);
+        if (op & SCAN_REALLOC) { // on_alloc's link
+            chain_origin_t co = link_realloc(g, pending_of(g, e->tid), e);
+            note_changed(g, e->addr, round << 32 | i, co.origin, co.chain);
+            continue;
+        }
+        gblock_t a = scan_block(g, &found[i], &cw[i]);
+        if (op & SCAN_PENDING) {
+            *pending_of(g, e->tid) = a;
+            continue;
+        }
+        if (op & SCAN_SHORT)
+            short_add(g, &a);
+        if (op & SCAN_COPY) { // find_copy's link (a block without a predecessor: note_copy)
+            const scan_link_t *r = lk++;
+            gblock_t b = {.head = {.size = r->size, .time_ns = r->time_ns},
+                          .seq = r->seq | BLOCK_HAS_PRED,
+                          .stack = r->stack,
+                          .origin = r->stack};
+            link_blocks(g, &a, &b, r->size, LINK_MOVED);
+            note_changed(g, r->addr, r->seq, b.origin, b.chain);
+        } else if (a.chain) {
+            chain_end(g, a.chain); // its last block is gone: the chain is complete
         }
     }
 }

@@ -37,17 +37,24 @@ void growth_attach(growth_t *g, replay_t *rp);
 
 // Growth beside replay on shard threads (replay_par_set_growth): the shards keep each block's
 // words (replay_cwords_t, replay.h) with the block, and growth applies every event in stream
-// order, in replay_par's ordered scan, from what the shards found. The words growth changes
-// (a block that joined a chain) in round k come back from growth_scan_fixes for the shards to
-// apply at the start of round k + 2 (they find round k + 1 while this scan runs); until then
-// growth reads them from its own lists of the last two rounds. Every figure is the one-thread
-// pass's. Call growth_scan_start before the first event, instead of growth_attach (rp must not
-// count DHAT's way either). round: 1, 2, 3, ... May allocate.
+// order, in replay_par's ordered scans, from what the shards found, in two passes over each
+// round, each may be on a thread of its own: growth_scan_links keeps the per-thread state (the
+// rings of recent allocations, the pending realloc) and decides which free is a short-lived
+// block and which event links two blocks; growth_scan_chains, once links is done with the
+// round (and may run beside links of the next round), keeps the chains, the blocks' origins
+// and the short-lived counts by origin. The words growth changes (a block that joined a chain)
+// in round k come back from growth_scan_fixes for the shards to apply at the start of round
+// k + 2 (they find round k + 1 while these scans run); until then growth reads them from its
+// own lists of the last two rounds. Every figure is the one-thread pass's. Call
+// growth_scan_start before the first event, instead of growth_attach (rp must not count DHAT's
+// way either). round: 1, 2, 3, ... May allocate.
 void growth_scan_start(growth_t *g);
-void growth_scan(growth_t *g, const reader_event_t *ev, size_t n, const replay_found_t *found,
-                 const replay_cwords_t *cw, uint64_t round);
-// The words changed by the scan of `round`, the last one or the one before; valid until the
-// scan of round + 2.
+void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
+                       const replay_found_t *found, const replay_cwords_t *cw, uint64_t round);
+void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
+                        const replay_found_t *found, const replay_cwords_t *cw, uint64_t round);
+// The words changed by the scan (chains) of `round`, the last one or the one before; valid
+// until the scan of round + 2.
 const replay_cfix_t *growth_scan_fixes(const growth_t *g, uint64_t round, size_t *n);
 
 // Ends the pass: chains whose last block is still live end, and every chain is summed into its

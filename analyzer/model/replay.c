@@ -98,6 +98,11 @@ struct replay {
     // a shard's place in the whole stream: the event being replayed (round << 32 | index) and
     // the one of its first sized-free mismatch, so the merge keeps the stream's first
     uint64_t ordinal, mismatch_ordinal;
+    // the split scan's live totals, peak and epoch (replay_scan_peak, on a thread of its own:
+    // a cache line apart from what replay_scan_order writes) until replay_scan_merge
+    struct {
+        uint64_t live_bytes, live_blocks, peak_bytes, peak_blocks, peak_time_ns, epoch;
+    } __attribute__((aligned(64))) pk;
     // the split scan (replay_scan_split): the sites' figures in 2^part_bits parts until
     // replay_scan_merge
     replay_part_t *parts;
@@ -376,15 +381,16 @@ static inline __attribute__((always_inline)) void add_touched(replay_t *rp, site
 
 // The part of a counted allocation both per-site paths share (on_alloc_sites with the table,
 // scan_order_alloc with what a shard found): its site (a realloc keeps the one of the block it
-// replaced), the thread's state, the live totals and the peak, and with whole (a constant) the
-// site's figures and the summed totals too (else replay_scan_apply adds them later). Returns
-// the site. always_inline: the one-thread path pays no call for it.
+// replaced) and the thread's state, and with whole (a constant) the live totals, the peak, the
+// site's figures and the summed totals too (else replay_scan_peak and replay_scan_apply do them
+// on threads of their own, and the scan notes the thread itself). ts: the event's thread's
+// state. Returns the site. always_inline: the one-thread path pays no call for it.
 static inline __attribute__((always_inline)) uint32_t count_alloc_sites(replay_t *rp,
                                                                         const reader_event_t *ev,
+                                                                        thread_state_t *ts,
                                                                         uint64_t size,
                                                                         bool whole) {
     replay_totals_t *t = &rp->t;
-    thread_state_t *ts = thread_state(rp, ev->tid);
     uint32_t idx;
     if (ev->sub == READER_REALLOC && ev->old_addr && ts->has_pending &&
         ts->pending_addr == ev->old_addr)
@@ -405,12 +411,14 @@ static inline __attribute__((always_inline)) uint32_t count_alloc_sites(replay_t
         t->n_events++;
     }
 
+    if (!whole) // the split scan's live totals and peak are replay_scan_peak's
+        return idx;
     note_thread(rp, ev->tid);
     t->live_blocks++;
     t->live_bytes += size;
     bool new_peak = t->live_bytes > t->peak_bytes ||
                     (t->live_bytes == t->peak_bytes && (rp->mode & REPLAY_DHAT));
-    if (whole && rp->sample_interval) // no sampled trace goes to shards
+    if (rp->sample_interval) // no sampled trace goes to shards
         new_peak = est_alloc(t, s, size, rp->sample_interval);
     if (new_peak) {
         t->peak_bytes = t->live_bytes;
@@ -443,7 +451,7 @@ static void on_alloc_sites(replay_t *rp, const reader_event_t *ev, uint64_t key)
         b->stack = 0;
         return;
     }
-    uint32_t idx = count_alloc_sites(rp, ev, size, true);
+    uint32_t idx = count_alloc_sites(rp, ev, thread_state(rp, ev->tid), size, true);
     b->size = size;
     b->time_ns = ev->time_ns;
     b->stack = idx | BLOCK_COUNTED | (ev->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
@@ -509,9 +517,10 @@ static inline const live_block_t *free_block(replay_t *rp, const reader_event_t 
 // table, scan_order_free with what a shard found), from the site's release on: a realloc's
 // pending site and the short-lived test; with whole (a constant) the site's figures, bytes
 // touched and the frees too (else replay_scan_apply adds them later). Returns whether the block
-// was a temporary. always_inline, as count_alloc_sites.
+// was a temporary. ts: the event's thread's state. always_inline, as count_alloc_sites.
 static inline __attribute__((always_inline)) bool count_free_sites(replay_t *rp,
                                                                    const reader_event_t *ev,
+                                                                   thread_state_t *ts,
                                                                    uint32_t idx,
                                                                    const live_block_t *b,
                                                                    bool whole) {
@@ -522,7 +531,6 @@ static inline __attribute__((always_inline)) bool count_free_sites(replay_t *rp,
         if (ev->touch)
             add_touched(rp, &rp->sites[idx], ev, b);
     }
-    thread_state_t *ts = thread_state(rp, ev->tid);
     if (realloc_half) {
         ts->has_pending = true;
         ts->pending_addr = ev->addr;
@@ -550,7 +558,7 @@ static void on_free_sites(replay_t *rp, const reader_event_t *ev, uint64_t key) 
         return;
     const live_block_t b = *taken;
     uint32_t idx = (uint32_t)(b.stack & ~BLOCK_COUNTED);
-    count_free_sites(rp, ev, idx, &b, true);
+    count_free_sites(rp, ev, thread_state(rp, ev->tid), idx, &b, true);
 }
 
 static uint64_t rounded(double v);
@@ -930,25 +938,17 @@ static inline uint32_t found_site(const replay_found_t *f, uint32_t *const site_
                                     : (uint32_t)f->stack;
 }
 
-// ---- the ordered scan, split: replay_scan_order in stream order decides what needs the order
-// of all events (site numbers, the per-thread state, the totals, the peak and its epoch) and
-// leaves each site's own figures to replay_scan_apply, as ops by site onto K lists (site % K),
-// which K threads apply at once, each to its own sites: a site's figures need only the order of
-// its own events and the epoch each happened in (for the snapshot at the peak), which the op
-// carries. The sums among the totals (blocks, bytes, frees, events, the size histogram, bytes
-// touched of freed blocks) go with the ops too, summed per part: integer sums in any order are
-// the same. The parts' figures join rp's at replay_scan_merge.
-
-// An op's kind, in the top bits of replay_op_t.i_op (the event's index in the round below).
-#define OP_SHIFT 28u
-#define OP_INDEX ((1u << OP_SHIFT) - 1)
-enum {
-    OP_ALLOC,       // a counted allocation joins the site
-    OP_RELEASE,     // a counted block replaced by an allocation at its address leaves it
-    OP_FREE,        // a counted block freed (with its touch measure, if any)
-    OP_FREE_TEMP,   // ... and it was a temporary
-    OP_TOUCH_LIVE,  // a live block's measure at exit
-};
+// ---- the ordered scan, split three ways, each part on a thread of its own (replay_par.c):
+// replay_scan_order in stream order decides what needs the order of all events but not the
+// live totals (site numbers, the per-thread state, the rare totals) and writes per event what
+// it does to which site; replay_scan_peak, beside it over the same round, adds up the live
+// totals for the peak and writes per event the peak's epoch it happened in (each event's
+// change of the live totals is known from the event and what the shards found alone); then
+// replay_scan_apply(k), once both are done, applies each site's own figures for the sites of
+// part k (site % K): a site's figures need only the order of its own events and the epoch each
+// happened in (for the snapshot at the peak). The sums among the totals (blocks, bytes, frees,
+// events, the size histogram, bytes touched of freed blocks) are summed per part: integer sums
+// in any order are the same. The parts' figures join rp's at replay_scan_merge.
 
 void replay_scan_split(replay_t *rp, unsigned parts) {
     unsigned bits = 0;
@@ -956,165 +956,229 @@ void replay_scan_split(replay_t *rp, unsigned parts) {
         bits++;
     rp->part_bits = bits;
     rp->parts = xcalloc((size_t)1 << bits, sizeof *rp->parts);
+    rp->pk.epoch = rp->epoch;
 }
 
 unsigned replay_scan_parts(const replay_t *rp) { return 1u << rp->part_bits; }
 
-// ops: the K lists and K - 1 (a local: read through rp it is read again at every op, as the
-// stores below might change it).
-typedef struct op_lists {
-    replay_ops_t *ops;
-    unsigned mask;
-} op_lists_t;
+// The order pass's cache of the latest event's thread (most events come from the thread of
+// the event before): its state (valid until the next thread_state, which only this cache
+// calls) and the last thread given to note_thread (a second call with it changes nothing; 0
+// at first, which note_thread ignores anyway).
+typedef struct order_thread {
+    thread_state_t *ts;
+    uint64_t tid; // ts's; none at first (UINT64_MAX: no event's)
+    uint32_t noted;
+} order_thread_t;
 
-static inline void push_op(op_lists_t ol, uint32_t site, size_t i, unsigned op, uint64_t epoch) {
-    replay_ops_t *l = &ol.ops[site & ol.mask];
-    if (l->n == l->cap)
-        l->op = xgrow(l->op, &l->cap, l->n + 1, sizeof *l->op);
-    l->op[l->n++] = (replay_op_t){.i_op = (uint32_t)i | op << OP_SHIFT, .site = site, .epoch = epoch};
+static inline thread_state_t *order_ts(replay_t *rp, order_thread_t *ot, uint32_t tid) {
+    if (__builtin_expect(ot->tid != tid, 0)) {
+        ot->ts = thread_state(rp, tid);
+        ot->tid = tid;
+    }
+    return ot->ts;
 }
 
-// on_alloc_sites without the table: the old block at the address (if any) is what the shard
-// found.
-static void scan_order_alloc(replay_t *rp, const reader_event_t *ev, size_t i,
-                             const replay_found_t *f, bool counted, uint32_t *const site_of[2],
-                             uint32_t *site_of_ev, op_lists_t ops) {
-    replay_totals_t *t = &rp->t;
-    uint64_t epoch = rp->epoch; // the one this event's changes happen in
-    if (f->had) {
-        t->n_double_allocs++;
+static inline void order_note(replay_t *rp, order_thread_t *ot, uint32_t tid) {
+    if (__builtin_expect(tid != ot->noted, 0)) {
+        note_thread(rp, tid);
+        ot->noted = tid;
+    }
+}
+
+// on_alloc_sites without the table and the live totals: the old block at the address (if any)
+// is what the shard found. Returns the event's REPLAY_OP_* bits.
+static inline __attribute__((always_inline)) unsigned scan_order_alloc(
+    replay_t *rp, order_thread_t *ot, const reader_event_t *ev, const replay_found_t *f,
+    bool counted, uint32_t *const site_of[2], uint32_t *site_of_ev, uint32_t *site_found_ev) {
+    unsigned op = 0;
+    if (__builtin_expect(f->had, 0)) {
+        rp->t.n_double_allocs++;
         if (f->stack & BLOCK_COUNTED) {
-            t->live_bytes -= f->size;
-            t->live_blocks--;
-            push_op(ops, found_site(f, site_of), i, OP_RELEASE, epoch);
+            *site_found_ev = found_site(f, site_of);
+            op = REPLAY_OP_RELEASE;
         }
     }
     if (!counted)
-        return;
-    uint64_t size = ev->size;
-    if (size == 0 && (rp->mode & REPLAY_DHAT))
-        size = 1;
-    uint32_t idx = count_alloc_sites(rp, ev, size, false); // sample_interval is 0 with shards
-    *site_of_ev = idx;
-    push_op(ops, idx, i, OP_ALLOC, epoch);
+        return op;
+    order_note(rp, ot, ev->tid);
+    // sample_interval is 0 with shards
+    *site_of_ev = count_alloc_sites(rp, ev, order_ts(rp, ot, ev->tid), 0, false);
+    return op | REPLAY_OP_ALLOC;
 }
 
-// free_block and on_free_sites without the table.
-static void scan_order_free(replay_t *rp, const reader_event_t *ev, size_t i,
-                            const replay_found_t *f, uint32_t *const site_of[2],
-                            op_lists_t ops) {
+// free_block and on_free_sites without the table and the live totals.
+static inline __attribute__((always_inline)) unsigned scan_order_free(
+    replay_t *rp, order_thread_t *ot, const reader_event_t *ev, const replay_found_t *f,
+    uint32_t *const site_of[2], uint32_t *site_found_ev) {
     replay_totals_t *t = &rp->t;
-    bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    if (!f->had) {
+    if (__builtin_expect(!f->had, 0)) {
         t->n_unknown_frees++;
         if (ev->flags & READER_FREE_SIZED)
             note_sized_free(rp, ev, NULL);
         if (!rp->filtered) {
-            note_thread(rp, ev->tid);
-            t->n_events += !realloc_half;
+            order_note(rp, ot, ev->tid);
+            t->n_events += !(ev->flags & READER_FREE_OF_REALLOC);
         }
-        return;
+        return 0;
     }
     if (!(f->stack & BLOCK_COUNTED))
-        return;
+        return 0;
     const live_block_t b = {f->size, f->time_ns, f->stack};
-    if (ev->flags & READER_FREE_SIZED)
+    if (__builtin_expect(ev->flags & READER_FREE_SIZED, 0))
         note_sized_free(rp, ev, &b);
-    note_thread(rp, ev->tid);
-    t->live_bytes -= f->size;
-    t->live_blocks--;
+    order_note(rp, ot, ev->tid);
     uint32_t idx = found_site(f, site_of);
-    bool temp = count_free_sites(rp, ev, idx, &b, false);
-    push_op(ops, idx, i, temp ? OP_FREE_TEMP : OP_FREE, rp->epoch);
+    *site_found_ev = idx;
+    return count_free_sites(rp, ev, order_ts(rp, ot, ev->tid), idx, &b, false)
+               ? REPLAY_OP_FREE | REPLAY_OP_TEMP
+               : REPLAY_OP_FREE;
 }
 
-void replay_scan_order(replay_t *rp, const reader_event_t *ev, size_t n,
-                       const replay_found_t *found, const uint8_t *verdict,
-                       uint32_t *const site_of[2], uint64_t round, replay_ops_t *lists) {
-    uint32_t *mine = site_of[round & 1];
-    op_lists_t ops = {lists, (1u << rp->part_bits) - 1};
-    for (unsigned k = 0; k <= ops.mask; k++)
-        lists[k].n = 0;
-    for (size_t i = 0; i < n; i++) {
+void replay_scan_order(replay_t *rp, const replay_scan_round_t *r, const uint32_t *last_site_of) {
+    const reader_event_t *ev = r->ev;
+    const replay_found_t *found = r->found;
+    const uint8_t *verdict = r->verdict;
+    uint32_t *const site_of[2] = {r->round & 1 ? (uint32_t *)last_site_of : r->site_of,
+                                  r->round & 1 ? r->site_of : (uint32_t *)last_site_of};
+    uint32_t *site_found = r->site_found;
+    uint8_t *op = r->op;
+    order_thread_t ot = {.tid = UINT64_MAX};
+    uint64_t last_time = rp->t.last_time_ns;
+    for (size_t i = 0; i < r->n; i++) {
         const reader_event_t *e = &ev[i];
         const replay_found_t *f = &found[i];
-        if (__builtin_expect(e->kind == READER_TOUCH_LIVE, 0)) {
+        unsigned o = 0;
+        if (e->kind == READER_ALLOC) {
+            last_time = e->time_ns > last_time ? e->time_ns : last_time;
+            o = scan_order_alloc(rp, &ot, e, f, !verdict || verdict[i], site_of, &r->site_of[i],
+                                 &site_found[i]);
+        } else if (e->kind == READER_FREE) {
+            last_time = e->time_ns > last_time ? e->time_ns : last_time;
+            o = scan_order_free(rp, &ot, e, f, site_of, &site_found[i]);
+        } else if (e->kind == READER_TOUCH_LIVE) {
             // on_touch_live: moves no time (lifetimes end at the last event)
             if (e->touch && f->had && (f->stack & BLOCK_COUNTED)) {
                 const live_block_t b = {f->size, f->time_ns, f->stack};
                 add_touched(rp, NULL, e, &b);
                 rp->t.touch_live_blocks++;
-                push_op(ops, found_site(f, site_of), i, OP_TOUCH_LIVE, rp->epoch);
+                site_found[i] = found_site(f, site_of);
+                o = REPLAY_OP_TOUCH_LIVE;
             }
-            continue;
+        } else {
+            last_time = e->time_ns > last_time ? e->time_ns : last_time;
         }
-        if (e->time_ns > rp->t.last_time_ns)
-            rp->t.last_time_ns = e->time_ns;
-        if (e->kind == READER_ALLOC)
-            scan_order_alloc(rp, e, i, f, !verdict || verdict[i], site_of, &mine[i], ops);
-        else if (e->kind == READER_FREE)
-            scan_order_free(rp, e, i, f, site_of, ops);
+        op[i] = (uint8_t)o;
     }
+    rp->t.last_time_ns = last_time;
 }
 
-void replay_scan_apply(replay_t *rp, unsigned part, const reader_event_t *ev,
-                       const replay_found_t *found, const replay_ops_t *ops) {
+void replay_scan_peak(replay_t *rp, replay_scan_round_t *r) {
+    const reader_event_t *ev = r->ev;
+    const replay_found_t *found = r->found;
+    const uint8_t *verdict = r->verdict;
+    uint32_t *epoch_of = r->epoch;
+    bool dhat = rp->mode & REPLAY_DHAT;
+    uint64_t live = rp->pk.live_bytes, blocks = rp->pk.live_blocks, peak = rp->pk.peak_bytes;
+    uint64_t epoch0 = rp->pk.epoch, epoch = epoch0;
+    r->epoch0 = epoch0;
+    for (size_t i = 0; i < r->n; i++) {
+        const reader_event_t *e = &ev[i];
+        const replay_found_t *f = &found[i];
+        // the epoch this event's changes happen in: before its own peak, if any
+        epoch_of[i] = (uint32_t)(epoch - epoch0);
+        if (e->kind != READER_ALLOC && e->kind != READER_FREE)
+            continue; // (found[i] is written for those and TOUCH_LIVE, which moves nothing)
+        // a block taken out: freed, or replaced by an allocation at its address
+        if (f->had && (f->stack & BLOCK_COUNTED)) {
+            live -= f->size;
+            blocks--;
+        }
+        if (e->kind != READER_ALLOC || (verdict && !verdict[i]))
+            continue;
+        live += e->size == 0 && dhat ? 1 : e->size;
+        blocks++;
+        // count_alloc_sites' rule: the first moment of the maximum (DHAT: the last)
+        if (live > peak || (live == peak && dhat)) {
+            peak = live;
+            rp->pk.peak_blocks = blocks;
+            rp->pk.peak_time_ns = e->time_ns;
+            epoch++;
+        }
+    }
+    rp->pk.live_bytes = live;
+    rp->pk.live_blocks = blocks;
+    rp->pk.peak_bytes = peak;
+    rp->pk.epoch = epoch;
+}
+
+// A site of part `part`, made on its first op (a site's first op is its allocation).
+static inline site_acc_t *part_site(replay_part_t *pt, uint32_t site, unsigned bits) {
+    size_t local = site >> bits;
+    if (__builtin_expect(local >= pt->n, 0)) {
+        pt->sites = xgrow(pt->sites, &pt->cap, local + 1, sizeof *pt->sites);
+        memset(pt->sites + pt->n, 0, (local + 1 - pt->n) * sizeof *pt->sites);
+        pt->n = local + 1;
+    }
+    return &pt->sites[local];
+}
+
+void replay_scan_apply(replay_t *rp, unsigned part, const replay_scan_round_t *r) {
     replay_part_t *pt = &rp->parts[part];
     replay_totals_t *t = &pt->t;
     unsigned bits = rp->part_bits;
+    uint32_t mask = (1u << bits) - 1;
     bool dhat = rp->mode & REPLAY_DHAT;
-    for (size_t k = 0; k < ops->n; k++) {
-        const replay_op_t *o = &ops->op[k];
-        size_t local = o->site >> bits;
-        if (__builtin_expect(local >= pt->n, 0)) { // a new site: its first op is its allocation
-            pt->sites = xgrow(pt->sites, &pt->cap, local + 1, sizeof *pt->sites);
-            memset(pt->sites + pt->n, 0, (local + 1 - pt->n) * sizeof *pt->sites);
-            pt->n = local + 1;
-        }
-        site_acc_t *s = &pt->sites[local];
-        uint32_t i = o->i_op & OP_INDEX;
-        unsigned op = o->i_op >> OP_SHIFT;
-        const reader_event_t *e = &ev[i];
-        const replay_found_t *f = &found[i];
-        const live_block_t b = {f->size, f->time_ns, f->stack};
-        switch (op) {
-        case OP_ALLOC: {
-            uint64_t size = e->size == 0 && dhat ? 1 : e->size;
-            site_snap(s, o->epoch);
-            site_add(s, size, e->time_ns);
-            t->n_blocks++;
-            t->n_bytes += size;
-            count_size(t, e->size);
-            t->n_events++;
-            break;
-        }
-        case OP_RELEASE:
-            site_snap(s, o->epoch);
-            site_sub(s, &b, e->time_ns);
-            break;
-        case OP_FREE:
-        case OP_FREE_TEMP:
-            site_snap(s, o->epoch);
-            site_sub(s, &b, e->time_ns);
-            if (e->touch) {
-                touch_measure_t m = touch_measure(e, &b);
-                site_add_touched(s, &m, b.size);
-                totals_add_touched(t, &m, b.size);
+    const uint8_t *op = r->op;
+    for (size_t i = 0; i < r->n; i++) {
+        unsigned o = op[i];
+        if (!o)
+            continue;
+        const reader_event_t *e = &r->ev[i];
+        uint64_t epoch = r->epoch0 + r->epoch[i];
+        if (o & (REPLAY_OP_RELEASE | REPLAY_OP_FREE | REPLAY_OP_TOUCH_LIVE)) {
+            uint32_t site = r->site_found[i];
+            if ((site & mask) == part) {
+                site_acc_t *s = part_site(pt, site, bits);
+                const replay_found_t *f = &r->found[i];
+                const live_block_t b = {f->size, f->time_ns, f->stack};
+                if (o & REPLAY_OP_TOUCH_LIVE) {
+                    // no change of live counts, no snapshot (as on_touch_live)
+                    touch_measure_t m = touch_measure(e, &b);
+                    site_add_touched(s, &m, b.size);
+                    continue;
+                }
+                site_snap(s, epoch);
+                site_sub(s, &b, e->time_ns);
+                if (o & REPLAY_OP_FREE) {
+                    if (e->touch) {
+                        touch_measure_t m = touch_measure(e, &b);
+                        site_add_touched(s, &m, b.size);
+                        totals_add_touched(t, &m, b.size);
+                    }
+                    if (!(e->flags & READER_FREE_OF_REALLOC)) {
+                        t->n_frees++;
+                        t->n_events++;
+                    }
+                    if (o & REPLAY_OP_TEMP) {
+                        s->temp_blocks++;
+                        s->temp_bytes += b.size;
+                    }
+                }
             }
-            if (!(e->flags & READER_FREE_OF_REALLOC)) {
-                t->n_frees++;
+        }
+        if (o & REPLAY_OP_ALLOC) { // after the release of the block it replaced, if any
+            uint32_t site = r->site_of[i];
+            if ((site & mask) == part) {
+                site_acc_t *s = part_site(pt, site, bits);
+                uint64_t size = e->size == 0 && dhat ? 1 : e->size;
+                site_snap(s, epoch);
+                site_add(s, size, e->time_ns);
+                t->n_blocks++;
+                t->n_bytes += size;
+                count_size(t, e->size);
                 t->n_events++;
             }
-            if (op == OP_FREE_TEMP) {
-                s->temp_blocks++;
-                s->temp_bytes += b.size;
-            }
-            break;
-        default: { // OP_TOUCH_LIVE: no change of live counts, no snapshot (as on_touch_live)
-            touch_measure_t m = touch_measure(e, &b);
-            site_add_touched(s, &m, b.size);
-            break;
-        }
         }
     }
 }
@@ -1132,4 +1196,10 @@ void replay_scan_merge(replay_t *rp) {
         rp->sites[i] = pt->sites[local];
         rp->sites[i].stack = stack;
     }
+    rp->t.live_bytes = rp->pk.live_bytes;
+    rp->t.live_blocks = rp->pk.live_blocks;
+    rp->t.peak_bytes = rp->pk.peak_bytes;
+    rp->t.peak_blocks = rp->pk.peak_blocks;
+    rp->t.peak_time_ns = rp->pk.peak_time_ns;
+    rp->epoch = rp->pk.epoch;
 }

@@ -254,37 +254,49 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *i
                        const uint8_t *verdict, replay_found_t *found, uint64_t round,
                        replay_cwords_t *cw);
 
-// Scan side, split in two so the per-site half runs on several threads (replay_par.c): on rp
-// (REPLAY_SITES, no events of its own table), replay_scan_order applies ev[0..n) of round `round`
-// in stream order with found[] to what needs the order of all events: the sites' numbers, the
-// per-thread state, the totals, the peak. It writes site_of[round & 1][i] for each counted
-// allocation (n entries), for this round's later events, the next round's scan and the shards'
-// fix two rounds on, and reads site_of[(round - 1) & 1], the last round's. Each site's own
-// figures it leaves as ops in ops[site % K] (K = replay_scan_parts lists; the previous ones are
-// dropped), which replay_scan_apply(part k) applies in order, to the sites of part k only: K
-// threads may apply the K parts of one round at once, and beside the order of the next round.
-// replay_scan_merge puts the parts' figures into rp's sites after the last round.
+// Scan side, split three ways so it runs on several threads (replay_par.c), over one round
+// (REPLAY_SITES; rp has no events of its own table). replay_scan_order goes through ev[0..n) of
+// round `round` in stream order with found[] and decides what needs the order of all events
+// but not the live totals: the sites' numbers, the per-thread state, the rare totals. It writes
+// site_of[i] for each counted allocation (for this round's later events, the next round's scan
+// and the shards' fix two rounds on; it reads last_site_of, the last round's, for the blocks
+// still pending there), and per event op[i] (REPLAY_OP_*) and site_found[i], the site of the
+// counted block the event found. replay_scan_peak, on another thread at the same time, adds up
+// the live totals for the peak and writes epoch[i] (less epoch0, which it sets): the peak's
+// epoch the event happened in. Once both are done with a round, replay_scan_apply(part k)
+// applies each site's own figures in stream order to the sites of part k (site % K, K =
+// replay_scan_parts): K threads may apply one round at once, beside the next round's order and
+// peak. replay_scan_merge puts the parts' figures and the peak into rp after the last round.
 #define REPLAY_SCAN_PARTS_MAX 16u
-typedef struct replay_op {
-    uint32_t i_op;  // the event's index in the round, and what to do (replay.c)
-    uint32_t site;
-    uint64_t epoch; // the peak's epoch the event happened in
-} replay_op_t;
+enum {
+    REPLAY_OP_ALLOC = 1,       // a counted allocation joins site_of[i]
+    REPLAY_OP_RELEASE = 2,     // a counted block replaced by an allocation at its address
+                               // leaves site_found[i] (before the allocation joins its site)
+    REPLAY_OP_FREE = 4,        // a counted block freed leaves site_found[i]
+    REPLAY_OP_TEMP = 8,        // ... and it was a temporary
+    REPLAY_OP_TOUCH_LIVE = 16, // a live block's measure at exit, for site_found[i]
+};
 
-typedef struct replay_ops {
-    replay_op_t *op;
-    size_t n, cap;
-} replay_ops_t;
+typedef struct replay_scan_round {
+    const reader_event_t *ev; // the round's events
+    size_t n;
+    uint64_t round;              // >= 1
+    const replay_found_t *found; // what the shards found, per event
+    const uint8_t *verdict;      // keep's answer per event; NULL: every allocation counts
+    uint32_t *site_of;           // order: the site of each counted allocation
+    uint32_t *site_found;        // order: the site of the counted block found
+    uint8_t *op;                 // order: REPLAY_OP_* bits, per event
+    uint32_t *epoch;             // peak: the event's epoch, less epoch0
+    uint64_t epoch0;             // peak
+} replay_scan_round_t;
 
 // Makes rp's scan split into `parts` parts (rounded down to a power of two, at least 1, at most
 // REPLAY_SCAN_PARTS_MAX). Call before the first event.
 void replay_scan_split(replay_t *rp, unsigned parts);
 unsigned replay_scan_parts(const replay_t *rp);
-void replay_scan_order(replay_t *rp, const reader_event_t *ev, size_t n,
-                       const replay_found_t *found, const uint8_t *verdict,
-                       uint32_t *const site_of[2], uint64_t round, replay_ops_t *ops);
-void replay_scan_apply(replay_t *rp, unsigned part, const reader_event_t *ev,
-                       const replay_found_t *found, const replay_ops_t *ops);
+void replay_scan_order(replay_t *rp, const replay_scan_round_t *r, const uint32_t *last_site_of);
+void replay_scan_peak(replay_t *rp, replay_scan_round_t *r);
+void replay_scan_apply(replay_t *rp, unsigned part, const replay_scan_round_t *r);
 void replay_scan_merge(replay_t *rp);
 
 // Sets the global peak found by the ordered scan over the shards' steps.

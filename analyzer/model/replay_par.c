@@ -3,11 +3,13 @@
 // thread (the caller's too) applies its shards' events and writes their steps (totals) or what
 // they found (sites). Totals: once all are done the caller's thread adds the steps up in order
 // for the global peak, and the next round starts (lock-step: the scan is a few additions an
-// event). Sites: the scans (replay_scan_order, then replay_scan_apply by part of the sites;
-// growth_scan) run on threads of their own and overlap the shards' next round, so a round costs
-// the slowest of them instead of their sum: round k uses buffers [k & 1] (its events, copied by
-// the shards since the batches go back to the reader, the finds, the sites, the ops and the
-// verdicts), and round k starts once the scans of round k - 2 are done with them.
+// event). Sites: the scans (replay_scan_order and replay_scan_peak side by side, then
+// replay_scan_apply by part of the sites; growth_scan_links, then growth_scan_chains) run on
+// threads of their own and overlap the shards' next round, so a round costs the slowest of
+// them instead of their sum: round k uses buffers [k & 1] (its events, copied by the shards
+// since the batches go back to the reader, the finds, the sites, the order's and the peak's
+// per-event results and the verdicts), and round k starts once the scans of round k - 2 are
+// done with them.
 // A round is at least ROUND_MIN events (the reader's batches are smaller): the batches wait,
 // kept where the reader left them (replay_par_events_kept), and the round is handed over as the
 // list of its pieces: the caller's thread copies no event. Each thread copies one part of the
@@ -126,14 +128,20 @@ typedef struct round_buf {
     size_t cw_cap;
     uint8_t *verdict; // with a filter: keep's answer per event
     size_t verdict_cap;
-    replay_ops_t ops[REPLAY_SCAN_PARTS_MAX]; // the sites' ops, by part (replay_scan_order)
+    uint32_t *site_found; // the order's per event: the site of the block found
+    size_t site_found_cap;
+    uint8_t *op; // the order's per event: what it does to sites (REPLAY_OP_*)
+    size_t op_cap;
+    uint32_t *epoch; // the peak's per event: its epoch
+    size_t epoch_cap;
+    replay_scan_round_t sr; // the above for the scans (the peak's epoch0 too)
 } round_buf_t;
 
-enum { SCAN_ORDER, SCAN_APPLY, SCAN_GROWTH };
+enum { SCAN_ORDER, SCAN_PEAK, SCAN_APPLY, SCAN_GROWTH, SCAN_GROWTH_CHAINS };
 
 typedef struct scanner {
     struct replay_par *p;
-    unsigned kind;   // replay_scan_order, replay_scan_apply of `part`, growth_scan
+    unsigned kind;   // replay_scan_order, _peak, _apply of `part`, growth_scan_links, _chains
     unsigned part;
     uint64_t done;   // rounds scanned
     bool threaded;   // on a thread of its own
@@ -188,8 +196,10 @@ struct replay_par {
     pthread_mutex_t lock;
     pthread_cond_t scan_go, scanned; // a round is ready for the scans; a scan finished one
     uint64_t ready;                  // rounds the shards finished
-    // [0]: replay_scan_order, then replay_scan_apply of each part, then growth's (with growth)
-    scanner_t scanners[2 + REPLAY_SCAN_PARTS_MAX];
+    // [0]: replay_scan_order, [1]: replay_scan_peak, then replay_scan_apply of each part, then
+    // growth's links and chains (with growth)
+    scanner_t scanners[4 + REPLAY_SCAN_PARTS_MAX];
+    unsigned growth_links; // the index of growth's links scanner
     unsigned n_scanners;
     bool scan_stop;
 
@@ -406,11 +416,16 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
         p->threads[i].step = p->n_threads;
     }
     if (p->sites) {
-        // the sites' figures on a quarter as many threads as the shards, at least one beside
-        // the order's
-        unsigned parts = p->n_shards / 4 ? p->n_shards / 4 : 1;
+        // the sites' figures on half as many threads as the shards, at least one and at most
+        // 4 (each part walks every event of the round to pick its sites'): 2 at 4 shards,
+        // where one part cost as much as growth's links (c_churn, 83 instructions an event
+        // against 78)
+        unsigned parts = p->n_shards / 2 ? p->n_shards / 2 : 1;
+        if (parts > 4)
+            parts = 4;
         replay_scan_split(into, parts);
         scanner_start(p, SCAN_ORDER, 0);
+        scanner_start(p, SCAN_PEAK, 0);
         for (unsigned k = 0; k < replay_scan_parts(into); k++)
             scanner_start(p, SCAN_APPLY, k);
     }
@@ -422,29 +437,40 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
 static void scan_round(replay_par_t *p, const scanner_t *sc, uint64_t k) {
     round_buf_t *b = &p->buf[k & 1];
     if (sc->kind == SCAN_GROWTH) {
-        growth_scan(p->growth, b->ev, b->n, b->found, b->cw, k);
+        growth_scan_links(p->growth, b->ev, b->n, b->found, b->cw, k);
+    } else if (sc->kind == SCAN_GROWTH_CHAINS) {
+        growth_scan_chains(p->growth, b->ev, b->n, b->found, b->cw, k);
     } else if (sc->kind == SCAN_APPLY) {
-        replay_scan_apply(p->into, sc->part, b->ev, b->found, &b->ops[sc->part]);
+        replay_scan_apply(p->into, sc->part, &b->sr);
+    } else if (sc->kind == SCAN_PEAK) {
+        replay_scan_peak(p->into, &b->sr);
     } else {
-        uint32_t *const site_of[2] = {p->buf[0].site_of, p->buf[1].site_of};
-        replay_scan_order(p->into, b->ev, b->n, b->found, p->keep ? b->verdict : NULL, site_of,
-                          k, b->ops);
+        replay_scan_order(p->into, &b->sr, p->buf[(k - 1) & 1].site_of);
     }
 }
 
-// The rounds a scanner may scan: those the shards finished, or for the sites' apply those the
-// order finished. Call with the lock held.
-// Round k of sc is scanned: wakes whoever waits for it, and after an order pass the apply
-// threads, whose turn it is. Called with p->lock held.
+// Round k of sc is scanned: wakes whoever waits for it, and after an order, peak or growth's
+// links pass the scans after them, whose turn it may be. Called with p->lock held.
 static void scan_mark_done(replay_par_t *p, scanner_t *sc, uint64_t k) {
     sc->done = k;
     pthread_cond_broadcast(&p->scanned);
-    if (sc->kind == SCAN_ORDER)
+    if (sc->kind == SCAN_ORDER || sc->kind == SCAN_PEAK || sc->kind == SCAN_GROWTH)
         pthread_cond_broadcast(&p->scan_go);
 }
 
+// The rounds both the order and the peak finished. Call with the lock held.
+static uint64_t ordered_done(const replay_par_t *p) {
+    uint64_t a = p->scanners[SCAN_ORDER].done, b = p->scanners[SCAN_PEAK].done;
+    return a < b ? a : b;
+}
+
+// The rounds a scanner may scan: those the shards finished, or for the sites' apply those the
+// order and the peak finished, for growth's chains those its links finished. Call with the
+// lock held.
 static uint64_t scan_avail(const replay_par_t *p, const scanner_t *sc) {
-    return sc->kind == SCAN_APPLY ? p->scanners[0].done : p->ready;
+    return sc->kind == SCAN_APPLY            ? ordered_done(p)
+           : sc->kind == SCAN_GROWTH_CHAINS ? p->scanners[p->growth_links].done
+                                            : p->ready;
 }
 
 static void *scan_main(void *arg) {
@@ -452,13 +478,13 @@ static void *scan_main(void *arg) {
     replay_par_t *p = sc->p;
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        // the order's rounds come to the apply threads before the stop: it stops after them
+        // the order's rounds come to the apply threads before the stop (growth's links' to its
+        // chains): they stop after them
         while (!p->scan_stop && sc->done == scan_avail(p, sc))
             pthread_cond_wait(&p->scan_go, &p->lock);
-        if (sc->done == scan_avail(p, sc) &&
-            (sc->kind != SCAN_APPLY || p->scanners[0].done == p->ready))
+        if (sc->done == scan_avail(p, sc) && scan_avail(p, sc) == p->ready)
             break; // stopped, and every round scanned
-        if (sc->done == scan_avail(p, sc)) { // the order is still at work
+        if (sc->done == scan_avail(p, sc)) { // the scan before it is still at work
             pthread_cond_wait(&p->scan_go, &p->lock);
             continue;
         }
@@ -513,6 +539,7 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     uint64_t k = p->round + 1;
     round_buf_t *b = &p->buf[k & 1];
     bool grow = b->ev_cap < n || b->found_cap < n || b->site_of_cap < n ||
+                b->site_found_cap < n || b->op_cap < n || b->epoch_cap < n ||
                 (p->growth && b->cw_cap < n) || (p->keep && b->verdict_cap < n);
     // b was round k - 2's: its scans must be done with it. To grow it, every scan must be done
     // (the scan of round k - 1 reads b's site_of); rounds grow rarely, at the start.
@@ -530,10 +557,20 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
             b->cw = xgrow(b->cw, &b->cw_cap, n, sizeof *b->cw);
         if (p->keep && b->verdict_cap < n)
             b->verdict = xgrow(b->verdict, &b->verdict_cap, n, sizeof *b->verdict);
+        if (b->site_found_cap < n)
+            b->site_found = xgrow(b->site_found, &b->site_found_cap, n, sizeof *b->site_found);
+        if (b->op_cap < n)
+            b->op = xgrow(b->op, &b->op_cap, n, sizeof *b->op);
+        if (b->epoch_cap < n)
+            b->epoch = xgrow(b->epoch, &b->epoch_cap, n, sizeof *b->epoch);
     }
     b->n = n;
     b->round = k;
     p->rev = b->ev;
+    b->sr = (replay_scan_round_t){.ev = b->ev, .n = n, .round = k, .found = b->found,
+                                  .verdict = p->keep ? b->verdict : NULL,
+                                  .site_of = b->site_of, .site_found = b->site_found,
+                                  .op = b->op, .epoch = b->epoch};
     if (p->keep)
         set_verdicts(p, b->verdict, n_segs);
     if (p->growth) // round k - 2's, which growth keeps until its scan of round k
@@ -701,7 +738,10 @@ void replay_par_set_growth(replay_par_t *p, growth_t *g) {
     growth_scan_start(g);
     for (unsigned s = 0; s < p->n_shards; s++)
         replay_shard_keep_words(p->shards[s]);
-    scanner_start(p, SCAN_GROWTH, 0); // beside the sites' scans: they share what the shards found
+    // beside the sites' scans: they share what the shards found
+    p->growth_links = p->n_scanners;
+    scanner_start(p, SCAN_GROWTH, 0);
+    scanner_start(p, SCAN_GROWTH_CHAINS, 0);
     set_spin(p);
 }
 
@@ -750,8 +790,9 @@ void replay_par_finish(replay_par_t *p) {
         free(b->site_of);
         free(b->cw);
         free(b->verdict);
-        for (unsigned i = 0; i < REPLAY_SCAN_PARTS_MAX; i++)
-            free(b->ops[i].op);
+        free(b->site_found);
+        free(b->op);
+        free(b->epoch);
     }
     free(p->steps);
     free(p->verdict);

@@ -5,16 +5,17 @@
 // events in full and reports every event's change of live bytes, which the caller's thread
 // adds up in stream order for the global peak. With per-site figures (REPLAY_SITES, DHAT):
 // the shards only look blocks up; a scan thread applies every event in stream order with what
-// they found to what needs that order (replay_scan_order), threads by site apply each site's
-// own figures (replay_scan_apply), and both overlap the shards' next round. Either way every
+// they found to what needs that order (replay_scan_order), another beside it adds up the live
+// totals for the peak (replay_scan_peak), threads by site then apply each site's own figures
+// (replay_scan_apply), and all overlap the shards' next round. Either way every
 // figure is the one-thread replay's, exactly (docs/design.md#replay-threads). Growth chains
 // ride along (replay_par_set_growth); the timeline does not.
 // Memory: the live blocks (spread over the shards' tables, + 32 bytes each with growth), one
-// set of thread ids per shard, and the rounds in flight: per event 48 bytes a copy of the event
-// and 16 a step (totals, one round) or, two rounds, 48 a copy + 32 found + 4 site + 16 an op
-// (sites; + 32 words with growth), + 8 per thread (its part's indexes by shard, its shards'
-// list), and the batches of the next round until it starts (kept, or copied by
-// replay_par_events).
+// set of thread ids per shard, and the rounds in flight: per event 16 bytes a step (totals, one
+// round) or, two rounds, 48 a copy of the event + 32 found + 4 site + 9 the order's and the
+// peak's per-event results (sites; + 33 words and growth's decision with growth), + 8 per
+// thread (its part's indexes by shard, its shards' list), and the batches of the next round
+// until it starts (kept, or copied by replay_par_events).
 #ifndef HEAPPROF_ANALYZER_REPLAY_PAR_H
 #define HEAPPROF_ANALYZER_REPLAY_PAR_H
 
@@ -46,8 +47,9 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
 void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events);
 
 // Growth chains beside the sites (mode with REPLAY_SITES, not REPLAY_DHAT): the shards keep
-// growth's words per block and growth applies every event in stream order (growth_scan) on a
-// thread of its own, beside the sites' scan. g: made by growth_new, not attached, fed nothing
+// growth's words per block and growth applies every event in stream order in two passes
+// (growth_scan_links, then growth_scan_chains) on two threads of their own, beside the sites'
+// scans. g: made by growth_new, not attached, fed nothing
 // else; read it after replay_par_finish. Call before the first event.
 void replay_par_set_growth(replay_par_t *p, growth_t *g);
 

@@ -448,8 +448,8 @@ Test(replay_par, random_streams_match_one_thread_per_site) {
         for (unsigned mode = REPLAY_SITES; mode <= (REPLAY_SITES | REPLAY_DHAT); mode += REPLAY_DHAT)
             for (int filtered = 0; filtered < 2; filtered++) {
                 replay_keep_fn keep = filtered ? keep_even_stacks : NULL;
-                // the sites' figures on 1, 2 and 4 threads (a quarter of the shards')
-                for (unsigned threads = 2; threads <= 16; threads *= threads == 2 ? 4 : 2)
+                // the sites' figures on 1, 2 and 4 threads (half the shards', at most 4)
+                for (unsigned threads = 2; threads <= 16; threads *= threads == 4 ? 4 : 2)
                     for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
                         size_t m = rounds[k][1] < 64 ? n / 40 : n;
                         replay_t *want = one_thread_rp(ev, m, mode, keep);
@@ -657,6 +657,80 @@ Test(replay_par, growth_chains_cross_rounds_and_shards) {
             growth_free(got);
         }
     growth_free(want);
+}
+
+// Growth's scan in two passes (growth_scan_links decides, growth_scan_chains links): the
+// realloc halves of two threads interleaved, each half in another round (the chains' pass
+// keeps each thread's pending block itself), and a copy step's free that is short-lived too
+// (both told in one event's bits); rounds of 1 to 4 events, so every pair of halves and every
+// copy step crosses a round in some run.
+Test(replay_par, growth_two_passes_interleaved_threads) {
+    reader_event_t ev[] = {
+        alloc_at(1, 1, SHARD_A(0), 8, 40),
+        alloc_at(2, 2, SHARD_B(0), 8, 41),
+        {.kind = READER_FREE, .flags = READER_FREE_OF_REALLOC, .tid = 1, .time_ns = 3,
+         .addr = SHARD_A(0)},
+        {.kind = READER_FREE, .flags = READER_FREE_OF_REALLOC, .tid = 2, .time_ns = 4,
+         .addr = SHARD_B(0)},
+        {.kind = READER_ALLOC, .sub = READER_REALLOC, .tid = 2, .time_ns = 5, .stack = 79,
+         .addr = SHARD_A(5), .old_addr = SHARD_B(0), .size = 16}, // thread 2's chain
+        {.kind = READER_ALLOC, .sub = READER_REALLOC, .tid = 1, .time_ns = 6, .stack = 78,
+         .addr = SHARD_B(5), .old_addr = SHARD_A(0), .size = 16}, // thread 1's chain
+        {.kind = READER_FREE, .flags = READER_FREE_OF_REALLOC, .tid = 1, .time_ns = 7,
+         .addr = SHARD_B(5)},
+        alloc_at(8, 3, SHARD_A(20), 100, 50),
+        {.kind = READER_ALLOC, .sub = READER_REALLOC, .tid = 1, .time_ns = 9, .stack = 78,
+         .addr = SHARD_A(6), .old_addr = SHARD_B(5), .size = 32}, // thread 1's again
+        alloc_at(10, 3, SHARD_B(20), 200, 50), // the copy
+        free_ev(11, 3, SHARD_A(20)),           // a copy step, and short-lived
+        alloc_at(12, 3, SHARD_A(21), 400, 50), // the second copy
+        free_ev(13, 3, SHARD_B(20)),           // a copy step
+        free_ev(14, 2, SHARD_A(5)),            // the chains end, freed by their threads
+        free_ev(15, 1, SHARD_A(6)),
+        free_ev(16, 1, SHARD_A(21)), // and by another thread
+    };
+    size_t n = sizeof ev / sizeof ev[0];
+    growth_t *want = growth_one_thread(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS);
+    cr_assert_eq(growth_n_sites(want), 3);
+    cr_assert(growth_short_of(want, 50).blocks >= 1);
+    for (unsigned threads = 2; threads <= 8; threads *= 2)
+        for (size_t round = 1; round <= 4; round++) {
+            growth_t *got = growth_parallel(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS, threads,
+                                            round, round, 0);
+            expect_same_growth(want, got, "two passes");
+            growth_free(got);
+        }
+    growth_free(want);
+}
+
+// The sites' peak on its own thread (replay_scan_peak): each event's epoch is handed to the
+// apply threads relative to the round's first, so a peak in the last event of a round and a
+// site's first change after it in the next (its snapshot), and a tie at the peak's level in a
+// later round (DHAT moves its peak there, the first moment does not), on 1, 2 and 4 parts.
+Test(replay_par, sites_peak_epochs_across_rounds) {
+    reader_event_t ev[] = {
+        alloc_at(1, 1, SHARD_A(0), 10, 1),
+        alloc_at(2, 1, SHARD_B(0), 20, 2),
+        alloc_at(3, 2, SHARD_A(1), 30, 3), // 60: the peak, last event of a round of 3
+        free_ev(4, 2, SHARD_B(0)),         // site 2's first change after it: 20 at the peak
+        alloc_at(5, 1, SHARD_B(1), 5, 2),  // 45
+        alloc_at(6, 1, SHARD_A(2), 15, 1), // 60 again: a tie
+        free_ev(7, 1, SHARD_A(0)),
+        alloc_at(8, 2, SHARD_B(2), 4, 3),
+        free_ev(9, 2, SHARD_A(1)),
+    };
+    size_t n = sizeof ev / sizeof ev[0];
+    for (unsigned mode = REPLAY_SITES; mode <= (REPLAY_SITES | REPLAY_DHAT); mode += REPLAY_DHAT) {
+        replay_t *want = one_thread_rp(ev, n, mode, NULL);
+        cr_assert_eq(replay_totals(want)->peak_time_ns, mode & REPLAY_DHAT ? 6 : 3);
+        for (unsigned threads = 2; threads <= 8; threads *= 2)
+            for (size_t round = 1; round <= 4; round++) {
+                replay_t *got = parallel_rp(ev, n, mode, NULL, threads, round, round, 1, 0);
+                expect_same_sites(want, got, mode & REPLAY_DHAT ? "dhat epochs" : "epochs");
+                replay_free(got);
+            }
+        replay_free(want);
+    }
 }
 
 // A thread's recent allocation freed by another thread, or replaced at its address by one, is
