@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Per-thread record ring: the owner thread appends whole records and publishes them with one
-// release store; one drainer at a time (a pipeline worker, the flusher, or the owner itself when
+// Per-thread record ring: the owner thread appends whole records (ringent.h: fixed-width entries
+// for heap events, trace records for the rest) and publishes them with one release store; one drainer at a time (a pipeline worker, the flusher, or the owner itself when
 // the ring is full) turns them into a chunk. Single producer, single consumer, no locks and no
 // read-modify-write on the append path.
 #ifndef HEAPPROF_PRELOAD_TBUF_H
@@ -9,6 +9,7 @@
 #include "compiler.h"
 #include "debug.h"
 #include "format/hpt_codec.h"
+#include "ringent.h"
 #include "state.h"
 
 #include <pthread.h>
@@ -28,6 +29,7 @@ typedef struct hp_ring {
     // written by whoever holds `drain` (a pipeline worker, the flusher or the owner itself)
     _Alignas(64) _Atomic uint64_t tail; // bytes ever drained: written to the file, or given up
     hpt_dstate_t wstate;                // delta state after the last drained record
+    uint64_t raw_time;                  // the time its next trace record counts from (ringent.h)
     _Atomic uint32_t queued;            // on the pipeline's work list; the taker clears it
     pthread_mutex_t drain;              // one drainer at a time; held across the chunk's write
     // data and cap change only by the owner, holding `drain`, with the ring empty (growth)
