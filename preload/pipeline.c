@@ -156,15 +156,23 @@ static void drainer_put(drainer_t *d) {
     pthread_mutex_unlock(&pool_lock);
 }
 
+// The ring's entries are all read: the owner may write over them while the chunk is compressed.
+static void publish_tail(hp_ring_t *r, uint64_t *release) {
+    atomic_store_explicit(&r->tail, *release, memory_order_release);
+    *release = 0;
+}
+
 // Writes [p, end) of r's unwrapped ring entries as chunks of at most chunk_max bytes of trace
 // rows (a record is never split), each starting from the delta state reached before it: in
 // columns, which compress to a third to a half of the rows (docs/design.md#the-pipeline), else
 // as rows. Returns false if the entries do not read (an internal error) or the trace cannot be
 // written; *events counts the events written.
+// *release: where the entries are read in place in the ring, the tail to publish as soon as
+// the last chunk is built, before it is compressed and written (0 once published).
 static bool write_records(hp_ring_t *r, drainer_t *d, const uint8_t *p, const uint8_t *end,
-                          uint64_t *events) {
+                          uint64_t *events, uint64_t *release) {
     while (p < end) {
-        hp_rc_pos_t pos = {r->wstate, r->raw_time};
+        hp_rc_pos_t pos = {r->wstate, r->raw_time, r->raw_hi};
         hp_rc_info_t ci;
         size_t cn = hp_rc_columns(p, (size_t)(end - p), d->chunk_max, d->cols, d->cols_cap, d->enc,
                                   d->scratch, &pos, &ci);
@@ -173,15 +181,19 @@ static bool write_records(hp_ring_t *r, drainer_t *d, const uint8_t *p, const ui
         if (cn && cn < ci.row_bytes) {
             HP_ASSERT(ci.in_bytes > 0 && ci.in_bytes <= (size_t)(end - p) &&
                       ci.n_events <= ci.n_records);
+            if (*release && ci.in_bytes == (size_t)(end - p))
+                publish_tail(r, release);
             ok = hp_traceout_chunk(HPT_CHUNK_EVENTS, HPT_CHUNK_COLUMNS, r->tid, d->cols, cn,
                                    ci.n_records, r->wstate, d->out, d->out_cap, d->cctx);
         } else {
-            pos = (hp_rc_pos_t){r->wstate, r->raw_time};
+            pos = (hp_rc_pos_t){r->wstate, r->raw_time, r->raw_hi};
             if (!hp_rc_rows(p, (size_t)(end - p), d->chunk_max, d->rows, d->rows_cap, d->scratch,
                             &pos, &ci))
                 return false; // the ring was damaged: nothing after this point can be trusted
             // whole entries, and at least one: the loop moves on
             HP_ASSERT(ci.in_bytes > 0 && ci.in_bytes <= (size_t)(end - p));
+            if (*release && ci.in_bytes == (size_t)(end - p))
+                publish_tail(r, release);
             if (ci.n_records) // none: only a TBASE, whose records the next drain takes
                 ok = hp_traceout_chunk(HPT_CHUNK_EVENTS, 0, r->tid, d->rows, ci.row_bytes,
                                        ci.n_records, r->wstate, d->out, d->out_cap, d->cctx);
@@ -190,6 +202,7 @@ static bool write_records(hp_ring_t *r, drainer_t *d, const uint8_t *p, const ui
             return false;
         r->wstate = pos.w;
         r->raw_time = pos.raw_time;
+        r->raw_hi = pos.t_hi;
         *events += ci.n_events;
         p += ci.in_bytes;
         hp_traceout_add_bytes(ci.row_bytes);
@@ -211,17 +224,24 @@ bool hp_pipeline_drain(hp_ring_t *r) {
         size_t n = (size_t)(h - t);
         HP_ASSERT(n <= d->stage_cap); // stage_cap is the largest ring
         uint32_t off = (uint32_t)t & (r->cap - 1), first = r->cap - off;
-        if (n <= first) {
-            memcpy(d->stage, r->data + off, n);
-        } else {
+        const uint8_t *in = r->data + off;
+        uint64_t release = h; // the tail to publish once the entries are read (0: published)
+        if (n > first) {
+            // wrapped: unwrapped into the stage, and the bytes are ours now: the owner may go
+            // on while they are compressed and written
             memcpy(d->stage, r->data + off, first);
             memcpy(d->stage + first, r->data, n - first);
+            atomic_store_explicit(&r->tail, h, memory_order_release);
+            in = d->stage;
+            release = 0;
         }
-        // the bytes are ours now: the owner may go on while they are compressed and written
-        atomic_store_explicit(&r->tail, h, memory_order_release);
+        // else read in place (no copy): the owner writes only past the head, and the ring
+        // changes size only under r->drain, which this thread holds
         if (hp_config.touch && hp_config.touch_live) // which blocks are live, for exit
-            hp_touch_live_note(d->stage, d->stage + n);
-        ok = write_records(r, d, d->stage, d->stage + n, &events);
+            hp_touch_live_note(in, in + n);
+        ok = write_records(r, d, in, in + n, &events, &release);
+        if (release) // not yet published (an error)
+            atomic_store_explicit(&r->tail, h, memory_order_release);
         drainer_put(d);
         if (!ok)
             hp_state_disable("internal error: the trace cannot be written; profiling stopped");

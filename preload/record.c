@@ -217,6 +217,23 @@ static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t 
     return id;
 }
 
+// An event at t whose time's high bits are not the ring's: a THI entry with them first
+// (ringent.h). False: it was dropped (no pipeline), and the event is too.
+HP_NOINLINE HP_COLD static bool thi_slow(hp_ring_t *r, uint64_t t) {
+    uint8_t b[HP_RE_THI_BYTES];
+    if (!hp_tbuf_append(r, b, hp_re_put_thi(b, (uint32_t)(t >> 32)))) {
+        r->n_lost++; // the event's own; the THI's is counted
+        return false;
+    }
+    r->t_hi = t >> 32; // only now that it is committed: a longjmp before just writes it again
+    return true;
+}
+
+// Whether the ring's entries may carry t's low bits: one compare an event.
+static inline bool time_ok(hp_ring_t *r, uint64_t t) {
+    return HP_LIKELY(t >> 32 == r->t_hi) || thi_slow(r, t);
+}
+
 // Publishes the entry of n bytes at rec: written straight into the ring (in_ring, from
 // hp_tbuf_reserve) or aside, where there was no room for it there.
 static inline void publish(hp_ring_t *r, bool in_ring, const uint8_t *rec, size_t n) {
@@ -242,6 +259,10 @@ record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align, const hp_f
         hp_touch_fill((void *)ptr, hp_touch_usable(ptr), 0);
     uint64_t t = hp_tbuf_busy_now(r);
     uint32_t stack = capture_stack(r, t, from);
+    if (!time_ok(r, t)) {
+        hp_tbuf_idle(r);
+        return;
+    }
     uint8_t buf[HP_RE_ALLOC_MAX], *in_ring = hp_tbuf_reserve(r, sizeof buf);
     uint8_t *p = in_ring ? in_ring : buf;
     publish(r, in_ring != NULL, p,
@@ -282,6 +303,10 @@ static inline __attribute__((always_inline)) void record_free(const void *ptr, b
         __builtin_prefetch(ptr);
     }
     uint64_t t = hp_tbuf_busy_now(r);
+    if (!time_ok(r, t)) {
+        hp_tbuf_idle(r);
+        return;
+    }
     uint8_t buf[HP_RE_FREE_MAX], *in_ring = hp_tbuf_reserve(r, sizeof buf);
     uint8_t *p = in_ring ? in_ring : buf;
     size_t n;
@@ -376,7 +401,7 @@ record_realloc_end(uint64_t t0, size_t old_usable, const void *old, const void *
     }
     if (!ptr) {
         // realloc(p, 0) freed p (glibc); a failed realloc left it alone and records nothing
-        if (old && size == 0)
+        if (old && size == 0 && time_ok(r, t0))
             hp_tbuf_append(r, buf, hp_re_put_free(buf, t0, (uint64_t)(uintptr_t)old, -1, 0, 0));
         hp_tbuf_idle(r);
         return;

@@ -17,6 +17,7 @@
 typedef struct hp_rc_pos {
     hpt_dstate_t w;    // delta state of the rows written so far: the next chunk's base
     uint64_t raw_time; // the time the stream's next trace record counts from (ringent.h)
+    uint64_t t_hi;     // the high bits of its events' times (the last THI's)
 } hp_rc_pos_t;
 
 // What one chunk took.

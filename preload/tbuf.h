@@ -26,10 +26,11 @@ typedef struct hp_ring {
     _Atomic uint64_t last_t;            // time of the event in flight (or the last one)
     uint64_t n_lost;                    // events dropped (no pipeline yet, or it failed); read at exit
     uint64_t wait_ns, n_waits;          // time the owner spent on a full ring (back-pressure)
+    uint64_t t_hi;                      // the high time bits of the last THI committed (ringent.h)
     // written by whoever holds `drain` (a pipeline worker, the flusher or the owner itself)
     _Alignas(64) _Atomic uint64_t tail; // bytes ever drained: written to the file, or given up
     hpt_dstate_t wstate;                // delta state after the last drained record
-    uint64_t raw_time;                  // the time its next trace record counts from (ringent.h)
+    uint64_t raw_time, raw_hi;          // the drain's hp_rc_pos_t beside wstate (ringcols.h)
     _Atomic uint32_t queued;            // on the pipeline's work list; the taker clears it
     pthread_mutex_t drain;              // one drainer at a time; held across the chunk's write
     // data and cap change only by the owner, holding `drain`, with the ring empty (growth)

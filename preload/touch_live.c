@@ -103,7 +103,7 @@ void hp_touch_live_note(const uint8_t *p, const uint8_t *end) {
             next = hpt_rec_decode(p, end, &st, &r);
             e.tag = 0;
         } else {
-            next = hp_re_read_fixed(p, end, &e);
+            next = hp_re_read_fixed(p, end, 0, &e); // times are not needed here
         }
         if (!next) {
             broken = true; // the drain stops profiling too (pipeline.c)

@@ -22,6 +22,7 @@ typedef struct stream {
     uint8_t *e, *r;  // next entry byte, next reference row byte
     hpt_dstate_t d;  // the reference encoder's state
     uint64_t t;      // the event clock
+    uint64_t hi;     // the high time bits of the last THI entry
     uint32_t n_rec, n_ev;
     uint64_t live[64]; // addresses handed out, for frees of known blocks
     unsigned n_live;
@@ -69,9 +70,13 @@ static uint64_t pick_size(void) {
 // One random event or record, into the ring as the shim writes it and into the reference rows
 // as the shim wrote them before.
 static void one(stream_t *s) {
-    s->t += rnd() % 3 == 0 ? rnd() % 100000 : rnd() % 50;
+    s->t += rnd() % 50 == 0 ? rnd() % (1ull << 34) : rnd() % 3 == 0 ? rnd() % 100000 : rnd() % 50;
     const uint64_t t = s->t;
     unsigned k = rnd() % 20;
+    if (k < 13 && t >> 32 != s->hi) { // an event's entry carries its time's low bits
+        s->hi = t >> 32;
+        s->e += hp_re_put_thi(s->e, (uint32_t)s->hi);
+    }
     if (k < 6) { // an allocation
         uint8_t tag = k < 4 ? HPT_REC_MALLOC : k == 4 ? HPT_REC_CALLOC : HPT_REC_ALIGNED;
         uint64_t a = pick_addr(), size = pick_size(), align = 1ull << (rnd() % 20);
@@ -200,7 +205,7 @@ static void drain_and_check(const stream_t *s, hp_rc_pos_t pos, size_t max, unsi
             cr_assert(ic.in_bytes == ir.in_bytes && ic.row_bytes == ir.row_bytes &&
                       ic.n_records == ir.n_records && ic.n_events == ir.n_events);
             cr_assert(pc.w.time_ns == pr.w.time_ns && pc.w.addr == pr.w.addr &&
-                      pc.raw_time == pr.raw_time);
+                      pc.raw_time == pr.raw_time && pc.t_hi == pr.t_hi);
             memset(got, 0xee, ir.row_bytes + 1);
             size_t gn = hpt_cols_untranspose(cols, cn, got, sizeof got, allocs, 1 << 16);
             cr_assert(gn == ir.row_bytes, "untranspose %zu, rows %zu", gn, ir.row_bytes);
@@ -223,11 +228,12 @@ Test(ringcols, chunks_say_what_the_rows_said) {
     unsigned n_cols = 0, n_rows = 0;
     for (int round = 0; round < 40; round++) {
         stream_t s = {.e = ring, .r = ref};
-        hp_rc_pos_t pos = {{0, 0}, 0};
+        hp_rc_pos_t pos = {{0, 0}, 0, 0};
         if (round % 2) { // the middle of a ring: its stream somewhere already
             s.t = s.d.time_ns = rnd() >> 8;
             s.d.addr = 0x7f0000000000ull;
-            pos = (hp_rc_pos_t){s.d, s.d.time_ns};
+            s.hi = s.t >> 32;
+            pos = (hp_rc_pos_t){s.d, s.d.time_ns, s.hi};
         } else { // a ring's first record counts from 0
             s.t = rnd() >> 20;
             uint8_t *p = s.e;
@@ -272,7 +278,7 @@ Test(ringcols, trace_records_in_stream_stand_as_they_are) {
         p = hpt_put_varint(p, 42);
         p = hpt_put_varint(p, (uint64_t)i);
     }
-    hp_rc_pos_t pos = {{5000, 0}, 5000};
+    hp_rc_pos_t pos = {{5000, 0}, 5000, 0};
     hp_rc_info_t info;
     size_t cn = hp_rc_columns(ring, (size_t)(p - ring), 1 << 20, cols, sizeof cols, &enc, scratch,
                               &pos, &info);
@@ -288,7 +294,7 @@ Test(ringcols, damage_is_refused) {
     uint8_t *p = ring;
     p += hp_re_put_alloc(p, HPT_REC_MALLOC, 10, 0x1000, 1, 16, 0);
     size_t n = (size_t)(p - ring);
-    hp_rc_pos_t pos = {{0, 0}, 0};
+    hp_rc_pos_t pos = {{0, 0}, 0, 0};
     hp_rc_info_t info;
     for (size_t cut = 1; cut < n; cut++) {
         cr_assert(!hp_rc_columns(ring, cut, 1 << 20, cols, sizeof cols, &enc, scratch, &pos, &info));
