@@ -36,6 +36,7 @@ typedef struct hp_ring {
     // data and cap change only by the owner, holding `drain`, with the ring empty (growth)
     _Alignas(64) uint8_t *data;
     uint32_t cap; // power of two, at most hp_config.ring_bytes
+    uint32_t cap0; // its first size (tbuf.c counts what rings grew by)
     uint32_t tid; // 0: the CPU sampler's ring
     _Atomic int closed; // owner thread ran its exit hook; the flusher reaps the ring once it is gone
     struct hp_ring *next;      // the registry (tbuf.c); only the flusher unlinks
