@@ -13,11 +13,11 @@
 #include <pthread.h>
 
 #define RING_MIN (64u << 10) // a thread that allocates little keeps 64 KiB
-// What all rings together may hold beyond RING_MIN each: 16 largest rings' worth. Growth spares
-// a few busy threads the waits of a burst; a thousand threads whose rings all fill (more than
-// the drainers can write) would only hold more memory each (bench/many_threads.sh: rings of
-// 256-512 KiB a thread), and wait as often.
-#define GROW_BUDGET_RINGS 16u
+// What all rings together may hold beyond RING_MIN each: 16 MiB, or one largest ring. Growth
+// spares a few busy threads the waits of a burst; a thousand threads whose rings all fill (more
+// than the drainers can write) would only hold more memory each (bench/many_threads.sh: rings
+// of 256-512 KiB a thread), and wait as often.
+#define GROW_BUDGET (16ull << 20)
 static _Atomic uint64_t grown_bytes; // sum over the rings of cap - their first size
 
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -102,7 +102,7 @@ static void grow(hp_ring_t *r) {
     if (r->cap >= hp_config.ring_bytes)
         return;
     uint32_t cap = r->cap * 2;
-    uint64_t budget = (uint64_t)GROW_BUDGET_RINGS * hp_config.ring_bytes;
+    uint64_t budget = GROW_BUDGET > hp_config.ring_bytes ? GROW_BUDGET : hp_config.ring_bytes;
     if (atomic_fetch_add_explicit(&grown_bytes, r->cap, memory_order_relaxed) + r->cap > budget) {
         atomic_fetch_sub_explicit(&grown_bytes, r->cap, memory_order_relaxed);
         return;

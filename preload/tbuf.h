@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Per-thread record ring: the owner thread appends whole records (ringent.h: fixed-width entries
-// for heap events, trace records for the rest) and publishes them with one release store; one drainer at a time (a pipeline worker, the flusher, or the owner itself when
-// the ring is full) turns them into a chunk. Single producer, single consumer, no locks and no
+// for heap events, trace records for the rest) and publishes them with one release store; one
+// drainer at a time (a pipeline worker, the flusher, or the owner itself when the ring is full)
+// turns them into a chunk. Single producer, single consumer, no locks and no
 // read-modify-write on the append path.
 #ifndef HEAPPROF_PRELOAD_TBUF_H
 #define HEAPPROF_PRELOAD_TBUF_H

@@ -118,7 +118,8 @@ static void one(stream_t *s) {
         s->n_ev++;
     } else if (k < 16) { // a realloc: in place, moved, or grown a byte
         uint64_t old = s->n_live ? s->live[rnd() % (s->n_live < 64 ? s->n_live : 64)] : 0x2000;
-        uint64_t a = rnd() % 2 ? old : pick_addr(), size = rnd() % 2 ? 100 + rnd() % 3 : pick_size();
+        uint64_t a = rnd() % 2 ? old : pick_addr();
+        uint64_t size = rnd() % 2 ? 100 + rnd() % 3 : pick_size();
         uint64_t t1 = rnd() % 2 ? t : t + rnd() % 1000;
         uint32_t stack = (uint32_t)(rnd() % 300);
         s->e += hp_re_put_realloc(s->e, t, t1, stack, old, a, size);
@@ -186,7 +187,8 @@ static void drain_and_check(const stream_t *s, hp_rc_pos_t pos, size_t max, unsi
         hp_rc_info_t ic, ir;
         size_t cn = hp_rc_columns(p, (size_t)(end - p), max, cols, sizeof cols, &enc, scratch,
                                   &pc, &ic);
-        size_t rows_cap = max + HPT_COLS_REC_MAX < sizeof rows ? max + HPT_COLS_REC_MAX : sizeof rows;
+        size_t rows_cap =
+            max + HPT_COLS_REC_MAX < sizeof rows ? max + HPT_COLS_REC_MAX : sizeof rows;
         cr_assert(hp_rc_rows(p, (size_t)(end - p), max, rows, rows_cap, scratch,
                              &pr, &ir));
         cr_assert(ir.in_bytes > 0);
@@ -297,7 +299,8 @@ Test(ringcols, damage_is_refused) {
     hp_rc_pos_t pos = {{0, 0}, 0, 0};
     hp_rc_info_t info;
     for (size_t cut = 1; cut < n; cut++) {
-        cr_assert(!hp_rc_columns(ring, cut, 1 << 20, cols, sizeof cols, &enc, scratch, &pos, &info));
+        cr_assert(
+            !hp_rc_columns(ring, cut, 1 << 20, cols, sizeof cols, &enc, scratch, &pos, &info));
         cr_assert(!hp_rc_rows(ring, cut, 1 << 20, rows, sizeof rows, scratch, &pos, &info));
     }
     ring[0] = 0xff; // no such kind
