@@ -25,11 +25,12 @@
 #include <unistd.h>
 #include <zstd.h>
 
-// What one drain needs beyond the ring: a compression context, three buffers and the column
-// coder's table, about 4 MiB in use with 1 MiB rings (the column buffer is mapped at its worst
-// case, HPT_COLS regions, but only what a chunk's columns fill is ever touched). Kept in a pool, as many as drains run at once, never more than
-// MAX_DRAINERS: threads beyond that wait for one (more would not run faster on the CPUs there
-// are, and 1,000 threads with full rings must not make 1,000 contexts).
+// What one drain needs beyond the ring: a compression context, its buffers and the column
+// coder's table (the stage is touched only by drains that wrap, the rows only where the columns
+// cannot carry a chunk; the column buffer is mapped at its worst case, HPT_COLS regions, but only
+// what a chunk's columns fill is ever touched). Kept in a pool, as many as drains run at once,
+// never more than MAX_DRAINERS: threads beyond that wait for one (more would not run faster on
+// the CPUs there are, and 1,000 threads with full rings must not make 1,000 contexts).
 typedef struct drainer {
     ZSTD_CCtx *cctx;
     uint8_t *stage; // the ring's bytes, unwrapped

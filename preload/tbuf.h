@@ -101,8 +101,8 @@ static inline void hp_tbuf_idle(hp_ring_t *r) {
     atomic_store_explicit(&r->busy, 0, memory_order_release);
 }
 
-// Where the owner may encode its next record, of at most max bytes, straight into the ring:
-// room for max bytes without a wrap. NULL: encode aside and use hp_tbuf_append. Nothing may be
+// Where the owner may write its next entry, of at most max bytes, straight into the ring:
+// room for max bytes without a wrap. NULL: write it aside and use hp_tbuf_append. Nothing may be
 // appended between this and hp_tbuf_commit. Hot path: a record encoded byte by byte on the
 // stack and then copied was read back with vector loads, a store-forwarding stall per event.
 static inline uint8_t *hp_tbuf_reserve(hp_ring_t *r, size_t max) {
