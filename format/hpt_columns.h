@@ -175,7 +175,8 @@ static inline size_t hpt_cols_transpose(const uint8_t *rows, size_t row_bytes, s
             {
                 const hpt_cols_slot_t *s = &enc->slot[hpt_cols_hash(old)];
                 uint64_t delta;
-                if (!hpt_cols_addr_code((int64_t)(old - prev_free), &delta))
+                // the code shifted once more must keep its top bit
+                if (!hpt_cols_addr_code((int64_t)(old - prev_free), &delta) || delta >> 63)
                     return 0;
                 delta = delta << 1 | 1;
                 known = s->epoch == enc->epoch && s->addr == old;

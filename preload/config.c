@@ -50,7 +50,7 @@ void hp_config_load(void) {
     hp_config.max_frames = 64;
     // the largest a ring grows to (it starts at 64 KiB): a full ring makes its thread drain it
     // itself, which 1 MiB keeps rare (docs/design.md#the-pipeline)
-    uint32_t buffer_kb = 1024;
+    uint32_t buffer_kb = 2048; // rings hold fixed-width entries, ~2.5x the trace's bytes an event
     uint32_t level = 1;
     hp_config.quiet = false;
     hp_config.enabled = true;

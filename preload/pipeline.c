@@ -11,6 +11,7 @@
 #include "format/hpt_columns.h"
 #include "guard.h"
 #include "mem.h"
+#include "ringcols.h"
 #include "state.h"
 #include "thread.h"
 #include "touch_live.h"
@@ -24,18 +25,21 @@
 #include <unistd.h>
 #include <zstd.h>
 
-// What one drain needs beyond the ring: a compression context, three buffers and the column
-// coder's table, about 4 MiB in use with 1 MiB rings (the column buffer is mapped at its worst
-// case, HPT_COLS regions, but only what a chunk's columns fill is ever touched). Kept in a pool, as many as drains run at once, never more than
-// MAX_DRAINERS: threads beyond that wait for one (more would not run faster on the CPUs there
-// are, and 1,000 threads with full rings must not make 1,000 contexts).
+// What one drain needs beyond the ring: a compression context, its buffers and the column
+// coder's table (the stage is touched only by drains that wrap, the rows only where the columns
+// cannot carry a chunk; the column buffer is mapped at its worst case, HPT_COLS regions, but only
+// what a chunk's columns fill is ever touched). Kept in a pool, as many as drains run at once,
+// never more than MAX_DRAINERS: threads beyond that wait for one (more would not run faster on
+// the CPUs there are, and 1,000 threads with full rings must not make 1,000 contexts).
 typedef struct drainer {
     ZSTD_CCtx *cctx;
     uint8_t *stage; // the ring's bytes, unwrapped
     uint8_t *out;   // one packed chunk
     uint8_t *cols;  // one chunk's records in columns (docs/trace-format.md#columns)
+    uint8_t *rows;  // or as rows, where the columns cannot carry them (mapped, touched rarely)
+    uint8_t *scratch; // one trace record moved to the rows' time base (ringcols.h)
     hpt_cols_enc_t *enc;
-    size_t stage_cap, out_cap, cols_cap, chunk_max;
+    size_t stage_cap, out_cap, cols_cap, rows_cap, chunk_max;
     struct drainer *next;
 } drainer_t;
 
@@ -97,17 +101,23 @@ static drainer_t *drainer_new(void) {
         return NULL;
     d->chunk_max = (size_t)hp_config.chunk_kb * 1024;
     d->stage_cap = hp_config.ring_bytes;
-    d->out_cap = hp_chunk_bound(d->chunk_max + HP_REC_MAX);
-    d->cols_cap = hpt_cols_bound(d->chunk_max + HPT_COLS_REC_MAX);
+    // a chunk's rows end at most one record (HPT_COLS_REC_MAX) past chunk_max
+    d->rows_cap = d->chunk_max + HPT_COLS_REC_MAX;
+    d->out_cap = hp_chunk_bound(d->rows_cap);
+    d->cols_cap = hpt_cols_bound(d->rows_cap);
     d->stage = hp_mem_map_parent_only(d->stage_cap);
     d->out = hp_mem_map_parent_only(d->out_cap);
     d->cols = hp_mem_map_parent_only(d->cols_cap);
+    d->rows = hp_mem_map_parent_only(d->rows_cap);
+    d->scratch = hp_mem_map_parent_only(HP_RC_SCRATCH);
     d->enc = hp_mem_map_parent_only(sizeof *d->enc);
     d->cctx = ZSTD_createCCtx();
-    if (!d->stage || !d->out || !d->cols || !d->enc || !d->cctx) {
+    if (!d->stage || !d->out || !d->cols || !d->rows || !d->scratch || !d->enc || !d->cctx) {
         hp_mem_unmap(d->stage, d->stage_cap);
         hp_mem_unmap(d->out, d->out_cap);
         hp_mem_unmap(d->cols, d->cols_cap);
+        hp_mem_unmap(d->rows, d->rows_cap);
+        hp_mem_unmap(d->scratch, HP_RC_SCRATCH);
         hp_mem_unmap(d->enc, sizeof *d->enc);
         ZSTD_freeCCtx(d->cctx);
         hp_mem_unmap(d, sizeof *d);
@@ -147,72 +157,56 @@ static void drainer_put(drainer_t *d) {
     pthread_mutex_unlock(&pool_lock);
 }
 
-static bool is_event(uint8_t tag) {
-    return tag == HPT_REC_MALLOC || tag == HPT_REC_CALLOC || tag == HPT_REC_ALIGNED ||
-           tag == HPT_REC_FREE || tag == HPT_REC_REALLOC || tag == HPT_REC_FREE_SIZED;
+// The ring's entries are all read: the owner may write over them while the chunk is compressed.
+static void publish_tail(hp_ring_t *r, uint64_t *release) {
+    atomic_store_explicit(&r->tail, *release, memory_order_release);
+    *release = 0;
 }
 
-// The rows [p, end) as they are, in chunks of at most chunk_max bytes: what is written when the
-// column form cannot carry a chunk. Decodes each record for the delta state at the next chunk.
-static bool write_rows(hp_ring_t *r, drainer_t *d, const uint8_t **pp, const uint8_t *end,
-                       uint64_t *events) {
-    const uint8_t *p = *pp, *start = p;
-    hpt_dstate_t base = r->wstate;
-    uint32_t nrec = 0;
-    hpt_rec_t rec;
-    while (p < end) {
-        hpt_dstate_t before = r->wstate;
-        const uint8_t *next = hpt_rec_decode(p, end, &r->wstate, &rec);
-        if (!next)
-            return false; // the ring was damaged: nothing after this point can be trusted
-        if ((size_t)(next - start) > d->chunk_max && p != start) {
-            r->wstate = before; // this record starts the next chunk
-            break;
-        }
-        *events += is_event(rec.tag);
-        nrec++;
-        p = next;
-    }
-    // a chunk ends at the first record past chunk_max: at most one record over, which the
-    // output buffer has room for (drainer_new)
-    HP_ASSERT(p > start && p <= end && (size_t)(p - start) <= d->chunk_max + HP_REC_MAX);
-    *pp = p;
-    return hp_traceout_chunk(HPT_CHUNK_EVENTS, 0, r->tid, start, (size_t)(p - start), nrec, base,
-                             d->out, d->out_cap, d->cctx);
-}
-
-// Writes [p, end) of r's unwrapped records as chunks of at most chunk_max raw bytes (a record
-// is never split), each starting from the delta state reached before it: in columns, which
-// compress to a third to a half of the rows (docs/design.md#the-pipeline), else as rows.
-// Returns false if the records do not decode (an internal error) or the trace cannot be
+// Writes [p, end) of r's unwrapped ring entries as chunks of at most chunk_max bytes of trace
+// rows (a record is never split), each starting from the delta state reached before it: in
+// columns, which compress to a third to a half of the rows (docs/design.md#the-pipeline), else
+// as rows. Returns false if the entries do not read (an internal error) or the trace cannot be
 // written; *events counts the events written.
+// *release: where the entries are read in place in the ring, the tail to publish as soon as
+// the last chunk is built, before it is compressed and written (0 once published).
 static bool write_records(hp_ring_t *r, drainer_t *d, const uint8_t *p, const uint8_t *end,
-                          uint64_t *events) {
+                          uint64_t *events, uint64_t *release) {
     while (p < end) {
-        const uint8_t *start = p;
-        hpt_cols_info_t ci;
-        size_t cn = hpt_cols_transpose(p, (size_t)(end - p), d->chunk_max, d->cols, d->cols_cap,
-                                       d->enc, &ci);
-        bool ok;
+        hp_rc_pos_t pos = {r->wstate, r->raw_time, r->raw_hi};
+        hp_rc_info_t ci;
+        size_t cn = hp_rc_columns(p, (size_t)(end - p), d->chunk_max, d->cols, d->cols_cap, d->enc,
+                                  d->scratch, &pos, &ci);
+        bool ok = true;
         HP_ASSERT(cn <= d->cols_cap);
         if (cn && cn < ci.row_bytes) {
-            // whole records, and at least one: the loop moves on
-            HP_ASSERT(ci.row_bytes > 0 && ci.row_bytes <= (size_t)(end - p) &&
+            HP_ASSERT(ci.in_bytes > 0 && ci.in_bytes <= (size_t)(end - p) &&
                       ci.n_events <= ci.n_records);
-            hpt_dstate_t base = r->wstate;
+            if (*release && ci.in_bytes == (size_t)(end - p))
+                publish_tail(r, release);
             ok = hp_traceout_chunk(HPT_CHUNK_EVENTS, HPT_CHUNK_COLUMNS, r->tid, d->cols, cn,
-                                   ci.n_records, base, d->out, d->out_cap, d->cctx);
-            // the transpose decoded from a zero base: every field it moved is a delta
-            r->wstate.time_ns = base.time_ns + ci.end.time_ns;
-            r->wstate.addr = base.addr + ci.end.addr;
-            *events += ci.n_events;
-            p += ci.row_bytes;
+                                   ci.n_records, r->wstate, d->out, d->out_cap, d->cctx);
         } else {
-            ok = write_rows(r, d, &p, end, events);
+            pos = (hp_rc_pos_t){r->wstate, r->raw_time, r->raw_hi};
+            if (!hp_rc_rows(p, (size_t)(end - p), d->chunk_max, d->rows, d->rows_cap, d->scratch,
+                            &pos, &ci))
+                return false; // the ring was damaged: nothing after this point can be trusted
+            // whole entries, and at least one: the loop moves on
+            HP_ASSERT(ci.in_bytes > 0 && ci.in_bytes <= (size_t)(end - p));
+            if (*release && ci.in_bytes == (size_t)(end - p))
+                publish_tail(r, release);
+            if (ci.n_records) // none: only a TBASE, whose records the next drain takes
+                ok = hp_traceout_chunk(HPT_CHUNK_EVENTS, 0, r->tid, d->rows, ci.row_bytes,
+                                       ci.n_records, r->wstate, d->out, d->out_cap, d->cctx);
         }
         if (!ok)
             return false;
-        hp_traceout_add_bytes((uint64_t)(p - start));
+        r->wstate = pos.w;
+        r->raw_time = pos.raw_time;
+        r->raw_hi = pos.t_hi;
+        *events += ci.n_events;
+        p += ci.in_bytes;
+        hp_traceout_add_bytes(ci.row_bytes);
     }
     return true;
 }
@@ -231,17 +225,24 @@ bool hp_pipeline_drain(hp_ring_t *r) {
         size_t n = (size_t)(h - t);
         HP_ASSERT(n <= d->stage_cap); // stage_cap is the largest ring
         uint32_t off = (uint32_t)t & (r->cap - 1), first = r->cap - off;
-        if (n <= first) {
-            memcpy(d->stage, r->data + off, n);
-        } else {
+        const uint8_t *in = r->data + off;
+        uint64_t release = h; // the tail to publish once the entries are read (0: published)
+        if (n > first) {
+            // wrapped: unwrapped into the stage, and the bytes are ours now: the owner may go
+            // on while they are compressed and written
             memcpy(d->stage, r->data + off, first);
             memcpy(d->stage + first, r->data, n - first);
+            atomic_store_explicit(&r->tail, h, memory_order_release);
+            in = d->stage;
+            release = 0;
         }
-        // the bytes are ours now: the owner may go on while they are compressed and written
-        atomic_store_explicit(&r->tail, h, memory_order_release);
+        // else read in place (no copy): the owner writes only past the head, and the ring
+        // changes size only under r->drain, which this thread holds
         if (hp_config.touch && hp_config.touch_live) // which blocks are live, for exit
-            hp_touch_live_note(d->stage, d->stage + n, r->wstate);
-        ok = write_records(r, d, d->stage, d->stage + n, &events);
+            hp_touch_live_note(in, in + n);
+        ok = write_records(r, d, in, in + n, &events, &release);
+        if (release) // not yet published (an error)
+            atomic_store_explicit(&r->tail, h, memory_order_release);
         drainer_put(d);
         if (!ok)
             hp_state_disable("internal error: the trace cannot be written; profiling stopped");

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The tracing pipeline behind the rings: a ring's records become self-contained EVENTS chunks
-// (decoded once for their delta bases, compressed, checksummed) on whichever thread holds the
+// (columns built from the ring's entries, compressed, checksummed) on whichever thread holds the
 // ring's drain lock: a worker of a pool that grows with demand, the flusher, or the app thread
 // itself when its ring is full. No stage is shared by all rings except the write(2) of each
 // finished chunk (traceout.c), so the work spreads with the threads that make it

@@ -37,15 +37,10 @@
 // Static TLS stays a few words: glibc takes it out of every thread's stack. The rest of a
 // thread's state is in its block (thread.h).
 HP_TLS uintptr_t hp_tls_guard;
+// The thread's ring. Its entries carry absolute times and addresses (ringent.h): the thread keeps
+// no encoder state, so an entry abandoned before its commit (a longjmp out of a signal handler)
+// leaves nothing to put back.
 static HP_TLS hp_ring_t *hp_tls_ring;
-// The delta state of the last record this thread appended; and the state before the record
-// being encoded, with the ring's head then (enc_checkpoint): what hp_record_guard_slow puts back
-// when a longjmp abandoned the record before its commit. One object: one TLS offset to load.
-typedef struct enc_state {
-    hpt_dstate_t d;
-    uint64_t undo_time, undo_addr, undo_head;
-} enc_state_t;
-static HP_TLS enc_state_t hp_tls_enc = {.undo_head = UINT64_MAX};
 static HP_TLS uint32_t hp_tls_last_stack; // id of this thread's previous stack (0: none)
 // Sampled mode: what hp_record_realloc_begin decided for the realloc in flight (REALLOC_*).
 static HP_TLS uint8_t hp_tls_realloc_plan;
@@ -64,8 +59,22 @@ static void make_exit_key(void) {
     pthread_key_create(&exit_key, hp_record_thread_exit);
 }
 
+// The module scan of a new stack writes its records with times counted from the event's (a
+// local delta state at t): a TBASE entry before the first says so to the drain.
+typedef struct scan_out {
+    hp_ring_t *r;
+    uint64_t t;
+    bool based;
+} scan_out_t;
+
 static void emit_to_ring(void *ctx, const uint8_t *rec, size_t len) {
-    hp_tbuf_append(ctx, rec, len);
+    scan_out_t *o = ctx;
+    if (!o->based) {
+        uint8_t b[HP_RE_TBASE_BYTES];
+        o->based = hp_tbuf_append(o->r, b, hp_re_put_tbase(b, o->t));
+    }
+    if (o->based) // else dropped (no pipeline): its time would count from the wrong base
+        hp_tbuf_append(o->r, rec, len);
 }
 
 HP_NOINLINE HP_COLD static hp_ring_t *thread_start(void) {
@@ -77,12 +86,10 @@ HP_NOINLINE HP_COLD static hp_ring_t *thread_start(void) {
         hp_state_disable("out of memory for a thread buffer; profiling stopped");
         return NULL;
     }
-    hp_tls_enc.undo_head = UINT64_MAX; // no checkpoint in this ring yet
     pthread_once(&exit_key_once, make_exit_key);
     pthread_setspecific(exit_key, r);
     hp_tls_ring = r;
     hp_thread_attach(); // NULL (out of memory) only makes the unwinder take its slow path
-    hp_tls_enc.d = (hpt_dstate_t){0};
 
     char name[17] = {0};
     prctl(PR_GET_NAME, name, 0, 0, 0);
@@ -90,8 +97,7 @@ HP_NOINLINE HP_COLD static hp_ring_t *thread_start(void) {
     uint8_t buf[40], *p = buf;
     uint64_t t = hp_tbuf_busy_now(r);
     *p++ = HPT_REC_THREAD_START;
-    p = hpt_put_varint(p, t - hp_tls_enc.d.time_ns);
-    hp_tls_enc.d.time_ns = t;
+    p = hpt_put_varint(p, t); // the ring's first record: its stream's time is 0
     p = hpt_put_varint(p, len);
     memcpy(p, name, len);
     p += len;
@@ -128,7 +134,9 @@ HP_NOINLINE HP_COLD static uint32_t new_stack_slow(hp_ring_t *r, uint64_t t, con
     // A new stack may come from a newly loaded module: list it first, with the event's time so
     // the thread's times stay in order.
     uintptr_t g = hp_guard_cold_enter(); // the loader's lock, the table's
-    hp_modmap_scan(&hp_tls_enc.d, t, emit_to_ring, r);
+    hpt_dstate_t st = {.time_ns = t};
+    scan_out_t out = {r, t, false};
+    hp_modmap_scan(&st, t, emit_to_ring, &out);
     uint32_t id = hp_stacktab_intern(r, f, n);
     hp_guard_cold_leave(g);
     return id;
@@ -209,37 +217,30 @@ static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t 
     return id;
 }
 
-// Before a record changes the encoder state (hp_tls_undo_*). Three stores an event.
-static inline void enc_checkpoint(const hp_ring_t *r) {
-    hp_tls_enc.undo_time = hp_tls_enc.d.time_ns;
-    hp_tls_enc.undo_addr = hp_tls_enc.d.addr;
-    hp_tls_enc.undo_head = atomic_load_explicit(&r->head, memory_order_relaxed);
-    atomic_signal_fence(memory_order_seq_cst); // before the encoder's stores, for a handler
+// An event at t whose time's high bits are not the ring's: a THI entry with them first
+// (ringent.h). False: it was dropped (no pipeline), and the event is too.
+HP_NOINLINE HP_COLD static bool thi_slow(hp_ring_t *r, uint64_t t) {
+    uint8_t b[HP_RE_THI_BYTES];
+    if (!hp_tbuf_append(r, b, hp_re_put_thi(b, (uint32_t)(t >> 32)))) {
+        r->n_lost++; // the event's own; the THI's is counted
+        return false;
+    }
+    r->t_hi = t >> 32; // only now that it is committed: a longjmp before just writes it again
+    return true;
 }
 
-static inline uint8_t *put_time(uint8_t *p, uint64_t t) {
-    // Times are per-thread monotonic; a module record may have moved the base to t already. A
-    // time below the base would wrap the delta into a time centuries ahead.
-    HP_ASSERT(t >= hp_tls_enc.d.time_ns);
-    p = hpt_put_varint(p, t - hp_tls_enc.d.time_ns);
-    hp_tls_enc.d.time_ns = t;
-    return p;
+// Whether the ring's entries may carry t's low bits: one compare an event.
+static inline bool time_ok(hp_ring_t *r, uint64_t t) {
+    return HP_LIKELY(t >> 32 == r->t_hi) || thi_slow(r, t);
 }
 
-static inline uint8_t *put_addr(uint8_t *p, uint64_t a) {
-    p = hpt_put_varint(p, hpt_zigzag((int64_t)(a - hp_tls_enc.d.addr)));
-    hp_tls_enc.d.addr = a;
-    return p;
-}
-
-// Publishes the record [start, end): encoded straight into the ring (in_ring, from
+// Publishes the entry of n bytes at rec: written straight into the ring (in_ring, from
 // hp_tbuf_reserve) or aside, where there was no room for it there.
-static inline void publish(hp_ring_t *r, bool in_ring, const uint8_t *start,
-                           const uint8_t *end) {
+static inline void publish(hp_ring_t *r, bool in_ring, const uint8_t *rec, size_t n) {
     if (HP_LIKELY(in_ring))
-        hp_tbuf_commit(r, (size_t)(end - start));
+        hp_tbuf_commit(r, n);
     else
-        hp_tbuf_append(r, start, (size_t)(end - start));
+        hp_tbuf_append(r, rec, n);
 }
 
 // touch: whether the block is libc's (through hp_real), so hp_touch_* may ask its usable size;
@@ -258,18 +259,14 @@ record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align, const hp_f
         hp_touch_fill((void *)ptr, hp_touch_usable(ptr), 0);
     uint64_t t = hp_tbuf_busy_now(r);
     uint32_t stack = capture_stack(r, t, from);
-    enc_checkpoint(r);
-    uint8_t buf[64], *in_ring = hp_tbuf_reserve(r, sizeof buf);
-    uint8_t *start = in_ring ? in_ring : buf, *p = start;
-    *p++ = tag;
-    p = put_time(p, t);
-    p = hpt_put_varint(p, stack);
-    p = put_addr(p, (uint64_t)(uintptr_t)ptr);
-    p = hpt_put_varint(p, size);
-    if (tag == HPT_REC_ALIGNED)
-        p = hpt_put_varint(p, align);
-    HP_ASSERT((size_t)(p - start) <= sizeof buf); // the room hp_tbuf_reserve was asked for
-    publish(r, in_ring != NULL, start, p);
+    if (!time_ok(r, t)) {
+        hp_tbuf_idle(r);
+        return;
+    }
+    uint8_t buf[HP_RE_ALLOC_MAX], *in_ring = hp_tbuf_reserve(r, sizeof buf);
+    uint8_t *p = in_ring ? in_ring : buf;
+    publish(r, in_ring != NULL, p,
+            hp_re_put_alloc(p, tag, t, (uint64_t)(uintptr_t)ptr, stack, size, align));
     hp_tbuf_idle(r);
 }
 
@@ -289,10 +286,6 @@ static inline void measure(const void *ptr, hp_touch_t *t, bool touch) {
         hp_touch_measure(ptr, t);
 }
 
-static inline uint8_t *put_touch(uint8_t *p, const hp_touch_t *t) {
-    return hpt_put_touch(p, t->method, t->touched, t->touched_nz);
-}
-
 // One FREE record, or with sized a FREE_SIZED one (the size and alignment the caller freed
 // with; such a free is never measured). sized is a constant at every call: each inlined copy
 // keeps only its own branch.
@@ -310,22 +303,22 @@ static inline __attribute__((always_inline)) void record_free(const void *ptr, b
         __builtin_prefetch(ptr);
     }
     uint64_t t = hp_tbuf_busy_now(r);
-    enc_checkpoint(r);
-    uint8_t buf[48], *in_ring = hp_tbuf_reserve(r, sizeof buf);
-    uint8_t *start = in_ring ? in_ring : buf, *p = start;
-    *p++ = sized ? HPT_REC_FREE_SIZED : HPT_REC_FREE;
-    p = put_time(p, t);
-    p = put_addr(p, (uint64_t)(uintptr_t)ptr);
+    if (!time_ok(r, t)) {
+        hp_tbuf_idle(r);
+        return;
+    }
+    uint8_t buf[HP_RE_FREE_MAX], *in_ring = hp_tbuf_reserve(r, sizeof buf);
+    uint8_t *p = in_ring ? in_ring : buf;
+    size_t n;
     if (sized) {
-        p = hpt_put_varint(p, size);
-        p = hpt_put_varint(p, align);
+        n = hp_re_put_free_sized(p, t, (uint64_t)(uintptr_t)ptr, size, align);
     } else {
         hp_touch_t tm;
         measure(ptr, &tm, touch);
-        p = put_touch(p, &tm);
+        n = hp_re_put_free(p, t, (uint64_t)(uintptr_t)ptr, tm.method, tm.touched,
+                           tm.touched_nz);
     }
-    HP_ASSERT((size_t)(p - start) <= sizeof buf);
-    publish(r, in_ring != NULL, start, p);
+    publish(r, in_ring != NULL, p, n);
     hp_tbuf_idle(r);
 }
 
@@ -397,7 +390,7 @@ record_realloc_end(uint64_t t0, size_t old_usable, const void *old, const void *
         return;
     // begin marked the ring busy at t0, and nothing since has committed past it
     HP_ASSERT(atomic_load_explicit(&r->busy, memory_order_relaxed) == 1);
-    uint8_t buf[80], *p = buf;
+    uint8_t buf[HP_RE_REALLOC_BYTES];
     if (!(plan & REALLOC_OLD_SAMPLED))
         old = NULL; // sampled mode: an unsampled old block is not in the trace
     if (ptr && !(plan & REALLOC_NEW_SAMPLED)) {
@@ -408,15 +401,8 @@ record_realloc_end(uint64_t t0, size_t old_usable, const void *old, const void *
     }
     if (!ptr) {
         // realloc(p, 0) freed p (glibc); a failed realloc left it alone and records nothing
-        if (old && size == 0) {
-            enc_checkpoint(r);
-            *p++ = HPT_REC_FREE;
-            p = put_time(p, t0);
-            p = put_addr(p, (uint64_t)(uintptr_t)old);
-            p = hpt_put_touch(p, -1, 0, 0);
-            HP_ASSERT((size_t)(p - buf) <= sizeof buf);
-            hp_tbuf_append(r, buf, (size_t)(p - buf));
-        }
+        if (old && size == 0 && time_ok(r, t0))
+            hp_tbuf_append(r, buf, hp_re_put_free(buf, t0, (uint64_t)(uintptr_t)old, -1, 0, 0));
         hp_tbuf_idle(r);
         return;
     }
@@ -434,21 +420,13 @@ record_realloc_end(uint64_t t0, size_t old_usable, const void *old, const void *
             t1 = t0; // the clock switched to the TSC in between (clock.h)
     }
     uint32_t stack = capture_stack(r, t0, from);
-    enc_checkpoint(r);
-    *p++ = HPT_REC_REALLOC;
-    p = put_time(p, t0);
-    p = hpt_put_varint(p, t1 - t0);
-    hp_tls_enc.d.time_ns = t1;
-    p = hpt_put_varint(p, stack);
-    p = put_addr(p, (uint64_t)(uintptr_t)old);
-    p = put_addr(p, (uint64_t)(uintptr_t)ptr);
-    p = hpt_put_varint(p, size);
-    HP_ASSERT((size_t)(p - buf) <= sizeof buf);
-    hp_tbuf_append(r, buf, (size_t)(p - buf));
+    hp_tbuf_append(r, buf,
+                   hp_re_put_realloc(buf, t0, t1, stack, (uint64_t)(uintptr_t)old,
+                                     (uint64_t)(uintptr_t)ptr, size));
     if (t1 > t0) {
-        // The encoder now counts from t1, so the ring's next time must not be below it: the
-        // clock may have switched to the TSC (which starts behind) between t0 and t1, and a time
-        // below the encoder's would wrap its delta. Raised only now that the record (timed t0)
+        // The stream's time is t1 now, so the ring's next time must not be below it: the clock
+        // may have switched to the TSC (which starts behind) between t0 and t1, and a time below
+        // the stream's would wrap the drain's delta. Raised only now that the record (timed t0)
         // is committed: the flusher, seeing the ring busy at t1, has its head too (release).
         atomic_store_explicit(&r->last_t, t1, memory_order_release);
     }
@@ -474,12 +452,12 @@ void hp_record_thread_exit(void *arg) {
         return;
     int entered = hp_guard_enter();
     if (hp_state_is_on()) {
-        uint8_t buf[16], *p = buf;
-        uint64_t t = hp_tbuf_busy_now(r);
-        *p++ = HPT_REC_THREAD_END;
-        p = put_time(p, t);
-        HP_ASSERT((size_t)(p - buf) <= sizeof buf);
-        hp_tbuf_append(r, buf, (size_t)(p - buf));
+        // a TBASE entry at t, then the record, its time counted from t
+        uint8_t buf[HP_RE_TBASE_BYTES + 2];
+        size_t n = hp_re_put_tbase(buf, hp_tbuf_busy_now(r));
+        buf[n++] = HPT_REC_THREAD_END;
+        buf[n++] = 0;
+        hp_tbuf_append(r, buf, n);
         hp_tbuf_idle(r);
     }
     atomic_store_explicit(&r->closed, 1, memory_order_release);
@@ -489,20 +467,18 @@ void hp_record_thread_exit(void *arg) {
 
 void hp_record_fork_child(void) {
     hp_tls_ring = NULL;
-    hp_tls_enc.undo_head = UINT64_MAX;
     hp_tls_last_stack = HPT_STACK_UNKNOWN; // ids restart in the child's trace
     hp_thread_fork_child();
     if (hp_tls_thread)
         memset(hp_tls_thread->steps, 0, sizeof hp_tls_thread->steps);
-    hp_tls_enc.d = (hpt_dstate_t){0};
 }
 
 // A signal handler that interrupted the shim on this thread (holding the guard) longjmp'd out of
 // it, and the guard was never given back (issue #17 item 9). Recording resumes wherever the
 // shim's state can be put back exactly, rather than the thread's later events being counted
 // lost: an event's record is wholly in the ring or not at all (the head moves once, after the
-// record is written), the encoder state it advanced is undone from the checkpoint when its
-// record did not make it, and the unwinder's caches, which it may have left half-written, are
+// record is written) and its entry holds no state of the thread's (ringent.h), and the
+// unwinder's caches, which it may have left half-written, are
 // dropped. Not where the holder was in a cold path (guard.h): a lock of the shim's, the loader's,
 // libdw's or libunwind's may be held, so the thread passes every later event through and counts
 // it lost in its ring, which the trailer reports; the same for the process if a lock is held.
@@ -536,10 +512,6 @@ bool hp_record_guard_slow(uintptr_t here) {
                          "later events are counted as lost",
                          (char *)NULL);
         return false;
-    }
-    if (r && atomic_load_explicit(&r->head, memory_order_relaxed) == hp_tls_enc.undo_head) {
-        hp_tls_enc.d.time_ns = hp_tls_enc.undo_time;
-        hp_tls_enc.d.addr = hp_tls_enc.undo_addr;
     }
     if (r)
         hp_tbuf_idle(r);

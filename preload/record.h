@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// One allocation event -> one record: clock, stack, encode, append to the thread's ring.
+// One allocation event -> one ring entry (ringent.h): clock, stack, a few stores into the
+// thread's ring.
 // Callers (interpose.c) hold the recursion guard and have checked that recording is on.
 #ifndef HEAPPROF_PRELOAD_RECORD_H
 #define HEAPPROF_PRELOAD_RECORD_H
@@ -63,7 +64,7 @@ void hp_record_thread_exit(void *ring);
 // here: the entry point's frame (HP_GUARD_HERE). Cold; async-signal-safe.
 bool hp_record_guard_slow(uintptr_t here);
 
-// fork child: this thread's ring and encoder state belong to the parent; forget them.
+// fork child: this thread's ring and stack state belong to the parent; forget them.
 void hp_record_fork_child(void);
 
 #endif

@@ -13,6 +13,12 @@
 #include <pthread.h>
 
 #define RING_MIN (64u << 10) // a thread that allocates little keeps 64 KiB
+// What all rings together may hold beyond RING_MIN each: 16 MiB, or one largest ring. Growth
+// spares a few busy threads the waits of a burst; a thousand threads whose rings all fill (more
+// than the drainers can write) would only hold more memory each (bench/many_threads.sh: rings
+// of 256-512 KiB a thread), and wait as often.
+#define GROW_BUDGET (16ull << 20)
+static _Atomic uint64_t grown_bytes; // sum over the rings of cap - their first size
 
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static hp_ring_t *list_head;
@@ -26,7 +32,7 @@ hp_ring_t *hp_tbuf_new(uint32_t tid) {
     hp_ring_t *r = hp_mem_map(sizeof *r);
     if (!r)
         return NULL;
-    r->cap = hp_config.ring_bytes < RING_MIN ? hp_config.ring_bytes : RING_MIN;
+    r->cap = r->cap0 = hp_config.ring_bytes < RING_MIN ? hp_config.ring_bytes : RING_MIN;
     r->data = hp_mem_map_parent_only(r->cap);
     if (!r->data) {
         hp_mem_unmap(r, sizeof *r);
@@ -52,6 +58,7 @@ void hp_tbuf_list_unlock(void) {
 }
 
 static void ring_free(hp_ring_t *r) {
+    atomic_fetch_sub_explicit(&grown_bytes, r->cap - r->cap0, memory_order_relaxed);
     hp_mem_unmap(r->data, r->cap);
     hp_mem_unmap(r, sizeof *r);
 }
@@ -76,6 +83,7 @@ void hp_tbuf_forget_all(void) {
         hp_mem_unmap(r, sizeof *r); // its data was never copied here (hp_mem_map_parent_only)
     }
     list_head = NULL;
+    atomic_store(&grown_bytes, 0);
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     list_lock = fresh;
 }
@@ -94,9 +102,16 @@ static void grow(hp_ring_t *r) {
     if (r->cap >= hp_config.ring_bytes)
         return;
     uint32_t cap = r->cap * 2;
-    uint8_t *data = hp_mem_map_parent_only(cap);
-    if (!data)
+    uint64_t budget = GROW_BUDGET > hp_config.ring_bytes ? GROW_BUDGET : hp_config.ring_bytes;
+    if (atomic_fetch_add_explicit(&grown_bytes, r->cap, memory_order_relaxed) + r->cap > budget) {
+        atomic_fetch_sub_explicit(&grown_bytes, r->cap, memory_order_relaxed);
         return;
+    }
+    uint8_t *data = hp_mem_map_parent_only(cap);
+    if (!data) {
+        atomic_fetch_sub_explicit(&grown_bytes, r->cap, memory_order_relaxed);
+        return;
+    }
     hp_mem_unmap(r->data, r->cap);
     r->data = data;
     r->cap = cap;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Per-thread record ring: the owner thread appends whole records and publishes them with one
-// release store; one drainer at a time (a pipeline worker, the flusher, or the owner itself when
-// the ring is full) turns them into a chunk. Single producer, single consumer, no locks and no
+// Per-thread record ring: the owner thread appends whole records (ringent.h: fixed-width entries
+// for heap events, trace records for the rest) and publishes them with one release store; one
+// drainer at a time (a pipeline worker, the flusher, or the owner itself when the ring is full)
+// turns them into a chunk. Single producer, single consumer, no locks and no
 // read-modify-write on the append path.
 #ifndef HEAPPROF_PRELOAD_TBUF_H
 #define HEAPPROF_PRELOAD_TBUF_H
@@ -9,6 +10,7 @@
 #include "compiler.h"
 #include "debug.h"
 #include "format/hpt_codec.h"
+#include "ringent.h"
 #include "state.h"
 
 #include <pthread.h>
@@ -25,14 +27,17 @@ typedef struct hp_ring {
     _Atomic uint64_t last_t;            // time of the event in flight (or the last one)
     uint64_t n_lost;                    // events dropped (no pipeline yet, or it failed); read at exit
     uint64_t wait_ns, n_waits;          // time the owner spent on a full ring (back-pressure)
+    uint64_t t_hi;                      // the high time bits of the last THI committed (ringent.h)
     // written by whoever holds `drain` (a pipeline worker, the flusher or the owner itself)
     _Alignas(64) _Atomic uint64_t tail; // bytes ever drained: written to the file, or given up
     hpt_dstate_t wstate;                // delta state after the last drained record
+    uint64_t raw_time, raw_hi;          // the drain's hp_rc_pos_t beside wstate (ringcols.h)
     _Atomic uint32_t queued;            // on the pipeline's work list; the taker clears it
     pthread_mutex_t drain;              // one drainer at a time; held across the chunk's write
     // data and cap change only by the owner, holding `drain`, with the ring empty (growth)
     _Alignas(64) uint8_t *data;
     uint32_t cap; // power of two, at most hp_config.ring_bytes
+    uint32_t cap0; // its first size (tbuf.c counts what rings grew by)
     uint32_t tid; // 0: the CPU sampler's ring
     _Atomic int closed; // owner thread ran its exit hook; the flusher reaps the ring once it is gone
     struct hp_ring *next;      // the registry (tbuf.c); only the flusher unlinks
@@ -96,8 +101,8 @@ static inline void hp_tbuf_idle(hp_ring_t *r) {
     atomic_store_explicit(&r->busy, 0, memory_order_release);
 }
 
-// Where the owner may encode its next record, of at most max bytes, straight into the ring:
-// room for max bytes without a wrap. NULL: encode aside and use hp_tbuf_append. Nothing may be
+// Where the owner may write its next entry, of at most max bytes, straight into the ring:
+// room for max bytes without a wrap. NULL: write it aside and use hp_tbuf_append. Nothing may be
 // appended between this and hp_tbuf_commit. Hot path: a record encoded byte by byte on the
 // stack and then copied was read back with vector loads, a store-forwarding stall per event.
 static inline uint8_t *hp_tbuf_reserve(hp_ring_t *r, size_t max) {

@@ -8,6 +8,7 @@
 #include "chunk.h"
 #include "config.h"
 #include "mem.h"
+#include "ringent.h"
 #include "state.h"
 #include "touch.h"
 #include "traceout.h"
@@ -91,28 +92,36 @@ static void add(uint64_t addr, int64_t d) {
         erase(i);
 }
 
-void hp_touch_live_note(const uint8_t *p, const uint8_t *end, hpt_dstate_t st) {
+void hp_touch_live_note(const uint8_t *p, const uint8_t *end) {
     pthread_mutex_lock(&lock);
-    hpt_rec_t r;
     while (!broken && p < end) {
-        const uint8_t *next = hpt_rec_decode(p, end, &st, &r);
+        hp_rent_t e;
+        const uint8_t *next;
+        if (*p < HP_RE_FIRST) { // a trace record: never a heap event (ringent.h)
+            hpt_dstate_t st = {0};
+            hpt_rec_t r;
+            next = hpt_rec_decode(p, end, &st, &r);
+            e.tag = 0;
+        } else {
+            next = hp_re_read_fixed(p, end, 0, &e); // times are not needed here
+        }
         if (!next) {
             broken = true; // the drain stops profiling too (pipeline.c)
             break;
         }
-        switch (r.tag) {
+        switch (e.tag) {
         case HPT_REC_MALLOC:
         case HPT_REC_CALLOC:
         case HPT_REC_ALIGNED:
-            add(r.addr, 1);
+            add(e.addr, 1);
             break;
         case HPT_REC_FREE:
-            add(r.addr, -1);
+            add(e.addr, -1);
             break;
         case HPT_REC_REALLOC:
-            if (r.old_addr != r.addr) { // in place: the same block lives on
-                add(r.old_addr, -1);
-                add(r.addr, 1);
+            if (e.old != e.addr) { // in place: the same block lives on
+                add(e.old, -1);
+                add(e.addr, 1);
             }
             break;
         default:

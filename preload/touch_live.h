@@ -11,12 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// Applies the records [p, end), which decode from delta state st, to the table: an allocation
+// Applies the ring entries [p, end) (ringent.h) to the table: an allocation
 // adds its address, a free takes it away. Counts per address, so that the order in which the
 // threads' rings are drained does not matter. Called once per drain by whichever thread drains
 // (recursion guard held); takes the table's lock for the call. Out of memory: the table stops
 // (no figures at exit), the trace goes on.
-void hp_touch_live_note(const uint8_t *p, const uint8_t *end, hpt_dstate_t st);
+void hp_touch_live_note(const uint8_t *p, const uint8_t *end);
 
 // Measures every block the table holds (hp_touch_measure_live) and writes their TOUCH_LIVE
 // records as EVENTS chunks of tid 0. Once, by the flusher at exit, after the last drain and

@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: MIT
+// Ring entries -> a chunk's columns or rows. The columns are hpt_cols_transpose's, field for
+// field (the same codes, the same address cache), but from absolute values: no varint is
+// decoded for a heap event, and the rows' length, which the columns' table must state, is
+// summed from the lengths their varints would have.
+#include "ringcols.h"
+
+#include "ringent.h"
+
+#include <string.h>
+
+// hp_re_read_fixed inlined here makes GCC 12 see hp_rent_t fields read that it cannot prove were
+// filled (it fills those of the kind it met, and the code below reads only those): a false
+// -Wmaybe-uninitialized, silenced for this file.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+// Bytes of v as a varint (hpt_put_varint), by its top bit's index: a table, since the division
+// by 7 cost ~10 instructions a field (50 an event on c_churn).
+static const uint8_t vlen_by_bit[64] = {
+    1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5,
+    5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 10,
+};
+static inline size_t vlen(uint64_t v) {
+    return vlen_by_bit[63 ^ __builtin_clzll(v | 1)];
+}
+
+static inline bool is_event(uint8_t tag) {
+    return (tag >= HPT_REC_MALLOC && tag <= HPT_REC_REALLOC) || tag == HPT_REC_FREE_SIZED;
+}
+
+// The trace record at p, as the rows want it: its bytes (*rec, *len), moved into scratch where
+// its time counts from another time than the rows' (*w_time). Advances *w_time and *raw_time
+// past it. Returns the byte after it in the ring, or NULL if it does not decode.
+static const uint8_t *raw_record(const uint8_t *p, const uint8_t *end, uint64_t *w_time,
+                                 uint64_t *raw_time, uint8_t *scratch, const uint8_t **rec,
+                                 size_t *len) {
+    hpt_dstate_t st = {.time_ns = *raw_time};
+    hpt_rec_t r;
+    const uint8_t *next = hpt_rec_decode(p, end, &st, &r);
+    if (!next)
+        return NULL;
+    *rec = p;
+    *len = (size_t)(next - p);
+    switch (r.tag) {
+    case HPT_REC_THREAD_START:
+    case HPT_REC_THREAD_END:
+    case HPT_REC_MODULE_LOAD:
+    case HPT_REC_MODULE_UNLOAD:
+    case HPT_REC_CPU_SAMPLE:
+    case HPT_REC_TOUCH_LIVE:
+        break;
+    default:
+        return next; // no time: as it stands
+    }
+    if (*raw_time != *w_time) {
+        // the delta after the tag, against the rows' time instead
+        uint64_t dummy, d = st.time_ns - *w_time;
+        const uint8_t *rest = hpt_get_varint(p + 1, next, &dummy);
+        if (r.tag == HPT_REC_CPU_SAMPLE)
+            d = hpt_zigzag((int64_t)d);
+        else if (st.time_ns < *w_time)
+            return NULL; // times go forward in a thread's stream
+        if (!rest || (size_t)(next - rest) + 1 + HPT_VARINT_MAX > HP_RC_SCRATCH)
+            return NULL;
+        uint8_t *q = scratch;
+        *q++ = r.tag;
+        q = hpt_put_varint(q, d);
+        memcpy(q, rest, (size_t)(next - rest));
+        q += next - rest;
+        *rec = scratch;
+        *len = (size_t)(q - scratch);
+    }
+    *w_time = *raw_time = st.time_ns;
+    return next;
+}
+
+size_t hp_rc_columns(const uint8_t *in, size_t n, size_t max_bytes, uint8_t *out, size_t out_cap,
+                     hpt_cols_enc_t *enc, uint8_t *scratch, hp_rc_pos_t *pos,
+                     hp_rc_info_t *info) {
+    if (out_cap < HPT_COLS_HDR_MAX + (size_t)HPT_COLS * 4 * HPT_VARINT_MAX)
+        return 0;
+    const size_t region = (out_cap - HPT_COLS_HDR_MAX) / HPT_COLS;
+    if (++enc->epoch == 0) { // wrapped: old entries could look current
+        memset(enc->slot, 0, sizeof enc->slot);
+        enc->epoch = 1;
+    }
+    hpt_colw_t w[HPT_COLS];
+    uint8_t *base = out + HPT_COLS_HDR_MAX;
+    for (int i = 0; i < HPT_COLS; i++) {
+        w[i].p = base + (size_t)i * region;
+        w[i].end = w[i].p + region;
+    }
+    uint64_t t_prev = pos->w.time_ns, a_prev = pos->w.addr, raw_time = pos->raw_time;
+    uint64_t t_hi = pos->t_hi;
+    // the untranspose starts its free addresses at the chunk's base (0 there, relative)
+    uint64_t prev_free = a_prev, last_realloc_size = 0;
+    uint32_t n_allocs = 0, n_records = 0, n_events = 0;
+    size_t rows = 0;
+    const uint8_t *p = in, *end = in + n;
+    while (p < end) {
+        hp_rent_t e;
+        const uint8_t *next;
+        if (*p < HP_RE_FIRST) {
+            uint64_t wt = t_prev, rt = raw_time;
+            const uint8_t *rec;
+            size_t len;
+            if (!(next = raw_record(p, end, &wt, &rt, scratch, &rec, &len)))
+                return 0;
+            if (rows && rows + len > max_bytes)
+                break;
+            switch (*p) {
+            case HPT_REC_STACK:
+            case HPT_REC_THREAD_START:
+            case HPT_REC_THREAD_END:
+            case HPT_REC_MODULE_LOAD:
+            case HPT_REC_MODULE_UNLOAD:
+            case HPT_REC_CPU_SAMPLE:
+            case HPT_REC_CPU_INFO:
+            case HPT_REC_TOUCH_LIVE:
+            case HPT_REC_ALLOCATOR:
+                break;
+            default:
+                return 0; // the column form does not carry it
+            }
+            if (!hpt_colw_bytes(&w[HPT_COL_TAG], p, 1) ||
+                !hpt_colw_bytes(&w[HPT_COL_OTHER], rec, len))
+                return 0;
+            rows += len;
+            n_records++;
+            t_prev = wt;
+            raw_time = rt;
+            p = next;
+            continue;
+        }
+        if (!(next = hp_re_read_fixed(p, end, t_hi, &e)))
+            return 0;
+        if (e.tag >= HP_RE_FIRST) { // TBASE or THI
+            if (e.tag == HP_RE_TBASE)
+                raw_time = e.t;
+            else
+                t_hi = e.t;
+            p = next;
+            continue;
+        }
+        const uint64_t dt = e.t - t_prev;
+        uint64_t v, old = 0, old_size = 0;
+        bool ok, known = false;
+        size_t len;
+        switch (e.tag) {
+        case HPT_REC_MALLOC:
+        case HPT_REC_CALLOC:
+        case HPT_REC_ALIGNED:
+            len = 1 + vlen(dt) + vlen(e.stack) + vlen(hpt_zigzag((int64_t)(e.addr - a_prev))) +
+                  vlen(e.size) + (e.tag == HPT_REC_ALIGNED ? vlen(e.align) : 0);
+            if (rows && rows + len > max_bytes)
+                goto cut;
+            ok = hpt_colw_put(&w[HPT_COL_TIME], dt) && hpt_colw_put(&w[HPT_COL_STACK], e.stack) &&
+                 hpt_colw_put(&w[HPT_COL_SIZE], e.size);
+            if (e.tag == HPT_REC_ALIGNED)
+                ok = ok && hpt_colw_put(&w[HPT_COL_SIZE], e.align);
+            if (!hpt_cols_addr_code((int64_t)(e.addr - a_prev), &v))
+                return 0;
+            ok = ok && hpt_colw_put(&w[HPT_COL_ADDR], v);
+            t_prev = e.t;
+            break;
+        default: // FREE, FREE_SIZED, REALLOC
+            old = e.tag == HPT_REC_REALLOC ? e.old : e.addr;
+            len = 1 + vlen(dt) + vlen(hpt_zigzag((int64_t)(old - a_prev)));
+            if (e.tag == HPT_REC_FREE) {
+                if (!e.touch) {
+                    len += 1;
+                } else {
+                    len += vlen(((e.touched << 2) | (e.touch - 1u)) + 1);
+                    if (e.touch - 1u != HPT_TOUCH_RESIDENT)
+                        len += vlen(hpt_zigzag((int64_t)(e.nz - e.touched)));
+                }
+            } else if (e.tag == HPT_REC_FREE_SIZED) {
+                len += vlen(e.size) + vlen(e.align);
+            } else {
+                len += vlen(e.t2 - e.t) + vlen(e.stack) +
+                       vlen(hpt_zigzag((int64_t)(e.addr - old))) + vlen(e.size);
+            }
+            if (rows && rows + len > max_bytes)
+                goto cut;
+            ok = hpt_colw_put(&w[HPT_COL_TIME], dt);
+            if (e.tag == HPT_REC_REALLOC)
+                ok = ok && hpt_colw_put(&w[HPT_COL_TIME], e.t2 - e.t);
+            {
+                const hpt_cols_slot_t *s = &enc->slot[hpt_cols_hash(old)];
+                uint64_t delta;
+                // the code shifted once more must keep its top bit
+                if (!hpt_cols_addr_code((int64_t)(old - prev_free), &delta) || delta >> 63)
+                    return 0;
+                delta = delta << 1 | 1;
+                known = s->epoch == enc->epoch && s->addr == old;
+                // a reference names the block by its allocation: n_allocs - 1 - ordinal back
+                v = known ? (uint64_t)(n_allocs - 1 - s->ordinal) << 1 : delta;
+                old_size = s->size;
+                if (delta >> 63 || (known && v > delta))
+                    known = false, v = delta;
+                ok = ok && hpt_colw_put(&w[HPT_COL_FREE], v);
+                prev_free = old;
+            }
+            t_prev = e.t;
+            if (e.tag == HPT_REC_FREE_SIZED) {
+                int64_t d = (int64_t)(e.size - (known ? old_size : 0));
+                ok = ok && hpt_colw_put(&w[HPT_COL_SIZE], hpt_zigzag(d)) &&
+                     hpt_colw_put(&w[HPT_COL_SIZE], e.align);
+                break;
+            }
+            if (e.tag == HPT_REC_FREE) {
+                ok = ok && hpt_colw_put(&w[HPT_COL_TOUCH],
+                                        e.touch ? ((e.touched << 2) | (e.touch - 1u)) + 1 : 0);
+                if (e.touch && e.touch - 1u != HPT_TOUCH_RESIDENT) {
+                    int64_t d = (int64_t)(e.nz - (known ? old_size : e.touched));
+                    ok = ok && hpt_colw_put(&w[HPT_COL_TOUCH], hpt_zigzag(d));
+                }
+                break;
+            }
+            ok = ok && hpt_colw_put(&w[HPT_COL_STACK], e.stack);
+            v = hpt_zigzag((int64_t)(e.size - last_realloc_size));
+            last_realloc_size = e.size;
+            if ((v < e.size ? v : e.size) >> 63)
+                return 0;
+            ok = ok && hpt_colw_put(&w[HPT_COL_SIZE], v < e.size ? v << 1 | 1 : e.size << 1);
+            if (!hpt_cols_addr_code((int64_t)(e.addr - old), &v))
+                return 0;
+            ok = ok && hpt_colw_put(&w[HPT_COL_ADDR], v);
+            t_prev = e.t2;
+            break;
+        }
+        if (!ok || !hpt_colw_bytes(&w[HPT_COL_TAG], &e.tag, 1))
+            return 0;
+        if (e.tag != HPT_REC_FREE && e.tag != HPT_REC_FREE_SIZED) { // a new block
+            hpt_cols_slot_t *s = &enc->slot[hpt_cols_hash(e.addr)];
+            s->addr = e.addr;
+            s->size = e.size;
+            s->ordinal = n_allocs++;
+            s->epoch = enc->epoch;
+        }
+        a_prev = e.addr;
+        raw_time = t_prev;
+        rows += len;
+        n_records++;
+        n_events++;
+        p = next;
+    }
+cut:
+    if (!n_records && p < end)
+        return 0; // nothing fit (cannot be: the first record is always taken)
+    info->in_bytes = (size_t)(p - in);
+    info->row_bytes = rows;
+    info->n_records = n_records;
+    info->n_events = n_events;
+    pos->w.time_ns = t_prev;
+    pos->w.addr = a_prev;
+    pos->raw_time = raw_time;
+    pos->t_hi = t_hi;
+    // the table, then the columns moved down behind it (regions only move towards out)
+    uint8_t *q = hpt_put_varint(out, HPT_COLS);
+    q = hpt_put_varint(q, rows);
+    for (int i = 0; i < HPT_COLS; i++)
+        q = hpt_put_varint(q, (uint64_t)(w[i].p - (base + (size_t)i * region)));
+    for (int i = 0; i < HPT_COLS; i++) {
+        size_t len = (size_t)(w[i].p - (base + (size_t)i * region));
+        memmove(q, base + (size_t)i * region, len);
+        q += len;
+    }
+    return (size_t)(q - out);
+}
+
+bool hp_rc_rows(const uint8_t *in, size_t n, size_t max_bytes, uint8_t *out, size_t out_cap,
+                uint8_t *scratch, hp_rc_pos_t *pos, hp_rc_info_t *info) {
+    uint64_t t_prev = pos->w.time_ns, a_prev = pos->w.addr, raw_time = pos->raw_time;
+    uint64_t t_hi = pos->t_hi;
+    uint32_t n_records = 0, n_events = 0;
+    size_t rows = 0;
+    const uint8_t *p = in, *end = in + n;
+    while (p < end) {
+        uint8_t buf[1 + 7 * HPT_VARINT_MAX];
+        const uint8_t *rec = buf, *next;
+        size_t len;
+        uint64_t wt = t_prev, at = a_prev, rt = raw_time;
+        hp_rent_t e;
+        if (*p < HP_RE_FIRST) {
+            if (!(next = raw_record(p, end, &wt, &rt, scratch, &rec, &len)))
+                return false;
+            e.tag = *p;
+        } else {
+            if (!(next = hp_re_read_fixed(p, end, t_hi, &e)))
+                return false;
+            if (e.tag >= HP_RE_FIRST) { // TBASE or THI
+                if (e.tag == HP_RE_TBASE)
+                    raw_time = e.t;
+                else
+                    t_hi = e.t;
+                p = next;
+                continue;
+            }
+            // the record the shim wrote before the ring held entries (docs/trace-format.md)
+            uint8_t *q = buf;
+            *q++ = e.tag;
+            q = hpt_put_varint(q, e.t - wt);
+            wt = e.t;
+            switch (e.tag) {
+            case HPT_REC_MALLOC:
+            case HPT_REC_CALLOC:
+            case HPT_REC_ALIGNED:
+                q = hpt_put_varint(q, e.stack);
+                q = hpt_put_varint(q, hpt_zigzag((int64_t)(e.addr - at)));
+                q = hpt_put_varint(q, e.size);
+                if (e.tag == HPT_REC_ALIGNED)
+                    q = hpt_put_varint(q, e.align);
+                break;
+            case HPT_REC_FREE:
+                q = hpt_put_varint(q, hpt_zigzag((int64_t)(e.addr - at)));
+                q = hpt_put_touch(q, e.touch ? (int)e.touch - 1 : -1, e.touched, e.nz);
+                break;
+            case HPT_REC_FREE_SIZED:
+                q = hpt_put_varint(q, hpt_zigzag((int64_t)(e.addr - at)));
+                q = hpt_put_varint(q, e.size);
+                q = hpt_put_varint(q, e.align);
+                break;
+            default: // REALLOC
+                q = hpt_put_varint(q, e.t2 - e.t);
+                wt = e.t2;
+                q = hpt_put_varint(q, e.stack);
+                q = hpt_put_varint(q, hpt_zigzag((int64_t)(e.old - at)));
+                q = hpt_put_varint(q, hpt_zigzag((int64_t)(e.addr - e.old)));
+                q = hpt_put_varint(q, e.size);
+                break;
+            }
+            at = e.addr;
+            rt = wt;
+            len = (size_t)(q - buf);
+        }
+        if (rows && rows + len > max_bytes)
+            break;
+        if (len > out_cap - rows)
+            return false;
+        memcpy(out + rows, rec, len);
+        rows += len;
+        n_records++;
+        n_events += is_event(e.tag);
+        t_prev = wt;
+        a_prev = at;
+        raw_time = rt;
+        p = next;
+    }
+    info->in_bytes = (size_t)(p - in);
+    info->row_bytes = rows;
+    info->n_records = n_records;
+    info->n_events = n_events;
+    pos->w.time_ns = t_prev;
+    pos->w.addr = a_prev;
+    pos->raw_time = raw_time;
+    pos->t_hi = t_hi;
+    return true;
+}
