@@ -31,8 +31,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define REPLAY_PAR_THREADS_DEFAULT 4u // without HEAPPROF_REPLAY_THREADS: see replay_par_threads
-#define ROUND_MIN 16384u      // events a round gathers before it starts, if batches are small
+#define REPLAY_PAR_THREADS_DEFAULT 8u // without HEAPPROF_REPLAY_THREADS: see replay_par_threads
+#define ROUND_MIN 131072u     // events a round gathers before it starts (round_min_env)
 #define ROUND_MAX (1u << 20)  // events a round takes at most (its indexes are 32-bit)
 #define WORKER_STACK_BYTES (256u << 10)
 // A thread that waits for the next round, the round's partition or the shards' end spins this
@@ -220,6 +220,19 @@ struct replay_par {
     uint64_t live_bytes, live_blocks, peak_bytes, peak_time_ns, peak_blocks;
 };
 
+// HEAPPROF_REPLAY_ROUND: the events a round gathers before it starts (bench/analyzer_scaling.sh
+// measures round sizes with it; every figure is the same at any size, test_replay_par's rounds
+// go down to one event). Fewer, larger rounds mean fewer meetings of the threads a round, more
+// memory in flight (the round's copies and results, ~150 bytes an event, two rounds).
+static size_t round_min_env(void) {
+    const char *env = getenv("HEAPPROF_REPLAY_ROUND");
+    char *end;
+    unsigned long v = env && *env ? strtoul(env, &end, 10) : 0;
+    if (!env || !*env || *end || v == 0)
+        return ROUND_MIN;
+    return v > ROUND_MAX ? ROUND_MAX : v;
+}
+
 unsigned replay_par_threads(void) {
     unsigned n;
     const char *env = getenv("HEAPPROF_REPLAY_THREADS");
@@ -229,11 +242,11 @@ unsigned replay_par_threads(void) {
         n = v > REPLAY_PAR_THREADS_MAX ? REPLAY_PAR_THREADS_MAX : (unsigned)v;
     } else {
         // Half the CPUs, at most REPLAY_PAR_THREADS_DEFAULT: with the scans' own threads
-        // (order, growth, the apply parts), the reader and its decode workers beside them,
-        // more shards cost more than they give. On 16 cores (session 10, `report` on 100 M
-        // c_churn events) 4 took 2.95 and 3.15 s, 16 took 3.55 and 3.76 s (CPU 23 -> 33 s):
-        // every shard thread walked every event of a round then (no longer since session 11:
-        // to be measured again).
+        // (order, peak, growth's two passes, the apply parts), the reader and its decode
+        // workers beside them, more shards cost more than they give. On 16 cores (session 11,
+        // `report` on 100 M c_churn events, 4 decode workers, rounds of 131,072 events): 4
+        // shards 2.42-2.43 s, 8 2.29-2.36 s, 16 2.40-2.52 s (with rounds of 16,384: 2.53-2.58,
+        // 2.82-2.98, 3.62-3.86 s).
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         n = cpus <= 2 ? 0 : (unsigned)(cpus / 2);
         if (n > REPLAY_PAR_THREADS_DEFAULT)
@@ -381,7 +394,7 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
         p->shard_bits++;
     p->keep = keep;
     p->keep_ctx = keep_ctx;
-    p->round_min = ROUND_MIN;
+    p->round_min = round_min_env();
     p->round_max = ROUND_MAX;
     p->sites = mode & (REPLAY_SITES | REPLAY_DHAT);
     for (unsigned s = 0; s < p->n_shards; s++) {

@@ -42,8 +42,8 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
                              replay_keep_fn keep, void *keep_ctx);
 
 // Rounds of at least min_events events (gathered from smaller batches) and at most max_events
-// (>= 1; the defaults are 16384 and 2^20). For tests, whose rounds must be small enough that
-// blocks and peaks cross from one round to the next. Call before the first event.
+// (>= 1; the defaults are 131072, or HEAPPROF_REPLAY_ROUND, and 2^20). For tests, whose rounds
+// must be small enough that blocks and peaks cross from one round to the next. Call before the first event.
 void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events);
 
 // Growth chains beside the sites (mode with REPLAY_SITES, not REPLAY_DHAT): the shards keep
