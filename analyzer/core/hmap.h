@@ -109,6 +109,24 @@ static inline __attribute__((always_inline)) void hmap_prefetch_ordered(const hm
     __builtin_prefetch(s + h->stride - 1, 1);
 }
 
+// For a pooled table, the second half of a prefetch: finds key (whose slot an earlier
+// hmap_prefetch should have brought in) and prefetches its value. No effect on the contents.
+static inline __attribute__((always_inline)) void hmap_prefetch_value(const hmap_t *h,
+                                                                     uint64_t key) {
+    size_t mask = h->cap - 1;
+    for (size_t i = (size_t)(hmap_hash(key) >> h->shift);; i = (i + 1) & mask) {
+        const uint64_t *s = h->slots + 2 * i;
+        if (s[0] == key) {
+            const uint8_t *v = h->pool + s[1] * h->vbytes;
+            __builtin_prefetch(v, 1);
+            __builtin_prefetch(v + h->vbytes - 1, 1);
+            return;
+        }
+        if (s[0] == 0)
+            return;
+    }
+}
+
 static inline size_t hmap_count(const hmap_t *h) { return h->n; }
 
 // Iteration in table order: start with *it = 0; returns the next value and sets *key, or NULL
