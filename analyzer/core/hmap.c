@@ -146,9 +146,13 @@ static void init_with(hmap_t *h, size_t value_bytes, bool pooled) {
 void hmap_init(hmap_t *h, size_t value_bytes) { init_with(h, value_bytes, false); }
 
 void hmap_init_pooled(hmap_t *h, size_t value_bytes) {
-    init_with(h, value_bytes < 8 ? 8 : value_bytes, true);
+    // values in the slots until the table is big (to_pooled)
+    init_with(h, value_bytes < 8 ? 8 : value_bytes, false);
     h->value_bytes = value_bytes;
+    h->pool_at = HMAP_POOL_AT;
 }
+
+void hmap_pool_from(hmap_t *h, size_t bytes) { h->pool_at = bytes ? bytes : 1; }
 
 void hmap_fini(hmap_t *h) {
     if (h->over) {
@@ -363,11 +367,45 @@ static void grow_pooled(hmap_t *h) {
     free(later);
 }
 
+// A pooled table that kept its values in its slots while small moves them to the pool: the
+// slots become 16 bytes (key, value index), as many as before, so at most half full still and
+// below a pooled table's 3/4; the old table and the new one are held at once, a small table
+// (below pool_at) and its values.
+static void to_pooled(hmap_t *h) {
+    uint64_t *old = h->slots;
+    size_t old_cap = h->cap, old_stride = h->stride;
+    h->pool_at = 0;
+    h->pooled = true;
+    h->stride = 2;
+    h->pool_cap = old_cap; // >= the keys: the table was at most half full
+    h->pool = xmalloc(h->pool_cap * h->vbytes);
+    want_huge(h, h->pool, h->pool_cap * h->vbytes);
+    h->pool_n = h->pool_free = h->pool_pending = 0;
+    table_alloc(h, old_cap);
+    size_t mask = h->cap - 1;
+    for (size_t j = 0; j < old_cap; j++) {
+        uint64_t key = old[j * old_stride];
+        if (key == 0)
+            continue;
+        size_t i = home(h, key);
+        while (h->slots[2 * i] != 0)
+            i = (i + 1) & mask;
+        h->slots[2 * i] = key;
+        h->slots[2 * i + 1] = h->pool_n;
+        copy_words((uint64_t *)(h->pool + h->pool_n * h->vbytes), old + j * old_stride + 1,
+                   h->vbytes / 8);
+        h->pool_n++;
+    }
+    free(old);
+}
+
 static void grow(hmap_t *h) {
     if (h->ordered)
         grow_ordered(h);
     else if (h->pooled)
         grow_pooled(h);
+    else if (h->pool_at && 2 * h->cap * h->stride * sizeof(uint64_t) >= h->pool_at)
+        to_pooled(h);
     else
         rehash(h, h->cap * 2);
 }
@@ -442,6 +480,7 @@ void *hmap_put_slow(hmap_t *h, uint64_t key, bool *existed) {
     if (h->n - h->has_zero + 1 > h->grow_at) {
         grow(h);
         mask = h->cap - 1;
+        stride = h->stride; // to_pooled changes it
         for (i = home(h, key); h->slots[i * stride] != 0; i = (i + 1) & mask)
             ;
     }

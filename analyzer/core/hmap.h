@@ -39,6 +39,8 @@ typedef struct hmap {
                             // their first words
     uint64_t pool_pending;  // the value hmap_take_ref just gave back (index + 1): it joins the
                             // chain at the next change, so the caller may read it until then
+    size_t pool_at;         // hmap_init_pooled: values stay in the slots until a doubling
+                            // would make the slots this many bytes or more (0: not such a table)
 } hmap_t;
 
 // value_bytes > 0. Allocates a small table (exits on OOM, like every call below that grows).
@@ -70,8 +72,15 @@ void hmap_init_ordered(hmap_t *h, size_t value_bytes);
 // key, not the values, and the pool only ever holds the values in use at the peak (a freed
 // value is reused next, most recently freed first, so new blocks land on warm lines).
 // Values do not move while their key stays, except when the pool itself grows (realloc).
+// A small table keeps its values in its slots all the same (one cache miss a lookup, not two:
+// the slot, then the value) and moves them to the pool at the doubling that would make its
+// slots HMAP_POOL_AT bytes or more; values move then too, as any change may move them.
 // value_bytes >= 8 (a freed value's first word chains it to the next).
 void hmap_init_pooled(hmap_t *h, size_t value_bytes);
+#define HMAP_POOL_AT ((size_t)32 << 20)
+// For tests: pool from a doubling that makes the slots `bytes` or more (1: from the first).
+// Call right after hmap_init_pooled.
+void hmap_pool_from(hmap_t *h, size_t bytes);
 
 // Removes key; copies its value to out (if non-NULL). Returns false if key was absent.
 bool hmap_take(hmap_t *h, uint64_t key, void *out);
@@ -113,6 +122,8 @@ static inline __attribute__((always_inline)) void hmap_prefetch_ordered(const hm
 // hmap_prefetch should have brought in) and prefetches its value. No effect on the contents.
 static inline __attribute__((always_inline)) void hmap_prefetch_value(const hmap_t *h,
                                                                      uint64_t key) {
+    if (!h->pooled)
+        return; // the value is in the slot hmap_prefetch fetched
     size_t mask = h->cap - 1;
     for (size_t i = (size_t)(hmap_hash(key) >> h->shift);; i = (i + 1) & mask) {
         const uint64_t *s = h->slots + 2 * i;

@@ -288,7 +288,9 @@ static uint64_t top_key(void) {
     }
 }
 
-static void pooled_churn(bool wrapping) {
+// pool_from: hmap_pool_from's bytes (1: pooled from the first doubling; 0: the default, values
+// in the slots until the slots pass HMAP_POOL_AT, which these 3,000 keys never reach).
+static void pooled_churn(bool wrapping, size_t pool_from) {
     enum { KEYS = 3000, OPS = 400000 };
     uint64_t *keys = malloc(KEYS * sizeof *keys);
     uint64_t *model = calloc(KEYS, sizeof *model);
@@ -296,6 +298,8 @@ static void pooled_churn(bool wrapping) {
         keys[k] = wrapping ? top_key() : 0x7f0000000000ull + (rnd() % (1u << 24)) * 16 + k;
     hmap_t h;
     hmap_init_pooled(&h, sizeof(big_t));
+    if (pool_from)
+        hmap_pool_from(&h, pool_from);
     size_t n = 0;
     for (uint64_t s = 1; s <= OPS; s++) {
         // grow towards all keys live, then shrink and grow again
@@ -348,19 +352,30 @@ static void pooled_churn(bool wrapping) {
     while (hmap_next(&h, &it, &key))
         seen++;
     cr_assert_eq(seen, n);
+    cr_assert_eq(h.pooled, pool_from != 0, "values moved to the pool when, and only when, due");
     cr_assert_leq(h.pool_n, KEYS, "freed values are reused");
     hmap_fini(&h);
     free(keys);
     free(model);
 }
 
-Test(hmap, pooled_churn_matches_a_reference_model) { pooled_churn(false); }
-Test(hmap, pooled_keys_homed_at_the_end_survive_doubling, .timeout = 30) { pooled_churn(true); }
+Test(hmap, pooled_churn_matches_a_reference_model) { pooled_churn(false, 1); }
+Test(hmap, pooled_keys_homed_at_the_end_survive_doubling, .timeout = 30) {
+    pooled_churn(true, 1);
+}
+// values in the slots while small, moved to the pool at a doubling in the middle of the churn
+// (64-byte slots: the doubling to 2,048 slots, ~1,000 keys live)
+Test(hmap, pooled_late_churn_matches_a_reference_model) { pooled_churn(false, 128 << 10); }
+Test(hmap, pooled_late_keys_homed_at_the_end_survive_the_move, .timeout = 30) {
+    pooled_churn(true, 128 << 10);
+}
+Test(hmap, pooled_small_table_keeps_values_in_its_slots) { pooled_churn(false, 0); }
 
 // hmap_take_ref's value stays readable until the next change, then is the first one reused.
 Test(hmap, pooled_take_ref_value_is_reused_last_in_first_out) {
     hmap_t h;
     hmap_init_pooled(&h, sizeof(big_t));
+    hmap_pool_from(&h, 1);
     for (uint64_t i = 1; i <= 1000; i++)
         ((big_t *)hmap_put(&h, i * 16, NULL))->w[0] = i;
     big_t *v = hmap_take_ref(&h, 500 * 16);
