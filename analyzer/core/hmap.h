@@ -68,7 +68,7 @@ void hmap_init_ordered(hmap_t *h, size_t value_bytes);
 // A scattered table whose values lie out of line, in a pool of their own: a slot is 16 bytes,
 // the key and the index of its value. For big values in big tables (replay's live blocks:
 // 24 bytes, 56 with growth's words, millions of them): the table keeps its room to probe (at
-// most half full) without that room costing a whole value a slot, a doubling moves 16 bytes a
+// most 3/4 full) without that room costing a whole value a slot, a doubling moves 16 bytes a
 // key, not the values, and the pool only ever holds the values in use at the peak (a freed
 // value is reused next, most recently freed first, so new blocks land on warm lines).
 // Values do not move while their key stays, except when the pool itself grows (realloc).
