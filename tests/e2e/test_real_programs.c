@@ -38,8 +38,10 @@ static char *same_with_and_without(const char *dir, const char *tag, const char 
     return strdup(trace);
 }
 
+// slack_bytes: what the program itself may allocate more or less from one run to the next (the
+// totals come from two runs, DHAT's and ours).
 static void agrees_with_dhat(const char *dir, const char *tag, const char *trace,
-                             const char *program) {
+                             const char *program, long long slack_bytes) {
     char cmd[16384], json[4096];
     snprintf(json, sizeof json, "%s/%s.dhat.json", dir, tag);
     snprintf(cmd, sizeof cmd,
@@ -63,8 +65,8 @@ static void agrees_with_dhat(const char *dir, const char *tag, const char *trace
     json_decref(s);
     // a few blocks libc sizes differently under each tool; DHAT stores malloc(0) as 1 byte
     cr_expect(llabs(blocks - tbk) <= 8, "%s: heapprof %lld blocks, DHAT %lld", tag, blocks, tbk);
-    cr_expect(llabs(bytes - tb) <= 8 * 1024 + tbk / 100, "%s: heapprof %lld bytes, DHAT %lld", tag,
-              bytes, tb);
+    cr_expect(llabs(bytes - tb) <= 8 * 1024 + tbk / 100 + slack_bytes,
+              "%s: heapprof %lld bytes, DHAT %lld", tag, bytes, tb);
 }
 
 #define PY "/usr/bin/python3 -S -c 'import json; d={str(i): list(range(i)) for i in range(300)}; print(len(json.dumps(d)))'"
@@ -76,7 +78,11 @@ Test(real_programs, python3, .timeout = 600) {
     setenv("PYTHONHASHSEED", "0", 1); // the same dict sizes, hence allocations, in every run
     char *dir = e2e_tmpdir("python");
     char *trace = same_with_and_without(dir, "py", PY);
-    agrees_with_dhat(dir, "py", trace, PY);
+    // python's allocator maps its arenas with mmap and indexes them in a radix tree whose
+    // 128 KiB leaves it mallocs as the arenas' addresses need them: where the mappings fall
+    // (the loader's, the shim's rings') decides whether a run makes one more leaf (1 run in 20
+    // with the shim's drain throttled, HEAPPROF_TEST_DRAIN_DELAY_MS; seen once in CI-like load)
+    agrees_with_dhat(dir, "py", trace, PY, 128 * 1024);
     free(trace);
     free(dir);
 }
@@ -86,7 +92,7 @@ Test(real_programs, sqlite3, .timeout = 600) {
         cr_skip_test("no sqlite3 (scripts/deps.sh installs it)");
     char *dir = e2e_tmpdir("sqlite");
     char *trace = same_with_and_without(dir, "sql", SQL);
-    agrees_with_dhat(dir, "sql", trace, SQL);
+    agrees_with_dhat(dir, "sql", trace, SQL, 0);
     free(trace);
     free(dir);
 }
