@@ -356,7 +356,7 @@ typedef struct fresh {
     uint64_t sp, pc, bp;
     uint64_t ra_addr; // 0: the step read no return address
     uint64_t bp_addr; // 0: the step read no rbp
-    uint64_t flags;
+    uint64_t flags, pad_[2]; // 64 bytes: st - fr is a shift
 } fresh_t;
 
 typedef struct ck_block {
@@ -468,21 +468,22 @@ static bool walk(const hp_frame_t *from, cfi_thread_t *ct) {
     fresh_t *fr = ct->fresh;
     tls_slot_t *rules_cache = ct->rules;
     uint64_t pc = from->pc, sp = from->sp, bp = from->bp;
-    bool bp_ok = true, complete = true;
+    bool bp_ok = true, complete = true, any_needs = false;
     uint32_t i = 0, own = 0;
     const uint32_t n = w->n;
-    // the logged frame the walk may join (outer index), or -1
-    int32_t c = w->complete ? (int32_t)n - 1 : -1;
+    // just past the logged frame the walk may join (lo: none)
+    const frame_t *const lo = w->f, *ce = w->complete ? lo + n : lo;
     int32_t bad = (int32_t)n; // frames_valid's bound
     fresh_t *st = fr, *const st_end = fr + STEPS_MAX;
     bool joined = false;
     for (;;) {
-        while (c >= 0 && w->f[c].sp < sp)
-            c--;
-        if (c >= 0 && w->f[c].sp == sp && w->f[c].pc == pc &&
-            (!(w->f[c].flags & STEP_NEEDS_BP) ||
-             (w->f[c].bp == bp && (w->f[c].flags & STEP_BP_OK) == (bp_ok ? STEP_BP_OK : 0))) &&
-            (uint32_t)c + 1 + (uint32_t)(st - fr) <= STEPS_MAX && frames_valid(w, c, &bad)) {
+        while (ce != lo && ce[-1].sp < sp)
+            ce--;
+        if (ce != lo && ce[-1].sp == sp && ce[-1].pc == pc &&
+            (!(ce[-1].flags & STEP_NEEDS_BP) ||
+             (ce[-1].bp == bp && (ce[-1].flags & STEP_BP_OK) == (bp_ok ? STEP_BP_OK : 0))) &&
+            (uint32_t)(ce - lo) + (uint32_t)(st - fr) <= STEPS_MAX &&
+            frames_valid(w, (int32_t)(ce - lo) - 1, &bad)) {
             joined = true;
             break;
         }
@@ -508,8 +509,10 @@ static bool walk(const hp_frame_t *from, cfi_thread_t *ct) {
             if ((r.flags & RULE_UNSUPPORTED) || ((r.flags & RULE_CFA_BP) && !bp_ok))
                 return false;
             cfa = ((r.flags & RULE_CFA_BP) ? bp : sp) + (uint64_t)(int64_t)r.cfa_off;
-            if (r.flags & RULE_CFA_BP)
+            if (r.flags & RULE_CFA_BP) {
                 fl |= STEP_NEEDS_BP;
+                any_needs = true;
+            }
             if (r.flags & RULE_BP_LOST)
                 bp_ok = false;
         }
@@ -544,7 +547,7 @@ static bool walk(const hp_frame_t *from, cfi_thread_t *ct) {
     while (own < i && fr[own].pc - self_lo < self_hi - self_lo)
         own++;
     // What the new walk is to the logged one, before the log becomes the new walk.
-    uint32_t m = joined ? (uint32_t)c + 1 : 0; // logged frames kept: the shared ones
+    uint32_t m = joined ? (uint32_t)(ce - lo) : 0; // logged frames kept: the shared ones
     uint32_t jin = n - m;                      // the join, counted from the logged walk's start
     w->same = joined && own == i && jin <= w->own && complete;
     w->d_ok = joined && jin >= w->own && complete;
@@ -560,26 +563,42 @@ static bool walk(const hp_frame_t *from, cfi_thread_t *ct) {
     bool needs = m && (w->f[m - 1].flags & STEP_NEEDS_BP);
     uint32_t nw = m ? w->f[m - 1].wend : 0;
     frame_t *d = &w->f[m];
-    for (uint32_t k = i; k-- > 0; d++) {
-        const fresh_t *f = &fr[k];
-        if (f->ra_addr) {
+    if (HP_LIKELY(joined && !needs && !any_needs)) {
+        // The common case, code that keeps no frame pointer or does not unwind by it: no frame
+        // needs its rbp, each step adds the return address it read (a joined walk's every
+        // step read one) and keeps its flags.
+        for (uint32_t k = i; k-- > 0; d++) {
+            const fresh_t *f = &fr[k];
+            HP_ASSERT(f->ra_addr && !(f->flags & STEP_NEEDS_BP));
             word_set(w, nw++, f->ra_addr, f[1].pc);
+            d->sp = f->sp;
+            d->pc = f->pc;
+            d->bp = f->bp;
+            d->flags = (uint8_t)f->flags;
+            d->wend = (uint16_t)nw;
         }
-        if (f->bp_addr && needs) { // the caller (outer neighbour) uses the rbp read
-            word_set(w, nw++, f->bp_addr, f[1].bp);
+    } else {
+        for (uint32_t k = i; k-- > 0; d++) {
+            const fresh_t *f = &fr[k];
+            if (f->ra_addr) {
+                word_set(w, nw++, f->ra_addr, f[1].pc);
+            }
+            if (f->bp_addr && needs) { // the caller (outer neighbour) uses the rbp read
+                word_set(w, nw++, f->bp_addr, f[1].bp);
+            }
+            uint8_t fl = (uint8_t)f->flags;
+            if (fl & STEP_NEEDS_BP)
+                needs = true;
+            else if (fl & STEP_BP_READ)
+                needs = false; // the caller's rbp comes from memory, checked on reuse
+            if (needs)
+                fl |= STEP_NEEDS_BP;
+            d->sp = f->sp;
+            d->pc = f->pc;
+            d->bp = f->bp;
+            d->flags = fl;
+            d->wend = (uint16_t)nw;
         }
-        uint8_t fl = (uint8_t)f->flags;
-        if (fl & STEP_NEEDS_BP)
-            needs = true;
-        else if (fl & STEP_BP_READ)
-            needs = false; // the caller's rbp comes from memory, checked on reuse
-        if (needs)
-            fl |= STEP_NEEDS_BP;
-        d->sp = f->sp;
-        d->pc = f->pc;
-        d->bp = f->bp;
-        d->flags = fl;
-        d->wend = (uint16_t)nw;
     }
     HP_ASSERT(nw <= WORDS_MAX);
     w->n = m + i;
