@@ -350,12 +350,13 @@ typedef struct frame {
     uint8_t flags; // enum step_flag
 } frame_t;
 
-// A frame walked before it is known whether and where the walk joins the log.
+// A frame walked before it is known whether and where the walk joins the log. The values its
+// step read are the next frame's pc and rbp (after the last frame, the state the walk ended in).
 typedef struct fresh {
     uint64_t sp, pc, bp;
-    uint64_t ra_addr, ra_val; // ra_addr 0: the step read no return address
-    uint64_t bp_addr, bp_val; // bp_addr 0: the step read no rbp
-    uint64_t flags;
+    uint64_t ra_addr; // 0: the step read no return address
+    uint64_t bp_addr; // 0: the step read no rbp
+    uint64_t flags, pad_[2]; // 64 bytes: st - fr is a shift
 } fresh_t;
 
 typedef struct ck_block {
@@ -385,7 +386,7 @@ typedef struct walk_log {
 typedef struct cfi_thread {
     tls_slot_t rules[TLS_RULES];
     walk_log_t log;
-    fresh_t fresh[STEPS_MAX];             // the walk's frames before the join, innermost first
+    fresh_t fresh[STEPS_MAX + 1];         // the walk's frames before the join, innermost first
     uint32_t check_last_n;                // check mode: the last stack reported
     uint64_t check_last[HPT_MAX_FRAMES];
 } cfi_thread_t;
@@ -435,17 +436,18 @@ static inline bool words_changed(const walk_log_t *w, uint32_t nw) {
     return changed != 0;
 }
 
-// How many of the logged frames, outermost first, read only words that still hold what they
-// held, given that frames [0, upto] are the ones asked about: upto + 1 in the common case.
-static uint32_t valid_frames(const walk_log_t *w, uint32_t upto) {
-    if (HP_LIKELY(!words_changed(w, w->f[upto].wend)))
-        return upto + 1;
-    uint32_t k = 0;
-    for (uint32_t o = 0; o <= upto; o++)
-        for (; k < w->f[o].wend; k++)
-            if (word_changed(w, k))
-                return o;
-    return upto + 1;
+// Whether the logged frames [0, c] read only words that still hold what they held: the words
+// [0, f[c].wend). Every frame from *bad on is known not to (a frame's words include all its
+// outer frames'), and a walk stops at the first join that passes, so it checks one prefix per
+// join it tries, with no search for the changed word.
+static inline bool frames_valid(const walk_log_t *w, int32_t c, int32_t *bad) {
+    if (c >= *bad)
+        return false;
+    if (words_changed(w, w->f[c].wend)) {
+        *bad = c;
+        return false;
+    }
+    return true;
 }
 
 // Whether the walk from `from` starts where the logged one did, in a state that makes the rest
@@ -466,71 +468,86 @@ static bool walk(const hp_frame_t *from, cfi_thread_t *ct) {
     fresh_t *fr = ct->fresh;
     tls_slot_t *rules_cache = ct->rules;
     uint64_t pc = from->pc, sp = from->sp, bp = from->bp;
-    bool bp_ok = true, complete = true;
+    bool bp_ok = true, complete = true, any_needs = false;
     uint32_t i = 0, own = 0;
     const uint32_t n = w->n;
-    // the logged frame the walk may join (outer index), or -1
-    int32_t c = w->complete ? (int32_t)n - 1 : -1;
-    int32_t valid = -1; // logged frames [0, valid) read only unchanged words (computed on demand)
+    // just past the logged frame the walk may join (lo: none)
+    const frame_t *const lo = w->f, *ce = w->complete ? lo + n : lo;
+    int32_t bad = (int32_t)n; // frames_valid's bound
+    fresh_t *st = fr, *const st_end = fr + STEPS_MAX;
     bool joined = false;
     for (;;) {
-        while (c >= 0 && w->f[c].sp < sp)
-            c--;
-        if (c >= 0 && w->f[c].sp == sp && w->f[c].pc == pc &&
-            (!(w->f[c].flags & STEP_NEEDS_BP) ||
-             (w->f[c].bp == bp && (w->f[c].flags & STEP_BP_OK) == (bp_ok ? STEP_BP_OK : 0))) &&
-            (uint32_t)c + 1 + i <= STEPS_MAX &&
-            c < (valid < 0 ? (valid = (int32_t)valid_frames(w, (uint32_t)c)) : valid)) {
+        while (ce != lo && ce[-1].sp < sp)
+            ce--;
+        if (ce != lo && ce[-1].sp == sp && ce[-1].pc == pc &&
+            (!(ce[-1].flags & STEP_NEEDS_BP) ||
+             (ce[-1].bp == bp && (ce[-1].flags & STEP_BP_OK) == (bp_ok ? STEP_BP_OK : 0))) &&
+            (uint32_t)(ce - lo) + (uint32_t)(st - fr) <= STEPS_MAX &&
+            frames_valid(w, (int32_t)(ce - lo) - 1, &bad)) {
             joined = true;
             break;
         }
-        if (i == STEPS_MAX) {
+        if (st == st_end) {
             complete = false;
             break;
         }
-        fresh_t *st = &fr[i];
-        if (own == i && pc - self_lo < self_hi - self_lo)
-            own++;
         st->sp = sp;
         st->pc = pc;
         st->bp = bp;
-        st->ra_addr = st->bp_addr = 0;
-        uint8_t fl = bp_ok ? STEP_BP_OK : 0;
-        i++;
+        uint64_t fl = bp_ok ? STEP_BP_OK : 0;
         rule_t r = rule_for(rules_cache, pc);
         uint64_t cfa;
         if (HP_LIKELY(!(r.flags & (RULE_STOP | RULE_UNSUPPORTED | RULE_CFA_BP | RULE_BP_LOST)))) {
             cfa = sp + (uint64_t)(int64_t)r.cfa_off;
         } else {
             if (r.flags & RULE_STOP) {
+                st->ra_addr = st->bp_addr = 0;
                 st->flags = fl;
+                st++;
                 break;
             }
             if ((r.flags & RULE_UNSUPPORTED) || ((r.flags & RULE_CFA_BP) && !bp_ok))
                 return false;
             cfa = ((r.flags & RULE_CFA_BP) ? bp : sp) + (uint64_t)(int64_t)r.cfa_off;
-            if (r.flags & RULE_CFA_BP)
+            if (r.flags & RULE_CFA_BP) {
                 fl |= STEP_NEEDS_BP;
+                any_needs = true;
+            }
             if (r.flags & RULE_BP_LOST)
                 bp_ok = false;
         }
-        st->flags = fl;
-        if (cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7)) // also catches cfa <= sp
+        if (cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7)) { // also catches cfa <= sp
+            st->ra_addr = st->bp_addr = 0;
+            st->flags = fl;
+            st++;
             break;
-        st->ra_addr = cfa + (uint64_t)(int64_t)r.ra_off;
-        st->ra_val = pc = word_at(st->ra_addr);
-        if (r.flags & RULE_BP_SAVED) {
-            st->bp_addr = cfa + (uint64_t)(int64_t)r.bp_off;
-            st->bp_val = bp = word_at(st->bp_addr);
-            bp_ok = true;
-            st->flags = fl | STEP_BP_READ;
         }
+        uint64_t ra_addr = cfa + (uint64_t)(int64_t)r.ra_off, bp_addr = 0;
+        pc = word_at(ra_addr);
+        if (r.flags & RULE_BP_SAVED) {
+            bp_addr = cfa + (uint64_t)(int64_t)r.bp_off;
+            bp = word_at(bp_addr);
+            bp_ok = true;
+            fl |= STEP_BP_READ;
+        }
+        st->ra_addr = ra_addr;
+        st->bp_addr = bp_addr;
+        st->flags = fl;
+        st++;
         sp = cfa;
         if (pc == 0)
             break;
     }
+    // where the last step went: the values the words it read held
+    st->pc = pc;
+    st->bp = bp;
+    i = (uint32_t)(st - fr);
+    // The innermost fresh frames inside the shim (tested here, not at each step: only the first
+    // ever is, where the walk starts in the shim)
+    while (own < i && fr[own].pc - self_lo < self_hi - self_lo)
+        own++;
     // What the new walk is to the logged one, before the log becomes the new walk.
-    uint32_t m = joined ? (uint32_t)c + 1 : 0; // logged frames kept: the shared ones
+    uint32_t m = joined ? (uint32_t)(ce - lo) : 0; // logged frames kept: the shared ones
     uint32_t jin = n - m;                      // the join, counted from the logged walk's start
     w->same = joined && own == i && jin <= w->own && complete;
     w->d_ok = joined && jin >= w->own && complete;
@@ -546,26 +563,42 @@ static bool walk(const hp_frame_t *from, cfi_thread_t *ct) {
     bool needs = m && (w->f[m - 1].flags & STEP_NEEDS_BP);
     uint32_t nw = m ? w->f[m - 1].wend : 0;
     frame_t *d = &w->f[m];
-    for (uint32_t k = i; k-- > 0; d++) {
-        const fresh_t *st = &fr[k];
-        if (st->ra_addr) {
-            word_set(w, nw++, st->ra_addr, st->ra_val);
+    if (HP_LIKELY(joined && !needs && !any_needs)) {
+        // The common case, code that keeps no frame pointer or does not unwind by it: no frame
+        // needs its rbp, each step adds the return address it read (a joined walk's every
+        // step read one) and keeps its flags.
+        for (uint32_t k = i; k-- > 0; d++) {
+            const fresh_t *f = &fr[k];
+            HP_ASSERT(f->ra_addr && !(f->flags & STEP_NEEDS_BP));
+            word_set(w, nw++, f->ra_addr, f[1].pc);
+            d->sp = f->sp;
+            d->pc = f->pc;
+            d->bp = f->bp;
+            d->flags = (uint8_t)f->flags;
+            d->wend = (uint16_t)nw;
         }
-        if (st->bp_addr && needs) { // the caller (outer neighbour) uses the rbp read
-            word_set(w, nw++, st->bp_addr, st->bp_val);
+    } else {
+        for (uint32_t k = i; k-- > 0; d++) {
+            const fresh_t *f = &fr[k];
+            if (f->ra_addr) {
+                word_set(w, nw++, f->ra_addr, f[1].pc);
+            }
+            if (f->bp_addr && needs) { // the caller (outer neighbour) uses the rbp read
+                word_set(w, nw++, f->bp_addr, f[1].bp);
+            }
+            uint8_t fl = (uint8_t)f->flags;
+            if (fl & STEP_NEEDS_BP)
+                needs = true;
+            else if (fl & STEP_BP_READ)
+                needs = false; // the caller's rbp comes from memory, checked on reuse
+            if (needs)
+                fl |= STEP_NEEDS_BP;
+            d->sp = f->sp;
+            d->pc = f->pc;
+            d->bp = f->bp;
+            d->flags = fl;
+            d->wend = (uint16_t)nw;
         }
-        uint8_t fl = (uint8_t)st->flags;
-        if (fl & STEP_NEEDS_BP)
-            needs = true;
-        else if (fl & STEP_BP_READ)
-            needs = false; // the caller's rbp comes from memory, checked on reuse
-        if (needs)
-            fl |= STEP_NEEDS_BP;
-        d->sp = st->sp;
-        d->pc = st->pc;
-        d->bp = st->bp;
-        d->flags = fl;
-        d->wend = (uint16_t)nw;
     }
     HP_ASSERT(nw <= WORDS_MAX);
     w->n = m + i;

@@ -82,6 +82,31 @@ __attribute__((noinline)) static void drive(void (*outer)(int), int k) {
     sink = 4;
 }
 
+// The same shape without frame pointers: no frame's CFA is rbp-based, and drive_nofp saves rbp
+// (the clobber makes it a callee-saved register it pushes), so the walk from leaf outwards
+// depends on no frame's rbp up to it: joins take the walk's path for frames that need none.
+#define NOFP __attribute__((noinline, optimize("omit-frame-pointer")))
+NOFP static void mid_nofp(int k) {
+    leaf(k);
+    sink = 2 * k;
+}
+
+NOFP static void outer_a_nofp(int k) {
+    mid_nofp(k);
+    sink = 3;
+}
+
+NOFP static void outer_b_nofp(int k) {
+    mid_nofp(k);
+    sink = 3;
+}
+
+NOFP static void drive_nofp(void (*outer)(int), int k) {
+    __asm__ volatile("" ::: "rbp");
+    outer(k);
+    sink = 4;
+}
+
 static void expect_exact(int i) {
     const shot_t *s = &shots[i];
     cr_assert_gt(s->ref_n, 4, "shot %d: a walk of %u frames", i, s->ref_n);
@@ -104,13 +129,15 @@ static void expect_exact(int i) {
     }
 }
 
+typedef struct step {
+    void (*outer)(int);
+    int k;
+} step_t;
+
 Test(unwind, reused_walks_give_the_stack_a_fresh_walk_gives) {
     cr_assert(hp_thread_attach(), "no thread block");
     n_shots = 0;
-    static const struct {
-        void (*outer)(int);
-        int k;
-    } seq[] = {
+    static const step_t seq[] = {
         {outer_a, 1}, // fresh
         {outer_a, 1}, // the same stack
         {outer_a, 0}, // another call site in leaf: one fresh frame (the general join)
@@ -133,4 +160,22 @@ Test(unwind, reused_walks_give_the_stack_a_fresh_walk_gives) {
     cr_expect(!shots[4].same && !(shots[4].delta && shots[4].d.n_fresh == 1),
               "a changed outer word was taken for a one-frame step");
     cr_expect(shots[4].f[2] != shots[3].f[2], "outer_b's frame is not outer_a's");
+}
+
+Test(unwind, reused_walks_without_frame_pointers) {
+    cr_assert(hp_thread_attach(), "no thread block");
+    n_shots = 0;
+    static const step_t seq[] = {
+        {outer_a_nofp, 1}, {outer_a_nofp, 1}, {outer_a_nofp, 0}, {outer_a_nofp, 1},
+        {outer_b_nofp, 0}, // mid's saved return address changed: the join moves out past it
+        {outer_b_nofp, 0}, {outer_a_nofp, 0}, {outer_a_nofp, 1}, {outer_b_nofp, 1},
+    };
+    for (size_t i = 0; i < sizeof seq / sizeof *seq; i++)
+        drive_nofp(seq[i].outer, seq[i].k);
+    for (int i = 0; i < n_shots; i++)
+        expect_exact(i);
+    cr_expect(shots[1].same && shots[5].same, "the repeated stacks were not found the same");
+    cr_expect(shots[4].delta && shots[4].d.n_fresh == 3,
+              "a join past the changed word was not found (%d, %u fresh)", shots[4].delta,
+              shots[4].d.n_fresh);
 }
