@@ -128,26 +128,19 @@ static void table_alloc(hmap_t *h, size_t cap) {
     set_cap(h, cap);
 }
 
-static void init_with(hmap_t *h, size_t value_bytes, bool pooled) {
+void hmap_init(hmap_t *h, size_t value_bytes) {
     memset(h, 0, sizeof *h);
     h->value_bytes = value_bytes;
-    h->pooled = pooled;
     h->vbytes = (value_bytes + 7) / 8 * 8;
-    h->stride = pooled ? 2 : 1 + h->vbytes / 8;
+    h->stride = 1 + h->vbytes / 8;
     h->zero_value = xcalloc(1, value_bytes);
     h->taken = xcalloc(1, value_bytes);
-    if (pooled) {
-        h->pool_cap = HMAP_MIN_CAP;
-        h->pool = xmalloc(h->pool_cap * h->vbytes);
-    }
     table_alloc(h, HMAP_MIN_CAP);
 }
 
-void hmap_init(hmap_t *h, size_t value_bytes) { init_with(h, value_bytes, false); }
-
 void hmap_init_pooled(hmap_t *h, size_t value_bytes) {
     // values in the slots until the table is big (to_pooled)
-    init_with(h, value_bytes < 8 ? 8 : value_bytes, false);
+    hmap_init(h, value_bytes < 8 ? 8 : value_bytes);
     h->value_bytes = value_bytes;
     h->pool_at = HMAP_POOL_AT;
 }
