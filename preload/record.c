@@ -177,11 +177,16 @@ static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t 
     hp_unwind_delta_t d;
     uint32_t last = hp_tls_last_stack;
     HP_ASSERT(hp_config.max_frames >= 1 && hp_config.max_frames <= HPT_MAX_FRAMES);
-    uint32_t n = hp_unwind(from, frames, hp_config.max_frames, &same, &d);
+    uint32_t snap;
+    uint32_t n = hp_unwind(from, frames, hp_config.max_frames, &same, &d, &snap);
     HP_ASSERT(n <= hp_config.max_frames);
     HP_ASSERT(!d.valid || (!same && d.n_fresh <= HP_DELTA_FRESH_MAX));
     if (same && last != HPT_STACK_UNKNOWN)
         return last;
+    // A snapshot: the log, and so hp_tls_last_stack (its stack's id, which the known steps start
+    // from), stay as they were.
+    if (snap)
+        return snap;
     hp_step_t *step = NULL;
     if (d.valid) {
         hp_thread_t *th = hp_tls_thread; // not NULL: the walk that set d.valid used it
@@ -196,6 +201,7 @@ static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t 
                     hp_unwind_check_verdict(hp_stacktab_find(frames, n) == e->to_id);
                 }
                 hp_tls_last_stack = e->to_id;
+                hp_unwind_snap_put(from, e->to_id);
                 return e->to_id;
             }
         }
@@ -214,6 +220,8 @@ static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t 
             step->fresh[k] = d.fresh[k];
     }
     hp_tls_last_stack = id;
+    if (id != HPT_STACK_UNKNOWN && !same)
+        hp_unwind_snap_put(from, id);
     return id;
 }
 
@@ -471,6 +479,7 @@ void hp_record_fork_child(void) {
     hp_thread_fork_child();
     if (hp_tls_thread)
         memset(hp_tls_thread->steps, 0, sizeof hp_tls_thread->steps);
+    hp_unwind_forget_snaps();
 }
 
 // A signal handler that interrupted the shim on this thread (holding the guard) longjmp'd out of

@@ -39,7 +39,7 @@ typedef struct hp_unwind_delta {
 // Bytes of per-thread state the unwinder keeps in the thread's block (thread.h): the walk log, the
 // fresh frames of a walk and a rule cache. Where a thread has no block (hp_tls_thread NULL),
 // hp_unwind takes the full unwinder (libunwind), which keeps none.
-#define HP_UNWIND_THREAD_BYTES (28u * 1024u)
+#define HP_UNWIND_THREAD_BYTES (48u * 1024u)
 
 // Fills out[0..max) with return addresses, innermost first, from frame `from` outwards (frames
 // inside the shim are dropped). Returns the count, 0 if unwinding failed. Sets *same_as_last
@@ -47,8 +47,17 @@ typedef struct hp_unwind_delta {
 // is a few new frames on top of part of the previous one; in both cases out is left unfilled
 // (the caller reuses what it made of the previous stack, or calls hp_unwind_frames). Hot path;
 // may call the real allocator through the recursion guard.
+// A stack met before on this thread that is not the last one walked may come from a snapshot
+// (hp_unwind_snap_put): then it returns 0 with *snap_id the id given there, and nothing else set.
 uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *same_as_last,
-                   hp_unwind_delta_t *delta);
+                   hp_unwind_delta_t *delta, uint32_t *snap_id);
+
+// Keeps the stack the last hp_unwind from `from` walked, under the id the caller gave it, for a
+// later hp_unwind from the same frame to find without a walk (where the log does not hold it
+// then). Does nothing where the log does not describe that stack.
+void hp_unwind_snap_put(const hp_frame_t *from, uint32_t id);
+// Drops this thread's snapshots: their ids mean nothing in a fork child's new trace.
+void hp_unwind_forget_snaps(void);
 
 // The frames of the stack the last hp_unwind on this thread walked, as hp_unwind would have
 // filled them (and, with HEAPPROF_UNWIND=check, checked against libunwind).

@@ -382,9 +382,37 @@ typedef struct walk_log {
     ck_block_t ck[WORDS_MAX / 4];
 } walk_log_t;
 
+// A stack this thread walked before, kept whole beside the log: where the walk started, every
+// word it read, and the id record.c gave the stack. A program that allocates from a few call
+// sites in turn (cpp_mixed: a string, a map node, a vector's growth) walks again each time the
+// log holds another site's stack; a snapshot whose start is this one and whose words are
+// unchanged is that stack, with no walk (the walk is a function of its start and the words it
+// read, as the log's own reuse is).
+#define SNAP_SETS 16
+#define SNAP_WAYS 2 // two stacks from one start, taken in turn, both kept
+#define SNAP_WORDS 32
+typedef struct snap {
+    uint64_t sp, pc, bp;
+    uint32_t id; // 0: empty
+    uint16_t nw;
+    uint8_t flags; // the start frame's (enum step_flag)
+    ck_block_t ck[SNAP_WORDS / 4];
+} snap_t;
+typedef struct snap_set {
+    snap_t way[SNAP_WAYS];
+    uint8_t victim; // the way the next put replaces: not the one found or put last
+    // Lookups that found nothing since the last that did. From SNAP_GIVE_UP on, the set is left
+    // alone (no lookup, no copy) until the count wraps, then tried again: where more stacks
+    // than ways share a start (c_churn: 64 paths into one leaf) a lookup and a copy a walk
+    // would only add to each walk.
+    uint8_t misses;
+} snap_set_t;
+#define SNAP_GIVE_UP 8
+
 // This backend's part of the thread's block (thread.h).
 typedef struct cfi_thread {
     tls_slot_t rules[TLS_RULES];
+    snap_set_t snaps[SNAP_SETS];
     walk_log_t log;
     fresh_t fresh[STEPS_MAX + 1];         // the walk's frames before the join, innermost first
     uint32_t check_last_n;                // check mode: the last stack reported
@@ -415,8 +443,8 @@ static inline bool word_changed(const walk_log_t *w, uint32_t k) {
 // Whether any of the words 0..nw no longer holds the value it held: no branch per word, two
 // words per SSE2 register (movsd, movhpd), a block of four a round: ~3.75 instructions a word,
 // where the loop over frames (two words a frame, one of them maybe a constant) took ~4.75.
-static inline bool words_changed(const walk_log_t *w, uint32_t nw) {
-    const ck_block_t *b = w->ck, *end = w->ck + (nw >> 2);
+static inline bool blocks_changed(const ck_block_t *ck, uint32_t nw) {
+    const ck_block_t *b = ck, *end = ck + (nw >> 2);
     __m128i acc0 = _mm_setzero_si128(), acc1 = _mm_setzero_si128();
     for (; b < end; b++) {
         __m128d x = _mm_loadh_pd(_mm_load_sd((const double *)(uintptr_t)b->addr[0]),
@@ -434,6 +462,10 @@ static inline bool words_changed(const walk_log_t *w, uint32_t nw) {
     for (uint32_t k = 0; k < (nw & 3); k++)
         changed |= word_at(end->addr[k]) ^ end->val[k];
     return changed != 0;
+}
+
+static inline bool words_changed(const walk_log_t *w, uint32_t nw) {
+    return blocks_changed(w->ck, nw);
 }
 
 // Whether the logged frames [0, c] read only words that still hold what they held: the words
@@ -459,6 +491,37 @@ static inline bool same_start(const walk_log_t *w, const hp_frame_t *from) {
     return t->sp == from->sp && t->pc == from->pc &&
            (!(t->flags & STEP_NEEDS_BP) || (t->bp == from->bp && (t->flags & STEP_BP_OK)));
 }
+
+static inline snap_set_t *snap_set(cfi_thread_t *ct, const hp_frame_t *from) {
+    uint64_t h = (from->pc ^ (from->sp << 7)) * 0x9e3779b97f4a7c15ull;
+    return &ct->snaps[h >> (64 - 4)];
+}
+_Static_assert(SNAP_SETS == 16, "snap_set takes 4 bits");
+
+static inline bool snap_starts(const snap_t *s, const hp_frame_t *from) {
+    return s->sp == from->sp && s->pc == from->pc && s->id &&
+           (!(s->flags & STEP_NEEDS_BP) || (s->bp == from->bp && (s->flags & STEP_BP_OK)));
+}
+
+// The id of the snapshot that is the stack from `from`, or 0.
+static inline uint32_t snap_find(cfi_thread_t *ct, const hp_frame_t *from) {
+    snap_set_t *set = snap_set(ct, from);
+    if (HP_UNLIKELY(set->misses >= SNAP_GIVE_UP)) {
+        set->misses++; // uint8_t: wraps to 0 after 248 skipped lookups
+        return 0;
+    }
+    for (uint32_t k = 0; k < SNAP_WAYS; k++) {
+        const snap_t *s = &set->way[k];
+        if (snap_starts(s, from) && !blocks_changed(s->ck, s->nw)) {
+            set->victim = (uint8_t)(k ^ 1);
+            set->misses = 0;
+            return s->id;
+        }
+    }
+    set->misses++;
+    return 0;
+}
+_Static_assert(SNAP_WAYS == 2, "victim flips between two ways");
 
 // Walks from frame `from`, reusing the logged walk's outer frames where it can, and leaves the
 // new walk in the log (with same, d_*). Returns false when a frame needs the full unwinder (the
@@ -744,9 +807,10 @@ HP_NOINLINE HP_COLD static uint32_t check_same(cfi_thread_t *ct, uint64_t *out, 
 }
 
 uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *same_as_last,
-                   hp_unwind_delta_t *delta) {
+                   hp_unwind_delta_t *delta, uint32_t *snap_id) {
     *same_as_last = false;
     delta->valid = false;
+    *snap_id = 0;
     cfi_thread_t *ct = cfi_thread();
     HP_ASSERT(max <= HPT_MAX_FRAMES); // out, and the check's copy of the last stack
     // No block: the thread gave it back at its exit and a later TLS destructor allocates, or
@@ -763,7 +827,40 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
             return check_same(ct, out, max);
         return reported(w, max);
     }
+    if (HP_LIKELY(mode != HP_UNWIND_CHECK) && (*snap_id = snap_find(ct, from)) != 0)
+        return 0;
     return unwind_walk(ct, from, out, max, same_as_last, delta);
+}
+
+void hp_unwind_forget_snaps(void) {
+    cfi_thread_t *ct = cfi_thread();
+    if (ct)
+        memset(ct->snaps, 0, sizeof ct->snaps);
+}
+
+void hp_unwind_snap_put(const hp_frame_t *from, uint32_t id) {
+    cfi_thread_t *ct = cfi_thread();
+    if (HP_UNLIKELY(!ct))
+        return;
+    const walk_log_t *w = &ct->log;
+    if (!same_start(w, from)) // the log is not this stack (libunwind took it, or it was cut)
+        return;
+    const frame_t *t = &w->f[w->n - 1];
+    uint32_t nw = t->wend;
+    if (nw > SNAP_WORDS)
+        return;
+    snap_set_t *set = snap_set(ct, from);
+    if (set->misses >= SNAP_GIVE_UP)
+        return;
+    snap_t *s = &set->way[set->victim];
+    set->victim ^= 1;
+    s->sp = t->sp;
+    s->pc = t->pc;
+    s->bp = t->bp;
+    s->flags = t->flags;
+    s->nw = (uint16_t)nw;
+    s->id = id;
+    memcpy(s->ck, w->ck, ((nw + 3) >> 2) * sizeof *s->ck);
 }
 
 uint32_t hp_unwind_frames(uint64_t *out, uint32_t max) {

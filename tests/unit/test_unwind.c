@@ -15,13 +15,21 @@
 // One capture: the walk's answer (frames, and how it found them) and a fresh walk's frames.
 typedef struct shot {
     uint32_t n, ref_n;
-    bool same, delta;
+    bool same, delta, snapped;
     hp_unwind_delta_t d;
     uint64_t f[MAXF], ref[MAXF];
 } shot_t;
 
 static shot_t shots[16];
 static int n_shots;
+// With snaps_on, capture keeps every stack it walked as a snapshot (record.c's part), under an
+// id that indexes known[]: a snapshot's answer is then checked like a walk's.
+static bool snaps_on;
+static struct {
+    uint32_t n;
+    uint64_t f[MAXF];
+} known[17];
+static uint32_t n_known;
 static hp_thread_t saved; // the thread's block, kept aside around the fresh walk
 static volatile int sink;
 
@@ -31,18 +39,30 @@ __attribute__((noinline)) static void capture(void) {
     hp_frame_t from;
     HP_CALLER_FRAME(from);
     shot_t *s = &shots[n_shots++];
-    s->n = hp_unwind(&from, s->f, MAXF, &s->same, &s->d);
+    uint32_t snap;
+    s->n = hp_unwind(&from, s->f, MAXF, &s->same, &s->d, &snap);
     s->delta = s->d.valid;
-    if (s->same || s->delta) // the frames were not filled: the log has them
+    s->snapped = snap != 0;
+    if (snap) {
+        cr_assert(snaps_on && snap <= n_known, "an answer from a snapshot never kept");
+        s->n = known[snap].n;
+        memcpy(s->f, known[snap].f, s->n * sizeof *s->f);
+    } else if (s->same || s->delta) { // the frames were not filled: the log has them
         s->n = hp_unwind_frames(s->f, MAXF);
+    }
+    if (snaps_on && !snap && !s->same && n_known + 1 < sizeof known / sizeof *known) {
+        known[++n_known].n = s->n;
+        memcpy(known[n_known].f, s->f, s->n * sizeof *s->f);
+        hp_unwind_snap_put(&from, n_known);
+    }
     // the same frame walked with an empty log, the log then put back as it was
     hp_thread_t *th = hp_tls_thread;
     memcpy(&saved, th, sizeof saved);
     memset(th->unwind, 0, sizeof th->unwind);
     bool same;
     hp_unwind_delta_t d;
-    s->ref_n = hp_unwind(&from, s->ref, MAXF, &same, &d);
-    cr_assert(!same && !d.valid, "a walk with an empty log answers with frames");
+    s->ref_n = hp_unwind(&from, s->ref, MAXF, &same, &d, &snap);
+    cr_assert(!same && !d.valid && !snap, "a walk with an empty log answers with frames");
     memcpy(th, &saved, sizeof saved);
 }
 
@@ -113,9 +133,14 @@ static void expect_exact(int i) {
     cr_expect_eq(s->n, s->ref_n, "shot %d: %u frames, a fresh walk finds %u", i, s->n, s->ref_n);
     cr_expect(!memcmp(s->f, s->ref, s->ref_n * sizeof *s->ref),
               "shot %d: the frames differ from a fresh walk's", i);
-    if (i == 0)
+    // same and delta are relative to the stack the log holds: the last one walked (a
+    // snapshot's answer leaves the log alone)
+    int last = i - 1;
+    while (last >= 0 && shots[last].snapped)
+        last--;
+    if (last < 0)
         return;
-    const shot_t *p = &shots[i - 1];
+    const shot_t *p = &shots[last];
     if (s->same)
         cr_expect(p->n == s->n && !memcmp(p->f, s->f, s->n * sizeof *s->f),
                   "shot %d: 'the same stack' differs from the previous one", i);
@@ -178,4 +203,33 @@ Test(unwind, reused_walks_without_frame_pointers) {
     cr_expect(shots[4].delta && shots[4].d.n_fresh == 3,
               "a join past the changed word was not found (%d, %u fresh)", shots[4].delta,
               shots[4].d.n_fresh);
+}
+
+// Snapshots (what record.c keeps of each stack it walked): a stack met again while the log holds
+// another one comes from its snapshot, exactly; one whose start is the same but whose outer words
+// changed (mid saved another return address) must not.
+Test(unwind, snapshots_give_the_stack_a_fresh_walk_gives) {
+    cr_assert(hp_thread_attach(), "no thread block");
+    n_shots = 0;
+    n_known = 0;
+    snaps_on = true;
+    static const step_t seq[] = {
+        {outer_a_nofp, 1}, // fresh: kept
+        {outer_a_nofp, 0}, // another site: walked and kept
+        {outer_a_nofp, 1}, // the log holds the other site: the snapshot
+        {outer_a_nofp, 0}, // the log still holds this one (shot 2 left it alone): the same
+        {outer_b_nofp, 0}, // same start, mid's saved return address changed: not the snapshot
+        {outer_a_nofp, 1}, // the first stack: its snapshot
+        {outer_b_nofp, 1}, // same start as the first, another outer frame: not its snapshot
+        {outer_b_nofp, 0}, // kept at shot 4
+    };
+    for (size_t i = 0; i < sizeof seq / sizeof *seq; i++)
+        drive_nofp(seq[i].outer, seq[i].k);
+    snaps_on = false;
+    for (int i = 0; i < n_shots; i++)
+        expect_exact(i);
+    cr_expect(shots[2].snapped && shots[5].snapped && shots[7].snapped,
+              "the stacks met again were walked again");
+    cr_expect(shots[3].same, "the log still held shot 1's stack");
+    cr_expect(!shots[4].snapped && !shots[6].snapped, "a changed outer word was not seen");
 }
