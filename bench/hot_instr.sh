@@ -11,7 +11,8 @@
 #            threads run one at a time, so how often the ring fills varies from run to run)
 #   stack    capture_stack (the walk, the step cache, the stack table), inclusive
 #   touch    hp_touch_fill + hp_touch_usable + hp_touch_measure, inclusive
-#   clock    hp_state_now (the TSC read), inclusive
+#   clock    the TSC read and its conversion: the lines of clock.h and state.h (hp_state_now,
+#            inlined into the recorder since session 12; before, the function hp_state_now)
 #   rest     app - stack - touch - clock: entry points, errno, encoding, the ring
 #   drain    the shim's other threads (pipeline workers, flusher, CPU sampler), whole, and the
 #            app thread's own drains: turning records into compressed chunks and writing them
@@ -83,7 +84,7 @@ for w in "${names[@]}"; do
         v[app.$a]=$(($(totals "$app") - self))
         v[stack.$a]=$(incl "$app" ':capture_stack \\[')
         v[touch.$a]=$(incl "$app" ':hp_touch_(fill|usable|measure) \\[')
-        v[clock.$a]=$(incl "$app" ':hp_state_now \\[')
+        v[clock.$a]=$(( $(incl "$app" ':hp_state_now \\[') + $(incl "$app" 'preload/(clock|state)\\.h:') ))
         wk=$self
         for f in "$OUT/hp.$w.$a"-*; do
             [ "$f" = "$app" ] || wk=$((wk + $(totals "$f")))

@@ -7,20 +7,14 @@
 #include "diag.h"
 
 _Atomic int hp_state;
-static uint64_t start_ns;
-
-uint64_t hp_state_now(void) {
-    // the TSC clock starts a little behind the vDSO's (clock.h): never before the start
-    uint64_t t = hp_clock_ns();
-    return HP_LIKELY(t > start_ns) ? t - start_ns : 0;
-}
+uint64_t hp_state_start_ns_;
 
 uint64_t hp_state_start_ns(void) {
-    return start_ns;
+    return hp_state_start_ns_;
 }
 
 void hp_state_set_start_ns(uint64_t ns) {
-    start_ns = ns;
+    hp_state_start_ns_ = ns;
 }
 
 void hp_state_disable(const char *reason) {

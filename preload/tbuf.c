@@ -93,6 +93,33 @@ void hp_tbuf_nudge_slow(hp_ring_t *r) {
         drainer->enqueue(r);
 }
 
+// Past the limit: where the ring is over half full it asks for a drain (as hp_tbuf_append does
+// at every record), then sets the next limit, the nearest of the wrap, the ring's end as the
+// drained tail now says (a tail that moves on later only makes the limit early), and where
+// the ring is at most half full, the half; above it, an eighth further on, so that a drain taken
+// and not yet done is asked for again as hp_tbuf_append would.
+uint8_t *hp_tbuf_reserve_slow(hp_ring_t *r, size_t max) {
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+    uint32_t cap = r->cap, off = (uint32_t)h & (cap - 1);
+    HP_ASSERT(t <= h && h - t <= cap);
+    if (h + max - t > cap / 2 && !atomic_load_explicit(&r->queued, memory_order_relaxed))
+        hp_tbuf_nudge_slow(r);
+    uint64_t lim = h + (cap - off);
+    if (t + cap < lim)
+        lim = t + cap;
+    uint64_t half = h - t < cap / 2 ? t + cap / 2 : h + cap / 8;
+    if (half < lim)
+        lim = half;
+    r->lim = lim;
+    if (h + max > lim) {
+        r->lim = 0; // the next reserve decides again
+        if (h + max - t > cap || max > cap - off)
+            return NULL;
+    }
+    return r->data + off;
+}
+
 // The ring filled before the pipeline drained it: the thread makes records faster than a
 // worker gets to them, so a bigger ring saves it the next waits. Caller holds r->drain and the
 // ring is empty, so nothing needs to move.
@@ -115,6 +142,7 @@ static void grow(hp_ring_t *r) {
     hp_mem_unmap(r->data, r->cap);
     r->data = data;
     r->cap = cap;
+    r->lim = 0; // hp_tbuf_reserve_slow sets it for the new ring
     HP_ASSERT(cap <= hp_config.ring_bytes && !(cap & (cap - 1)));
 }
 

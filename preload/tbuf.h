@@ -28,6 +28,7 @@ typedef struct hp_ring {
     uint64_t n_lost;                    // events dropped (no pipeline yet, or it failed); read at exit
     uint64_t wait_ns, n_waits;          // time the owner spent on a full ring (back-pressure)
     uint64_t t_hi;                      // the high time bits of the last THI committed (ringent.h)
+    uint64_t lim; // owner-private: head may reach this with no other check (hp_tbuf_reserve)
     // written by whoever holds `drain` (a pipeline worker, the flusher or the owner itself)
     _Alignas(64) _Atomic uint64_t tail; // bytes ever drained: written to the file, or given up
     hpt_dstate_t wstate;                // delta state after the last drained record
@@ -101,19 +102,24 @@ static inline void hp_tbuf_idle(hp_ring_t *r) {
     atomic_store_explicit(&r->busy, 0, memory_order_release);
 }
 
+// hp_tbuf_reserve past r->lim: sets a new limit from the drained tail, asks for a drain where
+// the ring is over half full, or returns NULL (no room without a wrap). Cold: once per few
+// hundred KiB of entries.
+uint8_t *hp_tbuf_reserve_slow(hp_ring_t *r, size_t max);
+
 // Where the owner may write its next entry, of at most max bytes, straight into the ring:
 // room for max bytes without a wrap. NULL: write it aside and use hp_tbuf_append. Nothing may be
 // appended between this and hp_tbuf_commit. Hot path: a record encoded byte by byte on the
 // stack and then copied was read back with vector loads, a store-forwarding stall per event.
+// One compare: the room, the wrap and the half-full nudge are all in r->lim, which the slow
+// path sets (the checks themselves were ~20 instructions an event, callgrind).
 static inline uint8_t *hp_tbuf_reserve(hp_ring_t *r, size_t max) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-    uint32_t off = (uint32_t)h & (r->cap - 1);
-    HP_ASSERT(t <= h && h - t <= r->cap);
-    HP_ASSERT(r->cap && !(r->cap & (r->cap - 1))); // offsets wrap with a mask
-    if (HP_UNLIKELY(h + max - t > r->cap || max > r->cap - off))
-        return NULL;
-    return r->data + off;
+    if (HP_UNLIKELY(h + max > r->lim))
+        return hp_tbuf_reserve_slow(r, max);
+    HP_ASSERT(h + max - atomic_load_explicit(&r->tail, memory_order_relaxed) <= r->cap);
+    HP_ASSERT(((uint32_t)h & (r->cap - 1)) + max <= r->cap);
+    return r->data + ((uint32_t)h & (r->cap - 1));
 }
 
 // Publishes the n bytes written at hp_tbuf_reserve's pointer.
@@ -123,10 +129,6 @@ static inline void hp_tbuf_commit(hp_ring_t *r, size_t n) {
     HP_ASSERT(n > 0 && ((uint32_t)h & (r->cap - 1)) + n <= r->cap);
     HP_ASSERT(h + n - atomic_load_explicit(&r->tail, memory_order_relaxed) <= r->cap);
     atomic_store_explicit(&r->head, h + n, memory_order_release);
-    uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    if (HP_UNLIKELY(h + n - t > r->cap / 2) &&
-        !atomic_load_explicit(&r->queued, memory_order_relaxed))
-        hp_tbuf_nudge_slow(r);
 }
 
 // Appends one whole record and publishes it. Hot path. Returns false if the record was dropped.

@@ -394,7 +394,7 @@ typedef struct walk_log {
 typedef struct snap {
     uint64_t sp, pc, bp;
     uint32_t id; // 0: empty
-    uint16_t nw;
+    uint16_t nb;   // blocks of words: the last one filled up with snap_pad
     uint8_t flags; // the start frame's (enum step_flag)
     ck_block_t ck[SNAP_WORDS / 4];
 } snap_t;
@@ -443,8 +443,7 @@ static inline bool word_changed(const walk_log_t *w, uint32_t k) {
 // Whether any of the words 0..nw no longer holds the value it held: no branch per word, two
 // words per SSE2 register (movsd, movhpd), a block of four a round: ~3.75 instructions a word,
 // where the loop over frames (two words a frame, one of them maybe a constant) took ~4.75.
-static inline bool blocks_changed(const ck_block_t *ck, uint32_t nw) {
-    const ck_block_t *b = ck, *end = ck + (nw >> 2);
+static inline uint64_t blocks_differ(const ck_block_t *b, const ck_block_t *end) {
     __m128i acc0 = _mm_setzero_si128(), acc1 = _mm_setzero_si128();
     for (; b < end; b++) {
         __m128d x = _mm_loadh_pd(_mm_load_sd((const double *)(uintptr_t)b->addr[0]),
@@ -457,16 +456,20 @@ static inline bool blocks_changed(const ck_block_t *ck, uint32_t nw) {
                                                 _mm_load_si128((const __m128i *)&b->val[2])));
     }
     acc0 = _mm_or_si128(acc0, acc1);
-    uint64_t changed = (uint64_t)_mm_cvtsi128_si64(acc0) |
-                       (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc0, acc0));
+    return (uint64_t)_mm_cvtsi128_si64(acc0) |
+           (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc0, acc0));
+}
+
+static inline bool words_changed(const walk_log_t *w, uint32_t nw) {
+    const ck_block_t *end = w->ck + (nw >> 2);
+    uint64_t changed = blocks_differ(w->ck, end);
     for (uint32_t k = 0; k < (nw & 3); k++)
         changed |= word_at(end->addr[k]) ^ end->val[k];
     return changed != 0;
 }
 
-static inline bool words_changed(const walk_log_t *w, uint32_t nw) {
-    return blocks_changed(w->ck, nw);
-}
+// What a snapshot's last block holds past its words: a word of ours that never changes.
+static const uint64_t snap_pad;
 
 // Whether the logged frames [0, c] read only words that still hold what they held: the words
 // [0, f[c].wend). Every frame from *bad on is known not to (a frame's words include all its
@@ -512,7 +515,7 @@ static inline uint32_t snap_find(cfi_thread_t *ct, const hp_frame_t *from) {
     }
     for (uint32_t k = 0; k < SNAP_WAYS; k++) {
         const snap_t *s = &set->way[k];
-        if (snap_starts(s, from) && !blocks_changed(s->ck, s->nw)) {
+        if (snap_starts(s, from) && !blocks_differ(s->ck, s->ck + s->nb)) {
             set->victim = (uint8_t)(k ^ 1);
             set->misses = 0;
             return s->id;
@@ -858,9 +861,13 @@ void hp_unwind_snap_put(const hp_frame_t *from, uint32_t id) {
     s->pc = t->pc;
     s->bp = t->bp;
     s->flags = t->flags;
-    s->nw = (uint16_t)nw;
+    s->nb = (uint16_t)((nw + 3) >> 2);
     s->id = id;
-    memcpy(s->ck, w->ck, ((nw + 3) >> 2) * sizeof *s->ck);
+    memcpy(s->ck, w->ck, s->nb * sizeof *s->ck);
+    for (uint32_t k = nw & 3; k && k < 4; k++) {
+        s->ck[nw >> 2].addr[k] = (uint64_t)(uintptr_t)&snap_pad;
+        s->ck[nw >> 2].val[k] = 0;
+    }
 }
 
 uint32_t hp_unwind_frames(uint64_t *out, uint32_t max) {
