@@ -185,8 +185,13 @@ static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t 
         return last;
     // A snapshot: the log, and so hp_tls_last_stack (its stack's id, which the known steps start
     // from), stay as they were.
-    if (snap)
+    if (snap) {
+        if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK)) {
+            n = hp_unwind_libunwind(frames, hp_config.max_frames);
+            hp_unwind_check_snapshot(hp_stacktab_find(frames, n) == snap);
+        }
         return snap;
+    }
     hp_step_t *step = NULL;
     if (d.valid) {
         hp_thread_t *th = hp_tls_thread; // not NULL: the walk that set d.valid used it

@@ -65,6 +65,8 @@ uint32_t hp_unwind_frames(uint64_t *out, uint32_t max);
 
 // HEAPPROF_UNWIND=check: the caller found the stack by another way too; counts a difference.
 void hp_unwind_check_verdict(bool agree);
+// The same for a stack found by a snapshot: the caller compared its id with libunwind's frames'.
+void hp_unwind_check_snapshot(bool agree);
 
 // Walks a copy of a stack taken elsewhere (a CPU sample): ip, sp and bp (rbp) are the
 // interrupted registers, stack[0..len) the memory from sp upwards; no other stack memory is

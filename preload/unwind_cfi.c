@@ -676,7 +676,7 @@ static bool walk(const hp_frame_t *from, cfi_thread_t *ct) {
 
 // ---- backend selection --------------------------------------------------------------------------
 
-static _Atomic uint64_t n_checked, n_differ, n_same, n_steps;
+static _Atomic uint64_t n_checked, n_differ, n_same, n_steps, n_snaps;
 
 // HEAPPROF_UNWIND=check: compares with libunwind, and a "same as last" verdict with the last stack.
 HP_NOINLINE HP_COLD static void check_against_libunwind(cfi_thread_t *ct, const uint64_t *out,
@@ -830,8 +830,8 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
             return check_same(ct, out, max);
         return reported(w, max);
     }
-    if (HP_LIKELY(mode != HP_UNWIND_CHECK) && (*snap_id = snap_find(ct, from)) != 0)
-        return 0;
+    if ((*snap_id = snap_find(ct, from)) != 0)
+        return 0; // with HEAPPROF_UNWIND=check, record.c checks it against libunwind
     return unwind_walk(ct, from, out, max, same_as_last, delta);
 }
 
@@ -888,13 +888,21 @@ void hp_unwind_check_verdict(bool agree) {
         atomic_fetch_add_explicit(&n_differ, 1, memory_order_relaxed);
 }
 
+void hp_unwind_check_snapshot(bool agree) {
+    atomic_fetch_add_explicit(&n_checked, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&n_snaps, 1, memory_order_relaxed);
+    if (!agree)
+        atomic_fetch_add_explicit(&n_differ, 1, memory_order_relaxed);
+}
+
 void hp_unwind_report(void) {
     if (hp_config.unwinder != HP_UNWIND_CHECK)
         return;
-    char a[21], b[21], c[21], d[21];
+    char a[21], b[21], c[21], d[21], e[21];
     hp_diag_line("unwinder check: ", hp_diag_u64(a, n_checked), " stacks, ",
                  hp_diag_u64(b, n_differ), " differ from libunwind (", hp_diag_u64(c, n_same),
-                 " found unchanged, ", hp_diag_u64(d, n_steps), " by a known step)", (char *)NULL);
+                 " found unchanged, ", hp_diag_u64(d, n_steps), " by a known step, ",
+                 hp_diag_u64(e, n_snaps), " by a snapshot)", (char *)NULL);
 }
 
 // ---- walking a copied stack (CPU samples) --------------------------------------------------------
