@@ -468,8 +468,22 @@ static inline bool words_changed(const walk_log_t *w, uint32_t nw) {
     return changed != 0;
 }
 
-// What a snapshot's last block holds past its words: a word of ours that never changes.
+// What the last block of a stack's words holds past them (the log's, a snapshot's): a word of
+// ours that never changes, so that the whole stack is checked in whole blocks, with no loop
+// over the last few words (c_churn's unchanged stack: ~18 instructions a malloc of ~160).
 static const uint64_t snap_pad;
+
+static inline void pad_last_block(ck_block_t *ck, uint32_t nw) {
+    for (uint32_t k = nw & 3; k && k < 4; k++) {
+        ck[nw >> 2].addr[k] = (uint64_t)(uintptr_t)&snap_pad;
+        ck[nw >> 2].val[k] = 0;
+    }
+}
+
+// Whether any word of the whole logged stack changed: its last block padded (pad_last_block).
+static inline bool stack_changed(const walk_log_t *w) {
+    return blocks_differ(w->ck, w->ck + ((w->f[w->n - 1].wend + 3u) >> 2)) != 0;
+}
 
 // Whether the logged frames [0, c] read only words that still hold what they held: the words
 // [0, f[c].wend). Every frame from *bad on is known not to (a frame's words include all its
@@ -667,6 +681,7 @@ static bool walk(const hp_frame_t *from, cfi_thread_t *ct) {
         }
     }
     HP_ASSERT(nw <= WORDS_MAX);
+    pad_last_block(w->ck, nw);
     w->n = m + i;
     w->own = own;
     w->complete = complete;
@@ -755,6 +770,7 @@ static inline uint32_t one_fresh(cfi_thread_t *ct, const hp_frame_t *from, uint3
     t->bp = from->bp;
     t->flags = fl;
     t->wend = (uint16_t)nw;
+    pad_last_block(w->ck, nw);
     delta->valid = true;
     delta->base = 1;
     delta->n_fresh = 1;
@@ -824,7 +840,7 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
     // The common case first: the same caller at the same depth as last time, and nothing the
     // logged walk read has changed. No call, no write to the log.
     walk_log_t *w = &ct->log;
-    if (HP_LIKELY(same_start(w, from)) && HP_LIKELY(!words_changed(w, w->f[w->n - 1].wend))) {
+    if (HP_LIKELY(same_start(w, from)) && HP_LIKELY(!stack_changed(w))) {
         *same_as_last = true;
         if (HP_UNLIKELY(mode == HP_UNWIND_CHECK))
             return check_same(ct, out, max);
@@ -863,11 +879,7 @@ void hp_unwind_snap_put(const hp_frame_t *from, uint32_t id) {
     s->flags = t->flags;
     s->nb = (uint16_t)((nw + 3) >> 2);
     s->id = id;
-    memcpy(s->ck, w->ck, s->nb * sizeof *s->ck);
-    for (uint32_t k = nw & 3; k && k < 4; k++) {
-        s->ck[nw >> 2].addr[k] = (uint64_t)(uintptr_t)&snap_pad;
-        s->ck[nw >> 2].val[k] = 0;
-    }
+    memcpy(s->ck, w->ck, s->nb * sizeof *s->ck); // the log's last block is padded already
 }
 
 uint32_t hp_unwind_frames(uint64_t *out, uint32_t max) {
