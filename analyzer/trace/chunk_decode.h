@@ -32,6 +32,9 @@ typedef struct dchunk {
     uint64_t frame_bytes; // header + stored payload: what the chunk's damage skips
     uint64_t file_off;    // where the header lies in the file
     bool keep;            // store events (false: definitions only, reader_load_defs)
+    bool via_rows;        // a column chunk through its rows (hpt_cols_untranspose, then
+                          // hpt_rec_decode): the reference the direct decoder (cols_decode.h)
+                          // is tested against; false everywhere else
     uint8_t *in;          // the stored payload (a copy: the reader's window moves on)
     size_t in_cap;
 
@@ -65,6 +68,12 @@ bool dchunk_crc_ok(const hpt_chunk_hdr_t *h, const uint8_t *payload);
 // dctx: the calling thread's own. The crc is checked here, on whichever thread decodes, so that
 // the reader's framing thread does not pass over every byte of the trace a second time.
 void dchunk_decode(dchunk_t *c, ZSTD_DCtx *dctx);
+
+// Applies one decoded record that is not a heap event of the column form (definitions, thread
+// and module events, CPU samples, TOUCH_LIVE) to c, in record order: the one place both
+// decoders (rows here, columns in cols_decode.c) turn such a record into what the reader takes.
+// False if the reader could not take it (a definition that does not check, an unknown tag).
+bool dchunk_record(dchunk_t *c, const hpt_rec_t *rec);
 
 // Frees c's buffers (c itself is the caller's).
 void dchunk_fini(dchunk_t *c);
