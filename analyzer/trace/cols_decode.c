@@ -10,15 +10,57 @@
 
 #include <string.h>
 
-// Bytes of v as a canonical LEB128 varint (what hpt_put_varint writes).
+// Bytes of v as a canonical LEB128 varint (what hpt_put_varint writes), by its top bit.
+static const uint8_t vlen_by_bit[64] = {
+    1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5,
+    5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 10,
+};
 static inline uint64_t vlen(uint64_t v) {
-    return (uint64_t)(64 - __builtin_clzll(v | 1) + 6) / 7;
+    return vlen_by_bit[63 ^ __builtin_clzll(v | 1)];
+}
+
+// A column's next value, which must also be a canonical varint: the shim writes no other, and
+// then a value copied into the rows as it is takes there the bytes it takes in its column, so
+// the rows' size is counted from the columns' lengths (cols_decode). Anything else (a varint
+// padded with 0x80 bytes, one over 64 bits, the column's end) is false: the rows decide.
+// always_inline: ten call sites on the per-event path, and gcc calls it otherwise.
+static inline __attribute__((always_inline)) bool get(hpt_colr_t *c, uint64_t *out) {
+    const uint8_t *p = c->p;
+    if (c->end - p < HPT_VARINT_MAX) { // near the column's end: every read checked
+        const uint8_t *q = hpt_get_varint(p, c->end, out);
+        if (!q || (q - p > 1 && q[-1] == 0))
+            return false;
+        c->p = q;
+        return true;
+    }
+    // most values take one to three bytes: unrolled
+    uint64_t b = p[0], v = b & 0x7f;
+    if (b < 0x80) {
+        *out = b;
+        c->p = p + 1;
+        return true;
+    }
+    unsigned i = 1;
+    for (;; i++) {
+        b = p[i];
+        v |= (b & 0x7f) << (7 * i);
+        if (b < 0x80)
+            break;
+        if (i == HPT_VARINT_MAX - 1)
+            return false;
+    }
+    if (b == 0 || (i == HPT_VARINT_MAX - 1 && b > 1))
+        return false; // padded, or over 64 bits
+    *out = v;
+    c->p = p + i + 1;
+    return true;
 }
 
 // Room for k more events in c->ev, grown as one push at a time would grow it (xgrow doubles
 // to the first size that fits, so the capacities, which the reader's hand-over looks at, are
 // the reference's).
-static inline reader_event_t *room(dchunk_t *c, size_t n_ev, size_t k) {
+static inline __attribute__((always_inline)) reader_event_t *room(dchunk_t *c, size_t n_ev,
+                                                                  size_t k) {
     if (n_ev + k > c->ev_cap)
         c->ev = xgrow(c->ev, &c->ev_cap, n_ev + k, sizeof *c->ev);
     return c->ev + n_ev;
@@ -40,15 +82,24 @@ bool cols_decode(dchunk_t *c, const uint8_t *in, size_t n) {
     hpt_cols_alloc_t *const allocs = c->col_allocs;
     size_t n_alloc = 0;
 
-    hpt_colr_t *const ct = &col[HPT_COL_TIME], *const cs = &col[HPT_COL_STACK],
-                      *const ca = &col[HPT_COL_ADDR], *const cf = &col[HPT_COL_FREE],
-                      *const cz = &col[HPT_COL_SIZE], *const cu = &col[HPT_COL_TOUCH],
-                      *const co = &col[HPT_COL_OTHER];
+    // the columns as locals of their own (registers, once get is inlined), not the array
+    hpt_colr_t time = col[HPT_COL_TIME], stk = col[HPT_COL_STACK], adr = col[HPT_COL_ADDR],
+               fre = col[HPT_COL_FREE], siz = col[HPT_COL_SIZE], tch = col[HPT_COL_TOUCH],
+               oth = col[HPT_COL_OTHER];
+    hpt_colr_t *const ct = &time, *const cs = &stk, *const ca = &adr, *const cf = &fre,
+                      *const cz = &siz, *const cu = &tch, *const co = &oth;
     // the rows' delta state, as hpt_rec_decode keeps it from the chunk's bases; the block
     // code's previous freed address starts at base_addr (the untranspose's 0)
     uint64_t t = c->h.base_time_ns, addr = c->h.base_addr, prev_free = c->h.base_addr;
     uint64_t last_realloc_size = 0;
-    uint64_t rows = 0; // the row bytes the reference would have written
+    // the row bytes the reference would write: a tag byte a record, then every value it
+    // copies from a column as it is (all of TIME, STACK and OTHER, most of SIZE and TOUCH:
+    // their lengths, the varints being canonical), then below what the values it rewrites
+    // (addresses, some sizes, the second touch varint) take as rows instead of as columns
+    uint64_t rows = (uint64_t)(tend - tp);
+    for (int i = HPT_COL_TIME; i < HPT_COLS; i++)
+        if (i != HPT_COL_ADDR && i != HPT_COL_FREE)
+            rows += (uint64_t)(col[i].end - col[i].p);
     const uint32_t tid = c->h.tid;
     const bool keep = c->keep;
     size_t n_ev = c->n_ev;
@@ -65,14 +116,13 @@ bool cols_decode(dchunk_t *c, const uint8_t *in, size_t n) {
         case HPT_REC_CALLOC:
         case HPT_REC_ALIGNED: {
             uint64_t align = 0;
-            if (!hpt_colr_get(ct, &dt) || !hpt_colr_get(cs, &stack) || !hpt_colr_get(cz, &size) ||
-                !hpt_colr_get(ca, &v))
+            if (!get(ct, &dt) || !get(cs, &stack) || !get(cz, &size) ||
+                !get(ca, &v))
                 return false;
-            if (tag == HPT_REC_ALIGNED && !hpt_colr_get(cz, &align))
+            if (tag == HPT_REC_ALIGNED && !get(cz, &align))
                 return false;
             d = hpt_cols_addr_delta(v);
-            rows += 1 + vlen(dt) + vlen(stack) + vlen(hpt_zigzag((int64_t)d)) + vlen(size) +
-                    (tag == HPT_REC_ALIGNED ? vlen(align) : 0);
+            rows += vlen(hpt_zigzag((int64_t)d));
             t += dt;
             addr += d;
             if (n_alloc >= n_allocs)
@@ -98,13 +148,13 @@ bool cols_decode(dchunk_t *c, const uint8_t *in, size_t n) {
         case HPT_REC_FREE:
         case HPT_REC_FREE_SIZED:
         case HPT_REC_REALLOC:
-            if (!hpt_colr_get(ct, &dt))
+            if (!get(ct, &dt))
                 return false;
-            if (tag == HPT_REC_REALLOC && (!hpt_colr_get(ct, &dt2) || !hpt_colr_get(cs, &stack)))
+            if (tag == HPT_REC_REALLOC && (!get(ct, &dt2) || !get(cs, &stack)))
                 return false;
             // the block code: a reference to one of the chunk's allocations, or a delta from
             // the previous freed address
-            if (!hpt_colr_get(cf, &v))
+            if (!get(cf, &v))
                 return false;
             known = !(v & 1);
             if (known) {
@@ -117,15 +167,18 @@ bool cols_decode(dchunk_t *c, const uint8_t *in, size_t n) {
                 old_size = 0;
             }
             prev_free = old;
-            rows += 1 + vlen(dt) + vlen(hpt_zigzag((int64_t)(old - addr)));
+            rows += vlen(hpt_zigzag((int64_t)(old - addr)));
             addr = old;
             if (tag == HPT_REC_FREE_SIZED) {
                 // the named size, relative to the block's when the reference says which
                 uint64_t align;
-                if (!hpt_colr_get(cz, &z) || !hpt_colr_get(cz, &align))
+                const uint8_t *at = cz->p;
+                if (!get(cz, &z))
                     return false;
                 size = (known ? old_size : 0) + (uint64_t)hpt_unzigzag(z);
-                rows += vlen(size) + vlen(align);
+                rows += vlen(size) - (uint64_t)(cz->p - at);
+                if (!get(cz, &align))
+                    return false;
                 t += dt;
                 if (!keep)
                     break;
@@ -144,16 +197,16 @@ bool cols_decode(dchunk_t *c, const uint8_t *in, size_t n) {
             if (tag == HPT_REC_FREE) {
                 // the touch varints: v as in rows; the second (not for RESIDENT) relative to
                 // the block's size when the reference says which block, else to the count
-                if (!hpt_colr_get(cu, &v))
+                if (!get(cu, &v))
                     return false;
-                rows += vlen(v);
                 const uint64_t touched = (v - 1) >> 2;
                 uint64_t nz = touched;
                 if (v && ((v - 1) & 3) != HPT_TOUCH_RESIDENT) {
-                    if (!hpt_colr_get(cu, &z))
+                    const uint8_t *at = cu->p;
+                    if (!get(cu, &z))
                         return false;
                     nz = (known ? old_size : touched) + (uint64_t)hpt_unzigzag(z);
-                    rows += vlen(hpt_zigzag((int64_t)(nz - touched)));
+                    rows += vlen(hpt_zigzag((int64_t)(nz - touched))) - (uint64_t)(cu->p - at);
                 }
                 t += dt;
                 if (!keep)
@@ -171,15 +224,17 @@ bool cols_decode(dchunk_t *c, const uint8_t *in, size_t n) {
                 break;
             }
             // REALLOC: the size code, then the new address against the old one
-            if (!hpt_colr_get(cz, &v))
+            const uint8_t *at = cz->p;
+            if (!get(cz, &v))
                 return false;
             size = (v & 1) ? last_realloc_size + (uint64_t)hpt_unzigzag(v >> 1) : v >> 1;
+            rows += vlen(size) - (uint64_t)(cz->p - at);
             last_realloc_size = size;
-            if (!hpt_colr_get(ca, &v))
+            if (!get(ca, &v))
                 return false;
             d = hpt_cols_addr_delta(v);
             addr = old + d;
-            rows += vlen(dt2) + vlen(stack) + vlen(hpt_zigzag((int64_t)d)) + vlen(size);
+            rows += vlen(hpt_zigzag((int64_t)d));
             if (n_alloc >= n_allocs)
                 return false;
             allocs[n_alloc].addr = addr;
@@ -222,8 +277,8 @@ bool cols_decode(dchunk_t *c, const uint8_t *in, size_t n) {
             if (co->p >= co->end || *co->p != tag || tag == HPT_REC_PROCESS ||
                 tag == HPT_REC_TRAILER || !(next = hpt_rec_decode(co->p, co->end, &st, &rec)))
                 return false;
-            rows += (uint64_t)(next - co->p);
             co->p = next;
+            rows--; // its tag byte counted twice: in TAG and in OTHER's length
             t = st.time_ns;
             addr = st.addr;
             c->n_ev = n_ev;
@@ -235,8 +290,9 @@ bool cols_decode(dchunk_t *c, const uint8_t *in, size_t n) {
         }
     }
     c->n_ev = n_ev;
-    for (int i = HPT_COL_TAG + 1; i < HPT_COLS; i++) // TAG: read to its end above
-        if (col[i].p != col[i].end)
-            return false;
+    // every column read to its end (TAG: by the loop)
+    if (time.p != time.end || stk.p != stk.end || adr.p != adr.end || fre.p != fre.end ||
+        siz.p != siz.end || tch.p != tch.end || oth.p != oth.end)
+        return false;
     return rows == row_bytes;
 }

@@ -471,49 +471,95 @@ static void columns_fn(const chunk_t *k, void *arg) {
     }
 }
 
+// k's payload with column x replaced by [col, col + n): the table says the new length.
+static chunk_t with_column(const chunk_t *k, int x, const uint8_t *col, size_t n) {
+    hpt_colr_t c[HPT_COLS];
+    uint64_t row_bytes = 0;
+    cr_assert(hpt_cols_open(k->payload, k->n, c, &row_bytes));
+    chunk_t bad = *k;
+    bad.payload = malloc(k->n + n + 3 * HPT_VARINT_MAX);
+    uint8_t *p = hpt_put_varint(bad.payload, HPT_COLS);
+    p = hpt_put_varint(p, row_bytes);
+    for (int i = 0; i < HPT_COLS; i++)
+        p = hpt_put_varint(p, i == x ? n : (size_t)(c[i].end - c[i].p));
+    for (int i = 0; i < HPT_COLS; i++) {
+        const uint8_t *s = i == x ? col : c[i].p;
+        size_t len = i == x ? n : (size_t)(c[i].end - c[i].p);
+        memcpy(p, s, len);
+        p += len;
+    }
+    bad.n = (size_t)(p - bad.payload);
+    return bad;
+}
+
+// The values of column x of k (at most max).
+static size_t column_values(const chunk_t *k, int x, uint64_t *vals, size_t max) {
+    hpt_colr_t c[HPT_COLS];
+    uint64_t row_bytes;
+    cr_assert(hpt_cols_open(k->payload, k->n, c, &row_bytes));
+    size_t nv = 0;
+    for (hpt_colr_t f = c[x]; f.p < f.end && nv < max;)
+        cr_assert(hpt_colr_get(&f, &vals[nv++]));
+    return nv;
+}
+
 // Block references to allocations the chunk has not made, or other ones: every reference in
 // the FREE column made larger by 1, 2 and far.
 static void refs_fn(const chunk_t *k, void *arg) {
     tally_t *t = arg;
-    hpt_colr_t c[HPT_COLS];
-    uint64_t row_bytes = 0;
-    cr_assert(hpt_cols_open(k->payload, k->n, c, &row_bytes));
-    const size_t at = (size_t)(c[HPT_COL_FREE].p - k->payload);
-    const size_t flen = (size_t)(c[HPT_COL_FREE].end - c[HPT_COL_FREE].p);
-    // the FREE column's values
-    uint64_t vals[4096];
-    size_t nv = 0;
-    for (hpt_colr_t f = c[HPT_COL_FREE]; f.p < f.end && nv < 4096;)
-        cr_assert(hpt_colr_get(&f, &vals[nv++]));
+    static uint64_t vals[4096];
+    static uint8_t col[4096 * HPT_VARINT_MAX];
+    const size_t nv = column_values(k, HPT_COL_FREE, vals, 4096);
     static const uint64_t bumps[] = {2, 4, 1u << 20};
     for (size_t i = 0; i < nv; i++) {
         if (vals[i] & 1)
             continue; // a delta: any value is an address
         for (size_t b = 0; b < 3; b++) {
-            // rebuild the column with value i changed, and the table with its new length
-            uint8_t col[4096 * HPT_VARINT_MAX], *q = col;
+            uint8_t *q = col;
             for (size_t j = 0; j < nv; j++)
                 q = hpt_put_varint(q, j == i ? vals[j] + bumps[b] : vals[j]);
-            chunk_t bad = *k;
-            bad.payload = malloc(k->n + 3 * HPT_VARINT_MAX);
-            uint8_t *p = hpt_put_varint(bad.payload, HPT_COLS);
-            p = hpt_put_varint(p, row_bytes);
-            for (int x = 0; x < HPT_COLS; x++)
-                p = hpt_put_varint(p, x == HPT_COL_FREE ? (size_t)(q - col)
-                                                        : (size_t)(c[x].end - c[x].p));
-            for (int x = 0; x < HPT_COLS; x++) {
-                const uint8_t *s = x == HPT_COL_FREE ? col : c[x].p;
-                size_t n = x == HPT_COL_FREE ? (size_t)(q - col) : (size_t)(c[x].end - c[x].p);
-                memcpy(p, s, n);
-                p += n;
-            }
-            bad.n = (size_t)(p - bad.payload);
+            chunk_t bad = with_column(k, HPT_COL_FREE, col, (size_t)(q - col));
             count(t, check_damaged(&bad, "bad reference"));
             free(bad.payload);
         }
     }
-    (void)at;
-    (void)flen;
+}
+
+// A value padded to one byte more than it needs (0x80 on its last byte, then 0x00): the same
+// value, and the rows the reference rebuilds are the same, so it takes the chunk; the direct
+// decoder, which counts the rows' size from the columns' lengths, must leave it to the rows.
+static void padded_fn(const chunk_t *k, void *arg) {
+    tally_t *t = arg;
+    static uint64_t vals[4096];
+    static uint8_t col[4096 * HPT_VARINT_MAX + 1];
+    for (int x = HPT_COL_TIME; x < HPT_COL_OTHER; x++) {
+        const size_t nv = column_values(k, x, vals, 4096);
+        for (size_t i = 0; i < nv; i += 1 + nv / 16) {
+            uint8_t *q = col;
+            bool padded = false;
+            for (size_t j = 0; j < nv; j++) {
+                uint8_t *v = q;
+                q = hpt_put_varint(q, vals[j]);
+                if (j == i && q - v < HPT_VARINT_MAX) {
+                    q[-1] |= 0x80;
+                    *q++ = 0;
+                    padded = true;
+                }
+            }
+            if (!padded)
+                continue;
+            chunk_t bad = with_column(k, x, col, (size_t)(q - col));
+            cr_assert(check_damaged(&bad, "padded varint"),
+                      "column %d value %zu padded: the rows refuse it", x, i);
+            count(t, true);
+            alone.h = bad.h;
+            alone.keep = true;
+            alone.n_ev = alone.n_defs = alone.n_cpu = alone.n_frames = 0;
+            cr_assert_not(cols_decode(&alone, bad.payload, bad.n),
+                          "column %d value %zu padded: taken without the rows", x, i);
+            free(bad.payload);
+        }
+    }
 }
 
 Test(cols_decode, damaged_chunks_get_the_same_verdict_and_output, .init = setup,
@@ -528,11 +574,13 @@ Test(cols_decode, damaged_chunks_get_the_same_verdict_and_output, .init = setup,
     cut(r.b, (size_t)(r.p - r.b), 0x7f0000001000ull, 100, truncate_fn, &t);
     cut(r.b, (size_t)(r.p - r.b), 0x7f0000001000ull, SIZE_MAX / 2, columns_fn, &t);
     cut(r.b, (size_t)(r.p - r.b), 0x7f0000001000ull, SIZE_MAX / 2, refs_fn, &t);
+    cut(r.b, (size_t)(r.p - r.b), 0x7f0000001000ull, SIZE_MAX / 2, padded_fn, &t);
     for (int s = 0; s < 6; s++) {
         random_stream(&r, 400 + rnd() % 1500);
         cut(r.b, (size_t)(r.p - r.b), r.addr, SIZE_MAX / 2, flip_fn, &t);
         cut(r.b, (size_t)(r.p - r.b), r.addr, SIZE_MAX / 2, columns_fn, &t);
         cut(r.b, (size_t)(r.p - r.b), r.addr, SIZE_MAX / 2, refs_fn, &t);
+        cut(r.b, (size_t)(r.p - r.b), r.addr, 500, padded_fn, &t);
     }
     cr_log_info("damaged: %zu taken, %zu refused", t.taken, t.refused);
     // both verdicts were met many times
