@@ -7,8 +7,6 @@
 // later, cannot fail half-way through a chunk.
 #include "trace/chunk_decode.h"
 
-#include "trace/cols_decode.h"
-
 #include "core/xalloc.h"
 
 #include <stdlib.h>
@@ -253,7 +251,7 @@ void dchunk_decode(dchunk_t *c, ZSTD_DCtx *dctx) {
             goto done;
         }
         // damage somewhere, or a corner the direct decoder leaves to the rows: start again
-        // through them, which say what a damaged chunk keeps (cols_decode.h)
+        // through them, which say what a damaged chunk keeps (chunk_decode.h, cols_decode)
         c->n_ev = c->n_defs = c->n_cpu = c->n_frames = 0;
         hpt_colr_t cols[HPT_COLS];
         uint64_t row_bytes;

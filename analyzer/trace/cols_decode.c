@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// A column chunk's payload -> events without rows (cols_decode.h). The walk is
+// A column chunk's payload -> events without rows (cols_decode in chunk_decode.h). The walk is
 // hpt_cols_untranspose's, value for value: the same columns read in the same order, the same
-// block references and size codes; where it wrote a row field it adds the field's canonical
-// varint length (so the rows' size the table states is checked as the reference checks it),
-// and where hpt_rec_decode would parse the row back it fills the event from the values in hand.
-#include "trace/cols_decode.h"
+// block references and size codes; where hpt_rec_decode would parse the row back, the event is
+// filled from the values in hand. The rows' size the table states is checked as the reference
+// checks it, without the rows: see `rows` below.
+#include "trace/chunk_decode.h"
 
 #include "core/xalloc.h"
 
@@ -83,10 +83,10 @@ bool cols_decode(dchunk_t *c, const uint8_t *in, size_t n) {
     size_t n_alloc = 0;
 
     // the columns as locals of their own (registers, once get is inlined), not the array
-    hpt_colr_t time = col[HPT_COL_TIME], stk = col[HPT_COL_STACK], adr = col[HPT_COL_ADDR],
+    hpt_colr_t tim = col[HPT_COL_TIME], stk = col[HPT_COL_STACK], adr = col[HPT_COL_ADDR],
                fre = col[HPT_COL_FREE], siz = col[HPT_COL_SIZE], tch = col[HPT_COL_TOUCH],
                oth = col[HPT_COL_OTHER];
-    hpt_colr_t *const ct = &time, *const cs = &stk, *const ca = &adr, *const cf = &fre,
+    hpt_colr_t *const ct = &tim, *const cs = &stk, *const ca = &adr, *const cf = &fre,
                       *const cz = &siz, *const cu = &tch, *const co = &oth;
     // the rows' delta state, as hpt_rec_decode keeps it from the chunk's bases; the block
     // code's previous freed address starts at base_addr (the untranspose's 0)
@@ -291,7 +291,7 @@ bool cols_decode(dchunk_t *c, const uint8_t *in, size_t n) {
     }
     c->n_ev = n_ev;
     // every column read to its end (TAG: by the loop)
-    if (time.p != time.end || stk.p != stk.end || adr.p != adr.end || fre.p != fre.end ||
+    if (tim.p != tim.end || stk.p != stk.end || adr.p != adr.end || fre.p != fre.end ||
         siz.p != siz.end || tch.p != tch.end || oth.p != oth.end)
         return false;
     return rows == row_bytes;

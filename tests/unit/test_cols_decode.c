@@ -1,15 +1,14 @@
 // SPDX-License-Identifier: MIT
-// cols_decode.h: a column chunk decoded straight into events says exactly what its rows say
-// (hpt_cols_untranspose, then hpt_rec_decode: dchunk_t.via_rows). Random streams of every
-// record kind the column form carries are cut into chunks of many sizes by the shim's
+// cols_decode (chunk_decode.h): a column chunk decoded straight into events says exactly what
+// its rows say (hpt_cols_untranspose, then hpt_rec_decode: dchunk_t.via_rows). Random streams
+// of every record kind the column form carries are cut into chunks of many sizes by the shim's
 // transposer (one coder for all, as a drainer keeps it), and every chunk is decoded both ways:
 // events, definitions, CPU samples and frames must be the same field by field, and the direct
 // decoder must take every intact chunk itself (not hand it to the rows). Damaged chunks
-// (flipped bytes, cut columns, bad references, a lying table or header) get the same verdict
-// and the same output both ways. Payload buffers are heap blocks of exactly their size, so the
-// ASan build checks the bounds too.
+// (flipped bytes, cut columns, bad references, a lying table or header, padded varints) get
+// the same verdict and the same output both ways. Payload buffers are heap blocks of exactly
+// their size, so the ASan build checks the bounds too.
 #include "trace/chunk_decode.h"
-#include "trace/cols_decode.h"
 
 #include "col_rows.h"
 
