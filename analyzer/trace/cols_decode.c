@@ -33,14 +33,23 @@ static inline __attribute__((always_inline)) bool get(hpt_colr_t *c, uint64_t *o
         c->p = q;
         return true;
     }
-    // most values take one to three bytes: unrolled
+    // most values take one or two bytes: unrolled
     uint64_t b = p[0], v = b & 0x7f;
     if (b < 0x80) {
         *out = b;
         c->p = p + 1;
         return true;
     }
-    unsigned i = 1;
+    b = p[1];
+    v |= (b & 0x7f) << 7;
+    if (b < 0x80) {
+        if (b == 0)
+            return false; // padded
+        *out = v;
+        c->p = p + 2;
+        return true;
+    }
+    unsigned i = 2;
     for (;; i++) {
         b = p[i];
         v |= (b & 0x7f) << (7 * i);
