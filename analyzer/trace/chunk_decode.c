@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
-// One chunk's payload -> events and definitions (chunk_decode.h). Decodes through
-// hpt_rec_decode (never a decoder of its own) after zstd and, for a column chunk,
-// hpt_cols_untranspose. Everything a definition could fail on is checked here, so that the
-// reader, applying it later, cannot fail half-way through a chunk.
+// One chunk's payload -> events and definitions (chunk_decode.h). Decodes rows through
+// hpt_rec_decode after zstd; a column chunk's heap events come straight from its columns
+// (cols_decode.c), and a column chunk that decoder refuses goes through its rows
+// (hpt_cols_untranspose, then hpt_rec_decode), which alone say what a damaged chunk keeps.
+// Everything a definition could fail on is checked here, so that the reader, applying it
+// later, cannot fail half-way through a chunk.
 #include "trace/chunk_decode.h"
 
 #include "core/xalloc.h"
@@ -86,6 +88,55 @@ static void push_free(dchunk_t *c, uint32_t tid, const hpt_rec_t *rec) {
     }
 }
 
+// Every record that is not a heap event of the column form (chunk_decode.h).
+bool dchunk_record(dchunk_t *c, const hpt_rec_t *rec) {
+    switch (rec->tag) {
+    case HPT_REC_TOUCH_LIVE:
+        if (c->keep)
+            push_free(c, c->h.tid, rec);
+        return true;
+    case HPT_REC_THREAD_START:
+    case HPT_REC_THREAD_END:
+    case HPT_REC_MODULE_LOAD:
+    case HPT_REC_MODULE_UNLOAD: {
+        size_t at = SIZE_MAX;
+        if (c->keep) {
+            static const uint8_t kind[] = {
+                [HPT_REC_THREAD_START] = READER_THREAD_START,
+                [HPT_REC_THREAD_END] = READER_THREAD_END,
+                [HPT_REC_MODULE_LOAD] = READER_MODULE_LOAD,
+                [HPT_REC_MODULE_UNLOAD] = READER_MODULE_UNLOAD,
+            };
+            reader_event_t *e = push_meta(c, kind[rec->tag], rec->time_ns);
+            if (rec->tag == HPT_REC_MODULE_LOAD || rec->tag == HPT_REC_MODULE_UNLOAD) {
+                e->addr = rec->addr;
+                e->size = rec->tag == HPT_REC_MODULE_LOAD ? rec->size : 0;
+            }
+            at = c->n_ev - 1;
+        }
+        def(c, rec, at, 0);
+        return true;
+    }
+    case HPT_REC_CPU_SAMPLE:
+        c->cpu = xgrow(c->cpu, &c->cpu_cap, c->n_cpu + 1, sizeof *c->cpu);
+        c->cpu[c->n_cpu++] = rec->stack;
+        return true;
+    case HPT_REC_STACK:
+    case HPT_REC_PROCESS:
+    case HPT_REC_CPU_INFO:
+    case HPT_REC_ALLOCATOR:
+    case HPT_REC_TRAILER: {
+        size_t frames_at = c->n_frames;
+        if (!def_valid(c, rec))
+            return false;
+        def(c, rec, SIZE_MAX, frames_at);
+        return true;
+    }
+    default:
+        return false; // hpt_rec_decode knows a tag this reader does not: treat as damage
+    }
+}
+
 // Decodes n records from [p, end) into c. False at the first record that does not decode (or
 // holds a definition the reader could not take): what came before it stays in c.
 static bool decode_records(dchunk_t *c, const uint8_t *p, const uint8_t *end, uint32_t n) {
@@ -118,7 +169,6 @@ static bool decode_records(dchunk_t *c, const uint8_t *p, const uint8_t *end, ui
             e->size = rec.size;
             break;
         case HPT_REC_FREE:
-        case HPT_REC_TOUCH_LIVE:
         case HPT_REC_FREE_SIZED:
             if (keep)
                 push_free(c, tid, &rec);
@@ -151,45 +201,11 @@ static bool decode_records(dchunk_t *c, const uint8_t *p, const uint8_t *end, ui
             e->old_addr = rec.old_addr;
             e->size = rec.size;
             break;
-        case HPT_REC_THREAD_START:
-        case HPT_REC_THREAD_END:
-        case HPT_REC_MODULE_LOAD:
-        case HPT_REC_MODULE_UNLOAD: {
-            size_t at = SIZE_MAX;
-            if (keep) {
-                static const uint8_t kind[] = {
-                    [HPT_REC_THREAD_START] = READER_THREAD_START,
-                    [HPT_REC_THREAD_END] = READER_THREAD_END,
-                    [HPT_REC_MODULE_LOAD] = READER_MODULE_LOAD,
-                    [HPT_REC_MODULE_UNLOAD] = READER_MODULE_UNLOAD,
-                };
-                e = push_meta(c, kind[rec.tag], rec.time_ns);
-                if (rec.tag == HPT_REC_MODULE_LOAD || rec.tag == HPT_REC_MODULE_UNLOAD) {
-                    e->addr = rec.addr;
-                    e->size = rec.tag == HPT_REC_MODULE_LOAD ? rec.size : 0;
-                }
-                at = c->n_ev - 1;
-            }
-            def(c, &rec, at, 0);
-            break;
-        }
-        case HPT_REC_CPU_SAMPLE:
-            c->cpu = xgrow(c->cpu, &c->cpu_cap, c->n_cpu + 1, sizeof *c->cpu);
-            c->cpu[c->n_cpu++] = rec.stack;
-            break;
-        case HPT_REC_STACK:
-        case HPT_REC_PROCESS:
-        case HPT_REC_CPU_INFO:
-        case HPT_REC_ALLOCATOR:
-        case HPT_REC_TRAILER: {
-            size_t frames_at = c->n_frames;
-            if (!def_valid(c, &rec))
-                return false;
-            def(c, &rec, SIZE_MAX, frames_at);
-            break;
-        }
         default:
-            return false; // hpt_rec_decode knows a tag this reader does not: treat as damage
+            // the rest: definitions, thread and module events, CPU samples, TOUCH_LIVE
+            if (!dchunk_record(c, &rec))
+                return false;
+            break;
         }
     }
     return p == end;
@@ -230,6 +246,13 @@ void dchunk_decode(dchunk_t *c, ZSTD_DCtx *dctx) {
     }
     const uint8_t *end = p + h->raw_bytes;
     if (h->flags & HPT_CHUNK_COLUMNS) {
+        if (!c->via_rows && cols_decode(c, p, h->raw_bytes)) {
+            c->ok = true;
+            goto done;
+        }
+        // damage somewhere, or a corner the direct decoder leaves to the rows: start again
+        // through them, which say what a damaged chunk keeps (chunk_decode.h, cols_decode)
+        c->n_ev = c->n_defs = c->n_cpu = c->n_frames = 0;
         hpt_colr_t cols[HPT_COLS];
         uint64_t row_bytes;
         if (!hpt_cols_open(p, h->raw_bytes, cols, &row_bytes) || row_bytes > HPT_CHUNK_MAX_RAW)
@@ -245,6 +268,7 @@ void dchunk_decode(dchunk_t *c, ZSTD_DCtx *dctx) {
         end = p + row_bytes;
     }
     c->ok = decode_records(c, p, end, h->n_records);
+done:
     if (c->ok && c->n_ev) {
         // a chunk's deltas are unsigned, so its times never go down: the first is the least
         c->min_time_ns = c->ev[0].time_ns;

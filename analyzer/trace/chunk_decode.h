@@ -32,6 +32,9 @@ typedef struct dchunk {
     uint64_t frame_bytes; // header + stored payload: what the chunk's damage skips
     uint64_t file_off;    // where the header lies in the file
     bool keep;            // store events (false: definitions only, reader_load_defs)
+    bool via_rows;        // a column chunk through its rows (hpt_cols_untranspose, then
+                          // hpt_rec_decode), the reference cols_decode is tested against;
+                          // false everywhere else
     uint8_t *in;          // the stored payload (a copy: the reader's window moves on)
     size_t in_cap;
 
@@ -65,6 +68,28 @@ bool dchunk_crc_ok(const hpt_chunk_hdr_t *h, const uint8_t *payload);
 // dctx: the calling thread's own. The crc is checked here, on whichever thread decodes, so that
 // the reader's framing thread does not pass over every byte of the trace a second time.
 void dchunk_decode(dchunk_t *c, ZSTD_DCtx *dctx);
+
+// cols_decode.c, the column form's direct decoder (declared here, as out.h declares its
+// writers: it fills a dchunk_t and dchunk_decode calls it, so a header of its own would make
+// an include cycle). Decodes the column payload [in, in + n) (decompressed, after c's crc)
+// straight into c's events, definitions and CPU samples: the heap events (MALLOC, CALLOC,
+// ALIGNED, FREE, FREE_SIZED, REALLOC) from their columns into reader_event_t, without building
+// the row bytes and parsing them again (hpt_cols_untranspose, then hpt_rec_decode: the
+// reference, kept as dchunk_decode's path for what this one refuses); the records the OTHER
+// column holds whole through hpt_rec_decode and dchunk_record as in rows. True only if the
+// reference would take the chunk whole, with the same output: every check of both (lengths,
+// indexes, the rows' size the table states, the header's record count, the definitions) is
+// made on the values. False otherwise, with c's outputs in no particular state: what a damaged
+// chunk keeps (the definitions before its damage, or none when the columns do not add up) is
+// the reference's alone to say, so the caller empties them and decodes through the rows. Never
+// reads out of bounds.
+bool cols_decode(dchunk_t *c, const uint8_t *in, size_t n);
+
+// Applies one decoded record that is not a heap event of the column form (definitions, thread
+// and module events, CPU samples, TOUCH_LIVE) to c, in record order: the one place both
+// decoders (rows here, columns in cols_decode.c) turn such a record into what the reader takes.
+// False if the reader could not take it (a definition that does not check, an unknown tag).
+bool dchunk_record(dchunk_t *c, const hpt_rec_t *rec);
 
 // Frees c's buffers (c itself is the caller's).
 void dchunk_fini(dchunk_t *c);
