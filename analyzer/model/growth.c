@@ -146,9 +146,10 @@ struct growth {
     hmap_t site_of; // stack -> index + 1 into accs during the pass, into sites after finish
     // growth_scan_chains: the words changed in the last D rounds (D = depth, the rounds in
     // flight), by the round's slot (round % D): for the shards D rounds on (fixes) and for the
-    // frees until then (changed_slot: index + 1 into fixes of slot q by a hash h of the serial at
-    // h * D + q, 0 none, so a free reads one cache line for all D; changed: serial -> index + 1
-    // for the serials whose slot another one held). A map made and emptied each round cost more
+    // frees until then (changed_slot: index + 1 into fixes of slot q by a hash h of the serial,
+    // 0 none, in bits 32 (q & 1) of word h * slot_words + q / 2, so a free reads one word for
+    // two rounds, and at the default D = 2 one word in all; changed: serial -> index + 1 for
+    // the serials whose slot another one held). A map made and emptied each round cost more
     // than all the rest of a free.
     bool scan;
     unsigned depth; // growth_scan_start's
@@ -156,7 +157,8 @@ struct growth {
     replay_cfix_t *fixes[REPLAY_DEPTH_MAX];
     size_t n_fixes[REPLAY_DEPTH_MAX], cap_fixes[REPLAY_DEPTH_MAX];
     size_t n_fixes_open; // in all D lists: 0, and a free reads no slot
-    uint32_t *changed_slot; // CHANGED_SLOTS * depth
+    uint64_t *changed_slot; // CHANGED_SLOTS * slot_words
+    unsigned slot_words;    // (depth + 1) / 2
     hmap_t changed[REPLAY_DEPTH_MAX];
     // growth_scan_links -> growth_scan_chains, by the round's slot: what each event does to
     uint8_t *sop[REPLAY_DEPTH_MAX];
@@ -409,6 +411,19 @@ static inline unsigned changed_hash(uint64_t serial) {
     return (unsigned)((serial * 0x9E3779B97F4A7C15ull) >> 50) % CHANGED_SLOTS;
 }
 
+// The words of changed_slot for serial's hash, and slot q's index + 1 in them.
+static inline uint64_t *changed_words(const growth_t *g, uint64_t serial) {
+    return &g->changed_slot[(size_t)changed_hash(serial) * g->slot_words];
+}
+
+static inline uint32_t changed_get(const uint64_t *w, unsigned q) {
+    return (uint32_t)(w[q >> 1] >> 32 * (q & 1));
+}
+
+static inline void changed_set(uint64_t *w, unsigned q, uint32_t k) {
+    w[q >> 1] = (w[q >> 1] & ~(0xffffffffull << 32 * (q & 1))) | (uint64_t)k << 32 * (q & 1);
+}
+
 // growth_scan_chains: a block's words changed (it joined a chain): the shards get them D rounds on,
 // and a free of the block until then reads them here (scan_block).
 static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t origin,
@@ -424,9 +439,10 @@ static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t o
     g->fixes[q][g->n_fixes[q]++] =
         (replay_cfix_t){.addr = addr, .serial = serial, .origin = origin, .chain = (uint32_t)chain};
     g->n_fixes_open++;
-    uint32_t *slot = &g->changed_slot[changed_hash(serial) * g->depth + q];
-    if (*slot == 0 || g->fixes[q][*slot - 1].serial == serial)
-        *slot = (uint32_t)g->n_fixes[q];
+    uint64_t *w = changed_words(g, serial);
+    uint32_t k = changed_get(w, q);
+    if (k == 0 || g->fixes[q][k - 1].serial == serial)
+        changed_set(w, q, (uint32_t)g->n_fixes[q]);
     else
         *(uint64_t *)hmap_put(&g->changed[q], serial, NULL) = g->n_fixes[q];
 }
@@ -584,8 +600,9 @@ void growth_attach(growth_t *g, replay_t *rp) {
 void growth_scan_start(growth_t *g, unsigned depth) {
     g->scan = true;
     g->depth = depth < 2 ? 2 : depth > REPLAY_DEPTH_MAX ? REPLAY_DEPTH_MAX : depth;
+    g->slot_words = (g->depth + 1) / 2;
     free(g->changed_slot); // (a second call, before the first event, changes the depth)
-    g->changed_slot = xcalloc((size_t)CHANGED_SLOTS * g->depth, sizeof *g->changed_slot);
+    g->changed_slot = xcalloc((size_t)CHANGED_SLOTS * g->slot_words, sizeof *g->changed_slot);
 }
 
 // The change of round slot q to the block allocated as serial (k: its slot's index for q),
@@ -603,6 +620,20 @@ static inline const replay_cfix_t *changed_find(const growth_t *g, unsigned q, u
     return &g->fixes[q][k - 1];
 }
 
+// scan_block's rare part: the newest change to the block allocated as serial among the lists
+// of this round and the D - 1 before (w: its hash's words, one of them not 0), if any.
+__attribute__((noinline)) static const replay_cfix_t *changed_of(const growth_t *g,
+                                                                 const uint64_t *w,
+                                                                 uint64_t serial) {
+    unsigned d = g->depth, q = g->slot;
+    for (unsigned r = 0; r < d; r++, q = q ? q - 1 : d - 1) {
+        const replay_cfix_t *c = changed_find(g, q, changed_get(w, q), serial);
+        if (c)
+            return c;
+    }
+    return NULL;
+}
+
 // The block a shard found (its head in f, its words in w), with the changes of this round and
 // of the D - 1 before, which the shard has not applied yet (the newest first).
 static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const replay_cwords_t *w) {
@@ -611,18 +642,18 @@ static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const rep
                   .stack = w->stack,
                   .origin = w->origin,
                   .chain = (uint32_t)w->tid_chain};
-    // no link in any open round: no slot to read (a cache miss, 64 KiB a round in flight)
-    if (g->n_fixes_open) {
-        const uint32_t *slots = &g->changed_slot[changed_hash(w->serial) * g->depth];
-        unsigned q = g->slot;
-        for (unsigned r = 0; r < g->depth; r++) {
-            const replay_cfix_t *c = changed_find(g, q, slots[q], w->serial);
-            if (c) {
-                a.origin = c->origin;
-                a.chain = c->chain;
-                break;
-            }
-            q = q ? q - 1 : g->depth - 1;
+    // no link in any open round: no slot to read (a cache miss, 128 KiB for two rounds)
+    if (!g->n_fixes_open)
+        return a;
+    const uint64_t *words = changed_words(g, w->serial);
+    uint64_t any = words[0];
+    for (unsigned k = 1; k < g->slot_words; k++) // (none at the default depth, 2)
+        any |= words[k];
+    if (any) {
+        const replay_cfix_t *c = changed_of(g, words, w->serial);
+        if (c) {
+            a.origin = c->origin;
+            a.chain = c->chain;
         }
     }
     return a;
@@ -713,7 +744,7 @@ void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
     // take this round's
     unsigned q = g->slot = (unsigned)(round % g->depth);
     for (size_t k = 0; k < g->n_fixes[q]; k++)
-        g->changed_slot[changed_hash(g->fixes[q][k].serial) * g->depth + q] = 0;
+        changed_set(changed_words(g, g->fixes[q][k].serial), q, 0);
     g->n_fixes_open -= g->n_fixes[q];
     g->n_fixes[q] = 0;
     if (hmap_count(&g->changed[q])) {
