@@ -472,7 +472,7 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     return p;
 }
 
-// One scan of round k, from buf[k % depth] (and the D - 1 rounds' before it site_of).
+// One scan of round k, from buf[k % depth] (and the site_of of the D - 1 rounds before it).
 static void scan_round(replay_par_t *p, const scanner_t *sc, uint64_t k) {
     round_buf_t *b = &p->buf[k % p->depth];
     if (sc->kind == SCAN_GROWTH) {
