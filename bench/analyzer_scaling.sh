@@ -9,11 +9,13 @@
 # and once under heaptrack, then for ROUNDS rounds runs heaptrack_print and heapprof report,
 # stats and dhat with each decode worker count W and replay thread count R (report_wW_rR,
 # stats_wW_rR, dhat_wW_rR), in a rotating order, and prints per command the median wall time,
-# user+system CPU, peak RSS, ns per event and the ratio to heaptrack_print.
+# user+system CPU, peak RSS, ns per event and the ratio to heaptrack_print. With --depth, each
+# of those at each count of rounds in flight D too (HEAPPROF_REPLAY_DEPTH; report_wW_rR_dD;
+# report and dhat only, stats runs one round at a time).
 #
 # Usage: bench/analyzer_scaling.sh [--ops N] [--runs K] [--workers 0,1,2,4] [--replay 0,2,4]
-#                                   [--commands report,stats,dhat] [--cli PATH] [--lib PATH]
-#                                   [--trace FILE.hpt --ht-trace FILE.zst]
+#                                   [--depth 2,3,4] [--commands report,stats,dhat] [--cli PATH]
+#                                   [--lib PATH] [--trace FILE.hpt --ht-trace FILE.zst]
 # Without GNU time (the many-core machine has none) CPU comes from bash's `time` and RSS is 0.
 set -u
 export LC_ALL=C
@@ -23,6 +25,7 @@ OPS=5000000
 RUNS=3
 WORKERS=0,1,2,4
 REPLAY=0,2,4
+DEPTH= # empty: HEAPPROF_REPLAY_DEPTH unset (the default)
 COMMANDS=report,stats,dhat
 LIB="$ROOT/build/preload/libheapprof.so"
 CLI="$ROOT/build/analyzer/heapprof"
@@ -34,12 +37,13 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift ;;
     --workers) WORKERS=$2; shift ;;
     --replay) REPLAY=$2; shift ;;
+    --depth) DEPTH=$2; shift ;;
     --commands) COMMANDS=$2; shift ;;
     --cli) CLI=$2; shift ;;
     --lib) LIB=$2; shift ;;
     --trace) HP_TRACE=$2; shift ;;
     --ht-trace) HT_TRACE=$2; shift ;;
-    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "analyzer_scaling.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -83,11 +87,21 @@ one() {
 IFS=, read -r -a WS <<<"$WORKERS"
 IFS=, read -r -a RS <<<"$REPLAY"
 IFS=, read -r -a CS <<<"$COMMANDS"
+DS=("")
+[ -n "$DEPTH" ] && IFS=, read -r -a DS <<<"$DEPTH"
 names=()
 [ -n "$HT_TRACE" ] && names+=(heaptrack_print)
 for w in "${WS[@]}"; do
     for r in "${RS[@]}"; do
-        for c in "${CS[@]}"; do names+=("${c}_w${w}_r$r"); done
+        for c in "${CS[@]}"; do
+            for d in "${DS[@]}"; do
+                if [ "$c" = stats ]; then # no rounds in flight: once, whatever the depths
+                    [ "$d" = "${DS[0]}" ] && names+=("${c}_w${w}_r$r")
+                    continue
+                fi
+                names+=("${c}_w${w}_r$r${d:+_d$d}")
+            done
+        done
     done
 done
 for ((round = 0; round < RUNS; round++)); do
@@ -97,11 +111,14 @@ for ((round = 0; round < RUNS; round++)); do
         case $name in
         heaptrack_print) one "$name" "$HT_PRINT" "$HT_TRACE" ;;
         report_w* | stats_w* | dhat_w*)
-            wr=${name#*_w}
+            [[ $name =~ ^[a-z]+_w([0-9]+)_r([0-9]+)(_d([0-9]+))?$ ]] || continue
+            depth=()
+            [ -n "${BASH_REMATCH[4]}" ] && depth=(HEAPPROF_REPLAY_DEPTH="${BASH_REMATCH[4]}")
             cmd=(stats "$HP_TRACE")
             [ "${name%%_*}" = dhat ] && cmd=(dhat -o "$TMP/dhat.json" "$HP_TRACE")
             [ "${name%%_*}" = report ] && cmd=(report "$HP_TRACE")
-            one "$name" env HEAPPROF_DECODE_THREADS="${wr%_r*}" HEAPPROF_REPLAY_THREADS="${wr#*_r}" "$CLI" "${cmd[@]}" ;;
+            one "$name" env HEAPPROF_DECODE_THREADS="${BASH_REMATCH[1]}" \
+                HEAPPROF_REPLAY_THREADS="${BASH_REMATCH[2]}" "${depth[@]}" "$CLI" "${cmd[@]}" ;;
         esac
     done
 done

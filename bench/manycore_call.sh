@@ -8,16 +8,18 @@
 #   3. each --workload (default "c_churn OPS", repeatable) recorded once under heapprof and once under heaptrack, then
 #      bench/analyzer_scaling.sh over decode workers x replay threads (report only by default),
 #      beside heaptrack_print, and one report with HEAPPROF_STAGE_TIMES=1 at the widest setting
-#      (where a serial stage shows as thread CPU close to its wall time).
+#      (where a serial stage shows as thread CPU close to its wall time); with --depth 2,3,4 each
+#      replay setting at each count of rounds in flight too (HEAPPROF_REPLAY_DEPTH), and the
+#      stage times at the widest setting once per depth.
 # Output under $OUT (the device's result folder), tables on stdout.
 # Usage: bash bench/manycore_call.sh [--budget S] [--ops N] [--workers 4,12] [--replay 0,4,8,16]
-#                                    [--commands report] [--runs K] [--skip-bench] [--stages]
+#                                    [--depth 2,3,4] [--commands report] [--runs K] [--skip-bench] [--stages]
 #                                    [--workload "c_threads 8 40000000"]...
 #                                    [--skip-analyzer] -- [bench.py args]
 set -u -o pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 M="$ROOT/.manycore"
-OPS=25000000 WORKERS=4,12 REPLAY=0,4,8,16 COMMANDS=report RUNS=2 BUDGET=240 SKIP_BENCH=0 STAGES=0 SKIP_ANALYZER=0
+OPS=25000000 WORKERS=4,12 REPLAY=0,4,8,16 DEPTH= COMMANDS=report RUNS=2 BUDGET=240 SKIP_BENCH=0 STAGES=0 SKIP_ANALYZER=0
 WORKLOADS=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -26,13 +28,14 @@ while [ $# -gt 0 ]; do
     --workload) WORKLOADS+=("$2"); shift ;;
     --workers) WORKERS=$2; shift ;;
     --replay) REPLAY=$2; shift ;;
+    --depth) DEPTH=$2; shift ;;
     --commands) COMMANDS=$2; shift ;;
     --runs) RUNS=$2; shift ;;
     --skip-bench) SKIP_BENCH=1 ;;
     --stages) STAGES=1 ;;
     --skip-analyzer) SKIP_ANALYZER=1 ;;
     --) shift; break ;;
-    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "manycore_call.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -76,12 +79,16 @@ for wl in "${WORKLOADS[@]}"; do
     ls -la "$W"
     env LD_LIBRARY_PATH="$L" PATH="$M/heaptrack/bin:$PATH" bash "$ROOT/bench/analyzer_scaling.sh" \
         --trace "$W/hp.hpt" ${HT:+--ht-trace "$HT"} --cli "$M/heapprof/bin/heapprof" --runs "$RUNS" \
-        --workers "$WORKERS" --replay "$REPLAY" --commands "$COMMANDS" | tee -a "$OUT/analyzer.txt"
+        --workers "$WORKERS" --replay "$REPLAY" ${DEPTH:+--depth "$DEPTH"} --commands "$COMMANDS" |
+        tee -a "$OUT/analyzer.txt"
     wmax=${WORKERS##*,} rmax=${REPLAY##*,}
-    for wr in "0 0" "$wmax $rmax"; do
+    wrs=("0 0 " "$wmax $rmax ")
+    [ -n "$DEPTH" ] && { wrs=("0 0 "); for d in ${DEPTH//,/ }; do wrs+=("$wmax $rmax $d"); done; }
+    for wr in "${wrs[@]}"; do
         set -- $wr
-        echo "== stage times: report, decode workers $1, replay threads $2"
+        echo "== stage times: report, decode workers $1, replay threads $2${3:+, depth $3}"
         env LD_LIBRARY_PATH="$L" HEAPPROF_STAGE_TIMES=1 HEAPPROF_DECODE_THREADS=$1 HEAPPROF_REPLAY_THREADS=$2 \
-            "$M/heapprof/bin/heapprof" report "$W/hp.hpt" 2>&1 >/dev/null | grep '^stage' | tee -a "$OUT/analyzer.txt"
+            ${3:+HEAPPROF_REPLAY_DEPTH=$3} "$M/heapprof/bin/heapprof" report "$W/hp.hpt" 2>&1 >/dev/null |
+            grep '^stage' | tee -a "$OUT/analyzer.txt"
     done
 done

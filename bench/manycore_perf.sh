@@ -9,8 +9,9 @@
 #          bash bench/manycore_perf.sh app [WORKLOAD...]   each single-thread workload under
 #                 heapprof (defaults on, then touch off + one frame), perf -e cpu-clock, the
 #                 program's thread by symbol
-#          bash bench/manycore_perf.sh report [OPS]        `heapprof report` on c_churn OPS
-#                 (default 50000000: 100 M events) at 4 and 16 replay threads, perf per thread
+#          bash bench/manycore_perf.sh report [OPS] [DEPTHS]  `heapprof report` on c_churn OPS
+#                 (default 50000000: 100 M events) at 4 and 16 replay threads, perf per thread;
+#                 DEPTHS (e.g. 2,4): each at those rounds in flight too (HEAPPROF_REPLAY_DEPTH)
 # perf.data files go to $OUT (they come back); read them here with
 #   perf report -i FILE --sort pid,sym -n --stdio        (pid: one line per thread)
 # Symbols of the bundled heapprof resolve here; the device's libc does not (addresses only).
@@ -59,18 +60,23 @@ report)
     mkdir -p "$OUT" /tmp/mcp
     env LD_PRELOAD="$M/heapprof/lib/libheapprof.so" HEAPPROF_OUT=/tmp/mcp/hp.hpt HEAPPROF_QUIET=1 \
         "$M/workloads/c_churn" "$ops" >/dev/null
+    depths=(${3:+${3//,/ }})
+    [ ${#depths[@]} -gt 0 ] || depths=("") # HEAPPROF_REPLAY_DEPTH unset
     for r in 4 16; do
-        echo "=== replay threads $r"
-        HEAPPROF_DECODE_THREADS=4 HEAPPROF_REPLAY_THREADS=$r HEAPPROF_STAGE_TIMES=1 "$P/perf" record -q \
-            -F 1000 -e cpu-clock -s -o "$OUT/report-r$r.data" -- "$M/heapprof/bin/heapprof" report \
-            /tmp/mcp/hp.hpt 2>&1 >/dev/null | grep 'stage:'
-        "$P/perf" report -i "$OUT/report-r$r.data" --sort pid -n --stdio 2>/dev/null |
-            grep -v '^#' | grep -v '^$' | head -30
+        for d in "${depths[@]}"; do
+            echo "=== replay threads $r${d:+, depth $d}"
+            env HEAPPROF_DECODE_THREADS=4 HEAPPROF_REPLAY_THREADS=$r HEAPPROF_STAGE_TIMES=1 \
+                ${d:+HEAPPROF_REPLAY_DEPTH=$d} "$P/perf" record -q -F 1000 -e cpu-clock -s \
+                -o "$OUT/report-r$r${d:+-d$d}.data" -- "$M/heapprof/bin/heapprof" report \
+                /tmp/mcp/hp.hpt 2>&1 >/dev/null | grep 'stage:'
+            "$P/perf" report -i "$OUT/report-r$r${d:+-d$d}.data" --sort pid -n --stdio 2>/dev/null |
+                grep -v '^#' | grep -v '^$' | head -30
+        done
     done
     rm -rf /tmp/mcp
     ;;
 *)
-    sed -n '3,19p' "$0"
+    sed -n '3,20p' "$0"
     exit 2
     ;;
 esac

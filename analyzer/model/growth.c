@@ -144,24 +144,27 @@ struct growth {
     growth_site_t *sites; // after finish, ranked
     size_t n_sites;
     hmap_t site_of; // stack -> index + 1 into accs during the pass, into sites after finish
-    // growth_scan_chains: the words changed in the last two rounds, by the round's parity: for the
-    // shards two rounds on (fixes) and for the frees until then (changed_slot: index + 1 into
-    // fixes of each parity by a hash of the serial, 0 none, parity q's in bits 32q..32q+31, so
-    // a free reads one word for both; changed: serial -> index + 1 for the serials whose slot
-    // another one held). A map made and emptied each round cost more than all the rest of a
-    // free.
+    // growth_scan_chains: the words changed in the last D rounds (D = depth, the rounds in
+    // flight), by the round's slot (round % D): for the shards D rounds on (fixes) and for the
+    // frees until then (changed_slot: index + 1 into fixes of slot q by a hash h of the serial,
+    // 0 none, in bits 32 (q & 1) of word h * slot_words + q / 2, so a free reads one word for
+    // two rounds, and at the default D = 2 one word in all; changed: serial -> index + 1 for
+    // the serials whose slot another one held). A map made and emptied each round cost more
+    // than all the rest of a free.
     bool scan;
-    unsigned parity; // of the round being scanned
-    replay_cfix_t *fixes[2];
-    size_t n_fixes[2], cap_fixes[2];
-    uint64_t changed_slot[CHANGED_SLOTS];
-    hmap_t changed[2];
-    // growth_scan_links -> growth_scan_chains, by the round's parity: what each event does to
-    // the chains (SCAN_*) and the copy steps' new blocks, in stream order
-    uint8_t *sop[2];
-    size_t sop_cap[2];
-    scan_link_t *links[2];
-    size_t n_links[2], cap_links[2];
+    unsigned depth; // growth_scan_start's
+    unsigned slot;  // of the round being scanned
+    replay_cfix_t *fixes[REPLAY_DEPTH_MAX];
+    size_t n_fixes[REPLAY_DEPTH_MAX], cap_fixes[REPLAY_DEPTH_MAX];
+    size_t n_fixes_open; // in all D lists: 0, and a free reads no slot
+    uint64_t *changed_slot; // CHANGED_SLOTS * slot_words
+    unsigned slot_words;    // (depth + 1) / 2
+    hmap_t changed[REPLAY_DEPTH_MAX];
+    // growth_scan_links -> growth_scan_chains, by the round's slot: what each event does to
+    uint8_t *sop[REPLAY_DEPTH_MAX];
+    size_t sop_cap[REPLAY_DEPTH_MAX];
+    scan_link_t *links[REPLAY_DEPTH_MAX];
+    size_t n_links[REPLAY_DEPTH_MAX], cap_links[REPLAY_DEPTH_MAX];
     // growth_scan_chains' own per-thread state: the block the freeing half of a realloc took
     // out (tid -> gblock_t *), and its latest thread
     hmap_t pend;
@@ -176,8 +179,8 @@ growth_t *growth_new(uint64_t short_ns) {
     hmap_init(&g->threads, sizeof(gthread_t *));
     hmap_init(&g->shorts, sizeof(growth_short_t));
     hmap_init(&g->site_of, sizeof(uint64_t));
-    hmap_init(&g->changed[0], sizeof(uint64_t));
-    hmap_init(&g->changed[1], sizeof(uint64_t));
+    for (unsigned k = 0; k < REPLAY_DEPTH_MAX; k++)
+        hmap_init(&g->changed[k], sizeof(uint64_t));
     hmap_init(&g->pend, sizeof(gblock_t *));
     g->pend_tid = UINT64_MAX;
     return g;
@@ -195,7 +198,8 @@ void growth_free(growth_t *g) {
     hmap_fini(&g->threads);
     hmap_fini(&g->shorts);
     hmap_fini(&g->site_of);
-    for (unsigned k = 0; k < 2; k++) {
+    free(g->changed_slot);
+    for (unsigned k = 0; k < REPLAY_DEPTH_MAX; k++) {
         hmap_fini(&g->changed[k]);
         free(g->fixes[k]);
         free(g->sop[k]);
@@ -407,7 +411,20 @@ static inline unsigned changed_hash(uint64_t serial) {
     return (unsigned)((serial * 0x9E3779B97F4A7C15ull) >> 50) % CHANGED_SLOTS;
 }
 
-// growth_scan_chains: a block's words changed (it joined a chain): the shards get them two rounds on,
+// The words of changed_slot for serial's hash, and slot q's index + 1 in them.
+static inline uint64_t *changed_words(const growth_t *g, uint64_t serial) {
+    return &g->changed_slot[(size_t)changed_hash(serial) * g->slot_words];
+}
+
+static inline uint32_t changed_get(const uint64_t *w, unsigned q) {
+    return (uint32_t)(w[q >> 1] >> 32 * (q & 1));
+}
+
+static inline void changed_set(uint64_t *w, unsigned q, uint32_t k) {
+    w[q >> 1] = (w[q >> 1] & ~(0xffffffffull << 32 * (q & 1))) | (uint64_t)k << 32 * (q & 1);
+}
+
+// growth_scan_chains: a block's words changed (it joined a chain): the shards get them D rounds on,
 // and a free of the block until then reads them here (scan_block).
 static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t origin,
                          uint64_t chain) {
@@ -415,16 +432,17 @@ static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t o
         fprintf(stderr, "heapprof: more than 2^32 growth chains live at once\n");
         abort();
     }
-    unsigned q = g->parity;
+    unsigned q = g->slot;
     if (g->n_fixes[q] == g->cap_fixes[q]) // (no call to xgrow per link)
         g->fixes[q] =
             xgrow(g->fixes[q], &g->cap_fixes[q], g->n_fixes[q] + 1, sizeof *g->fixes[q]);
     g->fixes[q][g->n_fixes[q]++] =
         (replay_cfix_t){.addr = addr, .serial = serial, .origin = origin, .chain = (uint32_t)chain};
-    uint64_t *slot = &g->changed_slot[changed_hash(serial)];
-    uint32_t k = (uint32_t)(*slot >> 32 * q);
+    g->n_fixes_open++;
+    uint64_t *w = changed_words(g, serial);
+    uint32_t k = changed_get(w, q);
     if (k == 0 || g->fixes[q][k - 1].serial == serial)
-        *slot = (*slot & ~(0xffffffffull << 32 * q)) | (uint64_t)g->n_fixes[q] << 32 * q;
+        changed_set(w, q, (uint32_t)g->n_fixes[q]);
     else
         *(uint64_t *)hmap_put(&g->changed[q], serial, NULL) = g->n_fixes[q];
 }
@@ -509,7 +527,7 @@ static inline void short_add(growth_t *g, const gblock_t *a) {
 // t: ev's thread. Inlined as on_alloc. links (a constant): growth_scan_links', which has a
 // without its origin and chain and leaves to growth_scan_chains what needs them (the short-
 // lived count by origin, the link, the chain's end), told by the SCAN_* bits it returns (in
-// round parity q's lists).
+// round slot q's lists).
 static inline __attribute__((always_inline)) unsigned on_free(growth_t *g, gthread_t *t,
                                                               const reader_event_t *ev,
                                                               gblock_t *a, bool links,
@@ -579,9 +597,15 @@ void growth_attach(growth_t *g, replay_t *rp) {
 
 // ---- in replay_par's ordered scan ----
 
-void growth_scan_start(growth_t *g) { g->scan = true; }
+void growth_scan_start(growth_t *g, unsigned depth) {
+    g->scan = true;
+    g->depth = depth < 2 ? 2 : depth > REPLAY_DEPTH_MAX ? REPLAY_DEPTH_MAX : depth;
+    g->slot_words = (g->depth + 1) / 2;
+    free(g->changed_slot); // (a second call, before the first event, changes the depth)
+    g->changed_slot = xcalloc((size_t)CHANGED_SLOTS * g->slot_words, sizeof *g->changed_slot);
+}
 
-// The change of round parity q to the block allocated as serial (k: its slot's index for q),
+// The change of round slot q to the block allocated as serial (k: its slot's index for q),
 // if any.
 static inline const replay_cfix_t *changed_find(const growth_t *g, unsigned q, uint64_t k,
                                                 uint64_t serial) {
@@ -596,21 +620,37 @@ static inline const replay_cfix_t *changed_find(const growth_t *g, unsigned q, u
     return &g->fixes[q][k - 1];
 }
 
+// scan_block's rare part: the newest change to the block allocated as serial among the lists
+// of this round and the D - 1 before (w: its hash's words, one of them not 0), if any.
+__attribute__((noinline)) static const replay_cfix_t *changed_of(const growth_t *g,
+                                                                 const uint64_t *w,
+                                                                 uint64_t serial) {
+    unsigned d = g->depth, q = g->slot;
+    for (unsigned r = 0; r < d; r++, q = q ? q - 1 : d - 1) {
+        const replay_cfix_t *c = changed_find(g, q, changed_get(w, q), serial);
+        if (c)
+            return c;
+    }
+    return NULL;
+}
+
 // The block a shard found (its head in f, its words in w), with the changes of this round and
-// of the last one, which the shard has not applied yet (this round's are the newer).
+// of the D - 1 before, which the shard has not applied yet (the newest first).
 static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const replay_cwords_t *w) {
     gblock_t a = {.head = {.size = f->size, .time_ns = f->time_ns, .stack = f->stack},
                   .seq = w->serial,
                   .stack = w->stack,
                   .origin = w->origin,
                   .chain = (uint32_t)w->tid_chain};
-    // no link in either round: no slot to read (a cache miss, 128 KiB)
-    uint64_t both = g->n_fixes[0] | g->n_fixes[1] ? g->changed_slot[changed_hash(w->serial)] : 0;
-    if (both) {
-        unsigned q = g->parity;
-        const replay_cfix_t *c = changed_find(g, q, (uint32_t)(both >> 32 * q), w->serial);
-        if (!c)
-            c = changed_find(g, q ^ 1, (uint32_t)(both >> 32 * (q ^ 1)), w->serial);
+    // no link in any open round: no slot to read (a cache miss, 128 KiB for two rounds)
+    if (!g->n_fixes_open)
+        return a;
+    const uint64_t *words = changed_words(g, w->serial);
+    uint64_t any = words[0];
+    for (unsigned k = 1; k < g->slot_words; k++) // (none at the default depth, 2)
+        any |= words[k];
+    if (any) {
+        const replay_cfix_t *c = changed_of(g, words, w->serial);
         if (c) {
             a.origin = c->origin;
             a.chain = c->chain;
@@ -649,7 +689,7 @@ static inline void scan_gone(growth_t *g, gthread_t *t, uint32_t tid, const repl
 
 void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
                        const replay_found_t *found, const replay_cwords_t *cw, uint64_t round) {
-    unsigned q = round & 1;
+    unsigned q = (unsigned)(round % g->depth);
     if (g->sop_cap[q] < n)
         g->sop[q] = xgrow(g->sop[q], &g->sop_cap[q], n, sizeof *g->sop[q]);
     g->n_links[q] = 0;
@@ -700,11 +740,12 @@ static inline gblock_t *pending_of(growth_t *g, uint32_t tid) {
 
 void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
                         const replay_found_t *found, const replay_cwords_t *cw, uint64_t round) {
-    // the shards applied the changes of round - 2 before this round's finds: their lists
+    // the shards applied the changes of round - D before this round's finds: their lists
     // take this round's
-    unsigned q = g->parity = round & 1;
+    unsigned q = g->slot = (unsigned)(round % g->depth);
     for (size_t k = 0; k < g->n_fixes[q]; k++)
-        g->changed_slot[changed_hash(g->fixes[q][k].serial)] &= ~(0xffffffffull << 32 * q);
+        changed_set(changed_words(g, g->fixes[q][k].serial), q, 0);
+    g->n_fixes_open -= g->n_fixes[q];
     g->n_fixes[q] = 0;
     if (hmap_count(&g->changed[q])) {
         hmap_fini(&g->changed[q]);
@@ -744,8 +785,8 @@ void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
 }
 
 const replay_cfix_t *growth_scan_fixes(const growth_t *g, uint64_t round, size_t *n) {
-    *n = g->n_fixes[round & 1];
-    return g->fixes[round & 1];
+    *n = g->n_fixes[round % g->depth];
+    return g->fixes[round % g->depth];
 }
 
 #define PREFETCH_AHEAD 8 // as replay_events: overlap the cache misses of a big live table

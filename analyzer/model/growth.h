@@ -44,17 +44,18 @@ void growth_attach(growth_t *g, replay_t *rp);
 // round (and may run beside links of the next round), keeps the chains, the blocks' origins
 // and the short-lived counts by origin. The words growth changes (a block that joined a chain)
 // in round k come back from growth_scan_fixes for the shards to apply at the start of round
-// k + 2 (they find round k + 1 while these scans run); until then growth reads them from its
-// own lists of the last two rounds. Every figure is the one-thread pass's. Call
-// growth_scan_start before the first event, instead of growth_attach (rp must not count DHAT's
-// way either). round: 1, 2, 3, ... May allocate.
-void growth_scan_start(growth_t *g);
+// k + D (they find rounds k + 1 .. k + D - 1 while these scans run; D = depth, replay_par's
+// rounds in flight, 2 to REPLAY_DEPTH_MAX); until then growth reads them from its own lists of
+// the last D rounds. Every figure is the one-thread pass's. Call growth_scan_start before the
+// first event, instead of growth_attach (rp must not count DHAT's way either); again before
+// it to change the depth. round: 1, 2, 3, ... May allocate.
+void growth_scan_start(growth_t *g, unsigned depth);
 void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
                        const replay_found_t *found, const replay_cwords_t *cw, uint64_t round);
 void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
                         const replay_found_t *found, const replay_cwords_t *cw, uint64_t round);
-// The words changed by the scan (chains) of `round`, the last one or the one before; valid
-// until the scan of round + 2.
+// The words changed by the scan (chains) of round - D, for the shards at the start of `round`;
+// valid until the scan (chains) of `round`.
 const replay_cfix_t *growth_scan_fixes(const growth_t *g, uint64_t round, size_t *n);
 
 // Ends the pass: chains whose last block is still live end, and every chain is summed into its

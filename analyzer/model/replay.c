@@ -19,7 +19,9 @@
 #define BLOCK_ZEROED (1ull << 62)  // a calloc block (its touch is touched_nz)
 #define BLOCK_PENDING (1ull << 61) // a shard's block whose site the scan has not told it yet:
                                    // the low 32 bits are its allocation's index in the round,
-#define PENDING_ODD (1ull << 32)   // and this bit the round's parity (two rounds may be open)
+#define PENDING_SLOT_SHIFT 32      // and these 3 bits its round's slot, round % depth (up to
+#define PENDING_SLOTS (7ull << PENDING_SLOT_SHIFT) // REPLAY_DEPTH_MAX rounds may be open)
+_Static_assert(REPLAY_DEPTH_MAX <= 8, "a pending mark holds a round's slot in 3 bits");
 #define SEEN_TIDS 64u
 #define THREAD_SLOTS 64u  // direct-mapped per-thread state; the rest spills to a hash map
 #define STACK_SLOTS 1024u // direct-mapped stack id -> site index cache
@@ -92,8 +94,11 @@ struct replay {
     uint64_t sample_interval; // bytes; 0: every allocation was recorded
     replay_totals_t shown;    // replay_totals_shown's copy
     unsigned shard_bits; // a shard of 2^shard_bits (replay_set_shard); 0: the whole stream
-    replay_fix_t *fix[2]; // a shard's pending blocks of the last two rounds, by the round's
-    size_t n_fix[2], fix_cap[2]; // parity (replay_shard_find)
+    // a shard's pending blocks of the last `depth` rounds, by the round's slot (round % depth;
+    // replay_shard_find)
+    replay_fix_t *fix[REPLAY_DEPTH_MAX];
+    size_t n_fix[REPLAY_DEPTH_MAX], fix_cap[REPLAY_DEPTH_MAX];
+    unsigned depth; // replay_shard_set_depth: rounds in flight (2 unless set)
     bool cwords; // a shard's blocks carry replay_cwords_t (replay_shard_keep_words)
     // a shard's place in the whole stream: the event being replayed (round << 32 | index) and
     // the one of its first sized-free mismatch, so the merge keeps the stream's first
@@ -128,6 +133,7 @@ replay_t *replay_new(replay_keep_fn keep, void *keep_ctx) {
     rp->keep_ctx = keep_ctx;
     rp->filtered = keep != NULL;
     rp->epoch = 1; // snap_epoch 0: never saved
+    rp->depth = 2;
     return rp;
 }
 
@@ -139,12 +145,12 @@ void replay_free(replay_t *rp) {
     hmap_fini(&rp->site_of);
     hmap_fini(&rp->spilled);
     free(rp->sites);
-    free(rp->fix[0]);
+    for (unsigned k = 0; k < REPLAY_DEPTH_MAX; k++)
+        free(rp->fix[k]);
     if (rp->parts)
         for (unsigned k = 0; k < 1u << rp->part_bits; k++)
             free(rp->parts[k].sites);
     free(rp->parts);
-    free(rp->fix[1]);
     free(rp);
 }
 
@@ -760,6 +766,10 @@ void replay_prefetch(const replay_t *rp, uint64_t addr) { hmap_prefetch(&rp->liv
 
 void replay_set_shard(replay_t *rp, unsigned shard_bits) { rp->shard_bits = shard_bits; }
 
+void replay_shard_set_depth(replay_t *rp, unsigned depth) {
+    rp->depth = depth < 2 ? 2 : depth > REPLAY_DEPTH_MAX ? REPLAY_DEPTH_MAX : depth;
+}
+
 void replay_shard_events(replay_t *rp, const reader_event_t *ev, const uint32_t *idx, size_t m,
                          replay_step_t *steps, uint64_t round) {
     // this shard's events are listed first, so the loop below can prefetch its own blocks ahead
@@ -842,24 +852,26 @@ void replay_set_peak(replay_t *rp, uint64_t bytes, uint64_t blocks, uint64_t tim
 // the double-allocation and unknown-free halves differ; test_replay_par compares every figure
 // with one thread). A shard stores a new block before its site is known (a realloc
 // takes the site of the block it replaced, which may sit in another shard): it marks it
-// BLOCK_PENDING with the allocation's index in the round and the round's parity. The shards
-// find round k + 1 while the scan of round k runs (replay_par.c), so when a shard starts round
-// k + 2 the scan has told the sites of round k (site_of of that round, kept until then) but
-// maybe not yet those of round k + 1: it rewrites round k's marks then, and the scan resolves
-// the marks of its own round and of the one before through those rounds' site_of.
+// BLOCK_PENDING with the allocation's index in the round and the round's slot (round % D, D
+// the rounds in flight, replay_shard_set_depth). The shards find rounds k + 1 .. k + D - 1
+// while the scans of round k and later run (replay_par.c), so when a shard starts round k + D
+// the scan has told the sites of round k (site_of of that round, kept until then) but maybe
+// not yet those of rounds k + 1 .. k + D - 1: it rewrites round k's marks then, and the scan
+// resolves the marks of its own round and of the D - 1 before through those rounds' site_of
+// (D rounds, D slots: no two open rounds share one).
 
 void replay_shard_fix(replay_t *rp, const uint32_t *site_of, uint64_t round) {
-    unsigned parity = round & 1;
-    const replay_fix_t *fix = rp->fix[parity];
-    uint64_t mark = BLOCK_PENDING | (parity ? PENDING_ODD : 0);
-    for (size_t k = 0; k < rp->n_fix[parity]; k++) {
+    unsigned slot = (unsigned)(round % rp->depth);
+    const replay_fix_t *fix = rp->fix[slot];
+    uint64_t mark = BLOCK_PENDING | (uint64_t)slot << PENDING_SLOT_SHIFT;
+    for (size_t k = 0; k < rp->n_fix[slot]; k++) {
         live_block_t *b = hmap_get(&rp->live, live_key(rp, fix[k].addr));
         // a block that is still the one allocated at that index of that round (not freed, or
         // freed and made again at the same address by a later allocation of its own)
-        if (b && (b->stack & (BLOCK_PENDING | PENDING_ODD | UINT32_MAX)) == (mark | fix[k].index))
+        if (b && (b->stack & (BLOCK_PENDING | PENDING_SLOTS | UINT32_MAX)) == (mark | fix[k].index))
             b->stack = (b->stack & (BLOCK_COUNTED | BLOCK_ZEROED)) | site_of[fix[k].index];
     }
-    rp->n_fix[parity] = 0;
+    rp->n_fix[slot] = 0;
 }
 
 void replay_shard_keep_words(replay_t *rp) {
@@ -890,8 +902,8 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *i
                        const uint8_t *verdict, replay_found_t *found, uint64_t round,
                        replay_cwords_t *cw) {
     bool words = rp->cwords;
-    unsigned parity = round & 1;
-    uint64_t pending_odd = parity ? PENDING_ODD : 0;
+    unsigned slot = (unsigned)(round % rp->depth);
+    uint64_t pending_slot = (uint64_t)slot << PENDING_SLOT_SHIFT;
     for (size_t k = 0; k < m && k < PREFETCH_AHEAD; k++)
         hmap_prefetch(&rp->live, live_key(rp, ev[idx[k]].addr));
     for (size_t k = 0; k < m; k++) {
@@ -922,12 +934,12 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *i
             b->time_ns = e->time_ns;
             b->stack = 0;
             if (counted) {
-                b->stack = BLOCK_PENDING | pending_odd | i | BLOCK_COUNTED |
+                b->stack = BLOCK_PENDING | pending_slot | i | BLOCK_COUNTED |
                            (e->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
-                if (rp->n_fix[parity] == rp->fix_cap[parity])
-                    rp->fix[parity] = xgrow(rp->fix[parity], &rp->fix_cap[parity],
-                                            rp->n_fix[parity] + 1, sizeof *rp->fix[parity]);
-                rp->fix[parity][rp->n_fix[parity]++] = (replay_fix_t){.addr = e->addr, .index = i};
+                if (rp->n_fix[slot] == rp->fix_cap[slot])
+                    rp->fix[slot] = xgrow(rp->fix[slot], &rp->fix_cap[slot],
+                                          rp->n_fix[slot] + 1, sizeof *rp->fix[slot]);
+                rp->fix[slot][rp->n_fix[slot]++] = (replay_fix_t){.addr = e->addr, .index = i};
             }
         } else if (e->kind == READER_FREE) {
             live_block_t *b = hmap_take_ref(&rp->live, live_key(rp, e->addr));
@@ -944,10 +956,11 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *i
 }
 
 // The site of a block a shard found: resolved through the site_of of its round (this one or
-// the one before, by the mark's parity) if still pending.
-static inline uint32_t found_site(const replay_found_t *f, uint32_t *const site_of[2]) {
-    return f->stack & BLOCK_PENDING ? site_of[(f->stack & PENDING_ODD) != 0][(uint32_t)f->stack]
-                                    : (uint32_t)f->stack;
+// one of the D - 1 before, by the mark's slot) if still pending.
+static inline uint32_t found_site(const replay_found_t *f, uint32_t *const *site_of) {
+    return f->stack & BLOCK_PENDING
+               ? site_of[(f->stack & PENDING_SLOTS) >> PENDING_SLOT_SHIFT][(uint32_t)f->stack]
+               : (uint32_t)f->stack;
 }
 
 // ---- the ordered scan, split three ways, each part on a thread of its own (replay_par.c):
@@ -1002,7 +1015,7 @@ static inline void order_note(replay_t *rp, order_thread_t *ot, uint32_t tid) {
 // is what the shard found. Returns the event's REPLAY_OP_* bits.
 static inline __attribute__((always_inline)) unsigned scan_order_alloc(
     replay_t *rp, order_thread_t *ot, const reader_event_t *ev, const replay_found_t *f,
-    bool counted, uint32_t *const site_of[2], uint32_t *site_of_ev, uint32_t *site_found_ev) {
+    bool counted, uint32_t *const *site_of, uint32_t *site_of_ev, uint32_t *site_found_ev) {
     unsigned op = 0;
     if (__builtin_expect(f->had, 0)) {
         rp->t.n_double_allocs++;
@@ -1022,7 +1035,7 @@ static inline __attribute__((always_inline)) unsigned scan_order_alloc(
 // free_block and on_free_sites without the table and the live totals.
 static inline __attribute__((always_inline)) unsigned scan_order_free(
     replay_t *rp, order_thread_t *ot, const reader_event_t *ev, const replay_found_t *f,
-    uint32_t *const site_of[2], uint32_t *site_found_ev) {
+    uint32_t *const *site_of, uint32_t *site_found_ev) {
     replay_totals_t *t = &rp->t;
     if (__builtin_expect(!f->had, 0)) {
         t->n_unknown_frees++;
@@ -1047,12 +1060,10 @@ static inline __attribute__((always_inline)) unsigned scan_order_free(
                : REPLAY_OP_FREE;
 }
 
-void replay_scan_order(replay_t *rp, const replay_scan_round_t *r, const uint32_t *last_site_of) {
+void replay_scan_order(replay_t *rp, const replay_scan_round_t *r, uint32_t *const *site_of) {
     const reader_event_t *ev = r->ev;
     const replay_found_t *found = r->found;
     const uint8_t *verdict = r->verdict;
-    uint32_t *const site_of[2] = {r->round & 1 ? (uint32_t *)last_site_of : r->site_of,
-                                  r->round & 1 ? r->site_of : (uint32_t *)last_site_of};
     uint32_t *site_found = r->site_found;
     uint8_t *op = r->op;
     order_thread_t ot = {.tid = UINT64_MAX};

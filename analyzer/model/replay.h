@@ -222,8 +222,9 @@ typedef struct replay_found {
 // A companion applied in the ordered scan (growth.c on shard threads, replay_par_set_growth)
 // keeps these words per block in the shard's table, beside the block (replay_shard_keep_words):
 // the shard writes them when it stores an allocation and hands them to the scan in cw[i] with
-// every block it finds (found[i].had); the scan's own words reach the shard two rounds later as
-// fixes (replay_shard_fix_words: the shards find round k + 1 while the scan of round k runs).
+// every block it finds (found[i].had); the scan's own words reach the shard D rounds later as
+// fixes (replay_shard_fix_words: the shards find rounds k + 1 .. k + D - 1 while the scans of
+// round k run; D the rounds in flight, replay_shard_set_depth).
 typedef struct replay_cwords {
     uint64_t serial;    // the allocation's place in the stream: round << 32 | index (never 0)
     uint64_t stack;     // the allocating event's stack id
@@ -242,12 +243,18 @@ void replay_shard_keep_words(replay_t *rp);
 // Applies the fixes of fix[0..n) whose address falls in shard `shard`.
 void replay_shard_fix_words(replay_t *rp, unsigned shard, const replay_cfix_t *fix, size_t n);
 
-// Shard side, at the start of round `round`: rewrites the blocks of round - 2 (the same parity)
-// whose site was still open, from that round's site_of (the scan of round - 1 may still be
-// running: its blocks stay marked). Then replay_shard_find: for the events ev[idx[0]], ...,
+// The rounds in flight (replay_par.c): a shard's new block may wait this many rounds for its
+// site, the scans resolve marks of the last `depth` rounds. 2 to REPLAY_DEPTH_MAX; 2 unless set.
+// Call before the first event.
+#define REPLAY_DEPTH_MAX 8u
+void replay_shard_set_depth(replay_t *rp, unsigned depth);
+
+// Shard side, at the start of round `round`: rewrites the blocks of round - D (the same slot,
+// round % D) whose site was still open, from that round's site_of (the scans of round - D + 1
+// and later may still be running: their blocks stay marked). Then replay_shard_find: for the events ev[idx[0]], ...,
 // ev[idx[m - 1]] (this shard's, in stream order, picked by the caller) takes out freed blocks, stores allocated ones (verdict: keep's answer per event, NULL:
 // all count) and writes found[i]; with words (replay_shard_keep_words) also cw[i] where a block
-// was found. round: the round's number (>= 1), for the serials and the marks' parity. rp: made
+// was found. round: the round's number (>= 1), for the serials and the marks' slot. rp: made
 // with the scan's mode, replay_set_shard.
 void replay_shard_fix(replay_t *rp, const uint32_t *site_of, uint64_t round);
 void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *idx, size_t m,
@@ -258,9 +265,9 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *i
 // (REPLAY_SITES; rp has no events of its own table). replay_scan_order goes through ev[0..n) of
 // round `round` in stream order with found[] and decides what needs the order of all events
 // but not the live totals: the sites' numbers, the per-thread state, the rare totals. It writes
-// site_of[i] for each counted allocation (for this round's later events, the next round's scan
-// and the shards' fix two rounds on; it reads last_site_of, the last round's, for the blocks
-// still pending there), and per event op[i] (REPLAY_OP_*) and site_found[i], the site of the
+// site_of[i] for each counted allocation (for this round's later events, the next D - 1 rounds'
+// scans and the shards' fix D rounds on; site_of_slots[j] is the site_of of the open round
+// with round % D == j, this one's included, for the blocks still pending there), and per event op[i] (REPLAY_OP_*) and site_found[i], the site of the
 // counted block the event found. replay_scan_peak, on another thread at the same time, adds up
 // the live totals for the peak and writes epoch[i] (less epoch0, which it sets): the peak's
 // epoch the event happened in. Once both are done with a round, replay_scan_apply(part k)
@@ -294,7 +301,7 @@ typedef struct replay_scan_round {
 // REPLAY_SCAN_PARTS_MAX). Call before the first event.
 void replay_scan_split(replay_t *rp, unsigned parts);
 unsigned replay_scan_parts(const replay_t *rp);
-void replay_scan_order(replay_t *rp, const replay_scan_round_t *r, const uint32_t *last_site_of);
+void replay_scan_order(replay_t *rp, const replay_scan_round_t *r, uint32_t *const *site_of_slots);
 void replay_scan_peak(replay_t *rp, replay_scan_round_t *r);
 void replay_scan_apply(replay_t *rp, unsigned part, const replay_scan_round_t *r);
 void replay_scan_merge(replay_t *rp);

@@ -6,10 +6,11 @@
 // event). Sites: the scans (replay_scan_order and replay_scan_peak side by side, then
 // replay_scan_apply by part of the sites; growth_scan_links, then growth_scan_chains) run on
 // threads of their own and overlap the shards' next round, so a round costs the slowest of
-// them instead of their sum: round k uses buffers [k & 1] (its events, copied by the shards
-// since the batches go back to the reader, the finds, the sites, the order's and the peak's
-// per-event results and the verdicts), and round k starts once the scans of round k - 2 are
-// done with them.
+// them instead of their sum: with D rounds in flight (HEAPPROF_REPLAY_DEPTH, 2 by default)
+// round k uses buffers [k % D] (its events, copied by the shards since the batches go back to
+// the reader, the finds, the sites, the order's and the peak's per-event results and the
+// verdicts), and round k starts once the scans of round k - D are done with them; its shards
+// first apply the sites and growth's words of round k - D.
 // A round is at least ROUND_MIN events (the reader's batches are smaller): the batches wait,
 // kept where the reader left them (replay_par_events_kept), and the round is handed over as the
 // list of its pieces: the caller's thread copies no event. Each thread copies one part of the
@@ -26,6 +27,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -34,6 +36,7 @@
 #define REPLAY_PAR_THREADS_DEFAULT 8u // without HEAPPROF_REPLAY_THREADS: see replay_par_threads
 #define ROUND_MIN 131072u     // events a round gathers before it starts (round_min_env)
 #define ROUND_MAX (1u << 20)  // events a round takes at most (its indexes are 32-bit)
+#define DEPTH_DEFAULT 2u      // rounds in flight with sites (depth_env)
 #define WORKER_STACK_BYTES (256u << 10)
 // A thread that waits for the next round, the round's partition or the shards' end spins this
 // many pauses (a few microseconds) before it sleeps on a futex: the partition's barrier and the
@@ -173,7 +176,7 @@ struct replay_par {
     uint64_t round; // rounds started
     const round_seg_t *segs;
     size_t n_segs;
-    reader_event_t *rev; // the round's copy: buf[round & 1].ev (sites) or tev (totals)
+    reader_event_t *rev; // the round's copy: buf[round % depth].ev (sites) or tev (totals)
     size_t n;
     reader_event_t *tev; // totals: the round's copy
     size_t tev_cap;
@@ -186,9 +189,10 @@ struct replay_par {
     replay_keep_fn keep;
     void *keep_ctx;
     bool sites;        // REPLAY_SITES: shards find, the scans apply (replay_scan_order)
-    round_buf_t buf[2]; // with sites: round k's in buf[k & 1]
+    unsigned depth;    // with sites: rounds in flight, D (2..REPLAY_DEPTH_MAX)
+    round_buf_t buf[REPLAY_DEPTH_MAX]; // with sites: round k's in buf[k % depth]
     growth_t *growth;  // replay_par_set_growth: growth in a scan, its words in shards
-    const replay_cfix_t *gfix; // with growth: the changed words of round - 2, for the shards
+    const replay_cfix_t *gfix; // with growth: the changed words of round - D, for the shards
     size_t n_gfix;
 
     // with sites, the scans of the rounds the shards finished, each on a thread of its own
@@ -223,7 +227,7 @@ struct replay_par {
 // HEAPPROF_REPLAY_ROUND: the events a round gathers before it starts (bench/analyzer_scaling.sh
 // measures round sizes with it; every figure is the same at any size, test_replay_par's rounds
 // go down to one event). Fewer, larger rounds mean fewer meetings of the threads a round, more
-// memory in flight (the round's copies and results, ~150 bytes an event, two rounds).
+// memory in flight (the round's copies and results, ~150 bytes an event, D rounds).
 static size_t round_min_env(void) {
     const char *env = getenv("HEAPPROF_REPLAY_ROUND");
     char *end;
@@ -231,6 +235,26 @@ static size_t round_min_env(void) {
     if (!env || !*env || *end || v == 0)
         return ROUND_MIN;
     return v > ROUND_MAX ? ROUND_MAX : v;
+}
+
+// HEAPPROF_REPLAY_DEPTH: the rounds in flight with sites, D, 2 to REPLAY_DEPTH_MAX (every
+// figure is the same at any depth). More let the shards run further ahead of the scans when
+// one round's stage is slow, at ~150 bytes an event of a round for each (docs/design.md
+// #replay-threads). Anything else: one warning, the default.
+static unsigned depth_env(void) {
+    const char *env = getenv("HEAPPROF_REPLAY_DEPTH");
+    if (!env || !*env)
+        return DEPTH_DEFAULT;
+    char *end;
+    unsigned long v = strtoul(env, &end, 10);
+    if (*end || v < 2 || v > REPLAY_DEPTH_MAX) {
+        static _Atomic bool warned;
+        if (!atomic_exchange(&warned, true))
+            fprintf(stderr, "heapprof: HEAPPROF_REPLAY_DEPTH=%s is not a number from 2 to %u; "
+                            "using %u\n", env, REPLAY_DEPTH_MAX, DEPTH_DEFAULT);
+        return DEPTH_DEFAULT;
+    }
+    return (unsigned)v;
 }
 
 unsigned replay_par_threads(void) {
@@ -341,7 +365,7 @@ static void work(replay_par_t *p, shard_thread_t *th) {
 
     if (th->idx_cap < n)
         th->idx = xgrow(th->idx, &th->idx_cap, n, sizeof *th->idx);
-    round_buf_t *b = &p->buf[p->round & 1];
+    round_buf_t *b = &p->buf[p->round % p->depth];
     for (unsigned s = th->first; s < n_shards; s += nt) {
         size_t m = 0;
         for (unsigned t = 0; t < nt; t++) {
@@ -355,7 +379,7 @@ static void work(replay_par_t *p, shard_thread_t *th) {
             replay_shard_events(p->shards[s], rev, th->idx, m, p->steps, p->round);
             continue;
         }
-        // round - 2's sites and words: b's site_of still holds them, and gfix
+        // round - D's sites and words: b's site_of still holds them, and gfix
         replay_shard_fix(p->shards[s], b->site_of, p->round);
         if (p->growth)
             replay_shard_fix_words(p->shards[s], s, p->gfix, p->n_gfix);
@@ -397,11 +421,13 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     p->round_min = round_min_env();
     p->round_max = ROUND_MAX;
     p->sites = mode & (REPLAY_SITES | REPLAY_DHAT);
+    p->depth = p->sites ? depth_env() : DEPTH_DEFAULT;
     for (unsigned s = 0; s < p->n_shards; s++) {
         // with sites the shards never ask keep: replay_shard_find reads the verdicts itself
         p->shards[s] = keep && !p->sites ? replay_new(verdict_keep, p) : replay_new(NULL, NULL);
         replay_set_mode(p->shards[s], mode);
         replay_set_shard(p->shards[s], p->shard_bits);
+        replay_shard_set_depth(p->shards[s], p->depth);
     }
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->scan_go, NULL);
@@ -446,9 +472,9 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     return p;
 }
 
-// One scan of round k, from buf[k & 1] (and the last round's site_of).
+// One scan of round k, from buf[k % depth] (and the site_of of the D - 1 rounds before it).
 static void scan_round(replay_par_t *p, const scanner_t *sc, uint64_t k) {
-    round_buf_t *b = &p->buf[k & 1];
+    round_buf_t *b = &p->buf[k % p->depth];
     if (sc->kind == SCAN_GROWTH) {
         growth_scan_links(p->growth, b->ev, b->n, b->found, b->cw, k);
     } else if (sc->kind == SCAN_GROWTH_CHAINS) {
@@ -458,7 +484,12 @@ static void scan_round(replay_par_t *p, const scanner_t *sc, uint64_t k) {
     } else if (sc->kind == SCAN_PEAK) {
         replay_scan_peak(p->into, &b->sr);
     } else {
-        replay_scan_order(p->into, &b->sr, p->buf[(k - 1) & 1].site_of);
+        // buf[j] holds round k's or one of the D - 1 before it, each round's site_of at its
+        // slot; none grows while this scan runs (run_sites_round waits for it first)
+        uint32_t *site_of[REPLAY_DEPTH_MAX];
+        for (unsigned j = 0; j < p->depth; j++)
+            site_of[j] = p->buf[j].site_of;
+        replay_scan_order(p->into, &b->sr, site_of);
     }
 }
 
@@ -547,17 +578,20 @@ static void run_shards(replay_par_t *p, size_t n_segs, size_t n, uint64_t round)
 }
 
 // One round of n events in seg_list with sites: the shards find round k while the scans of
-// round k - 1 may still run; then the scans get round k, and the caller's thread goes on.
+// rounds k - D + 1 .. k - 1 may still run; then the scans get round k, and the caller's thread
+// goes on.
 static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     uint64_t k = p->round + 1;
-    round_buf_t *b = &p->buf[k & 1];
+    const unsigned d = p->depth;
+    round_buf_t *b = &p->buf[k % d];
     bool grow = b->ev_cap < n || b->found_cap < n || b->site_of_cap < n ||
                 b->site_found_cap < n || b->op_cap < n || b->epoch_cap < n ||
                 (p->growth && b->cw_cap < n) || (p->keep && b->verdict_cap < n);
-    // b was round k - 2's: its scans must be done with it. To grow it, every scan must be done
-    // (the scan of round k - 1 reads b's site_of); rounds grow rarely, at the start.
+    // b was round k - D's: its scans must be done with it. To grow it, every scan must be done
+    // (the order's scans of rounds k - D + 1 .. k - 1 read b's site_of, and all read the
+    // pointers of every buf's); rounds grow rarely, at the start.
     pthread_mutex_lock(&p->lock);
-    wait_scans(p, grow ? k - 1 : k >= 2 ? k - 2 : 0);
+    wait_scans(p, grow ? k - 1 : k >= d ? k - d : 0);
     pthread_mutex_unlock(&p->lock);
     if (grow) {
         if (b->ev_cap < n)
@@ -586,7 +620,7 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
                                   .op = b->op, .epoch = b->epoch};
     if (p->keep)
         set_verdicts(p, b->verdict, n_segs);
-    if (p->growth) // round k - 2's, which growth keeps until its scan of round k
+    if (p->growth) // round k - D's, which growth keeps until its scan of round k
         p->gfix = growth_scan_fixes(p->growth, k, &p->n_gfix);
     run_shards(p, n_segs, n, k);
     pthread_mutex_lock(&p->lock);
@@ -748,7 +782,7 @@ void replay_par_set_batch_done(replay_par_t *p, replay_batch_done_fn done, void 
 
 void replay_par_set_growth(replay_par_t *p, growth_t *g) {
     p->growth = g;
-    growth_scan_start(g);
+    growth_scan_start(g, p->depth);
     for (unsigned s = 0; s < p->n_shards; s++)
         replay_shard_keep_words(p->shards[s]);
     // beside the sites' scans: they share what the shards found
@@ -757,6 +791,18 @@ void replay_par_set_growth(replay_par_t *p, growth_t *g) {
     scanner_start(p, SCAN_GROWTH_CHAINS, 0);
     set_spin(p);
 }
+
+void replay_par_set_depth(replay_par_t *p, unsigned depth) {
+    if (!p->sites)
+        return; // one round at a time: the caller's thread adds up the steps before the next
+    p->depth = depth < 2 ? 2 : depth > REPLAY_DEPTH_MAX ? REPLAY_DEPTH_MAX : depth;
+    for (unsigned s = 0; s < p->n_shards; s++)
+        replay_shard_set_depth(p->shards[s], p->depth);
+    if (p->growth)
+        growth_scan_start(p->growth, p->depth);
+}
+
+unsigned replay_par_depth(const replay_par_t *p) { return p->depth; }
 
 void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events) {
     p->round_max = max_events ? max_events : 1;
@@ -796,7 +842,7 @@ void replay_par_finish(replay_par_t *p) {
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->scan_go);
     pthread_cond_destroy(&p->scanned);
-    for (unsigned k = 0; k < 2; k++) {
+    for (unsigned k = 0; k < REPLAY_DEPTH_MAX; k++) {
         round_buf_t *b = &p->buf[k];
         free(b->ev);
         free(b->found);

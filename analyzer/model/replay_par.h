@@ -12,10 +12,10 @@
 // ride along (replay_par_set_growth); the timeline does not.
 // Memory: the live blocks (spread over the shards' tables, + 32 bytes each with growth), one
 // set of thread ids per shard, and the rounds in flight: per event 16 bytes a step (totals, one
-// round) or, two rounds, 48 a copy of the event + 32 found + 4 site + 9 the order's and the
-// peak's per-event results (sites; + 33 words and growth's decision with growth), + 8 per
-// thread (its part's indexes by shard, its shards' list), and the batches of the next round
-// until it starts (kept, or copied by replay_par_events).
+// round) or, D rounds (replay_par_set_depth), 48 a copy of the event + 32 found + 4 site + 9
+// the order's and the peak's per-event results (sites; + 33 words and growth's decision with
+// growth), + 8 per thread (its part's indexes by shard, its shards' list), and the batches of
+// the next round until it starts (kept, or copied by replay_par_events).
 #ifndef HEAPPROF_ANALYZER_REPLAY_PAR_H
 #define HEAPPROF_ANALYZER_REPLAY_PAR_H
 
@@ -45,6 +45,14 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
 // (>= 1; the defaults are 131072, or HEAPPROF_REPLAY_ROUND, and 2^20). For tests, whose rounds
 // must be small enough that blocks and peaks cross from one round to the next. Call before the first event.
 void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events);
+
+// Rounds in flight with per-site figures (mode with REPLAY_SITES or REPLAY_DHAT; totals run one
+// round at a time): the shards may find round k while the scans of rounds k - D + 1 .. k - 1
+// have not finished. 2 to REPLAY_DEPTH_MAX (clamped); the default is 2, or
+// HEAPPROF_REPLAY_DEPTH (bad values: a warning on stderr, the default). Every figure is the
+// same at any depth. Call before the first event.
+void replay_par_set_depth(replay_par_t *p, unsigned depth);
+unsigned replay_par_depth(const replay_par_t *p);
 
 // Growth chains beside the sites (mode with REPLAY_SITES, not REPLAY_DHAT): the shards keep
 // growth's words per block and growth applies every event in stream order in two passes

@@ -324,12 +324,19 @@ static replay_t *one_thread_rp(const reader_event_t *ev, size_t n, unsigned mode
     return rp;
 }
 
+// The rounds in flight the hand-made per-site cases run at (replay_par_set_depth): with rounds
+// of one event a block's site stays open for up to 8 rounds.
+static const unsigned depths[] = {2, 3, 4, 8};
+#define N_DEPTHS (sizeof depths / sizeof depths[0])
+
 static replay_t *parallel_rp(const reader_event_t *ev, size_t n, unsigned mode,
                              replay_keep_fn keep, unsigned threads, size_t round_min,
-                             size_t round_max, size_t batch, uint64_t seed) {
+                             size_t round_max, size_t batch, uint64_t seed, unsigned depth) {
     replay_t *rp = replay_new(keep, NULL);
     replay_set_mode(rp, mode);
     replay_par_t *p = replay_par_new(rp, mode, threads, keep, NULL);
+    replay_par_set_depth(p, depth);
+    cr_assert_eq(replay_par_depth(p), depth);
     replay_par_set_round(p, round_min, round_max);
     kept_log_t log;
     feed_start(p, &log);
@@ -389,16 +396,18 @@ Test(replay_par, sites_cross_rounds_and_shards) {
         replay_t *want = one_thread_rp(ev, n, mode, NULL);
         cr_assert_eq(replay_n_sites(want), 2); // 77 and 78 never became sites
         cr_assert_eq(replay_totals(want)->peak_time_ns, mode & REPLAY_DHAT ? 7 : 5);
-        for (unsigned threads = 2; threads <= 8; threads *= 2)
-            for (size_t round = 1; round <= 4; round++) {
-                replay_t *got = parallel_rp(ev, n, mode, NULL, threads, round, round, 1, 0);
-                expect_same_sites(want, got, mode & REPLAY_DHAT ? "dhat" : "sites");
-                replay_site_t s;
-                replay_site(got, 0, &s);
-                cr_expect_eq(s.temp_blocks, 1);
-                cr_expect_eq(s.bytes, 100);
-                replay_free(got);
-            }
+        for (size_t d = 0; d < N_DEPTHS; d++)
+            for (unsigned threads = 2; threads <= 8; threads *= 2)
+                for (size_t round = 1; round <= 4; round++) {
+                    replay_t *got =
+                        parallel_rp(ev, n, mode, NULL, threads, round, round, 1, 0, depths[d]);
+                    expect_same_sites(want, got, mode & REPLAY_DHAT ? "dhat" : "sites");
+                    replay_site_t s;
+                    replay_site(got, 0, &s);
+                    cr_expect_eq(s.temp_blocks, 1);
+                    cr_expect_eq(s.bytes, 100);
+                    replay_free(got);
+                }
         replay_free(want);
     }
 }
@@ -429,12 +438,14 @@ Test(replay_par, sites_open_for_two_rounds) {
     for (unsigned mode = REPLAY_SITES; mode <= (REPLAY_SITES | REPLAY_DHAT); mode += REPLAY_DHAT) {
         replay_t *want = one_thread_rp(ev, n, mode, NULL);
         cr_assert_eq(replay_n_sites(want), 4);
-        for (unsigned threads = 2; threads <= 4; threads *= 2)
-            for (size_t round = 1; round <= 3; round++) {
-                replay_t *got = parallel_rp(ev, n, mode, NULL, threads, round, round, 1, 0);
-                expect_same_sites(want, got, "open for two rounds");
-                replay_free(got);
-            }
+        for (size_t d = 0; d < N_DEPTHS; d++)
+            for (unsigned threads = 2; threads <= 4; threads *= 2)
+                for (size_t round = 1; round <= 3; round++) {
+                    replay_t *got =
+                        parallel_rp(ev, n, mode, NULL, threads, round, round, 1, 0, depths[d]);
+                    expect_same_sites(want, got, "open for two rounds");
+                    replay_free(got);
+                }
         replay_free(want);
     }
 }
@@ -454,7 +465,7 @@ Test(replay_par, random_streams_match_one_thread_per_site) {
                         size_t m = rounds[k][1] < 64 ? n / 40 : n;
                         replay_t *want = one_thread_rp(ev, m, mode, keep);
                         replay_t *got = parallel_rp(ev, m, mode, keep, threads, rounds[k][0],
-                                                    rounds[k][1], 0, seed * 31 + k);
+                                                    rounds[k][1], 0, seed * 31 + k, 2);
                         char what[112];
                         snprintf(what, sizeof what,
                                  "seed %llu, mode %u, filter %d, %u threads, rounds %zu",
@@ -576,14 +587,20 @@ static growth_t *growth_one_thread(const reader_event_t *ev, size_t n, replay_ke
     return g;
 }
 
+// depth: set after growth joins (replay_par_set_depth passes it on) at odd depths, before at
+// even ones, so both orders are used.
 static growth_t *growth_parallel(const reader_event_t *ev, size_t n, replay_keep_fn keep,
                                  uint64_t short_ns, unsigned threads, size_t round_min,
-                                 size_t round_max, uint64_t seed) {
+                                 size_t round_max, uint64_t seed, unsigned depth) {
     replay_t *rp = replay_new(keep, NULL);
     replay_set_mode(rp, REPLAY_SITES);
     growth_t *g = growth_new(short_ns);
     replay_par_t *p = replay_par_new(rp, REPLAY_SITES, threads, keep, NULL);
+    if (!(depth & 1))
+        replay_par_set_depth(p, depth);
     replay_par_set_growth(p, g);
+    if (depth & 1)
+        replay_par_set_depth(p, depth);
     replay_par_set_round(p, round_min, round_max);
     kept_log_t log;
     feed_start(p, &log);
@@ -649,13 +666,14 @@ Test(replay_par, growth_chains_cross_rounds_and_shards) {
     cr_assert_eq(growth_n_sites(want), 2);
     cr_assert_eq(growth_site(want, 0)->bytes_copied, 300); // the copy chain: 100 + 200
     cr_assert_eq(growth_site(want, 1)->n_realloc_steps, 2);
-    for (unsigned threads = 2; threads <= 8; threads *= 2)
-        for (size_t round = 1; round <= 4; round++) {
-            growth_t *got = growth_parallel(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS, threads,
-                                            round, round, 0);
-            expect_same_growth(want, got, "crossing");
-            growth_free(got);
-        }
+    for (size_t d = 0; d < N_DEPTHS; d++)
+        for (unsigned threads = 2; threads <= 8; threads *= 2)
+            for (size_t round = 1; round <= 4; round++) {
+                growth_t *got = growth_parallel(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS, threads,
+                                                round, round, 0, depths[d]);
+                expect_same_growth(want, got, "crossing");
+                growth_free(got);
+            }
     growth_free(want);
 }
 
@@ -693,13 +711,14 @@ Test(replay_par, growth_two_passes_interleaved_threads) {
     growth_t *want = growth_one_thread(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS);
     cr_assert_eq(growth_n_sites(want), 3);
     cr_assert(growth_short_of(want, 50).blocks >= 1);
-    for (unsigned threads = 2; threads <= 8; threads *= 2)
-        for (size_t round = 1; round <= 4; round++) {
-            growth_t *got = growth_parallel(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS, threads,
-                                            round, round, 0);
-            expect_same_growth(want, got, "two passes");
-            growth_free(got);
-        }
+    for (size_t d = 0; d < N_DEPTHS; d++)
+        for (unsigned threads = 2; threads <= 8; threads *= 2)
+            for (size_t round = 1; round <= 4; round++) {
+                growth_t *got = growth_parallel(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS, threads,
+                                                round, round, 0, depths[d]);
+                expect_same_growth(want, got, "two passes");
+                growth_free(got);
+            }
     growth_free(want);
 }
 
@@ -723,12 +742,14 @@ Test(replay_par, sites_peak_epochs_across_rounds) {
     for (unsigned mode = REPLAY_SITES; mode <= (REPLAY_SITES | REPLAY_DHAT); mode += REPLAY_DHAT) {
         replay_t *want = one_thread_rp(ev, n, mode, NULL);
         cr_assert_eq(replay_totals(want)->peak_time_ns, mode & REPLAY_DHAT ? 6 : 3);
-        for (unsigned threads = 2; threads <= 8; threads *= 2)
-            for (size_t round = 1; round <= 4; round++) {
-                replay_t *got = parallel_rp(ev, n, mode, NULL, threads, round, round, 1, 0);
-                expect_same_sites(want, got, mode & REPLAY_DHAT ? "dhat epochs" : "epochs");
-                replay_free(got);
-            }
+        for (size_t d = 0; d < N_DEPTHS; d++)
+            for (unsigned threads = 2; threads <= 8; threads *= 2)
+                for (size_t round = 1; round <= 4; round++) {
+                    replay_t *got =
+                        parallel_rp(ev, n, mode, NULL, threads, round, round, 1, 0, depths[d]);
+                    expect_same_sites(want, got, mode & REPLAY_DHAT ? "dhat epochs" : "epochs");
+                    replay_free(got);
+                }
         replay_free(want);
     }
 }
@@ -770,13 +791,14 @@ Test(replay_par, growth_recent_block_gone_on_another_thread) {
     cr_assert_eq(growth_n_sites(want), 1);
     cr_assert_eq(growth_site(want, 0)->stack, 60);
     cr_assert_eq(growth_site(want, 0)->bytes_copied, 300);
-    for (unsigned threads = 2; threads <= 8; threads *= 2)
-        for (size_t round = 1; round <= 4; round++) {
-            growth_t *got = growth_parallel(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS, threads,
-                                            round, round, 0);
-            expect_same_growth(want, got, "gone");
-            growth_free(got);
-        }
+    for (size_t d = 0; d < N_DEPTHS; d++)
+        for (unsigned threads = 2; threads <= 8; threads *= 2)
+            for (size_t round = 1; round <= 4; round++) {
+                growth_t *got = growth_parallel(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS, threads,
+                                                round, round, 0, depths[d]);
+                expect_same_growth(want, got, "gone");
+                growth_free(got);
+            }
     growth_free(want);
 }
 
@@ -801,7 +823,7 @@ Test(replay_par, random_growth_matches_one_thread) {
                     size_t m = rounds[k][1] < 64 ? n / 40 : n;
                     growth_t *want = m == n ? full : growth_one_thread(ev, m, keep, short_ns);
                     growth_t *got = growth_parallel(ev, m, keep, short_ns, threads, rounds[k][0],
-                                                    rounds[k][1], seed * 31 + k);
+                                                    rounds[k][1], seed * 31 + k, 2);
                     char what[96];
                     snprintf(what, sizeof what, "seed %llu, filter %d, %u threads, rounds %zu",
                              (unsigned long long)seed, filtered, threads, rounds[k][1]);
@@ -813,4 +835,125 @@ Test(replay_par, random_growth_matches_one_thread) {
             growth_free(full);
         }
     }
+}
+
+// ---- more rounds in flight (replay_par_set_depth, HEAPPROF_REPLAY_DEPTH) ----
+
+// Rounds of one event: with D rounds in flight a block's site stays open until round + D, so
+// at depth 8 every block below is found (freed, replaced, a realloc's old half) while its mark
+// is open, some of them D - 1 rounds after it was made, others after the same address was made
+// again in another slot.
+Test(replay_par, sites_open_for_many_rounds) {
+    reader_event_t ev[] = {
+        alloc_at(1, 1, SHARD_A(0), 10, 1), // round 1
+        alloc_at(2, 2, SHARD_B(0), 20, 2), // round 2
+        {.kind = READER_FREE, .flags = READER_FREE_OF_REALLOC, .tid = 1, .time_ns = 3,
+         .addr = SHARD_A(0)},              // round 3: round 1's block
+        {.kind = READER_ALLOC, .sub = READER_REALLOC, .tid = 1, .time_ns = 4, .stack = 7,
+         .addr = SHARD_B(1), .old_addr = SHARD_A(0), .size = 30}, // round 4: stays with stack 1
+        free_ev(5, 2, SHARD_B(0)),         // round 5: round 2's block
+        alloc_at(6, 3, SHARD_A(0), 40, 3), // round 6: A again, in another slot
+        free_ev(7, 1, SHARD_B(1)),         // round 7: round 4's block, stack 1's site
+        alloc_at(8, 3, SHARD_B(0), 50, 2), // round 8
+        alloc_at(9, 4, SHARD_A(1), 60, 4), // round 9
+        free_ev(10, 3, SHARD_A(0)),        // round 10: round 6's block
+        free_ev(11, 3, SHARD_B(0)),        // round 11: round 8's
+        alloc_at(12, 4, SHARD_A(0), 70, 3),
+        free_ev(13, 4, SHARD_A(0)), // a temporary of stack 3's site
+        free_ev(14, 1, SHARD_A(1)), // round 9's block, 5 rounds on, by another thread
+    };
+    size_t n = sizeof ev / sizeof ev[0];
+    for (unsigned mode = REPLAY_SITES; mode <= (REPLAY_SITES | REPLAY_DHAT); mode += REPLAY_DHAT) {
+        replay_t *want = one_thread_rp(ev, n, mode, NULL);
+        cr_assert_eq(replay_n_sites(want), 4);
+        for (unsigned depth = 2; depth <= REPLAY_DEPTH_MAX; depth++)
+            for (unsigned threads = 2; threads <= 4; threads *= 2)
+                for (size_t round = 1; round <= 3; round++) {
+                    replay_t *got =
+                        parallel_rp(ev, n, mode, NULL, threads, round, round, 1, 0, depth);
+                    expect_same_sites(want, got, "open for many rounds");
+                    replay_free(got);
+                }
+        replay_free(want);
+    }
+}
+
+// The random streams above at depths 3, 4 and 8, with small rounds (many in flight at once).
+Test(replay_par, random_streams_per_site_at_depth) {
+    enum { N = 60000 };
+    static reader_event_t ev[N];
+    static const size_t rounds[][2] = {{1, 1}, {2, 3}, {5, 64}, {100, 1000}};
+    size_t n = random_stream(ev, N, 7);
+    for (size_t d = 1; d < N_DEPTHS; d++)
+        for (unsigned mode = REPLAY_SITES; mode <= (REPLAY_SITES | REPLAY_DHAT); mode += REPLAY_DHAT)
+            for (int filtered = 0; filtered < 2; filtered++) {
+                replay_keep_fn keep = filtered ? keep_even_stacks : NULL;
+                for (unsigned threads = 2; threads <= 16; threads *= 8)
+                    for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
+                        size_t m = rounds[k][1] < 64 ? n / 40 : n;
+                        replay_t *want = one_thread_rp(ev, m, mode, keep);
+                        replay_t *got = parallel_rp(ev, m, mode, keep, threads, rounds[k][0],
+                                                    rounds[k][1], 0, 7 * 31 + k, depths[d]);
+                        char what[112];
+                        snprintf(what, sizeof what,
+                                 "depth %u, mode %u, filter %d, %u threads, rounds %zu",
+                                 depths[d], mode, filtered, threads, rounds[k][1]);
+                        expect_same_sites(want, got, what);
+                        replay_free(want);
+                        replay_free(got);
+                    }
+            }
+}
+
+// Growth's chains at depths 3, 4 and 8: its words reach the shards D rounds on, and the frees
+// until then read them from growth's lists of the last D rounds.
+Test(replay_par, random_growth_at_depth) {
+    enum { N = 60000 };
+    static reader_event_t ev[N];
+    static const size_t rounds[][2] = {{1, 1}, {2, 3}, {5, 64}, {100, 1000}};
+    size_t n = growth_stream(ev, N, 5);
+    for (size_t d = 1; d < N_DEPTHS; d++)
+        for (int filtered = 0; filtered < 2; filtered++) {
+            replay_keep_fn keep = filtered ? keep_even_stacks : NULL;
+            for (unsigned threads = 2; threads <= 16; threads *= 8)
+                for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
+                    size_t m = rounds[k][1] < 64 ? n / 40 : n;
+                    growth_t *want = growth_one_thread(ev, m, keep, 6);
+                    growth_t *got = growth_parallel(ev, m, keep, 6, threads, rounds[k][0],
+                                                    rounds[k][1], 5 * 31 + k, depths[d]);
+                    char what[96];
+                    snprintf(what, sizeof what, "depth %u, filter %d, %u threads, rounds %zu",
+                             depths[d], filtered, threads, rounds[k][1]);
+                    expect_same_growth(want, got, what);
+                    growth_free(want);
+                    growth_free(got);
+                }
+        }
+}
+
+// HEAPPROF_REPLAY_DEPTH: 2 to 8 taken, anything else the default (2, with a warning); totals
+// run one round at a time whatever it says.
+Test(replay_par, depth_from_the_environment) {
+    static const struct {
+        const char *env;
+        unsigned want;
+    } cases[] = {{"4", 4}, {"8", 8}, {"2", 2}, {"1", 2}, {"9", 2}, {"0", 2}, {"3x", 2}, {"", 2},
+                 {"-3", 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("HEAPPROF_REPLAY_DEPTH", cases[i].env, 1);
+        replay_t *rp = replay_new(NULL, NULL);
+        replay_set_mode(rp, REPLAY_SITES);
+        replay_par_t *p = replay_par_new(rp, REPLAY_SITES, 2, NULL, NULL);
+        cr_expect_eq(replay_par_depth(p), cases[i].want, "HEAPPROF_REPLAY_DEPTH=%s",
+                     cases[i].env);
+        replay_par_finish(p);
+        replay_free(rp);
+    }
+    setenv("HEAPPROF_REPLAY_DEPTH", "4", 1);
+    replay_t *rp = replay_new(NULL, NULL);
+    replay_par_t *p = replay_par_new(rp, 0, 2, NULL, NULL);
+    cr_expect_eq(replay_par_depth(p), 2, "totals: one round at a time");
+    replay_par_finish(p);
+    replay_free(rp);
+    unsetenv("HEAPPROF_REPLAY_DEPTH");
 }
