@@ -67,11 +67,14 @@ static unsigned cpus(void) {
     return n > 0 ? (unsigned)n : 1;
 }
 
+static void help_one(void);
+
 void hp_pipeline_attach(void) {
     static const hp_tbuf_drainer_t ops = {
         .running = hp_pipeline_running,
         .enqueue = hp_pipeline_enqueue,
         .drain = hp_pipeline_drain,
+        .help_one = help_one,
     };
     hp_tbuf_set_drainer(&ops);
 }
@@ -243,11 +246,15 @@ bool hp_pipeline_drain(hp_ring_t *r) {
         ok = write_records(r, d, in, in + n, &events, &release);
         if (release) // not yet published (an error)
             atomic_store_explicit(&r->tail, h, memory_order_release);
+        // written (or given up): the flusher may count on the times of what is left
+        atomic_store_explicit(&r->out_t, r->wstate.time_ns, memory_order_release);
+        atomic_store_explicit(&r->out_head, h, memory_order_release);
         drainer_put(d);
         if (!ok)
             hp_state_disable("internal error: the trace cannot be written; profiling stopped");
     } else {
         atomic_store_explicit(&r->tail, h, memory_order_release);
+        atomic_store_explicit(&r->out_head, h, memory_order_release); // given up
         if (hp_pipeline_running())
             hp_state_disable("out of memory for the trace pipeline; profiling stopped");
     }
@@ -305,6 +312,22 @@ static void drain_taken(hp_ring_t *r) {
     atomic_store_explicit(&r->queued, 0, memory_order_release);
 }
 
+// One ring from the work list, drained here (a thread that has just drained its own full
+// ring): where app threads outnumber the CPUs the workers get a thread's share of them, and a
+// queued ring whose owner has gone quiet holds the merge watermark back until someone drains
+// it (many_threads 1000 x 20,000 on 2 CPUs: 52 SYNCs in 3 s, the watermark stuck for 3 s).
+static void help_one(void) {
+    pthread_mutex_lock(&work_lock);
+    hp_ring_t *r = work_pop();
+    pthread_mutex_unlock(&work_lock);
+    if (!r)
+        return;
+    drain_taken(r);
+    pthread_mutex_lock(&work_lock);
+    pthread_cond_broadcast(&drained_cond); // the flusher may wait for this ring (settle)
+    pthread_mutex_unlock(&work_lock);
+}
+
 void hp_pipeline_help(void) {
     for (;;) {
         pthread_mutex_lock(&work_lock);
@@ -346,6 +369,13 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&work_lock);
     atomic_fetch_add(&workers_cpu_ns, hp_pipeline_thread_cpu_ns());
     return NULL;
+}
+
+bool hp_pipeline_has_workers(void) {
+    pthread_mutex_lock(&work_lock);
+    bool have = n_workers > 0;
+    pthread_mutex_unlock(&work_lock);
+    return have;
 }
 
 void hp_pipeline_settle(hp_ring_t *head) {

@@ -37,6 +37,9 @@ void hp_pipeline_help(void);
 // by the workers (this thread waits) or, with none running, by this thread.
 void hp_pipeline_settle(hp_ring_t *head);
 
+// Whether a worker runs: records queued now are drained without the caller's help.
+bool hp_pipeline_has_workers(void);
+
 // Flusher: starts one more worker if work is waiting and every worker is busy, up to the limit
 // (half the CPUs, at least one). Creating threads only here, on a thread of ours, keeps
 // pthread_create out of the host's malloc calls (glibc may allocate under its stack lock).

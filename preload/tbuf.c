@@ -40,6 +40,11 @@ hp_ring_t *hp_tbuf_new(uint32_t tid) {
     }
     HP_ASSERT(r->cap >= 4096 && !(r->cap & (r->cap - 1)));
     r->tid = tid;
+    // the ring's first record is timed after this (hp_tbuf_busy_now), on a clock that steps
+    // back at most HP_CLOCK_SWITCH_LAG_NS when it switches to the TSC
+    uint64_t now = hp_state_now();
+    atomic_store_explicit(&r->out_t, now > HP_CLOCK_SWITCH_LAG_NS ? now - HP_CLOCK_SWITCH_LAG_NS : 0,
+                          memory_order_relaxed);
     pthread_mutex_init(&r->drain, NULL);
     pthread_mutex_lock(&list_lock);
     r->next = list_head;
@@ -166,6 +171,10 @@ bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
         grow(r);
     }
     pthread_mutex_unlock(&r->drain);
+    // and one more ring waiting for a drainer (another thread's): where threads outnumber the
+    // CPUs the full rings' owners are who has the CPU (pipeline.c, help_one)
+    if (ok && drainer->help_one)
+        drainer->help_one();
     r->wait_ns += hp_clock_ns() - t0;
     r->n_waits++;
     if (!ok || !hp_state_is_on() || n > r->cap) {

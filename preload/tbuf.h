@@ -34,6 +34,10 @@ typedef struct hp_ring {
     hpt_dstate_t wstate;                // delta state after the last drained record
     uint64_t raw_time, raw_hi;          // the drain's hp_rc_pos_t beside wstate (ringcols.h)
     _Atomic uint32_t queued;            // on the pipeline's work list; the taker clears it
+    // After each drain, once its chunks are in the file: the head it drained to, and the time
+    // of its last record, which every later record of the ring has at least (a thread's times
+    // never go back). The flusher's watermark reads them instead of waiting for drains.
+    _Atomic uint64_t out_head, out_t;
     pthread_mutex_t drain;              // one drainer at a time; held across the chunk's write
     // data and cap change only by the owner, holding `drain`, with the ring empty (growth)
     _Alignas(64) uint8_t *data;
@@ -70,6 +74,7 @@ typedef struct hp_tbuf_drainer {
     bool (*running)(void);
     void (*enqueue)(hp_ring_t *r);
     bool (*drain)(hp_ring_t *r);
+    void (*help_one)(void); // drains one ring of the work list, if any, on the calling thread
 } hp_tbuf_drainer_t;
 
 // Registers the drainer (kept by pointer). Call before the first ring is made; not thread-safe.
