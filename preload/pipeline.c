@@ -293,6 +293,33 @@ static hp_ring_t *work_pop(void) {
     return r;
 }
 
+// Caller holds work_lock. The queued ring whose written records end earliest (out_t), among the
+// first OLDEST_SCAN: the one that holds the merge watermark back longest.
+#define OLDEST_SCAN 256
+static hp_ring_t *work_pop_oldest(void) {
+    hp_ring_t *best = NULL, *best_prev = NULL, *prev = NULL;
+    uint64_t best_t = UINT64_MAX;
+    unsigned seen = 0;
+    for (hp_ring_t *r = work_head; r && seen < OLDEST_SCAN; prev = r, r = r->work_next, seen++) {
+        uint64_t t = atomic_load_explicit(&r->out_t, memory_order_relaxed);
+        if (t < best_t) {
+            best_t = t;
+            best = r;
+            best_prev = prev;
+        }
+    }
+    if (!best)
+        return NULL;
+    if (best_prev)
+        best_prev->work_next = best->work_next;
+    else
+        work_head = best->work_next;
+    if (work_tail == best)
+        work_tail = best_prev;
+    HP_ASSERT(!work_head == !work_tail);
+    return best;
+}
+
 static void test_delay(void) {
     if (hp_config.test_drain_delay_ms) {
         struct timespec ts = {hp_config.test_drain_delay_ms / 1000,
@@ -314,11 +341,12 @@ static void drain_taken(hp_ring_t *r) {
 
 // One ring from the work list, drained here (a thread that has just drained its own full
 // ring): where app threads outnumber the CPUs the workers get a thread's share of them, and a
-// queued ring whose owner has gone quiet holds the merge watermark back until someone drains
-// it (many_threads 1000 x 20,000 on 2 CPUs: 52 SYNCs in 3 s, the watermark stuck for 3 s).
+// queued ring whose owner waits for the CPU holds the merge watermark back until someone drains
+// it (many_threads 1000 x 20,000 on 2 CPUs: 52 SYNCs in 3 s, the watermark stuck for 3 s). The
+// oldest, not the first: that is the one the watermark waits for.
 static void help_one(void) {
     pthread_mutex_lock(&work_lock);
-    hp_ring_t *r = work_pop();
+    hp_ring_t *r = work_pop_oldest();
     pthread_mutex_unlock(&work_lock);
     if (!r)
         return;
