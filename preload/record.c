@@ -129,16 +129,25 @@ void hp_record_note(const uint8_t *rec, size_t len) {
     hp_tbuf_idle(r);
 }
 
+// capture_stack's t where the event is timed after its stack (TIME_LATER): what the stack
+// writes takes a time of its own, before the event's.
+#define TIME_LATER UINT64_MAX
+
 HP_NOINLINE HP_COLD static uint32_t new_stack_slow(hp_ring_t *r, uint64_t t, const uint64_t *f,
                                                    uint32_t n) {
     // A new stack may come from a newly loaded module: list it first, with the event's time so
-    // the thread's times stay in order.
+    // the thread's times stay in order (or with a time of its own, the event's to come later).
+    bool own = t == TIME_LATER;
+    if (own)
+        t = hp_tbuf_busy_now(r);
     uintptr_t g = hp_guard_cold_enter(); // the loader's lock, the table's
     hpt_dstate_t st = {.time_ns = t};
     scan_out_t out = {r, t, false};
     hp_modmap_scan(&st, t, emit_to_ring, &out);
     uint32_t id = hp_stacktab_intern(r, f, n);
     hp_guard_cold_leave(g);
+    if (own)
+        hp_tbuf_idle(r);
     return id;
 }
 
@@ -270,8 +279,12 @@ record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align, const hp_f
         hp_sample_keep(ptr);
     if (touch && tag != HPT_REC_CALLOC)
         hp_touch_fill((void *)ptr, hp_touch_usable(ptr), 0);
+    // Timed after the walk, as late as can be: the ring is busy (and holds the flusher's
+    // watermark at its time) only from here to the commit, so a thread the scheduler preempts
+    // is seldom caught inside (docs/design.md, "The pipeline"). Still after the real call.
+    uint32_t stack = capture_stack(r, TIME_LATER, from);
+    hp_tbuf_room(r, HP_RE_ALLOC_MAX + HP_RE_THI_BYTES);
     uint64_t t = hp_tbuf_busy_now(r);
-    uint32_t stack = capture_stack(r, t, from);
     if (!time_ok(r, t)) {
         hp_tbuf_idle(r);
         return;
@@ -309,12 +322,12 @@ static inline __attribute__((always_inline)) void record_free(const void *ptr, b
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return;
-    if (!sized) {
-        // The block's header and first line are usually cold by now: start loading them, and
-        // measure the block after the clock read and the first fields, which do not need it.
-        __builtin_prefetch((const char *)ptr - 16);
-        __builtin_prefetch(ptr);
-    }
+    // The block measured before the ring is busy (the clock read, the commit; see
+    // record_alloc); the time is still taken before the real free runs.
+    hp_touch_t tm = {.method = -1};
+    if (!sized)
+        measure(ptr, &tm, touch);
+    hp_tbuf_room(r, HP_RE_FREE_MAX + HP_RE_THI_BYTES);
     uint64_t t = hp_tbuf_busy_now(r);
     if (!time_ok(r, t)) {
         hp_tbuf_idle(r);
@@ -323,14 +336,11 @@ static inline __attribute__((always_inline)) void record_free(const void *ptr, b
     uint8_t buf[HP_RE_FREE_MAX], *in_ring = hp_tbuf_reserve(r, sizeof buf);
     uint8_t *p = in_ring ? in_ring : buf;
     size_t n;
-    if (sized) {
+    if (sized)
         n = hp_re_put_free_sized(p, t, (uint64_t)(uintptr_t)ptr, size, align);
-    } else {
-        hp_touch_t tm;
-        measure(ptr, &tm, touch);
+    else
         n = hp_re_put_free(p, t, (uint64_t)(uintptr_t)ptr, tm.method, tm.touched,
                            tm.touched_nz);
-    }
     publish(r, in_ring != NULL, p, n);
     hp_tbuf_idle(r);
 }

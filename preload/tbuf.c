@@ -103,6 +103,17 @@ void hp_tbuf_nudge_slow(hp_ring_t *r) {
 // drained tail now says (a tail that moves on later only makes the limit early), and where
 // the ring is at most half full, the half; above it, an eighth further on, so that a drain taken
 // and not yet done is asked for again as hp_tbuf_append would.
+void hp_tbuf_room_slow(hp_ring_t *r, size_t n) {
+    if (hp_tbuf_reserve_slow(r, n)) // room without a wrap, and a new limit
+        return;
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    // full: drained here (a wrap alone needs no wait); with no pipeline the event itself is
+    // dropped and counted, later
+    if (h + n - atomic_load_explicit(&r->tail, memory_order_acquire) > r->cap && drainer &&
+        drainer->running())
+        (void)hp_tbuf_wait_slow(r, n);
+}
+
 uint8_t *hp_tbuf_reserve_slow(hp_ring_t *r, size_t max) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);

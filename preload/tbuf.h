@@ -127,6 +127,16 @@ static inline uint8_t *hp_tbuf_reserve(hp_ring_t *r, size_t max) {
     return r->data + ((uint32_t)h & (r->cap - 1));
 }
 
+// Before the owner marks its ring busy: where the ring may lack room for n bytes (past r->lim),
+// drains it first if it is full, so that the wait for the drain happens outside the busy
+// window (a thread that waits busy holds every SYNC's watermark at its time: with a thousand
+// threads on two CPUs, for over a second). Hot path: one compare.
+void hp_tbuf_room_slow(hp_ring_t *r, size_t n);
+static inline void hp_tbuf_room(hp_ring_t *r, size_t n) {
+    if (HP_UNLIKELY(atomic_load_explicit(&r->head, memory_order_relaxed) + n > r->lim))
+        hp_tbuf_room_slow(r, n);
+}
+
 // Publishes the n bytes written at hp_tbuf_reserve's pointer.
 static inline void hp_tbuf_commit(hp_ring_t *r, size_t n) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
