@@ -269,7 +269,7 @@ record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align, const hp_f
     if (hp_config.sample_bytes)
         hp_sample_keep(ptr);
     if (touch && tag != HPT_REC_CALLOC)
-        hp_touch_fill((void *)ptr, hp_touch_usable(ptr), 0);
+        hp_touch_fill_fresh((void *)ptr);
     uint64_t t = hp_tbuf_busy_now(r);
     uint32_t stack = capture_stack(r, t, from);
     if (!time_ok(r, t)) {
