@@ -501,6 +501,18 @@ HP_NOINLINE static void fill_general(void *p) {
     fill_block(p, hp_touch_usable(p), 0);
 }
 
+// 64 < n <= CHUNK bytes: 64 a step, then the last 64 again. In place of glibc's memset, whose
+// size classes cost more instructions (~42 a call on c_churn's 72-520-byte blocks).
+__attribute__((target("avx2"))) static void fill_whole_avx2(uint8_t *b, size_t n) {
+    const __m256i pat = _mm256_set1_epi8((char)HPT_TOUCH_PATTERN);
+    for (size_t i = 0; i + 64 <= n; i += 64) {
+        _mm256_storeu_si256((__m256i *)(b + i), pat);
+        _mm256_storeu_si256((__m256i *)(b + i + 32), pat);
+    }
+    _mm256_storeu_si256((__m256i *)(b + n - 64), pat);
+    _mm256_storeu_si256((__m256i *)(b + n - 32), pat);
+}
+
 void hp_touch_fill_fresh(void *p) {
     size_t n = lean_usable(p);
     if (HP_UNLIKELY(n == SIZE_MAX)) {
@@ -517,6 +529,10 @@ void hp_touch_fill_fresh(void *p) {
             _mm_storeu_si128((__m128i *)(b + 16), pat);
             _mm_storeu_si128((__m128i *)(b + n - 32), pat);
         }
+        return;
+    }
+    if (HP_LIKELY(use_avx2)) {
+        fill_whole_avx2(b, n);
         return;
     }
     memset(b, HPT_TOUCH_PATTERN, n);

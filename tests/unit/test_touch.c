@@ -288,6 +288,7 @@ Test(touch, the_lean_path_agrees) {
         uint8_t *p = hp_real.malloc(size);
         size_t usable = hp_touch_usable(p);
         memset(p, 0x11, usable); // an earlier owner's bytes
+        hp_touch_set_avx2(size & 1); // the fill's AVX2 and SSE2 paths, in turn
         hp_touch_fill_fresh(p);
         hp_touch_t t[2];
         for (size_t i = 0; i < usable && usable <= 512; i++)
