@@ -126,7 +126,8 @@ count_small_avx2(const uint8_t *p, size_t n, uint64_t *eq_pat, uint64_t *eq_zero
     *eq_zero += (uint64_t)(__builtin_popcount(za) + __builtin_popcount(zb));
 }
 
-// count_equal with 32-byte vectors; 16 <= n <= CHUNK (at most 130 steps a lane, no overflow).
+// count_equal with 32-byte vectors; 16 <= n <= CHUNK (at most 2 x 63 + 2 steps a lane, no
+// overflow).
 // Inlined into the lean path's measure_whole_avx2 (eq and ez stay in registers there).
 __attribute__((target("avx2,popcnt"), always_inline)) static inline void
 count_equal_avx2_inl(const uint8_t *p, size_t n, uint64_t *eq_pat, uint64_t *eq_zero) {
@@ -477,8 +478,8 @@ size_t hp_touch_usable(const void *p) {
 // (hp_touch_usable's fast path) and that is measured whole (stride 1: at most the sample size and
 // touch_fill_max; count_equal's one chunk). hp_touch_fill_fresh and hp_touch_measure take it in
 // a leaf that needs no callee-saved register and makes at most a tail call; anything else goes
-// to the general path out of line. Worth ~40 instructions a malloc/free pair on c_churn
-// (docs/design.md#bytes-touched).
+// to the general path out of line (bench/hot_instr.sh, touch column on c_churn: 112 -> 80
+// instructions an event with the AVX2 fill and count below; docs/design.md#bytes-touched).
 static inline __attribute__((always_inline)) size_t lean_usable(const void *p) {
     if (!atomic_load_explicit(&glibc_trusted, memory_order_relaxed))
         return SIZE_MAX;
