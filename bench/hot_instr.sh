@@ -10,7 +10,7 @@
 #            what the thread spent draining its own ring (hp_tbuf_wait_slow: under valgrind the
 #            threads run one at a time, so how often the ring fills varies from run to run)
 #   stack    capture_stack (the walk, the step cache, the stack table), inclusive
-#   touch    hp_touch_fill + hp_touch_usable + hp_touch_measure, inclusive
+#   touch    hp_touch_fill(_fresh) + hp_touch_usable + hp_touch_measure, inclusive
 #   clock    the TSC read and its conversion: the lines of clock.h and state.h (hp_state_now,
 #            inlined into the recorder since session 12; before, the function hp_state_now)
 #   rest     app - stack - touch - clock: entry points, errno, encoding, the ring
@@ -83,7 +83,7 @@ for w in "${names[@]}"; do
         self=$(incl "$app" ':hp_tbuf_wait_slow \\[')
         v[app.$a]=$(($(totals "$app") - self))
         v[stack.$a]=$(incl "$app" ':capture_stack \\[')
-        v[touch.$a]=$(incl "$app" ':hp_touch_(fill|usable|measure) \\[')
+        v[touch.$a]=$(incl "$app" ':hp_touch_(fill|fill_fresh|usable|measure) \\[')
         v[clock.$a]=$(( $(incl "$app" ':hp_state_now \\[') + $(incl "$app" 'preload/(clock|state)\\.h:') ))
         wk=$self
         for f in "$OUT/hp.$w.$a"-*; do

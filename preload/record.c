@@ -278,7 +278,7 @@ record_alloc(uint8_t tag, const void *ptr, size_t size, size_t align, const hp_f
     if (hp_config.sample_bytes)
         hp_sample_keep(ptr);
     if (touch && tag != HPT_REC_CALLOC)
-        hp_touch_fill((void *)ptr, hp_touch_usable(ptr), 0);
+        hp_touch_fill_fresh((void *)ptr);
     // Timed after the walk, as late as can be: the ring is busy (and holds the flusher's
     // watermark at its time) only from here to the commit, so a thread the scheduler preempts
     // is seldom caught inside (docs/design.md, "The pipeline"). Still after the real call.

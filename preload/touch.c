@@ -26,11 +26,13 @@
 static inline size_t stride_lines(size_t usable) {
     if (HP_LIKELY(usable <= hp_config.touch_sample_bytes))
         return 1;
-    size_t lines = usable / LINE, budget = hp_config.touch_sample_bytes / LINE;
-    unsigned shift = 0;
-    while ((lines >> shift) > budget && ((size_t)LINE << shift) < PAGE)
-        shift++;
-    return (size_t)1 << shift;
+    // the least shift with (lines >> shift) <= budget, i.e. lines / (budget + 1) < 1 << shift:
+    // its bit length (one division in place of a loop whose exit mispredicted on c_churn's
+    // sizes), capped at one line a page (PAGE / LINE = 1 << 6)
+    size_t q = usable / LINE / (hp_config.touch_sample_bytes / LINE + 1);
+    unsigned shift = q ? 64u - (unsigned)__builtin_clzll(q) : 0;
+    _Static_assert(PAGE / LINE == 1u << 6, "the cap is one line a page");
+    return (size_t)1 << (shift < 6 ? shift : 6);
 }
 
 // 16 x 0xff from offset 16, so that tail_mask + 16 - k keeps the last k lanes of a vector.
@@ -77,10 +79,14 @@ static void count_equal(const uint8_t *p, size_t n, uint64_t *eq_pat, uint64_t *
 // ~240 instructions a free, of them ~130 in count_equal's loop). The figures are the same.
 static bool use_avx2;
 
-// 32 x 0 then 32 x 0xff: tail_mask32 + k keeps the last k lanes of a 32-byte vector.
-static const uint8_t tail_mask32[64] = {
+// 64 x 0 then 64 x 0xff: tail_mask64 + k keeps the last k lanes of 64 bytes (two vectors).
+static const uint8_t tail_mask64[128] = {
     0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,
     0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,
+    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,
+    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
@@ -120,35 +126,52 @@ count_small_avx2(const uint8_t *p, size_t n, uint64_t *eq_pat, uint64_t *eq_zero
     *eq_zero += (uint64_t)(__builtin_popcount(za) + __builtin_popcount(zb));
 }
 
-// count_equal with 32-byte vectors; n <= CHUNK (at most 128 steps a lane, no overflow).
-__attribute__((target("avx2,popcnt"))) static void count_equal_avx2(const uint8_t *p, size_t n,
-                                                                    uint64_t *eq_pat,
-                                                                    uint64_t *eq_zero) {
+// count_equal with 32-byte vectors; 16 <= n <= CHUNK (at most 2 x 63 + 2 steps a lane, no
+// overflow).
+// Inlined into the lean path's measure_whole_avx2 (eq and ez stay in registers there).
+__attribute__((target("avx2,popcnt"), always_inline)) static inline void
+count_equal_avx2_inl(const uint8_t *p, size_t n, uint64_t *eq_pat, uint64_t *eq_zero) {
     if (n <= 64) {
-        if (n >= 16)
-            count_small_avx2(p, n, eq_pat, eq_zero);
-        else
-            count_equal(p, n, eq_pat, eq_zero);
+        count_small_avx2(p, n, eq_pat, eq_zero);
         return;
     }
+    // 64 bytes a step, then the last 64 bytes again with the lanes already counted masked off
+    // (all of them when n is a multiple of 64): no branch after the loop
     const __m256i pat = _mm256_set1_epi8((char)HPT_TOUCH_PATTERN), zero = _mm256_setzero_si256();
     __m256i a = zero, z = zero;
     size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
+    for (; i + 64 <= n; i += 64) {
         __m256i v = _mm256_loadu_si256((const __m256i *)(p + i));
+        __m256i w = _mm256_loadu_si256((const __m256i *)(p + i + 32));
         a = _mm256_sub_epi8(a, _mm256_cmpeq_epi8(v, pat));
         z = _mm256_sub_epi8(z, _mm256_cmpeq_epi8(v, zero));
+        a = _mm256_sub_epi8(a, _mm256_cmpeq_epi8(w, pat));
+        z = _mm256_sub_epi8(z, _mm256_cmpeq_epi8(w, zero));
     }
-    size_t rest = n - i;
-    if (rest) {
-        // the last 32 bytes again, with the lanes already counted masked off
-        __m256i v = _mm256_loadu_si256((const __m256i *)(p + n - 32));
-        __m256i keep = _mm256_loadu_si256((const __m256i *)(tail_mask32 + rest));
-        a = _mm256_sub_epi8(a, _mm256_and_si256(_mm256_cmpeq_epi8(v, pat), keep));
-        z = _mm256_sub_epi8(z, _mm256_and_si256(_mm256_cmpeq_epi8(v, zero), keep));
-    }
-    *eq_pat += hsum256(a);
-    *eq_zero += hsum256(z);
+    size_t rest = n - i; // 0 to 63
+    __m256i v = _mm256_loadu_si256((const __m256i *)(p + n - 64));
+    __m256i w = _mm256_loadu_si256((const __m256i *)(p + n - 32));
+    __m256i kv = _mm256_loadu_si256((const __m256i *)(tail_mask64 + rest));
+    __m256i kw = _mm256_loadu_si256((const __m256i *)(tail_mask64 + rest + 32));
+    a = _mm256_sub_epi8(a, _mm256_and_si256(_mm256_cmpeq_epi8(v, pat), kv));
+    z = _mm256_sub_epi8(z, _mm256_and_si256(_mm256_cmpeq_epi8(v, zero), kv));
+    a = _mm256_sub_epi8(a, _mm256_and_si256(_mm256_cmpeq_epi8(w, pat), kw));
+    z = _mm256_sub_epi8(z, _mm256_and_si256(_mm256_cmpeq_epi8(w, zero), kw));
+    // both lane sums at once: [a's, z's] in one vector
+    __m256i sa = _mm256_sad_epu8(a, zero), sz = _mm256_sad_epu8(z, zero);
+    __m256i t = _mm256_add_epi64(_mm256_unpacklo_epi64(sa, sz), _mm256_unpackhi_epi64(sa, sz));
+    __m128i u = _mm_add_epi64(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+    *eq_pat += (uint64_t)_mm_cvtsi128_si64(u);
+    *eq_zero += (uint64_t)_mm_extract_epi64(u, 1);
+}
+
+__attribute__((target("avx2,popcnt"))) static void count_equal_avx2(const uint8_t *p, size_t n,
+                                                                    uint64_t *eq_pat,
+                                                                    uint64_t *eq_zero) {
+    if (n >= 16)
+        count_equal_avx2_inl(p, n, eq_pat, eq_zero);
+    else
+        count_equal(p, n, eq_pat, eq_zero);
 }
 
 // Every k-th whole line of [p, p + usable) from the start (k > 1): adds the bytes equal to the
@@ -451,7 +474,72 @@ size_t hp_touch_usable(const void *p) {
     return usable_checked(p);
 }
 
-void hp_touch_fill(void *p, size_t usable, size_t keep) {
+// The common case of the event path, lean: a block whose usable size the chunk header gives
+// (hp_touch_usable's fast path) and that is measured whole (stride 1: at most the sample size and
+// touch_fill_max; count_equal's one chunk). hp_touch_fill_fresh and hp_touch_measure take it in
+// a leaf that needs no callee-saved register and makes at most a tail call; anything else goes
+// to the general path out of line (bench/hot_instr.sh, touch column on c_churn: 112 -> 80
+// instructions an event with the AVX2 fill and count below; docs/design.md#bytes-touched).
+static inline __attribute__((always_inline)) size_t lean_usable(const void *p) {
+    if (!atomic_load_explicit(&glibc_trusted, memory_order_relaxed))
+        return SIZE_MAX;
+    size_t word = ((const size_t *)p)[-1];
+    if (word & 2)
+        return SIZE_MAX;
+    size_t n = (word & ~(size_t)7) - 8;
+    // 16 bytes or more (glibc's usable sizes are 24 or more); a header that is garbage gives a
+    // size over CHUNK or wraps: the general path then
+    return n - 16 <= CHUNK - 16 && n <= hp_config.touch_sample_bytes &&
+                   n <= hp_config.touch_fill_max
+               ? n
+               : SIZE_MAX;
+}
+
+static void fill_block(void *p, size_t usable, size_t keep);
+
+// (fill_block, not hp_touch_fill: bench/hot_instr.sh sums the hp_touch_* functions inclusive)
+HP_NOINLINE static void fill_general(void *p) {
+    fill_block(p, hp_touch_usable(p), 0);
+}
+
+// 64 < n <= CHUNK bytes: 64 a step, then the last 64 again. In place of glibc's memset, whose
+// size classes cost more instructions (~42 a call on c_churn's 72-520-byte blocks).
+__attribute__((target("avx2"))) static void fill_whole_avx2(uint8_t *b, size_t n) {
+    const __m256i pat = _mm256_set1_epi8((char)HPT_TOUCH_PATTERN);
+    for (size_t i = 0; i + 64 <= n; i += 64) {
+        _mm256_storeu_si256((__m256i *)(b + i), pat);
+        _mm256_storeu_si256((__m256i *)(b + i + 32), pat);
+    }
+    _mm256_storeu_si256((__m256i *)(b + n - 64), pat);
+    _mm256_storeu_si256((__m256i *)(b + n - 32), pat);
+}
+
+void hp_touch_fill_fresh(void *p) {
+    size_t n = lean_usable(p);
+    if (HP_UNLIKELY(n == SIZE_MAX)) {
+        fill_general(p);
+        return;
+    }
+    uint8_t *b = p;
+    if (n <= 64) {
+        // most blocks: two or four overlapping stores in place of memset's call
+        const __m128i pat = _mm_set1_epi8((char)HPT_TOUCH_PATTERN);
+        _mm_storeu_si128((__m128i *)b, pat);
+        _mm_storeu_si128((__m128i *)(b + n - 16), pat);
+        if (n > 32) {
+            _mm_storeu_si128((__m128i *)(b + 16), pat);
+            _mm_storeu_si128((__m128i *)(b + n - 32), pat);
+        }
+        return;
+    }
+    if (HP_LIKELY(use_avx2)) {
+        fill_whole_avx2(b, n);
+        return;
+    }
+    memset(b, HPT_TOUCH_PATTERN, n);
+}
+
+static void fill_block(void *p, size_t usable, size_t keep) {
     if (keep >= usable)
         return;
     uint8_t *b = p;
@@ -490,7 +578,21 @@ void hp_touch_fill(void *p, size_t usable, size_t keep) {
     }
 }
 
-void hp_touch_measure(const void *p, hp_touch_t *out) {
+void hp_touch_fill(void *p, size_t usable, size_t keep) {
+    fill_block(p, usable, keep);
+}
+
+// One chunk of a block measured whole, counted with AVX2 (the lean path's).
+__attribute__((target("avx2,popcnt"))) static void measure_whole_avx2(const uint8_t *p, size_t n,
+                                                                      hp_touch_t *out) {
+    uint64_t eq = 0, ez = 0;
+    count_equal_avx2_inl(p, n, &eq, &ez);
+    out->method = HPT_TOUCH_FILL;
+    out->touched = n - eq;
+    out->touched_nz = n - ez;
+}
+
+HP_NOINLINE static void measure_general(const void *p, hp_touch_t *out) {
     out->method = -1;
     size_t n = hp_touch_usable(p);
     if (HP_UNLIKELY(n > ((size_t)1 << 46)))
@@ -499,6 +601,15 @@ void hp_touch_measure(const void *p, hp_touch_t *out) {
         count_filled(p, n, out);
     else
         count_resident(p, n, out);
+}
+
+void hp_touch_measure(const void *p, hp_touch_t *out) {
+    size_t n = lean_usable(p);
+    if (HP_LIKELY(n != SIZE_MAX && use_avx2)) {
+        measure_whole_avx2(p, n, out);
+        return;
+    }
+    measure_general(p, out);
 }
 
 // Reads the words before the blocks (glibc's chunk headers) by copy; ok[i]: word[i] was read.

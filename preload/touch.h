@@ -33,6 +33,10 @@ typedef struct hp_touch {
 // resident pages are written.
 void hp_touch_fill(void *p, size_t usable, size_t keep);
 
+// hp_touch_fill(p, hp_touch_usable(p), 0) in one call, lean where the block is measured whole
+// (a fresh block from malloc or memalign).
+void hp_touch_fill_fresh(void *p);
+
 // Measures a live block before it is freed.
 void hp_touch_measure(const void *p, hp_touch_t *out);
 

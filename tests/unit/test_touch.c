@@ -268,6 +268,59 @@ Test(touch, glibc_chunk_header_gives_the_usable_size) {
         hp_real.free(blocks[i]);
 }
 
+#if !defined(__SANITIZE_ADDRESS__) // the lean path reads glibc's chunk header
+// The lean path (a block measured whole whose usable size comes from the chunk header:
+// hp_touch_fill_fresh, and hp_touch_measure with AVX2) fills every usable byte and counts as
+// brute force and the SSE2 path do, for every size up to and past the sample size.
+Test(touch, the_lean_path_agrees) {
+    cr_assert(hp_real_resolve());
+    hp_touch_init(); // glibc's own entry points (setup's malloc_usable_size may be the binary's)
+    hp_config.touch = true;
+    hp_config.touch_fill_max = 128 * 1024;
+    hp_config.touch_sample_bytes = 512;
+    void *warm[80];
+    for (size_t i = 0; i < 80; i++) // the header is trusted after 64 blocks agreed
+        hp_touch_usable(warm[i] = hp_real.malloc(i * 8));
+    for (size_t i = 0; i < 80; i++)
+        hp_real.free(warm[i]);
+    cr_assert(hp_touch_header_trusted());
+    for (size_t size = 1; size <= 1200; size++) {
+        uint8_t *p = hp_real.malloc(size);
+        size_t usable = hp_touch_usable(p);
+        memset(p, 0x11, usable); // an earlier owner's bytes
+        hp_touch_set_avx2(size & 1); // the fill's AVX2 and SSE2 paths, in turn
+        hp_touch_fill_fresh(p);
+        hp_touch_t t[2];
+        for (size_t i = 0; i < usable && usable <= 512; i++)
+            cr_assert_eq(p[i], HPT_TOUCH_PATTERN, "size %zu byte %zu", size, i);
+        hp_touch_measure(p, &t[0]);
+        cr_assert_eq(t[0].touched, 0, "size %zu: every measured byte filled", size);
+        for (size_t i = 0; i < size; i++)
+            if (next() % 5 == 0)
+                p[i] = (uint8_t)(next() % 3 == 0 ? 0 : next());
+        for (int avx2 = 0; avx2 < 2; avx2++) {
+            if (hp_touch_set_avx2(avx2) != (bool)avx2)
+                cr_skip_test("no AVX2 here");
+            hp_touch_measure(p, &t[avx2]);
+        }
+        cr_assert_eq(t[0].method, t[1].method, "size %zu", size);
+        cr_assert_eq(t[0].touched, t[1].touched, "size %zu", size);
+        cr_assert_eq(t[0].touched_nz, t[1].touched_nz, "size %zu", size);
+        if (usable <= 512) {
+            uint64_t differ = 0, nonzero = 0;
+            for (size_t i = 0; i < usable; i++) {
+                differ += p[i] != HPT_TOUCH_PATTERN;
+                nonzero += p[i] != 0;
+            }
+            cr_assert_eq(t[1].method, HPT_TOUCH_FILL, "size %zu", size);
+            cr_assert_eq(t[1].touched, differ, "size %zu", size);
+            cr_assert_eq(t[1].touched_nz, nonzero, "size %zu", size);
+        }
+        hp_real.free(p);
+    }
+}
+#endif
+
 // ---- blocks live at exit (touch_live.c, hp_touch_measure_live) ----
 
 #if !defined(__SANITIZE_ADDRESS__) // the live measure reads glibc's chunk header
