@@ -322,13 +322,20 @@ static inline __attribute__((always_inline)) void record_free(const void *ptr, b
     hp_ring_t *r = ring();
     if (HP_UNLIKELY(!r))
         return;
-    // The block measured before the ring is busy (the clock read, the commit; see
-    // record_alloc); the time is still taken before the real free runs.
+    // The block's header and first line are usually cold by now: start loading them, and
+    // measure the block after the clock read, which does not need it (measured before the
+    // clock instead, to keep it out of the busy window as record_alloc keeps the walk:
+    // c_churn 3 M pairs, 15 paired rounds, 12 ms slower, within the noise but not better).
+    // The time is still taken before the real free runs.
     hp_touch_t tm = {.method = -1};
-    if (!sized)
-        measure(ptr, &tm, touch);
+    if (!sized) {
+        __builtin_prefetch((const char *)ptr - 16);
+        __builtin_prefetch(ptr);
+    }
     hp_tbuf_room(r, HP_RE_FREE_MAX + HP_RE_THI_BYTES);
     uint64_t t = hp_tbuf_busy_now(r);
+    if (!sized)
+        measure(ptr, &tm, touch);
     if (!time_ok(r, t)) {
         hp_tbuf_idle(r);
         return;
