@@ -339,6 +339,14 @@ static void drain_taken(hp_ring_t *r) {
     atomic_store_explicit(&r->queued, 0, memory_order_release);
 }
 
+// drain_taken, then a word to the flusher, which may wait for that ring (hp_pipeline_settle).
+static void drain_and_tell(hp_ring_t *r) {
+    drain_taken(r);
+    pthread_mutex_lock(&work_lock);
+    pthread_cond_broadcast(&drained_cond);
+    pthread_mutex_unlock(&work_lock);
+}
+
 // One ring from the work list, drained here (a thread that has just drained its own full
 // ring): where app threads outnumber the CPUs the workers get a thread's share of them, and a
 // queued ring whose owner waits for the CPU holds the merge watermark back until someone drains
@@ -348,12 +356,8 @@ static void help_one(void) {
     pthread_mutex_lock(&work_lock);
     hp_ring_t *r = work_pop_oldest();
     pthread_mutex_unlock(&work_lock);
-    if (!r)
-        return;
-    drain_taken(r);
-    pthread_mutex_lock(&work_lock);
-    pthread_cond_broadcast(&drained_cond); // the flusher may wait for this ring (settle)
-    pthread_mutex_unlock(&work_lock);
+    if (r)
+        drain_and_tell(r);
 }
 
 void hp_pipeline_help(void) {
@@ -383,9 +387,8 @@ static void *worker_main(void *arg) {
         hp_ring_t *r = work_pop();
         if (r) {
             pthread_mutex_unlock(&work_lock);
-            drain_taken(r);
+            drain_and_tell(r);
             pthread_mutex_lock(&work_lock);
-            pthread_cond_broadcast(&drained_cond);
             continue;
         }
         if (stopping)

@@ -36,7 +36,12 @@
 #define REPLAY_PAR_THREADS_DEFAULT 8u // without HEAPPROF_REPLAY_THREADS: see replay_par_threads
 #define ROUND_MIN 131072u     // events a round gathers before it starts (round_min_env)
 #define ROUND_MAX (1u << 20)  // events a round takes at most (its indexes are 32-bit)
-#define DEPTH_DEFAULT 2u      // rounds in flight with sites (depth_env)
+// rounds in flight with sites (depth_env). The 16-core machine (session 12, `report` on 100 M
+// c_churn events, 8 decode workers and 8 replay threads, medians of 3) took 2.21 s at depth 2,
+// 2.10 at 3 and 4 (247 / 275 / 281 MiB), but at 3 e2e_growth failed once under load (the three
+// big vectors' growth steps; 20 runs after did not fail): 2 until that is understood.
+#define DEPTH_DEFAULT 2u
+#define DEPTH_TOTALS 2u // totals (no sites) run one round at a time: the depth is not used
 #define WORKER_STACK_BYTES (256u << 10)
 // A thread that waits for the next round, the round's partition or the shards' end spins this
 // many pauses (a few microseconds) before it sleeps on a futex: the partition's barrier and the
@@ -421,7 +426,7 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     p->round_min = round_min_env();
     p->round_max = ROUND_MAX;
     p->sites = mode & (REPLAY_SITES | REPLAY_DHAT);
-    p->depth = p->sites ? depth_env() : DEPTH_DEFAULT;
+    p->depth = p->sites ? depth_env() : DEPTH_TOTALS;
     for (unsigned s = 0; s < p->n_shards; s++) {
         // with sites the shards never ask keep: replay_shard_find reads the verdicts itself
         p->shards[s] = keep && !p->sites ? replay_new(verdict_keep, p) : replay_new(NULL, NULL);
