@@ -11,7 +11,8 @@
 #                 program's thread by symbol
 #          bash bench/manycore_perf.sh report [OPS] [DEPTHS]  `heapprof report` on c_churn OPS
 #                 (default 50000000: 100 M events) at 4 and 16 replay threads, perf per thread;
-#                 DEPTHS (e.g. 2,4): each at those rounds in flight too (HEAPPROF_REPLAY_DEPTH)
+#                 DEPTHS (e.g. 2,4): each at those rounds in flight too (HEAPPROF_REPLAY_DEPTH);
+#                 env REPLAYS="8 16" and WORKERS=8 change the replay threads and decode workers
 # perf.data files go to $OUT (they come back); read them here with
 #   perf report -i FILE --sort pid,sym -n --stdio        (pid: one line per thread)
 # Symbols of the bundled heapprof resolve here; the device's libc does not (addresses only).
@@ -62,10 +63,10 @@ report)
         "$M/workloads/c_churn" "$ops" >/dev/null
     depths=(${3:+${3//,/ }})
     [ ${#depths[@]} -gt 0 ] || depths=("") # HEAPPROF_REPLAY_DEPTH unset
-    for r in 4 16; do
+    for r in ${REPLAYS:-4 16}; do
         for d in "${depths[@]}"; do
-            echo "=== replay threads $r${d:+, depth $d}"
-            env HEAPPROF_DECODE_THREADS=4 HEAPPROF_REPLAY_THREADS=$r HEAPPROF_STAGE_TIMES=1 \
+            echo "=== replay threads $r${d:+, depth $d}, decode workers ${WORKERS:-4}"
+            env HEAPPROF_DECODE_THREADS=${WORKERS:-4} HEAPPROF_REPLAY_THREADS=$r HEAPPROF_STAGE_TIMES=1 \
                 ${d:+HEAPPROF_REPLAY_DEPTH=$d} "$P/perf" record -q -F 1000 -e cpu-clock -s \
                 -o "$OUT/report-r$r${d:+-d$d}.data" -- "$M/heapprof/bin/heapprof" report \
                 /tmp/mcp/hp.hpt 2>&1 >/dev/null | grep 'stage:'
