@@ -43,9 +43,12 @@ _Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
 #define MAX_FILE_HDR_BYTES 65536u
 #define NO_OFFSET UINT64_MAX
 #define READY_MAX 8192u // events merged per batch: small enough to stay in cache for replay
-// Events held back for the merge past which the oldest are released anyway: a flood between two
-// SYNCs (or a forged trace: 64 KiB of zstd inflates to 100 million events) must not take all
-// memory. Four times what 16 threads at full speed leave between two SYNCs.
+// Events held back for the merge in memory: past this many, a chunk's events stay in the file
+// (a deferred segment) and are decoded again when the merge reaches them, so a flood between
+// two SYNCs (1,000 threads on 2 CPUs: ~20 M events; or a forged trace: 64 KiB of zstd inflates
+// to 100 million events) neither takes all memory nor comes out of order. Four times what 16
+// threads at full speed leave between two SYNCs. HEAPPROF_READER_BUFFER (events) sets another
+// cap, for tests.
 #define BUFFERED_MAX (1u << 23)
 // ALLOCATOR records kept: the shim writes a few; a forged trace may repeat them without end.
 #define READER_ALLOCATORS_MAX 64u
@@ -75,9 +78,15 @@ struct reader_batch {
 typedef struct reader_batch ebuf_t;
 
 // A run of one ebuf's events in a thread queue: a chunk's events, in record (= time) order.
+// Deferred (b NULL): the chunk's events are left in the file, `tail` of them, first at t0;
+// reload_seg decodes the chunk again at file_off once the merge needs them, and puts back
+// the values its definitions had set (patch: n_patch pairs of event index and stack field).
 typedef struct seg {
     ebuf_t *b;
     size_t head, tail;
+    uint64_t file_off, t0;
+    uint64_t *patch;
+    size_t n_patch;
 } seg_t;
 
 // One thread's decoded, not yet released events: a FIFO of chunks' events in per-thread order.
@@ -132,9 +141,11 @@ struct reader {
     size_t n_queues, queues_cap;
     heap_ent_t *heap; // non-empty queues, min-heap by (head time, tid)
     size_t heap_n, heap_cap;
-    size_t n_buffered;     // events in all queues
-    size_t buffer_limit;   // events held past which the oldest are released regardless of the
-                           // watermark: BUFFERED_MAX, less the next chunk's events while they wait
+    size_t n_buffered;     // events in all queues, in memory
+    size_t buffer_max;     // past this many in memory a chunk's events are deferred (BUFFERED_MAX)
+    uint64_t n_deferred;   // chunks deferred (reader_chunks_deferred)
+    dchunk_t reload;       // a deferred chunk decoded again (reload_seg), on the reading thread
+    ZSTD_DCtx *reload_dctx;
     const reader_event_t *ready; // merged, released events: ready[ready_pos, ready_n) not yet
                                  // handed out; in ready_ref (a merge's output, or a run of one
                                  // chunk's events where they lie)
@@ -305,8 +316,10 @@ static void reader_free(reader_t *r) {
         close(r->fd);
     for (size_t i = 0; i < r->n_queues; i++) {
         tqueue_t *q = r->queues[i];
-        for (size_t k = q->s_head; k < q->s_tail; k++)
+        for (size_t k = q->s_head; k < q->s_tail; k++) {
             ebuf_destroy(q->segs[k].b);
+            free(q->segs[k].patch);
+        }
         free(q->segs);
         free(q);
     }
@@ -323,6 +336,8 @@ static void reader_free(reader_t *r) {
         ebuf_destroy(b);
     }
     pthread_mutex_destroy(&r->free_lock);
+    dchunk_fini(&r->reload);
+    ZSTD_freeDCtx(r->reload_dctx);
     hmap_fini(&r->tid_map);
     hmap_fini(&r->stacks);
     hmap_fini(&r->module_top);
@@ -382,6 +397,14 @@ static int read_file_hdr(reader_t *r, errmsg_t *err) {
     return 0;
 }
 
+// BUFFERED_MAX, or HEAPPROF_READER_BUFFER's events (tests: a small cap defers most chunks).
+static size_t buffer_max_env(void) {
+    const char *env = getenv("HEAPPROF_READER_BUFFER");
+    char *end;
+    unsigned long long v = env && *env ? strtoull(env, &end, 10) : 0;
+    return env && *env && !*end && v > 0 && v <= BUFFERED_MAX ? (size_t)v : BUFFERED_MAX;
+}
+
 reader_t *reader_open(const char *path, errmsg_t *err) {
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
@@ -424,7 +447,7 @@ reader_t *reader_open(const char *path, errmsg_t *err) {
         return NULL;
     }
     r->pool = decode_pool_new(decode_pool_default_workers());
-    r->buffer_limit = BUFFERED_MAX;
+    r->buffer_max = buffer_max_env();
     return r;
 }
 
@@ -436,14 +459,18 @@ void reader_close(reader_t *r) {
 // ---- merge ----
 
 // Branch-free on purpose: which thread comes next is a coin toss the predictor loses.
+// The time of a segment's first event not yet handed out (a deferred one's first).
+static inline uint64_t seg_head_time(const seg_t *s) {
+    return s->b ? s->b->ev[s->head].time_ns : s->t0;
+}
+
 static inline bool key_less(const heap_ent_t *a, const heap_ent_t *b) {
     return (a->time_ns < b->time_ns) | ((a->time_ns == b->time_ns) & (a->tid < b->tid));
 }
 
 static void heap_push(reader_t *r, tqueue_t *q) {
     r->heap = xgrow(r->heap, &r->heap_cap, r->heap_n + 1, sizeof *r->heap);
-    const seg_t *s = &q->segs[q->s_head];
-    heap_ent_t e = {.time_ns = s->b->ev[s->head].time_ns, .tid = q->tid, .q = q};
+    heap_ent_t e = {.time_ns = seg_head_time(&q->segs[q->s_head]), .tid = q->tid, .q = q};
     size_t i = r->heap_n++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;
@@ -682,7 +709,8 @@ static void apply_defs(reader_t *r, dchunk_t *c, tqueue_t *q) {
 }
 
 // Queues a decoded chunk's events behind its thread's earlier ones: the chunk's buffer becomes
-// the queue's next segment, without a copy.
+// the queue's next segment, without a copy; or, past the cap on what is held in memory, a
+// deferred segment that says where to find them again (reload_seg).
 static void queue_events(reader_t *r, tqueue_t *q, dchunk_t *c) {
     if (c->n_ev == 0)
         return;
@@ -701,8 +729,20 @@ static void queue_events(reader_t *r, tqueue_t *q, dchunk_t *c) {
     }
     q->segs = xgrow(q->segs, &q->s_cap, q->s_tail + 1, sizeof *q->segs);
     const size_t n = c->n_ev;
-    q->segs[q->s_tail++] = (seg_t){.b = ebuf_take_chunk(r, c), .head = 0, .tail = n};
-    r->n_buffered += n;
+    if (r->n_buffered + n > r->buffer_max) {
+        seg_t d = {.tail = n, .file_off = c->file_off, .t0 = c->ev[0].time_ns};
+        for (size_t i = 0; i < c->n_defs; i++) // the events definitions set (MODULE_*)
+            if (c->defs[i].ev != SIZE_MAX) {
+                d.patch = xrealloc(d.patch, (d.n_patch + 1) * 2 * sizeof *d.patch);
+                d.patch[2 * d.n_patch] = c->defs[i].ev;
+                d.patch[2 * d.n_patch++ + 1] = c->ev[c->defs[i].ev].stack;
+            }
+        q->segs[q->s_tail++] = d;
+        r->n_deferred++;
+    } else {
+        q->segs[q->s_tail++] = (seg_t){.b = ebuf_take_chunk(r, c), .head = 0, .tail = n};
+        r->n_buffered += n;
+    }
     if (was_empty)
         heap_push(r, q);
 }
@@ -973,11 +1013,6 @@ static int advance(reader_t *r, errmsg_t *err) {
             r->eof = true; // framed all, applied all
         return 0;
     }
-    // what is held plus this chunk must stay within BUFFERED_MAX: else the oldest go first
-    r->buffer_limit = c->n_ev < BUFFERED_MAX ? BUFFERED_MAX - c->n_ev : 0;
-    if (r->n_buffered > r->buffer_limit && !r->defs_only)
-        return 0; // release() now hands out the oldest, until this chunk fits
-    r->buffer_limit = BUFFERED_MAX;
     consume(r, c);
     decode_pool_release(r->pool);
     return 0;
@@ -1007,6 +1042,8 @@ static size_t run_length(const tqueue_t *q, const heap_ent_t *bound, size_t room
     const bool tie = bound && q->tid < bound->tid;
     for (size_t k = q->s_head; k < q->s_tail && run < room; k++) {
         const seg_t *s = &q->segs[k];
+        if (!s->b)
+            break; // deferred: the run goes on once it is loaded (release)
         const reader_event_t *ev = s->b->ev;
         size_t lim = s->tail - s->head > room - run ? s->head + (room - run) : s->tail;
         size_t h = lim;
@@ -1058,7 +1095,54 @@ static void queue_take(reader_t *r, tqueue_t *q, size_t n, reader_event_t *out, 
         q->s_head = q->s_tail = 0;
 }
 
-static void release(reader_t *r) {
+// Reads n bytes at file offset off into p. 0, or -1 with err set (a short file says so too).
+static int read_at(reader_t *r, uint64_t off, void *p, size_t n, errmsg_t *err) {
+    for (size_t got = 0; got < n;) {
+        ssize_t k = pread(r->fd, (uint8_t *)p + got, n - got, (off_t)(off + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            errmsg_set(err, "%s: read error at offset %llu: %s", r->path,
+                       (unsigned long long)(off + got), k < 0 ? strerror(errno) : "file shrank");
+            return -1;
+        }
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+// Decodes a deferred segment's chunk again, from the file, into memory (on the reading thread:
+// only traces that hold more than the cap between two SYNCs pay it). The chunk verified and
+// decoded whole when it was framed; anything else now means the file changed under us.
+static int reload_seg(reader_t *r, seg_t *s, errmsg_t *err) {
+    dchunk_t *c = &r->reload;
+    TRY_IO(read_at(r, s->file_off, &c->h, CHUNK_HDR, err));
+    c->in = xgrow(c->in, &c->in_cap, (size_t)c->h.stored_bytes + 1, 1);
+    TRY_IO(read_at(r, s->file_off + CHUNK_HDR, c->in, c->h.stored_bytes, err));
+    c->file_off = s->file_off;
+    c->frame_bytes = CHUNK_HDR + c->h.stored_bytes;
+    c->keep = true;
+    if (!r->reload_dctx && !(r->reload_dctx = ZSTD_createDCtx())) {
+        errmsg_set(err, "%s: out of memory", r->path);
+        return -1;
+    }
+    dchunk_decode(c, r->reload_dctx);
+    if (!c->crc_ok || !c->ok || c->n_ev != s->tail || c->ev[0].time_ns != s->t0) {
+        errmsg_set(err, "%s: the chunk at offset %llu changed while the trace was being read",
+                   r->path, (unsigned long long)s->file_off);
+        return -1;
+    }
+    for (size_t i = 0; i < s->n_patch; i++)
+        c->ev[s->patch[2 * i]].stack = s->patch[2 * i + 1];
+    free(s->patch);
+    s->patch = NULL;
+    s->n_patch = 0;
+    s->b = ebuf_take_chunk(r, c);
+    r->n_buffered += s->tail;
+    return 0;
+}
+
+static int release(reader_t *r, errmsg_t *err) {
     if (r->ready_ref) {
         ebuf_unref(r, r->ready_ref); // the last batch: handed out whole, no longer valid
         r->ready_ref = NULL;
@@ -1066,15 +1150,25 @@ static void release(reader_t *r) {
     ebuf_t *out = NULL; // the merge's output, taken when the first run is copied
     size_t n = 0;
     const bool all = r->eof;
-    // too much held back: the oldest go out in merge order regardless of the watermark, which
-    // then moves past them so an older event still to come is counted late
-    const bool forced = !all && r->n_buffered > r->buffer_limit;
     const heap_ent_t wm = {.time_ns = r->watermark, .tid = 0};
     while (r->heap_n && n < READY_MAX) {
         heap_ent_t *top = &r->heap[0];
         tqueue_t *q = top->q;
+        seg_t *head = &q->segs[q->s_head];
+        if (!head->b) {
+            // deferred: loaded once the top may leave (it is the least key: if it may not,
+            // nothing may), so what is loaded goes out at once, at least its first event
+            if (!all && !key_less(top, &wm))
+                break;
+            if (reload_seg(r, head, err) < 0) {
+                if (out)
+                    ebuf_unref(r, out);
+                r->ready_n = r->ready_pos = 0;
+                return -1;
+            }
+        }
         // bound = min(runner-up's key, (watermark, tid 0)); nothing at or above it leaves q now
-        const heap_ent_t *bound = all || forced ? NULL : &wm;
+        const heap_ent_t *bound = all ? NULL : &wm;
         if (r->heap_n > 1) {
             const heap_ent_t *b =
                 r->heap_n > 2 && key_less(&r->heap[2], &r->heap[1]) ? &r->heap[2] : &r->heap[1];
@@ -1102,8 +1196,7 @@ static void release(reader_t *r) {
             if (--r->heap_n)
                 heap_replace_top(r, r->heap[r->heap_n]);
         } else {
-            const seg_t *h = &q->segs[q->s_head];
-            const uint64_t t = h->b->ev[h->head].time_ns;
+            const uint64_t t = seg_head_time(&q->segs[q->s_head]);
             if (r->heap_n > 1)
                 heap_replace_top(r, (heap_ent_t){.time_ns = t, .tid = q->tid, .q = q});
             else
@@ -1119,8 +1212,7 @@ static void release(reader_t *r) {
     r->ready_n = n;
     r->ready_pos = 0;
     r->n_buffered -= n;
-    if (forced && n && r->ready[n - 1].time_ns > r->watermark)
-        r->watermark = r->ready[n - 1].time_ns;
+    return 0;
 }
 
 // Following, after a pause: look at the file again from where framing stopped.
@@ -1136,7 +1228,7 @@ static int refill(reader_t *r, errmsg_t *err) {
     if (r->caught_up)
         resume(r);
     for (;;) {
-        release(r);
+        TRY_IO(release(r, err));
         if (r->ready_n)
             return 1;
         if (r->eof || r->caught_up)
@@ -1163,6 +1255,8 @@ bool reader_writer_gone(const reader_t *r) {
 }
 
 uint64_t reader_chunks_framed(const reader_t *r) { return r->n_framed; }
+
+uint64_t reader_chunks_deferred(const reader_t *r) { return r->n_deferred; }
 
 int reader_next(reader_t *r, reader_event_t *ev, errmsg_t *err) {
     if (r->ready_pos == r->ready_n) {
@@ -1223,8 +1317,11 @@ int reader_load_defs(reader_t *r, errmsg_t *err) {
     // drop whatever earlier reader_next calls had buffered: reader_next now reports the end
     for (size_t i = 0; i < r->n_queues; i++) {
         tqueue_t *q = r->queues[i];
-        for (size_t k = q->s_head; k < q->s_tail; k++)
-            ebuf_unref(r, q->segs[k].b);
+        for (size_t k = q->s_head; k < q->s_tail; k++) {
+            if (q->segs[k].b)
+                ebuf_unref(r, q->segs[k].b);
+            free(q->segs[k].patch);
+        }
         q->s_head = q->s_tail = 0;
     }
     r->heap_n = 0;

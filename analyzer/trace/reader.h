@@ -173,6 +173,9 @@ bool reader_writer_gone(const reader_t *r);
 // Chunks framed (and whose crc verified) since reader_open: each chunk is counted once,
 // so a follower that re-read old chunks would show more than a one-shot read of the same file.
 uint64_t reader_chunks_framed(const reader_t *r);
+// Chunks whose events were left in the file when read (more than the cap held in memory
+// between two SYNCs) and decoded again when the merge reached them.
+uint64_t reader_chunks_deferred(const reader_t *r);
 
 // Executable and arguments from the PROCESS record; NULL/0 until it was read.
 const char *reader_exe(const reader_t *r);
