@@ -21,8 +21,10 @@
 // ... and the free comes at most this long after the new block's allocation, plus
 // GROWTH_COPY_NS_PER_BYTE for each byte of the old block (a copy at >= 10 MB/s). Generous on
 // purpose: the event window above is the real test, and a profiled thread may be descheduled
-// for several milliseconds between the copy and the free (seen on a loaded 2-core CI machine).
-#define GROWTH_SLACK_NS 50000000ull
+// between the copy and the free: 150 ms between a vector's 512 KiB allocation and the free of
+// its 256 KiB predecessor in the test suite on 2 busy cores (session 13), where 50 ms was the
+// bound; what it keeps out is a double buffer swapped after a long computation.
+#define GROWTH_SLACK_NS 1000000000ull
 #define GROWTH_COPY_NS_PER_BYTE 100ull
 #define HB_MAX_STEPS 40 // longest chain checked against hashbrown's layout (4 << 40 buckets)
 

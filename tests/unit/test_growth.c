@@ -258,3 +258,30 @@ Test(growth, attached_to_replay_gives_the_same_figures) {
     replay_free(att.rp);
     growth_free(own.g);
 }
+
+// Rule 5 of docs/growth.md: the free of the old block may come long after the new one's
+// allocation (a thread descheduled between the copy and the free: 150 ms seen under load), but
+// not more than 1 s + 100 ns a byte after it (a double buffer swapped after a long computation).
+Test(growth, a_late_free_links_unless_it_is_seconds_late) {
+    for (int slow = 0; slow < 2; slow++) {
+        feed_t f = {growth_new(GROWTH_DEFAULT_SHORT_NS), 0, NULL};
+        mal(&f, 5, 0x100, 1000);
+        mal(&f, 5, 0x200, 2000);
+        f.t += slow ? 1100000000ull : 150000000ull; // 100 ns a byte of 1000 bytes is 0.1 ms
+        fre(&f, 0x100);
+        mal(&f, 5, 0x300, 4000);
+        f.t += slow ? 1100000000ull : 150000000ull;
+        fre(&f, 0x200);
+        fre(&f, 0x300);
+        growth_finish(f.g);
+        const growth_site_t *s = growth_site_of(f.g, 5);
+        if (slow) {
+            cr_expect_null(s, "a double buffer swapped after 1.1 s is no growth");
+        } else {
+            cr_assert(s, "a free 150 ms after the copy still links");
+            cr_expect_eq(s->n_chains, 1);
+            cr_expect_eq(s->n_steps, 2);
+        }
+        growth_free(f.g);
+    }
+}
