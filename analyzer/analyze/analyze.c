@@ -198,6 +198,7 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
         if ((++n_batches & 63) == 0)
             progress_tick(&p, "reading", offset, size, size_text);
     }
+    stage_threads("read+replay"); // before the threads are joined
     readahead_free(ra);
     stage_mark("read+replay");
     if (par)
