@@ -7,7 +7,7 @@
 #      pipeline workers, flusher, time waited) at 1..32 threads;
 #   3. each --workload (default "c_churn OPS", repeatable) recorded once under heapprof and once under heaptrack, then
 #      bench/analyzer_scaling.sh over decode workers x replay threads (report only by default),
-#      beside heaptrack_print, and one report with HEAPPROF_STAGE_TIMES=1 at the widest setting
+#      beside heaptrack_print, and one report with HEAPPROF_STAGE_TIMES=2 at the widest setting
 #      (where a serial stage shows as thread CPU close to its wall time); with --depth 2,3,4 each
 #      replay setting at each count of rounds in flight too (HEAPPROF_REPLAY_DEPTH), and the
 #      stage times at the widest setting once per depth.
@@ -87,8 +87,8 @@ for wl in "${WORKLOADS[@]}"; do
     for wr in "${wrs[@]}"; do
         set -- $wr
         echo "== stage times: report, decode workers $1, replay threads $2${3:+, depth $3}"
-        env LD_LIBRARY_PATH="$L" HEAPPROF_STAGE_TIMES=1 HEAPPROF_DECODE_THREADS=$1 HEAPPROF_REPLAY_THREADS=$2 \
+        env LD_LIBRARY_PATH="$L" HEAPPROF_STAGE_TIMES=2 HEAPPROF_DECODE_THREADS=$1 HEAPPROF_REPLAY_THREADS=$2 \
             ${3:+HEAPPROF_REPLAY_DEPTH=$3} "$M/heapprof/bin/heapprof" report "$W/hp.hpt" 2>&1 >/dev/null |
-            grep '^stage' | tee -a "$OUT/analyzer.txt"
+            grep '^stage\|^threads at' | tee -a "$OUT/analyzer.txt"
     done
 done
