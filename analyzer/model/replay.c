@@ -894,8 +894,9 @@ void replay_shard_fix_words(replay_t *rp, unsigned shard, const replay_cfix_t *f
 // The shard's prefetches, in stages: the event PREFETCH_AHEAD * 2 ahead (the round's copy was
 // written by other threads, so its lines may sit in their caches), its slot PREFETCH_AHEAD
 // ahead, and, in a table too big for the cache (deep), a free's value half as far (an
-// allocation's is the one given back last, in cache already). The slot's hash is computed once,
-// at its prefetch, and kept in a ring of PREFETCH_AHEAD until the event's turn.
+// allocation's is the one given back last, in cache already). (Keeping each slot's hash from
+// its prefetch to its lookup, in a ring, saved no instruction: the ring costs what the hash
+// does.)
 #define SHARD_DEEP_BYTES ((size_t)4 << 20)
 
 static inline __attribute__((always_inline)) void prefetch_event(const reader_event_t *e) {
@@ -916,40 +917,27 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *i
         rp->fix[slot] =
             xgrow(rp->fix[slot], &rp->fix_cap[slot], rp->n_fix[slot] + m, sizeof *rp->fix[slot]);
     replay_fix_t *fix = rp->fix[slot] + rp->n_fix[slot], *const fix0 = fix;
-    const size_t ahead = PREFETCH_AHEAD, ahead2 = 2 * PREFETCH_AHEAD, ring = PREFETCH_AHEAD - 1;
-    _Static_assert((PREFETCH_AHEAD & (PREFETCH_AHEAD - 1)) == 0, "the ring is indexed by a mask");
-    uint32_t hash[PREFETCH_AHEAD]; // of events k .. k + ahead - 1, event j's at j & ring
-    uint64_t seed = t->seed;
+    const size_t ahead = PREFETCH_AHEAD, ahead2 = 2 * PREFETCH_AHEAD;
     for (size_t k = 0; k < m && k < ahead2; k++)
         prefetch_event(&ev[idx[k]]);
-    for (size_t k = 0; k < m && k < ahead; k++) {
-        hash[k & ring] = live_table_hash(t, ev[idx[k]].addr);
-        live_table_prefetch_h(t, hash[k & ring]);
-    }
+    for (size_t k = 0; k < m && k < ahead; k++)
+        live_table_prefetch(t, ev[idx[k]].addr);
     for (size_t k = 0; k < m; k++) {
-        uint32_t h = hash[k & ring];
         if (k + ahead2 < m)
             prefetch_event(&ev[idx[k + ahead2]]);
-        if (k + ahead < m) {
-            hash[k & ring] = live_table_hash(t, ev[idx[k + ahead]].addr);
-            live_table_prefetch_h(t, hash[k & ring]);
-        }
+        if (k + ahead < m)
+            live_table_prefetch(t, ev[idx[k + ahead]].addr);
         if (deep && k + ahead / 2 < m) {
             const reader_event_t *later = &ev[idx[k + ahead / 2]];
             if (later->kind != READER_ALLOC)
-                live_table_prefetch_value_h(t, later->addr, hash[(k + ahead / 2) & ring]);
+                live_table_prefetch_value(t, later->addr);
         }
         uint32_t i = idx[k];
         const reader_event_t *e = &ev[i];
         replay_found_t *f = &found[i];
         if (e->kind == READER_ALLOC) {
             bool existed;
-            uint32_t v = live_table_put_index_h(t, e->addr, h, &existed);
-            if (__builtin_expect(t->seed != seed, 0)) { // a rebuild under a new seed
-                seed = t->seed;
-                for (size_t j = k + 1; j < m && j <= k + ahead; j++)
-                    hash[j & ring] = live_table_hash(t, ev[idx[j]].addr);
-            }
+            uint32_t v = live_table_put_index(t, e->addr, &existed);
             live_block_t *b = live_table_value(t, v);
             if (__builtin_expect(existed, 0)) {
                 *f = (replay_found_t){b->size, b->time_ns, b->stack, 1};
@@ -975,7 +963,7 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *i
                 *fix++ = (replay_fix_t){.value = v, .index = i};
             }
         } else if (e->kind == READER_FREE) {
-            int64_t v = live_table_take_index_h(t, e->addr, h);
+            int64_t v = live_table_take_index(t, e->addr);
             if (v >= 0) { // the value stays as it was until the next put
                 const live_block_t *b = live_table_value(t, (uint32_t)v);
                 *f = (replay_found_t){b->size, b->time_ns, b->stack, 1};
@@ -985,7 +973,7 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *i
                 *f = (replay_found_t){0, 0, 0, 0};
             }
         } else if (e->kind == READER_TOUCH_LIVE) {
-            int64_t v = live_table_find_h(t, e->addr, h); // stays live
+            int64_t v = live_table_find(t, e->addr); // stays live
             const live_block_t *b = v >= 0 ? live_table_value(t, (uint32_t)v) : NULL;
             *f = b ? (replay_found_t){b->size, b->time_ns, b->stack, 1}
                    : (replay_found_t){0, 0, 0, 0};
