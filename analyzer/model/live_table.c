@@ -15,10 +15,12 @@
 #define LIVE_TABLE_MIN_CAP 64u
 #define LIVE_TABLE_MIN_POOL 32u
 // Below this many bytes of slots a table is at most half full, above it 3/4. An insert probes
-// ~(1 + 1 / (1 - a)^2) / 2 slots at load a (2.5 at 1/2, 8.5 at 3/4): small tables are cheap
-// to keep sparse; big ones keep 3/4 (a 16-byte slot is a quarter of a line, so a run of 4 is
-// one line, and rust_vec_growth's 2.8 M live blocks fit 4 M slots, 64 MiB, instead of 8 M).
-#define LIVE_TABLE_SPARSE_BYTES ((size_t)1 << 20)
+// ~(1 + 1 / (1 - a)^2) / 2 slots at load a (2.5 at 1/2, 8.5 at 3/4), and a run past the
+// prefetched line costs a miss: tables up to 256 K keys are cheap to keep sparse (at 1 MiB,
+// one-thread `report` on a rust_hashmap_growth trace of 43 K live blocks took ~10% more CPU);
+// big ones keep 3/4 (a 16-byte slot is a quarter of a line, so a run of 4 is one line, and
+// rust_vec_growth's 2.8 M live blocks fit 4 M slots, 64 MiB, instead of 8 M).
+#define LIVE_TABLE_SPARSE_BYTES ((size_t)8 << 20)
 
 // The slots and the pool are probed at random, one slot and one value an event, over hundreds
 // of MiB for the big traces: with 4 KiB pages nearly every probe also missed the TLB. Asks for

@@ -97,7 +97,7 @@ Test(live_table, values_are_padded_to_a_power_of_two) {
     live_table_fini(&t);
 }
 
-// Grows in place from 64 slots past the sparse limit (1 MiB of slots) to 2 M slots: every key
+// Grows in place from 64 slots past the sparse limit (8 MiB of slots) to 2 M slots: every key
 // keeps its value, and its value's index.
 Test(live_table, grows_to_a_million_keys_keeping_value_indexes) {
     live_table_t t;
