@@ -62,9 +62,10 @@ static inline void *live_table_value(const live_table_t *t, uint32_t index) {
     return t->pool + ((size_t)index << t->vshift);
 }
 
-// The calls named _h take the key's hash from the caller (a batch computes it once, for the
-// prefetch and the lookup); it must be live_table_hash(t, key) under the current seed, which
-// only a put may change (live_table_put_slow: compare t->seed after a put).
+// The calls named _h take the key's hash from the caller, which must be live_table_hash(t, key)
+// under the current seed (only a put may change it: compare t->seed after a put); the plain
+// ones compute it. (replay_shard_find kept each hash from its prefetch to its lookup in a ring:
+// no instruction saved, so it computes the hash twice.)
 
 // Hints that a key of hash h will be looked up soon (its slot). No effect on the contents.
 // always_inline: gcc may take a function whose only effect is a prefetch for a const one.
