@@ -2,8 +2,9 @@
 // hmap_t: open-addressing hash map from a uint64 key to a fixed-size value, stored inline.
 // Linear probing over a power-of-two table, deletion by backward shift (no tombstones), so a
 // table with millions of live blocks stays fast under endless alloc/free churn. Two variants:
-// values kept out of line in a pool (hmap_init_pooled: replay's live blocks, keyed by address
-// since trace v4), and, for keys that come in order, one direct slot per key
+// values kept out of line in a pool (hmap_init_pooled: made for replay's live blocks, which
+// since session 13 have a table of their own, model/live_table.c; no user left but the tests),
+// and, for keys that come in order, one direct slot per key
 // (hmap_init_ordered: growth's own table when fed directly). Hot path of the analyzer.
 // Not thread-safe; one owner.
 #ifndef HEAPPROF_ANALYZER_HMAP_H

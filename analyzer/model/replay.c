@@ -10,6 +10,7 @@
 
 #include "core/hmap.h"
 #include "core/xalloc.h"
+#include "model/live_table.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -62,7 +63,7 @@ typedef struct thread_state {
 } thread_state_t;
 
 typedef struct replay_fix {
-    uint64_t addr;
+    uint32_t value; // the block's value in the live table (live_table_put_index)
     uint32_t index; // the allocation's index in its round
 } replay_fix_t;
 
@@ -72,7 +73,7 @@ typedef struct stack_slot {
 } stack_slot_t;
 
 struct replay {
-    hmap_t live;                   // address -> live_block_t
+    live_table_t live;             // address -> live_block_t (and a companion's words)
     hmap_t tids;                   // tid -> nothing (set)
     uint32_t seen_tids[SEEN_TIDS]; // recently seen tids, by tid % SEEN_TIDS
     bool filtered;
@@ -114,18 +115,9 @@ struct replay {
     unsigned part_bits;
 };
 
-// The live table's key of a block: with shards, the address without the bits that chose the
-// shard (from trace v3's serials, when the table was ordered and its keys had to stay dense;
-// the pooled table hashes them, so this only costs a shift now). Without shards it is addr
-// itself.
-static inline uint64_t live_key(const replay_t *rp, uint64_t addr) {
-    return ((addr >> (REPLAY_SHARD_GROUP_BITS + rp->shard_bits)) << REPLAY_SHARD_GROUP_BITS) |
-           (addr & ((1u << REPLAY_SHARD_GROUP_BITS) - 1));
-}
-
 replay_t *replay_new(replay_keep_fn keep, void *keep_ctx) {
     replay_t *rp = xcalloc(1, sizeof *rp);
-    hmap_init_pooled(&rp->live, sizeof(live_block_t));
+    live_table_init(&rp->live, sizeof(live_block_t));
     hmap_init(&rp->tids, 1);
     hmap_init(&rp->site_of, sizeof(uint64_t));
     hmap_init(&rp->spilled, sizeof(thread_state_t));
@@ -140,7 +132,7 @@ replay_t *replay_new(replay_keep_fn keep, void *keep_ctx) {
 void replay_free(replay_t *rp) {
     if (!rp)
         return;
-    hmap_fini(&rp->live);
+    live_table_fini(&rp->live);
     hmap_fini(&rp->tids);
     hmap_fini(&rp->site_of);
     hmap_fini(&rp->spilled);
@@ -222,23 +214,23 @@ void replay_set_companion(replay_t *rp, size_t words, replay_companion_fn on_all
                           replay_companion_fn on_free, void *ctx) {
     if (words > REPLAY_COMPANION_WORDS_MAX)
         words = REPLAY_COMPANION_WORDS_MAX;
-    hmap_fini(&rp->live);
-    hmap_init_pooled(&rp->live, sizeof(live_block_t) + words * sizeof(uint64_t));
+    live_table_fini(&rp->live);
+    live_table_init(&rp->live, sizeof(live_block_t) + words * sizeof(uint64_t));
     rp->companion_alloc = on_alloc;
     rp->companion_free = on_free;
     rp->companion_ctx = ctx;
 }
 
 replay_block_t *replay_block(const replay_t *rp, uint64_t addr) {
-    return hmap_get(&rp->live, live_key(rp, addr));
+    return live_table_get(&rp->live, addr);
 }
 
-// The slot of a new block at ev->addr, whose table key is key (live_key: the address itself
-// without shards, so the one-thread path computes nothing); the companion writes its words
-// first. The slot is valid until the next change of the live table.
+// The slot of a new block at ev->addr, whose table key is key (the address itself, with shards
+// or without: the table hashes it); the companion writes its words first. The slot is valid
+// until the next put.
 static inline live_block_t *put_block(replay_t *rp, const reader_event_t *ev, uint64_t key,
                                       bool *existed) {
-    live_block_t *b = hmap_put(&rp->live, key, existed);
+    live_block_t *b = live_table_put(&rp->live, key, existed);
     if (rp->companion_alloc)
         rp->companion_alloc(rp->companion_ctx, ev, b);
     return b;
@@ -494,7 +486,7 @@ static inline const live_block_t *free_block(replay_t *rp, const reader_event_t 
                                              uint64_t key) {
     replay_totals_t *t = &rp->t;
     bool realloc_half = ev->flags & READER_FREE_OF_REALLOC;
-    live_block_t *b = hmap_take_ref(&rp->live, key);
+    live_block_t *b = live_table_take(&rp->live, key);
     if (!b) {
         t->n_unknown_frees++;
         if (ev->flags & READER_FREE_SIZED)
@@ -673,7 +665,7 @@ static void on_free(replay_t *rp, const reader_event_t *ev, uint64_t key) {
 static void on_touch_live(replay_t *rp, const reader_event_t *ev, uint64_t key) {
     if (!ev->touch)
         return;
-    const live_block_t *b = hmap_get(&rp->live, key);
+    const live_block_t *b = live_table_get(&rp->live, key);
     if (!b || !(b->stack & BLOCK_COUNTED))
         return;
     site_acc_t *s = NULL;
@@ -706,13 +698,14 @@ static inline __attribute__((always_inline)) void replay_one(replay_t *rp,
     }
 }
 
-// replay_event, replay_events and replay_prefetch serve a replay without shards, whose table key
-// is the address itself.
+// replay_event, replay_events and replay_prefetch serve a replay without shards.
 void replay_event(replay_t *rp, const reader_event_t *ev) { replay_one(rp, ev, ev->addr); }
 
-#define PREFETCH_AHEAD 8
+// 16: with the slot and then the value to fetch, 8 left the value's probe waiting for the slot
+// (one-thread `report` on rust_hashmap_growth, 43 K live blocks: ~5% more CPU at 8)
+#define PREFETCH_AHEAD 16
 
-// The live table is pooled (hmap_init_pooled): a block is its slot, then its value elsewhere.
+// The live table's values lie in a pool (live_table.h): a block is its slot, then its value.
 // The slot is prefetched PREFETCH_AHEAD events ahead; half as far ahead, when it should be in,
 // a free's block is looked up and its value prefetched too (an allocation's value is the one
 // freed last, in cache already).
@@ -720,15 +713,15 @@ static inline __attribute__((always_inline)) void prefetch_block(const replay_t 
                                                                  const reader_event_t *e,
                                                                  uint64_t key) {
     if (e->kind != READER_ALLOC)
-        hmap_prefetch_value(&rp->live, key);
+        live_table_prefetch_value(&rp->live, key);
 }
 
 void replay_events(replay_t *rp, const reader_event_t *ev, size_t n) {
     size_t i = 0;
     for (size_t k = 0; k < n && k < PREFETCH_AHEAD; k++)
-        hmap_prefetch(&rp->live, ev[k].addr);
+        live_table_prefetch(&rp->live, ev[k].addr);
     for (; i + PREFETCH_AHEAD < n; i++) {
-        hmap_prefetch(&rp->live, ev[i + PREFETCH_AHEAD].addr);
+        live_table_prefetch(&rp->live, ev[i + PREFETCH_AHEAD].addr);
         prefetch_block(rp, &ev[i + PREFETCH_AHEAD / 2], ev[i + PREFETCH_AHEAD / 2].addr);
         replay_one(rp, &ev[i], ev[i].addr);
     }
@@ -760,7 +753,7 @@ const replay_totals_t *replay_totals_shown(replay_t *rp) {
 
 uint32_t replay_last_site(const replay_t *rp) { return rp->last_site; }
 
-void replay_prefetch(const replay_t *rp, uint64_t addr) { hmap_prefetch(&rp->live, addr); }
+void replay_prefetch(const replay_t *rp, uint64_t addr) { live_table_prefetch(&rp->live, addr); }
 
 // ---- shards (replay_par.c) ----
 
@@ -775,14 +768,14 @@ void replay_shard_events(replay_t *rp, const reader_event_t *ev, const uint32_t 
     // this shard's events are listed first, so the loop below can prefetch its own blocks ahead
     replay_totals_t *t = &rp->t;
     for (size_t k = 0; k < m && k < PREFETCH_AHEAD; k++)
-        hmap_prefetch(&rp->live, live_key(rp, ev[idx[k]].addr));
+        live_table_prefetch(&rp->live, ev[idx[k]].addr);
     for (size_t k = 0; k < m; k++) {
         if (k + PREFETCH_AHEAD < m)
-            hmap_prefetch(&rp->live, live_key(rp, ev[idx[k + PREFETCH_AHEAD]].addr));
+            live_table_prefetch(&rp->live, ev[idx[k + PREFETCH_AHEAD]].addr);
         const reader_event_t *e = &ev[idx[k]];
         uint64_t bytes = t->live_bytes, blocks = t->live_blocks, allocs = t->n_blocks;
         rp->ordinal = round << 32 | idx[k];
-        replay_one(rp, e, live_key(rp, e->addr));
+        replay_one(rp, e, e->addr);
         steps[idx[k]] = (replay_step_t){
             .live_bytes = t->live_bytes - bytes, // modulo 2^64: a decrease wraps, adds back
             .live_blocks = t->live_blocks - blocks,
@@ -865,10 +858,12 @@ void replay_shard_fix(replay_t *rp, const uint32_t *site_of, uint64_t round) {
     const replay_fix_t *fix = rp->fix[slot];
     uint64_t mark = BLOCK_PENDING | (uint64_t)slot << PENDING_SLOT_SHIFT;
     for (size_t k = 0; k < rp->n_fix[slot]; k++) {
-        live_block_t *b = hmap_get(&rp->live, live_key(rp, fix[k].addr));
-        // a block that is still the one allocated at that index of that round (not freed, or
-        // freed and made again at the same address by a later allocation of its own)
-        if (b && (b->stack & (BLOCK_PENDING | PENDING_SLOTS | UINT32_MAX)) == (mark | fix[k].index))
+        // the value the block had, not a lookup of its address: a value keeps its index while
+        // its block lives, and one that still carries this round's mark of this index is that
+        // block (a value reused since carries its own allocation's mark; one given back and
+        // not reused yet is nobody's, so the write is harmless)
+        live_block_t *b = live_table_value(&rp->live, fix[k].value);
+        if ((b->stack & (BLOCK_PENDING | PENDING_SLOTS | UINT32_MAX)) == (mark | fix[k].index))
             b->stack = (b->stack & (BLOCK_COUNTED | BLOCK_ZEROED)) | site_of[fix[k].index];
     }
     rp->n_fix[slot] = 0;
@@ -887,7 +882,7 @@ void replay_shard_fix_words(replay_t *rp, unsigned shard, const replay_cfix_t *f
     for (size_t k = 0; k < n; k++) {
         if (replay_shard_of(fix[k].addr, rp->shard_bits) != shard)
             continue;
-        live_block_t *b = hmap_get(&rp->live, live_key(rp, fix[k].addr));
+        live_block_t *b = live_table_get(&rp->live, fix[k].addr);
         if (!b)
             continue;
         replay_cwords_t *w = cwords_of(b);
@@ -898,61 +893,95 @@ void replay_shard_fix_words(replay_t *rp, unsigned shard, const replay_cfix_t *f
     }
 }
 
+// The shard's prefetches, in stages: the event PREFETCH_AHEAD * 2 ahead (the round's copy was
+// written by other threads, so its lines may sit in their caches), its slot PREFETCH_AHEAD
+// ahead, and, in a table too big for the cache (deep), a free's value half as far (an
+// allocation's is the one given back last, in cache already). (Keeping each slot's hash from
+// its prefetch to its lookup, in a ring, saved no instruction: the ring costs what the hash
+// does.)
+#define SHARD_DEEP_BYTES ((size_t)4 << 20)
+
+static inline __attribute__((always_inline)) void prefetch_event(const reader_event_t *e) {
+    __builtin_prefetch(e);
+    __builtin_prefetch((const char *)(e + 1) - 1);
+}
+
 void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *idx, size_t m,
                        const uint8_t *verdict, replay_found_t *found, uint64_t round,
                        replay_cwords_t *cw) {
-    bool words = rp->cwords;
-    unsigned slot = (unsigned)(round % rp->depth);
-    uint64_t pending_slot = (uint64_t)slot << PENDING_SLOT_SHIFT;
-    for (size_t k = 0; k < m && k < PREFETCH_AHEAD; k++)
-        hmap_prefetch(&rp->live, live_key(rp, ev[idx[k]].addr));
+    live_table_t *t = &rp->live;
+    const bool words = rp->cwords, dhat = rp->mode & REPLAY_DHAT;
+    const unsigned slot = (unsigned)(round % rp->depth);
+    const uint64_t pending_slot = (uint64_t)slot << PENDING_SLOT_SHIFT;
+    const bool deep = (t->cap * sizeof *t->slots + (t->pool_n << t->vshift)) >= SHARD_DEEP_BYTES;
+    // at most one mark an event: room for all first, so the loop checks none
+    if (rp->fix_cap[slot] < rp->n_fix[slot] + m)
+        rp->fix[slot] =
+            xgrow(rp->fix[slot], &rp->fix_cap[slot], rp->n_fix[slot] + m, sizeof *rp->fix[slot]);
+    replay_fix_t *fix = rp->fix[slot] + rp->n_fix[slot], *const fix0 = fix;
+    const size_t ahead = PREFETCH_AHEAD, ahead2 = 2 * PREFETCH_AHEAD;
+    for (size_t k = 0; k < m && k < ahead2; k++)
+        prefetch_event(&ev[idx[k]]);
+    for (size_t k = 0; k < m && k < ahead; k++)
+        live_table_prefetch(t, ev[idx[k]].addr);
     for (size_t k = 0; k < m; k++) {
-        if (k + PREFETCH_AHEAD < m)
-            hmap_prefetch(&rp->live, live_key(rp, ev[idx[k + PREFETCH_AHEAD]].addr));
+        if (k + ahead2 < m)
+            prefetch_event(&ev[idx[k + ahead2]]);
+        if (k + ahead < m)
+            live_table_prefetch(t, ev[idx[k + ahead]].addr);
+        if (deep && k + ahead / 2 < m) {
+            const reader_event_t *later = &ev[idx[k + ahead / 2]];
+            if (later->kind != READER_ALLOC)
+                live_table_prefetch_value(t, later->addr);
+        }
         uint32_t i = idx[k];
         const reader_event_t *e = &ev[i];
         replay_found_t *f = &found[i];
         if (e->kind == READER_ALLOC) {
             bool existed;
-            live_block_t *b = hmap_put(&rp->live, live_key(rp, e->addr), &existed);
-            *f = existed ? (replay_found_t){b->size, b->time_ns, b->stack, 1}
-                         : (replay_found_t){0, 0, 0, 0};
-            if (words) {
-                replay_cwords_t *w = cwords_of(b);
-                if (existed)
-                    cw[i] = *w;
-                *w = (replay_cwords_t){.serial = round << 32 | i,
-                                       .stack = e->stack,
-                                       .origin = e->stack,
-                                       .tid_chain = (uint64_t)e->tid << 32};
+            uint32_t v = live_table_put_index(t, e->addr, &existed);
+            live_block_t *b = live_table_value(t, v);
+            if (__builtin_expect(existed, 0)) {
+                *f = (replay_found_t){b->size, b->time_ns, b->stack, 1};
+                if (words)
+                    cw[i] = *cwords_of(b);
+            } else {
+                *f = (replay_found_t){0, 0, 0, 0};
             }
-            bool counted = !verdict || verdict[i];
+            if (words)
+                *cwords_of(b) = (replay_cwords_t){.serial = round << 32 | i,
+                                                  .stack = e->stack,
+                                                  .origin = e->stack,
+                                                  .tid_chain = (uint64_t)e->tid << 32};
             uint64_t size = e->size;
-            if (size == 0 && (rp->mode & REPLAY_DHAT))
+            if (size == 0 && dhat)
                 size = 1;
             b->size = size;
             b->time_ns = e->time_ns;
             b->stack = 0;
-            if (counted) {
+            if (!verdict || verdict[i]) { // counted
                 b->stack = BLOCK_PENDING | pending_slot | i | BLOCK_COUNTED |
                            (e->sub == READER_CALLOC ? BLOCK_ZEROED : 0);
-                if (rp->n_fix[slot] == rp->fix_cap[slot])
-                    rp->fix[slot] = xgrow(rp->fix[slot], &rp->fix_cap[slot],
-                                          rp->n_fix[slot] + 1, sizeof *rp->fix[slot]);
-                rp->fix[slot][rp->n_fix[slot]++] = (replay_fix_t){.addr = e->addr, .index = i};
+                *fix++ = (replay_fix_t){.value = v, .index = i};
             }
         } else if (e->kind == READER_FREE) {
-            live_block_t *b = hmap_take_ref(&rp->live, live_key(rp, e->addr));
-            *f = b ? (replay_found_t){b->size, b->time_ns, b->stack, 1}
-                   : (replay_found_t){0, 0, 0, 0};
-            if (words && b)
-                cw[i] = *cwords_of(b);
+            int64_t v = live_table_take_index(t, e->addr);
+            if (v >= 0) { // the value stays as it was until the next put
+                const live_block_t *b = live_table_value(t, (uint32_t)v);
+                *f = (replay_found_t){b->size, b->time_ns, b->stack, 1};
+                if (words)
+                    cw[i] = *cwords_of((live_block_t *)b);
+            } else {
+                *f = (replay_found_t){0, 0, 0, 0};
+            }
         } else if (e->kind == READER_TOUCH_LIVE) {
-            const live_block_t *b = hmap_get(&rp->live, live_key(rp, e->addr)); // stays live
+            int64_t v = live_table_find(t, e->addr); // stays live
+            const live_block_t *b = v >= 0 ? live_table_value(t, (uint32_t)v) : NULL;
             *f = b ? (replay_found_t){b->size, b->time_ns, b->stack, 1}
                    : (replay_found_t){0, 0, 0, 0};
         }
     }
+    rp->n_fix[slot] += (size_t)(fix - fix0);
 }
 
 // The site of a block a shard found: resolved through the site_of of its round (this one or

@@ -14,10 +14,11 @@
 // A round is at least ROUND_MIN events (the reader's batches are smaller): the batches wait,
 // kept where the reader left them (replay_par_events_kept), and the round is handed over as the
 // list of its pieces: the caller's thread copies no event. Each thread copies one part of the
-// round and sorts that part's indexes by shard; after a barrier it gathers its shards' indexes
-// from every part and reads only those events, so no event is looked at by every thread. The
-// shard threads meet at counters (spin, then futex), not at the lock; a thread works only on its
-// own shards' tables; the scans' rounds pass between threads through the mutex.
+// round and sorts that part's indexes by shard as it copies; after a barrier it reads its
+// shards' indexes from every part, part after part, and only those events, so no event is
+// looked at by every thread. The shard threads meet at counters (spin, then futex), not at the
+// lock; a thread works only on its own shards' tables; the scans' rounds pass between threads
+// through the mutex.
 #include "model/replay_par.h"
 
 #include "core/xalloc.h"
@@ -110,8 +111,6 @@ typedef struct shard_thread {
     uint32_t *part;       // its part's event indexes by shard: shard s's at s * part_stride
     size_t part_cap, part_stride;
     size_t count[REPLAY_PAR_THREADS_MAX]; // of each shard's indexes in part
-    uint32_t *idx; // its shards' event indexes, gathered from every thread's part
-    size_t idx_cap;
     pthread_t thread;
 } shard_thread_t;
 
@@ -318,36 +317,20 @@ static void set_spin(replay_par_t *p) {
     atomic_store_explicit(&p->finished.spin, shards, memory_order_relaxed);
 }
 
-// Copies events [lo, hi) of the round from its pieces to rev.
-static void copy_part(replay_par_t *p, size_t lo, size_t hi) {
-    const round_seg_t *g = p->segs, *end = p->segs + p->n_segs;
-    while (g < end && g->at + g->n <= lo)
-        g++;
-    for (; g < end && g->at < hi; g++) {
-        size_t from = g->at > lo ? g->at : lo, to = g->at + g->n < hi ? g->at + g->n : hi;
-        memcpy(p->rev + from, g->ev + (from - g->at), (to - from) * sizeof *p->rev);
-    }
-}
+// Events a thread copies, then sorts by shard, at a time: the sort reads them while the copy's
+// lines are still in L1 (one pass over the part, not two).
+#define COPY_CHUNK 512u
 
-// Thread th's part of a round: it copies part `first` of the round's events (the scans read the
-// copy after the batches are given back) and sorts the part's indexes by shard; once every
-// thread has (`parted`), it gathers its shards' indexes from every part, in stream order, and
-// applies them: each event is looked at once for its shard, by one thread, whatever the
-// number of threads.
-static void work(replay_par_t *p, shard_thread_t *th) {
-    const size_t n = p->n;
-    const unsigned nt = th->step, n_shards = p->n_shards, bits = p->shard_bits;
-    size_t lo = n * th->first / nt, hi = n * (th->first + 1) / nt;
-    copy_part(p, lo, hi);
-    size_t stride = hi - lo;
-    if (th->part_cap < n_shards * stride + 1) // + 1: never NULL, even for an empty part
-        th->part = xgrow(th->part, &th->part_cap, n_shards * stride + 1, sizeof *th->part);
-    size_t count[REPLAY_PAR_THREADS_MAX] = {0};
-    uint32_t *part = th->part;
+// Sorts the indexes of rev[lo, hi) by shard into th->part (shard s's at s * stride), counting
+// them in count.
+static inline void sort_range(const replay_par_t *p, shard_thread_t *th, size_t stride,
+                              size_t lo, size_t hi, size_t *count) {
     const reader_event_t *rev = p->rev;
-    if (n_shards == 2) { // no table of cursors: the common small case, one compare an event
+    const unsigned bits = p->shard_bits;
+    uint32_t *part = th->part;
+    if (p->n_shards == 2) { // no table of cursors: the common small case, one compare an event
         uint32_t *a = part, *c = part + stride;
-        size_t na = 0, nc = 0;
+        size_t na = count[0], nc = count[1];
         for (size_t i = lo; i < hi; i++) {
             bool odd = replay_shard_of(rev[i].addr, bits);
             a[na] = (uint32_t)i;
@@ -363,33 +346,65 @@ static void work(replay_par_t *p, shard_thread_t *th) {
             part[s * stride + count[s]++] = (uint32_t)i;
         }
     }
+}
+
+// Copies events [lo, hi) of the round from its pieces to rev, a chunk at a time, and sorts each
+// chunk's indexes by shard right after its copy.
+static void copy_part(replay_par_t *p, shard_thread_t *th, size_t stride, size_t lo, size_t hi,
+                      size_t *count) {
+    const round_seg_t *g = p->segs, *end = p->segs + p->n_segs;
+    while (g < end && g->at + g->n <= lo)
+        g++;
+    for (; g < end && g->at < hi; g++) {
+        size_t from = g->at > lo ? g->at : lo, to = g->at + g->n < hi ? g->at + g->n : hi;
+        for (size_t c = from; c < to; c += COPY_CHUNK) {
+            size_t e = to - c < COPY_CHUNK ? to : c + COPY_CHUNK;
+            memcpy(p->rev + c, g->ev + (c - g->at), (e - c) * sizeof *p->rev);
+            sort_range(p, th, stride, c, e, count);
+        }
+    }
+}
+
+// Thread th's part of a round: it copies part `first` of the round's events (the scans read the
+// copy after the batches are given back) and sorts the part's indexes by shard; once every
+// thread has (`parted`), it applies its shards' indexes from every part, part after part (so
+// in stream order): each event is looked at once for its shard, by one thread, whatever the
+// number of threads.
+static void work(replay_par_t *p, shard_thread_t *th) {
+    const size_t n = p->n;
+    const unsigned nt = th->step, n_shards = p->n_shards;
+    size_t lo = n * th->first / nt, hi = n * (th->first + 1) / nt;
+    size_t stride = hi - lo;
+    if (th->part_cap < n_shards * stride + 1) // + 1: never NULL, even for an empty part
+        th->part = xgrow(th->part, &th->part_cap, n_shards * stride + 1, sizeof *th->part);
+    size_t count[REPLAY_PAR_THREADS_MAX] = {0};
+    copy_part(p, th, stride, lo, hi, count);
     th->part_stride = stride;
     memcpy(th->count, count, sizeof count);
     ww_arrive(&p->parted, (uint32_t)(p->round * nt));
     ww_wait_reach(&p->parted, (uint32_t)(p->round * nt));
 
-    if (th->idx_cap < n)
-        th->idx = xgrow(th->idx, &th->idx_cap, n, sizeof *th->idx);
+    const reader_event_t *rev = p->rev;
     round_buf_t *b = &p->buf[p->round % p->depth];
     for (unsigned s = th->first; s < n_shards; s += nt) {
-        size_t m = 0;
+        if (p->sites) {
+            // round - D's sites and words: b's site_of still holds them, and gfix
+            replay_shard_fix(p->shards[s], b->site_of, p->round);
+            if (p->growth)
+                replay_shard_fix_words(p->shards[s], s, p->gfix, p->n_gfix);
+        }
         for (unsigned t = 0; t < nt; t++) {
             const shard_thread_t *o = &p->threads[t];
-            if (o->count[s]) {
-                memcpy(th->idx + m, o->part + s * o->part_stride, o->count[s] * sizeof *th->idx);
-                m += o->count[s];
-            }
+            const uint32_t *idx = o->part + s * o->part_stride;
+            size_t m = o->count[s];
+            if (!m)
+                continue;
+            if (!p->sites)
+                replay_shard_events(p->shards[s], rev, idx, m, p->steps, p->round);
+            else
+                replay_shard_find(p->shards[s], rev, idx, m, p->keep ? b->verdict : NULL,
+                                  b->found, p->round, b->cw);
         }
-        if (!p->sites) {
-            replay_shard_events(p->shards[s], rev, th->idx, m, p->steps, p->round);
-            continue;
-        }
-        // round - D's sites and words: b's site_of still holds them, and gfix
-        replay_shard_fix(p->shards[s], b->site_of, p->round);
-        if (p->growth)
-            replay_shard_fix_words(p->shards[s], s, p->gfix, p->n_gfix);
-        replay_shard_find(p->shards[s], rev, th->idx, m, p->keep ? b->verdict : NULL, b->found,
-                          p->round, b->cw);
     }
 }
 
@@ -841,7 +856,6 @@ void replay_par_finish(replay_par_t *p) {
     else
         replay_scan_merge(p->into);
     for (unsigned i = 0; i < p->n_threads; i++) {
-        free(p->threads[i].idx);
         free(p->threads[i].part);
     }
     pthread_mutex_destroy(&p->lock);
