@@ -30,7 +30,14 @@
 #define STACK_CACHE 256u // per thread: stack -> its latest allocation there (direct-mapped)
 #define PREV_UNKNOWN UINT64_MAX
 #define SHORT_SLOTS 256u // direct-mapped origin -> short-lived counts in front of the map
-#define CHANGED_SLOTS 16384u // growth_scan_chains' direct-mapped changed words, by serial
+#define CHANGED_MIN 1024u // growth_scan_chains' table of changed words: its smallest size
+
+// growth_scan_chains' changed words: fixes[q][k - 1] changed the block allocated as serial
+// (serial 0: empty).
+typedef struct changed {
+    uint64_t serial;
+    uint32_t q, k;
+} changed_t;
 
 typedef struct short_slot {
     uint64_t origin;
@@ -146,20 +153,18 @@ struct growth {
     hmap_t site_of; // stack -> index + 1 into accs during the pass, into sites after finish
     // growth_scan_chains: the words changed in the last D rounds (D = depth, the rounds in
     // flight), by the round's slot (round % D): for the shards D rounds on (fixes) and for the
-    // frees until then (changed_slot: index + 1 into fixes of slot q by a hash h of the serial,
-    // 0 none, in bits 32 (q & 1) of word h * slot_words + q / 2, so a free reads one word for
-    // two rounds, and at the default D = 2 one word in all; changed: serial -> index + 1 for
-    // the serials whose slot another one held). A map made and emptied each round cost more
-    // than all the rest of a free.
+    // frees until then (changed: serial -> slot and index, one open-addressed table for all D
+    // slots, kept across rounds; a slot's entries leave it when its list is emptied). A block
+    // joins a chain at most once, so a serial has at most one entry.
     bool scan;
     unsigned depth; // growth_scan_start's
     unsigned slot;  // of the round being scanned
     replay_cfix_t *fixes[REPLAY_DEPTH_MAX];
     size_t n_fixes[REPLAY_DEPTH_MAX], cap_fixes[REPLAY_DEPTH_MAX];
     size_t n_fixes_open; // in all D lists: 0, and a free reads no slot
-    uint64_t *changed_slot; // CHANGED_SLOTS * slot_words
-    unsigned slot_words;    // (depth + 1) / 2
-    hmap_t changed[REPLAY_DEPTH_MAX];
+    changed_t *changed;     // NULL until the first change
+    size_t changed_mask;    // its size - 1 (a power of two)
+    size_t n_changed;       // entries in use: at most half of it
     // growth_scan_links -> growth_scan_chains, by the round's slot: what each event does to
     uint8_t *sop[REPLAY_DEPTH_MAX];
     size_t sop_cap[REPLAY_DEPTH_MAX];
@@ -179,8 +184,6 @@ growth_t *growth_new(uint64_t short_ns) {
     hmap_init(&g->threads, sizeof(gthread_t *));
     hmap_init(&g->shorts, sizeof(growth_short_t));
     hmap_init(&g->site_of, sizeof(uint64_t));
-    for (unsigned k = 0; k < REPLAY_DEPTH_MAX; k++)
-        hmap_init(&g->changed[k], sizeof(uint64_t));
     hmap_init(&g->pend, sizeof(gblock_t *));
     g->pend_tid = UINT64_MAX;
     return g;
@@ -198,9 +201,8 @@ void growth_free(growth_t *g) {
     hmap_fini(&g->threads);
     hmap_fini(&g->shorts);
     hmap_fini(&g->site_of);
-    free(g->changed_slot);
+    free(g->changed);
     for (unsigned k = 0; k < REPLAY_DEPTH_MAX; k++) {
-        hmap_fini(&g->changed[k]);
         free(g->fixes[k]);
         free(g->sop[k]);
         free(g->links[k]);
@@ -407,21 +409,45 @@ static const recent_t *scan_ring(const gthread_t *t, uint64_t a_stack, uint64_t 
     return NULL;
 }
 
-static inline unsigned changed_hash(uint64_t serial) {
-    return (unsigned)((serial * 0x9E3779B97F4A7C15ull) >> 50) % CHANGED_SLOTS;
+static inline size_t changed_home(const growth_t *g, uint64_t serial) {
+    return (size_t)((serial * 0x9E3779B97F4A7C15ull) >> 40) & g->changed_mask;
 }
 
-// The words of changed_slot for serial's hash, and slot q's index + 1 in them.
-static inline uint64_t *changed_words(const growth_t *g, uint64_t serial) {
-    return &g->changed_slot[(size_t)changed_hash(serial) * g->slot_words];
+// The entry of serial in the changed table, or the empty one where it would go.
+static inline changed_t *changed_at(const growth_t *g, uint64_t serial) {
+    size_t i = changed_home(g, serial);
+    while (g->changed[i].serial && g->changed[i].serial != serial)
+        i = (i + 1) & g->changed_mask;
+    return &g->changed[i];
 }
 
-static inline uint32_t changed_get(const uint64_t *w, unsigned q) {
-    return (uint32_t)(w[q >> 1] >> 32 * (q & 1));
+// Doubles the changed table (or makes it), at most half full after.
+__attribute__((noinline)) static void changed_grow(growth_t *g) {
+    changed_t *old = g->changed;
+    size_t n_old = old ? g->changed_mask + 1 : 0, n = n_old ? 2 * n_old : CHANGED_MIN;
+    g->changed = xcalloc(n, sizeof *g->changed);
+    g->changed_mask = n - 1;
+    for (size_t i = 0; i < n_old; i++)
+        if (old[i].serial)
+            *changed_at(g, old[i].serial) = old[i];
+    free(old);
 }
 
-static inline void changed_set(uint64_t *w, unsigned q, uint32_t k) {
-    w[q >> 1] = (w[q >> 1] & ~(0xffffffffull << 32 * (q & 1))) | (uint64_t)k << 32 * (q & 1);
+// Takes entry i out of the changed table, moving back the entries after it in its run that
+// could sit nearer their home (linear probing without tombstones: a lookup stops at the first
+// empty entry).
+static void changed_del(growth_t *g, size_t i) {
+    size_t mask = g->changed_mask;
+    for (size_t j = (i + 1) & mask; g->changed[j].serial; j = (j + 1) & mask) {
+        size_t h = changed_home(g, g->changed[j].serial);
+        // j's entry may move to i if its home is not in (i, j], cyclically
+        if (((j - h) & mask) >= ((j - i) & mask)) {
+            g->changed[i] = g->changed[j];
+            i = j;
+        }
+    }
+    g->changed[i].serial = 0;
+    g->n_changed--;
 }
 
 // growth_scan_chains: a block's words changed (it joined a chain): the shards get them D rounds on,
@@ -439,12 +465,12 @@ static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t o
     g->fixes[q][g->n_fixes[q]++] =
         (replay_cfix_t){.addr = addr, .serial = serial, .origin = origin, .chain = (uint32_t)chain};
     g->n_fixes_open++;
-    uint64_t *w = changed_words(g, serial);
-    uint32_t k = changed_get(w, q);
-    if (k == 0 || g->fixes[q][k - 1].serial == serial)
-        changed_set(w, q, (uint32_t)g->n_fixes[q]);
-    else
-        *(uint64_t *)hmap_put(&g->changed[q], serial, NULL) = g->n_fixes[q];
+    if (2 * (g->n_changed + 1) > (g->changed ? g->changed_mask + 1 : 0))
+        changed_grow(g);
+    changed_t *c = changed_at(g, serial);
+    if (!c->serial) // (else a newer change of the same block: it wins, as in the lists)
+        g->n_changed++;
+    *c = (changed_t){.serial = serial, .q = q, .k = (uint32_t)g->n_fixes[q]};
 }
 
 // docs/growth.md#allocate-copy-free: the newest allocation at the old block's stack among the
@@ -600,61 +626,25 @@ void growth_attach(growth_t *g, replay_t *rp) {
 void growth_scan_start(growth_t *g, unsigned depth) {
     g->scan = true;
     g->depth = depth < 2 ? 2 : depth > REPLAY_DEPTH_MAX ? REPLAY_DEPTH_MAX : depth;
-    g->slot_words = (g->depth + 1) / 2;
-    free(g->changed_slot); // (a second call, before the first event, changes the depth)
-    g->changed_slot = xcalloc((size_t)CHANGED_SLOTS * g->slot_words, sizeof *g->changed_slot);
-}
-
-// The change of round slot q to the block allocated as serial (k: its slot's index for q),
-// if any.
-static inline const replay_cfix_t *changed_find(const growth_t *g, unsigned q, uint64_t k,
-                                                uint64_t serial) {
-    if (!k)
-        return NULL;
-    if (g->fixes[q][k - 1].serial != serial) { // the slot is another's
-        const uint64_t *m = hmap_count(&g->changed[q]) ? hmap_get(&g->changed[q], serial) : NULL;
-        if (!m)
-            return NULL;
-        k = *m;
-    }
-    return &g->fixes[q][k - 1];
-}
-
-// scan_block's rare part: the newest change to the block allocated as serial among the lists
-// of this round and the D - 1 before (w: its hash's words, one of them not 0), if any.
-__attribute__((noinline)) static const replay_cfix_t *changed_of(const growth_t *g,
-                                                                 const uint64_t *w,
-                                                                 uint64_t serial) {
-    unsigned d = g->depth, q = g->slot;
-    for (unsigned r = 0; r < d; r++, q = q ? q - 1 : d - 1) {
-        const replay_cfix_t *c = changed_find(g, q, changed_get(w, q), serial);
-        if (c)
-            return c;
-    }
-    return NULL;
 }
 
 // The block a shard found (its head in f, its words in w), with the changes of this round and
-// of the D - 1 before, which the shard has not applied yet (the newest first).
-static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const replay_cwords_t *w) {
+// of the D - 1 before, which the shard has not applied yet.
+static inline gblock_t scan_block(const growth_t *g, const replay_found_t *f,
+                                  const replay_cwords_t *w) {
     gblock_t a = {.head = {.size = f->size, .time_ns = f->time_ns, .stack = f->stack},
                   .seq = w->serial,
                   .stack = w->stack,
                   .origin = w->origin,
                   .chain = (uint32_t)w->tid_chain};
-    // no link in any open round: no slot to read (a cache miss, 128 KiB for two rounds)
+    // no link in any open round: no table to read
     if (!g->n_fixes_open)
         return a;
-    const uint64_t *words = changed_words(g, w->serial);
-    uint64_t any = words[0];
-    for (unsigned k = 1; k < g->slot_words; k++) // (none at the default depth, 2)
-        any |= words[k];
-    if (any) {
-        const replay_cfix_t *c = changed_of(g, words, w->serial);
-        if (c) {
-            a.origin = c->origin;
-            a.chain = c->chain;
-        }
+    const changed_t *c = changed_at(g, w->serial);
+    if (c->serial) {
+        const replay_cfix_t *x = &g->fixes[c->q][c->k - 1];
+        a.origin = x->origin;
+        a.chain = x->chain;
     }
     return a;
 }
@@ -743,14 +733,13 @@ void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
     // the shards applied the changes of round - D before this round's finds: their lists
     // take this round's
     unsigned q = g->slot = (unsigned)(round % g->depth);
-    for (size_t k = 0; k < g->n_fixes[q]; k++)
-        changed_set(changed_words(g, g->fixes[q][k].serial), q, 0);
+    for (size_t k = g->n_fixes[q]; k-- > 0;) {
+        changed_t *c = changed_at(g, g->fixes[q][k].serial);
+        if (c->serial && c->q == q && c->k == k + 1)
+            changed_del(g, (size_t)(c - g->changed));
+    }
     g->n_fixes_open -= g->n_fixes[q];
     g->n_fixes[q] = 0;
-    if (hmap_count(&g->changed[q])) {
-        hmap_fini(&g->changed[q]);
-        hmap_init(&g->changed[q], sizeof(uint64_t));
-    }
     const uint8_t *sop = g->sop[q];
     const scan_link_t *lk = g->links[q];
     for (size_t i = 0; i < n; i++) {
