@@ -72,8 +72,7 @@ typedef struct recent {
 } recent_t;
 
 typedef struct stack_last {
-    uint64_t stack, seq; // seq 0: empty
-    unsigned ring;       // the ring slot its recent_t went to (overwritten since if seq differs)
+    uint64_t stack, seq; // 0, 0: empty
 } stack_last_t;
 
 typedef struct gthread {
@@ -114,12 +113,15 @@ typedef struct scan_link {
     uint64_t addr, seq, stack, size, time_ns;
 } scan_link_t;
 
-// What growth_scan_links tells growth_scan_chains an event does (0: nothing for the chains).
+// What growth_scan_links tells growth_scan_chains an event does, in the low SCAN_BITS of an op
+// (the event's index above them); an event that does nothing for the chains has no op.
 #define SCAN_FREE 1u         // a free of a known block (not a realloc's freeing half)
 #define SCAN_PENDING 2u      // a realloc's freeing half: its block waits for the new half
-#define SCAN_SHORT 4u        // ... a short-lived one (with SCAN_FREE)
+#define SCAN_SHORT 4u        // ... its thread's latest allocation, short-lived whatever its
+                             // age (with SCAN_FREE; growth_scan_chains checks the age)
 #define SCAN_COPY 8u         // ... linked to the next scan_link_t (with SCAN_FREE)
 #define SCAN_REALLOC 16u     // an allocation that continues its thread's pending realloc
+#define SCAN_BITS 5u
 
 typedef struct site_acc {
     growth_site_t s;
@@ -165,9 +167,12 @@ struct growth {
     changed_t *changed;     // NULL until the first change
     size_t changed_mask;    // its size - 1 (a power of two)
     size_t n_changed;       // entries in use: at most half of it
-    // growth_scan_links -> growth_scan_chains, by the round's slot: what each event does to
-    uint8_t *sop[REPLAY_DEPTH_MAX];
-    size_t sop_cap[REPLAY_DEPTH_MAX];
+    // growth_scan_links -> growth_scan_chains, by the round's slot: the ops (index << SCAN_BITS
+    // | SCAN_*) of the events that do something for the chains, in stream order (most
+    // allocations do nothing there: the chains pass does not look at them), and the copy steps'
+    // new blocks
+    uint32_t *ops[REPLAY_DEPTH_MAX];
+    size_t n_ops[REPLAY_DEPTH_MAX], ops_cap[REPLAY_DEPTH_MAX];
     scan_link_t *links[REPLAY_DEPTH_MAX];
     size_t n_links[REPLAY_DEPTH_MAX], cap_links[REPLAY_DEPTH_MAX];
     // growth_scan_chains' own per-thread state: the block the freeing half of a realloc took
@@ -204,7 +209,7 @@ void growth_free(growth_t *g) {
     free(g->changed);
     for (unsigned k = 0; k < REPLAY_DEPTH_MAX; k++) {
         free(g->fixes[k]);
-        free(g->sop[k]);
+        free(g->ops[k]);
         free(g->links[k]);
     }
     gblock_t **bp;
@@ -375,12 +380,12 @@ static inline __attribute__((always_inline)) bool on_alloc(growth_t *g, gthread_
     t->n_events++;
     t->last_seq = seq;
     stack_last_t *sl = &t->last[(ev->stack * 0x9E3779B97F4A7C15ull) >> 56];
-    // an empty slot was never written: no allocation at this stack before; another stack's entry
-    // may have evicted this one's
-    uint64_t prev = sl->seq == 0 ? 0 : sl->stack == ev->stack ? sl->seq : PREV_UNKNOWN;
+    // another stack's entry may have evicted this one's; an empty one (0, 0) was never written:
+    // no allocation at this stack before, which reads as 0 or as PREV_UNKNOWN, and either is
+    // no allocation's number
+    uint64_t prev = sl->stack == ev->stack ? sl->seq : PREV_UNKNOWN;
     sl->stack = ev->stack;
     sl->seq = seq;
-    sl->ring = t->ring_pos;
     recent_t *r = &t->ring[t->ring_pos];
     r->addr = ev->addr;
     r->seq = seq;
@@ -488,28 +493,34 @@ __attribute__((noinline)) static bool link_copy(growth_t *g, gblock_t a, const r
     return true;
 }
 
-// find_copy's choice of the new block (NULL: none), all but the last step.
-static inline __attribute__((always_inline)) const recent_t *find_recent(gthread_t *t,
-                                                                        const gblock_t *a,
-                                                                        uint64_t now) {
-    const recent_t *r = NULL;
-    const stack_last_t *sl = &t->last[(a->stack * 0x9E3779B97F4A7C15ull) >> 56];
-    if (sl->seq != 0 && sl->stack == a->stack) {
-        // the thread's newest allocation at the stack is the one the scan below would stop
-        // at, if it is newer than a and still in the window: no scan of the ring
-        if (sl->seq <= seq_of(a))
-            return NULL;
-        r = &t->ring[sl->ring];
-        if (r->seq != sl->seq || r->ev + GROWTH_WINDOW < t->n_events)
-            return NULL;
-    } else {
-        r = scan_ring(t, a->stack, seq_of(a));
-    }
-    if (!r || r->size <= a->head.size || r->prev_seq != seq_of(a))
+// find_recent's answer once a ring entry names a as the allocation before it at its stack.
+// Out of line: the scan's loop keeps its registers.
+static inline __attribute__((always_inline)) const recent_t *find_recent_slow(const gthread_t *t,
+                                                                  uint64_t a_stack,
+                                                                  uint64_t a_seq,
+                                                                  uint64_t a_size, uint64_t now) {
+    const recent_t *r = scan_ring(t, a_stack, a_seq);
+    if (!r || r->size <= a_size || r->prev_seq != a_seq)
         return NULL;
-    if (now - r->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a->head.size)
+    if (now - r->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a_size)
         return NULL;
     return r;
+}
+
+// find_copy's choice of the new block (NULL: none), all but the last step. The new block's
+// ring entry must name a as its stack's allocation before it (prev_seq): most frees are of
+// blocks that no entry names, seen in GROWTH_WINDOW compares, without the stack's hash (an
+// entry out of the window or overwritten may name a too: find_recent_slow sorts them out).
+static inline __attribute__((always_inline)) const recent_t *find_recent(const gthread_t *t,
+                                                                        const gblock_t *a,
+                                                                        uint64_t now) {
+    _Static_assert(GROWTH_WINDOW == 4, "one compare per ring entry");
+    uint64_t a_seq = seq_of(a);
+    const recent_t *e = t->ring;
+    if ((e[0].prev_seq == a_seq) | (e[1].prev_seq == a_seq) | (e[2].prev_seq == a_seq) |
+        (e[3].prev_seq == a_seq))
+        return find_recent_slow(t, a->stack, a_seq, a->head.size, now);
+    return NULL;
 }
 
 // Inlined into every caller of on_free: the common answer (no link) is a few loads away.
@@ -567,14 +578,15 @@ static inline __attribute__((always_inline)) unsigned on_free(growth_t *g, gthre
     }
     t->n_events++;
     unsigned op = SCAN_FREE;
-    // short-lived: within short_ns, or replay's "temporary" (docs/growth.md#short-lived)
-    if ((g->short_ns && ev->time_ns >= a->head.time_ns &&
-         ev->time_ns - a->head.time_ns <= g->short_ns) ||
-        t->last_seq == seq_of(a)) {
-        if (links)
+    // short-lived: within short_ns, or replay's "temporary" (docs/growth.md#short-lived); the
+    // scan leaves the age to growth_scan_chains, which has the block's time at hand
+    if (links) {
+        if (t->last_seq == seq_of(a))
             op |= SCAN_SHORT;
-        else
-            short_add(g, a);
+    } else if ((g->short_ns && ev->time_ns >= a->head.time_ns &&
+                ev->time_ns - a->head.time_ns <= g->short_ns) ||
+               t->last_seq == seq_of(a)) {
+        short_add(g, a);
     }
     if (links) {
         const recent_t *r =
@@ -680,10 +692,11 @@ static inline void scan_gone(growth_t *g, gthread_t *t, uint32_t tid, const repl
 void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
                        const replay_found_t *found, const replay_cwords_t *cw, uint64_t round) {
     unsigned q = (unsigned)(round % g->depth);
-    if (g->sop_cap[q] < n)
-        g->sop[q] = xgrow(g->sop[q], &g->sop_cap[q], n, sizeof *g->sop[q]);
+    if (g->ops_cap[q] < n)
+        g->ops[q] = xgrow(g->ops[q], &g->ops_cap[q], n, sizeof *g->ops[q]);
     g->n_links[q] = 0;
-    uint8_t *sop = g->sop[q];
+    g->n_ops[q] = 0;
+    uint32_t *op = g->ops[q];
     if (!n)
         return;
     uint32_t tid = ev[0].tid;
@@ -691,7 +704,6 @@ void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
     for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = &ev[i];
         const replay_found_t *f = &found[i];
-        unsigned op = 0;
         if (e->kind == READER_ALLOC) {
             if (e->tid != tid)
                 t = thread_of(g, tid = e->tid);
@@ -700,7 +712,8 @@ void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
             gblock_t b; // on_alloc writes all but the head's stack, which nothing reads
             b.head.size = e->size;
             b.head.time_ns = e->time_ns;
-            op = on_alloc(g, t, e, &b, round << 32 | i, true) ? SCAN_REALLOC : 0;
+            if (on_alloc(g, t, e, &b, round << 32 | i, true))
+                *op++ = (uint32_t)i << SCAN_BITS | SCAN_REALLOC;
         } else if (e->kind == READER_FREE && f->had) {
             if (e->tid != tid)
                 t = thread_of(g, tid = e->tid);
@@ -709,10 +722,10 @@ void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
                           .seq = cw[i].serial,
                           .stack = cw[i].stack};
             scan_gone(g, t, tid, &cw[i]);
-            op = on_free(g, t, e, &a, true, q);
+            *op++ = (uint32_t)i << SCAN_BITS | on_free(g, t, e, &a, true, q);
         }
-        sop[i] = (uint8_t)op;
     }
+    g->n_ops[q] = (size_t)(op - g->ops[q]);
 }
 
 // growth_scan_chains' block a realloc's freeing half took out on thread tid.
@@ -740,12 +753,13 @@ void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
     }
     g->n_fixes_open -= g->n_fixes[q];
     g->n_fixes[q] = 0;
-    const uint8_t *sop = g->sop[q];
+    (void)n; // the links pass's ops name the events it needs, all below n
+    const uint64_t short_ns = g->short_ns;
+    const uint32_t *ops = g->ops[q];
     const scan_link_t *lk = g->links[q];
-    for (size_t i = 0; i < n; i++) {
-        unsigned op = sop[i];
-        if (!op)
-            continue;
+    for (size_t k = 0, m = g->n_ops[q]; k < m; k++) {
+        size_t i = ops[k] >> SCAN_BITS;
+        unsigned op = ops[k] & ((1u << SCAN_BITS) - 1);
         const reader_event_t *e = &ev[i];
         if (op & SCAN_REALLOC) { // on_alloc's link
             chain_origin_t co = link_realloc(g, pending_of(g, e->tid), e);
@@ -757,7 +771,8 @@ void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
             *pending_of(g, e->tid) = a;
             continue;
         }
-        if (op & SCAN_SHORT)
+        if ((op & SCAN_SHORT) || (short_ns && e->time_ns >= a.head.time_ns &&
+                                  e->time_ns - a.head.time_ns <= short_ns))
             short_add(g, &a);
         if (op & SCAN_COPY) { // find_copy's link (a block without a predecessor: note_copy)
             const scan_link_t *r = lk++;
