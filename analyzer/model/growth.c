@@ -547,17 +547,17 @@ __attribute__((noinline)) static bool note_copy(growth_t *g, unsigned q, recent_
 }
 
 // A short-lived block's count, by its origin.
-static inline void short_add(growth_t *g, const gblock_t *a) {
-    short_slot_t *sl = &g->short_slots[(a->origin * 0x9E3779B97F4A7C15ull) >> 56];
-    if (sl->sh.blocks && sl->origin != a->origin) {
+static inline void short_add(growth_t *g, uint64_t origin, uint64_t size) {
+    short_slot_t *sl = &g->short_slots[(origin * 0x9E3779B97F4A7C15ull) >> 56];
+    if (sl->sh.blocks && sl->origin != origin) {
         growth_short_t *s = hmap_put(&g->shorts, sl->origin, NULL);
         s->blocks += sl->sh.blocks;
         s->bytes += sl->sh.bytes;
         sl->sh = (growth_short_t){0, 0};
     }
-    sl->origin = a->origin;
+    sl->origin = origin;
     sl->sh.blocks++;
-    sl->sh.bytes += a->head.size;
+    sl->sh.bytes += size;
 }
 
 // a: the freed block, already out of the live table (read in place: see on_alloc).
@@ -586,7 +586,7 @@ static inline __attribute__((always_inline)) unsigned on_free(growth_t *g, gthre
     } else if ((g->short_ns && ev->time_ns >= a->head.time_ns &&
                 ev->time_ns - a->head.time_ns <= g->short_ns) ||
                t->last_seq == seq_of(a)) {
-        short_add(g, a);
+        short_add(g, a->origin, a->head.size);
     }
     if (links) {
         const recent_t *r =
@@ -640,25 +640,43 @@ void growth_scan_start(growth_t *g, unsigned depth) {
     g->depth = depth < 2 ? 2 : depth > REPLAY_DEPTH_MAX ? REPLAY_DEPTH_MAX : depth;
 }
 
-// The block a shard found (its head in f, its words in w), with the changes of this round and
-// of the D - 1 before, which the shard has not applied yet.
-static inline gblock_t scan_block(const growth_t *g, const replay_found_t *f,
-                                  const replay_cwords_t *w) {
-    gblock_t a = {.head = {.size = f->size, .time_ns = f->time_ns, .stack = f->stack},
-                  .seq = w->serial,
-                  .stack = w->stack,
-                  .origin = w->origin,
-                  .chain = (uint32_t)w->tid_chain};
+// The origin and chain of the block a shard found (its words in w), with the changes of this
+// round and of the D - 1 before, which the shard has not applied yet.
+static inline chain_origin_t scan_words(const growth_t *g, const replay_cwords_t *w) {
+    chain_origin_t co = {.chain = (uint32_t)w->tid_chain, .origin = w->origin};
     // no link in any open round: no table to read
-    if (!g->n_fixes_open)
-        return a;
-    const changed_t *c = changed_at(g, w->serial);
-    if (c->serial) {
-        const replay_cfix_t *x = &g->fixes[c->q][c->k - 1];
-        a.origin = x->origin;
-        a.chain = x->chain;
+    if (g->n_fixes_open) {
+        const changed_t *c = changed_at(g, w->serial);
+        if (c->serial) {
+            const replay_cfix_t *x = &g->fixes[c->q][c->k - 1];
+            co = (chain_origin_t){.chain = x->chain, .origin = x->origin};
+        }
     }
-    return a;
+    return co;
+}
+
+// The block a shard found (its head in f, its words in w, its origin and chain in co).
+static inline gblock_t scan_block(const replay_found_t *f, const replay_cwords_t *w,
+                                  chain_origin_t co) {
+    return (gblock_t){.head = {.size = f->size, .time_ns = f->time_ns, .stack = f->stack},
+                      .seq = w->serial,
+                      .stack = w->stack,
+                      .origin = co.origin,
+                      .chain = co.chain};
+}
+
+// growth_scan_chains' copy step: links the freed block (f, w, co) to the new block r, which had
+// no predecessor (note_copy). Out of line: the chains' loop keeps its registers.
+__attribute__((noinline)) static void scan_copy(growth_t *g, const replay_found_t *f,
+                                                const replay_cwords_t *w, chain_origin_t co,
+                                                const scan_link_t *r) {
+    gblock_t a = scan_block(f, w, co);
+    gblock_t b = {.head = {.size = r->size, .time_ns = r->time_ns},
+                  .seq = r->seq | BLOCK_HAS_PRED,
+                  .stack = r->stack,
+                  .origin = r->stack};
+    link_blocks(g, &a, &b, r->size, LINK_MOVED);
+    note_changed(g, r->addr, r->seq, b.origin, b.chain);
 }
 
 // The block a shard found left the table: its allocating thread's ring entry, if it still has
@@ -766,25 +784,20 @@ void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
             note_changed(g, e->addr, round << 32 | i, co.origin, co.chain);
             continue;
         }
-        gblock_t a = scan_block(g, &found[i], &cw[i]);
+        const replay_found_t *f = &found[i];
+        const replay_cwords_t *w = &cw[i];
+        chain_origin_t co = scan_words(g, w);
         if (op & SCAN_PENDING) {
-            *pending_of(g, e->tid) = a;
+            *pending_of(g, e->tid) = scan_block(f, w, co);
             continue;
         }
-        if ((op & SCAN_SHORT) || (short_ns && e->time_ns >= a.head.time_ns &&
-                                  e->time_ns - a.head.time_ns <= short_ns))
-            short_add(g, &a);
-        if (op & SCAN_COPY) { // find_copy's link (a block without a predecessor: note_copy)
-            const scan_link_t *r = lk++;
-            gblock_t b = {.head = {.size = r->size, .time_ns = r->time_ns},
-                          .seq = r->seq | BLOCK_HAS_PRED,
-                          .stack = r->stack,
-                          .origin = r->stack};
-            link_blocks(g, &a, &b, r->size, LINK_MOVED);
-            note_changed(g, r->addr, r->seq, b.origin, b.chain);
-        } else if (a.chain) {
-            chain_end(g, a.chain); // its last block is gone: the chain is complete
-        }
+        if ((op & SCAN_SHORT) ||
+            (short_ns && e->time_ns >= f->time_ns && e->time_ns - f->time_ns <= short_ns))
+            short_add(g, co.origin, f->size);
+        if (op & SCAN_COPY) // find_copy's link (a block without a predecessor: note_copy)
+            scan_copy(g, f, w, co, lk++);
+        else if (co.chain)
+            chain_end(g, co.chain); // its last block is gone: the chain is complete
     }
 }
 
