@@ -507,20 +507,24 @@ static inline __attribute__((always_inline)) const recent_t *find_recent_slow(co
     return r;
 }
 
-// find_copy's choice of the new block (NULL: none), all but the last step. The new block's
-// ring entry must name a as its stack's allocation before it (prev_seq): most frees are of
-// blocks that no entry names, seen in GROWTH_WINDOW compares, without the stack's hash (an
-// entry out of the window or overwritten may name a too: find_recent_slow sorts them out).
+// Whether a ring entry names the allocation a_seq as its stack's allocation before it
+// (prev_seq), which find_recent's new block must: most frees are of blocks that no entry
+// names, seen in GROWTH_WINDOW compares, without the stack's hash (an entry out of the window
+// or overwritten may name it too: find_recent_slow sorts them out).
+static inline bool ring_names(const gthread_t *t, uint64_t a_seq) {
+    _Static_assert(GROWTH_WINDOW == 4, "one compare per ring entry");
+    const recent_t *e = t->ring;
+    return (e[0].prev_seq == a_seq) | (e[1].prev_seq == a_seq) | (e[2].prev_seq == a_seq) |
+           (e[3].prev_seq == a_seq);
+}
+
+// find_copy's choice of the new block (NULL: none), all but the last step.
 static inline __attribute__((always_inline)) const recent_t *find_recent(const gthread_t *t,
                                                                         const gblock_t *a,
                                                                         uint64_t now) {
-    _Static_assert(GROWTH_WINDOW == 4, "one compare per ring entry");
     uint64_t a_seq = seq_of(a);
-    const recent_t *e = t->ring;
-    if ((e[0].prev_seq == a_seq) | (e[1].prev_seq == a_seq) | (e[2].prev_seq == a_seq) |
-        (e[3].prev_seq == a_seq))
-        return find_recent_slow(t, a->stack, a_seq, a->head.size, now);
-    return NULL;
+    return ring_names(t, a_seq) ? find_recent_slow(t, a->stack, a_seq, a->head.size, now)
+                                : NULL;
 }
 
 // Inlined into every caller of on_free: the common answer (no link) is a few loads away.
@@ -530,13 +534,18 @@ static inline __attribute__((always_inline)) bool find_copy(growth_t *g, gthread
     return r && link_copy(g, *a, r);
 }
 
-// growth_scan_links' last step of find_copy, where the block lives in a shard: the ring entry
+// growth_scan_links' find_recent once a ring entry names the freed block (f, w), and the last
+// step of find_copy, where the block lives in a shard: the ring entry
 // knows whether it is still live without a predecessor, and its size is the block's (replay's
 // size outside DHAT mode); a block without a predecessor never joined a chain, so its origin
 // is its stack and its chain none. The link itself is growth_scan_chains', from the new
 // block's fields noted here. Out of line, as link_copy.
-__attribute__((noinline)) static bool note_copy(growth_t *g, unsigned q, recent_t *r) {
-    if (r->flags & (RECENT_GONE | RECENT_PRED))
+__attribute__((noinline)) static bool note_copy(growth_t *g, unsigned q, gthread_t *t,
+                                                const replay_found_t *f,
+                                                const replay_cwords_t *w, uint64_t now) {
+    recent_t *r = (recent_t *)find_recent_slow(t, w->stack, w->serial & ~BLOCK_HAS_PRED,
+                                               f->size, now);
+    if (!r || r->flags & (RECENT_GONE | RECENT_PRED))
         return false;
     r->flags |= RECENT_PRED;
     if (g->n_links[q] == g->cap_links[q])
@@ -561,43 +570,48 @@ static inline void short_add(growth_t *g, uint64_t origin, uint64_t size) {
 }
 
 // a: the freed block, already out of the live table (read in place: see on_alloc).
-// t: ev's thread. Inlined as on_alloc. links (a constant): growth_scan_links', which has a
-// without its origin and chain and leaves to growth_scan_chains what needs them (the short-
-// lived count by origin, the link, the chain's end), told by the SCAN_* bits it returns (in
-// round slot q's lists).
-static inline __attribute__((always_inline)) unsigned on_free(growth_t *g, gthread_t *t,
-                                                              const reader_event_t *ev,
-                                                              gblock_t *a, bool links,
-                                                              unsigned q) {
+// t: ev's thread. Inlined as on_alloc.
+static inline __attribute__((always_inline)) void on_free(growth_t *g, gthread_t *t,
+                                                          const reader_event_t *ev, gblock_t *a) {
     if (ev->flags & READER_FREE_OF_REALLOC) {
         t->has_pending = true;
         t->pending_addr = ev->addr;
-        if (!links)
-            t->pending = *a;
-        return SCAN_PENDING;
+        t->pending = *a;
+        return;
     }
     t->n_events++;
-    unsigned op = SCAN_FREE;
-    // short-lived: within short_ns, or replay's "temporary" (docs/growth.md#short-lived); the
-    // scan leaves the age to growth_scan_chains, which has the block's time at hand
-    if (links) {
-        if (t->last_seq == seq_of(a))
-            op |= SCAN_SHORT;
-    } else if ((g->short_ns && ev->time_ns >= a->head.time_ns &&
-                ev->time_ns - a->head.time_ns <= g->short_ns) ||
-               t->last_seq == seq_of(a)) {
+    // short-lived: within short_ns, or replay's "temporary" (docs/growth.md#short-lived)
+    if ((g->short_ns && ev->time_ns >= a->head.time_ns &&
+         ev->time_ns - a->head.time_ns <= g->short_ns) ||
+        t->last_seq == seq_of(a))
         short_add(g, a->origin, a->head.size);
-    }
-    if (links) {
-        const recent_t *r =
-            ev->time_ns >= a->head.time_ns ? find_recent(t, a, ev->time_ns) : NULL;
-        if (r && note_copy(g, q, (recent_t *)r))
-            op |= SCAN_COPY;
-        return op;
-    }
     bool linked = ev->time_ns >= a->head.time_ns && find_copy(g, t, a, ev->time_ns);
     if (!linked && a->chain)
         chain_end(g, a->chain); // its last block is gone: the chain is complete
+}
+
+// on_free in growth_scan_links, where the block (its head in f, its words in w) lives in a
+// shard: decides what only the per-thread state can, and leaves to growth_scan_chains what
+// needs the block's origin and chain (the short-lived count by origin and the age test, the
+// link, the chain's end), told by the SCAN_* bits it returns (and note_copy's list of round
+// slot q). The block's fields are read where they are needed, not gathered into a block: the
+// loop's registers are scarce.
+static inline __attribute__((always_inline)) unsigned scan_free(growth_t *g, gthread_t *t,
+                                                                const reader_event_t *ev,
+                                                                const replay_found_t *f,
+                                                                const replay_cwords_t *w,
+                                                                unsigned q) {
+    if (ev->flags & READER_FREE_OF_REALLOC) {
+        t->has_pending = true;
+        t->pending_addr = ev->addr;
+        return SCAN_PENDING;
+    }
+    t->n_events++;
+    uint64_t a_seq = w->serial & ~BLOCK_HAS_PRED;
+    unsigned op = t->last_seq == a_seq ? SCAN_FREE | SCAN_SHORT : SCAN_FREE;
+    if (ev->time_ns >= f->time_ns && ring_names(t, a_seq) &&
+        note_copy(g, q, t, f, w, ev->time_ns))
+        op |= SCAN_COPY;
     return op;
 }
 
@@ -609,7 +623,7 @@ void growth_event(growth_t *g, const reader_event_t *ev) {
         b->head.size = ev->size; // growth's own table: the head is growth's to write
         b->head.time_ns = ev->time_ns;
     } else if (ev->kind == READER_FREE && (b = hmap_take_ref(&g->live, ev->addr))) {
-        on_free(g, thread_of(g, ev->tid), ev, b, false, 0);
+        on_free(g, thread_of(g, ev->tid), ev, b);
     }
 }
 
@@ -620,7 +634,7 @@ static void companion_alloc(void *ctx, const reader_event_t *ev, replay_block_t 
 
 static void companion_free(void *ctx, const reader_event_t *ev, replay_block_t *b) {
     growth_t *g = ctx;
-    on_free(g, thread_of(g, ev->tid), ev, (gblock_t *)b, false, 0);
+    on_free(g, thread_of(g, ev->tid), ev, (gblock_t *)b);
 }
 
 void growth_attach(growth_t *g, replay_t *rp) {
@@ -695,16 +709,13 @@ static inline void scan_gone(growth_t *g, gthread_t *t, uint32_t tid, const repl
     uint64_t serial = w->serial;
     if (serial < t->ring[t->ring_pos].seq)
         return;
-    // the rest, newest first, have falling serials (0: empty); a block freed soon after its
-    // allocation is near the top
-    for (unsigned k = 1; k <= GROWTH_WINDOW; k++) {
-        recent_t *e = &t->ring[(t->ring_pos - k) % GROWTH_WINDOW];
-        if (e->seq <= serial) {
-            if (e->seq == serial)
-                e->flags |= RECENT_GONE;
-            return;
-        }
-    }
+    // else one compare per entry (serials are distinct; 0: empty)
+    _Static_assert(GROWTH_WINDOW == 4, "one compare per ring entry");
+    recent_t *e = t->ring;
+    e[0].flags |= e[0].seq == serial ? RECENT_GONE : 0;
+    e[1].flags |= e[1].seq == serial ? RECENT_GONE : 0;
+    e[2].flags |= e[2].seq == serial ? RECENT_GONE : 0;
+    e[3].flags |= e[3].seq == serial ? RECENT_GONE : 0;
 }
 
 void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
@@ -735,12 +746,8 @@ void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
         } else if (e->kind == READER_FREE && f->had) {
             if (e->tid != tid)
                 t = thread_of(g, tid = e->tid);
-            // origin and chain are growth_scan_chains' (scan_block)
-            gblock_t a = {.head = {.size = f->size, .time_ns = f->time_ns},
-                          .seq = cw[i].serial,
-                          .stack = cw[i].stack};
             scan_gone(g, t, tid, &cw[i]);
-            *op++ = (uint32_t)i << SCAN_BITS | on_free(g, t, e, &a, true, q);
+            *op++ = (uint32_t)i << SCAN_BITS | scan_free(g, t, e, f, &cw[i], q);
         }
     }
     g->n_ops[q] = (size_t)(op - g->ops[q]);
