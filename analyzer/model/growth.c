@@ -64,11 +64,15 @@ static inline uint64_t seq_of(const gblock_t *b) { return b->seq & ~BLOCK_HAS_PR
 #define RECENT_PRED 2u
 
 typedef struct recent {
-    uint64_t addr, seq, stack, size, time_ns;
+    uint64_t seq, stack;
+    // the allocation's event, for its addr, size and time_ns: in growth_scan_links the round's
+    // own (valid until the round ends, when the scan copies it into own), else own
+    const reader_event_t *at;
     uint64_t ev;       // the thread's event number of the allocation
     uint64_t prev_seq; // the thread's allocation before it at the same stack: 0 none,
                        // PREV_UNKNOWN when the stack cache lost track
     unsigned flags;    // RECENT_GONE, RECENT_PRED (growth_scan_links only)
+    reader_event_t own;
 } recent_t;
 
 typedef struct stack_last {
@@ -80,6 +84,7 @@ typedef struct gthread {
     uint64_t last_seq; // its latest allocation
     recent_t ring[GROWTH_WINDOW];
     unsigned ring_pos; // next slot to write
+    uint64_t scanned;  // growth_scan_links: the last round with an event of this thread
     bool has_pending;  // the freeing half of a realloc was seen, its new half not yet
     uint64_t pending_addr;
     gblock_t pending;
@@ -167,6 +172,9 @@ struct growth {
     changed_t *changed;     // NULL until the first change
     size_t changed_mask;    // its size - 1 (a power of two)
     size_t n_changed;       // entries in use: at most half of it
+    // growth_scan_links: the threads with an event in the round being scanned (scan_keep)
+    gthread_t **touched;
+    size_t n_touched, cap_touched;
     // growth_scan_links -> growth_scan_chains, by the round's slot: the ops (index << SCAN_BITS
     // | SCAN_*) of the events that do something for the chains, in stream order (most
     // allocations do nothing there: the chains pass does not look at them), and the copy steps'
@@ -217,6 +225,7 @@ void growth_free(growth_t *g) {
     while ((bp = hmap_next(&g->pend, &it, &key)))
         free(*bp);
     hmap_fini(&g->pend);
+    free(g->touched);
     free(g->chains);
     free(g->free_chains);
     for (size_t i = 0; i < g->n_accs; i++)
@@ -387,11 +396,16 @@ static inline __attribute__((always_inline)) bool on_alloc(growth_t *g, gthread_
     sl->stack = ev->stack;
     sl->seq = seq;
     recent_t *r = &t->ring[t->ring_pos];
-    r->addr = ev->addr;
+    if (links) { // (the scan's fields of own, at its round's end: scan_keep)
+        r->at = ev;
+    } else {
+        r->own.addr = ev->addr;
+        r->own.size = ev->size;
+        r->own.time_ns = ev->time_ns;
+        r->at = &r->own;
+    }
     r->seq = seq;
     r->stack = ev->stack;
-    r->size = ev->size;
-    r->time_ns = ev->time_ns;
     r->ev = t->n_events;
     r->prev_seq = prev;
     r->flags = realloc ? RECENT_PRED : 0;
@@ -485,7 +499,7 @@ static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t o
 // still live without a predecessor.
 // a by value: the scan's old block (a local) stays in registers on the common path.
 __attribute__((noinline)) static bool link_copy(growth_t *g, gblock_t a, const recent_t *r) {
-    gblock_t *b = live_get(g, r->addr);
+    gblock_t *b = live_get(g, r->at->addr);
     if (!b || b->seq != r->seq) // freed, or already has a predecessor (BLOCK_HAS_PRED)
         return false;
     b->seq |= BLOCK_HAS_PRED;
@@ -500,9 +514,9 @@ static inline __attribute__((always_inline)) const recent_t *find_recent_slow(co
                                                                   uint64_t a_seq,
                                                                   uint64_t a_size, uint64_t now) {
     const recent_t *r = scan_ring(t, a_stack, a_seq);
-    if (!r || r->size <= a_size || r->prev_seq != a_seq)
+    if (!r || r->at->size <= a_size || r->prev_seq != a_seq)
         return NULL;
-    if (now - r->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a_size)
+    if (now - r->at->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a_size)
         return NULL;
     return r;
 }
@@ -551,7 +565,11 @@ __attribute__((noinline)) static bool note_copy(growth_t *g, unsigned q, gthread
     if (g->n_links[q] == g->cap_links[q])
         g->links[q] = xgrow(g->links[q], &g->cap_links[q], g->n_links[q] + 1, sizeof *g->links[q]);
     g->links[q][g->n_links[q]++] = (scan_link_t){
-        .addr = r->addr, .seq = r->seq, .stack = r->stack, .size = r->size, .time_ns = r->time_ns};
+        .addr = r->at->addr,
+        .seq = r->seq,
+        .stack = r->stack,
+        .size = r->at->size,
+        .time_ns = r->at->time_ns};
     return true;
 }
 
@@ -718,6 +736,33 @@ static inline void scan_gone(growth_t *g, gthread_t *t, uint32_t tid, const repl
     e[3].flags |= e[3].seq == serial ? RECENT_GONE : 0;
 }
 
+// growth_scan_links: t has an event in round `round` (its ring entries may point into the
+// round's events).
+static inline void scan_touch(growth_t *g, gthread_t *t, uint64_t round) {
+    if (t->scanned != round) {
+        t->scanned = round;
+        g->touched = xgrow(g->touched, &g->cap_touched, g->n_touched + 1, sizeof *g->touched);
+        g->touched[g->n_touched++] = t;
+    }
+}
+
+// growth_scan_links, at the end of a round: the ring entries that point into the round's
+// events ev[0..n) (valid only until the round's buffer is reused) get their own copy.
+static void scan_keep(growth_t *g, const reader_event_t *ev, size_t n) {
+    uintptr_t lo = (uintptr_t)ev, hi = (uintptr_t)(ev + n);
+    for (size_t j = 0; j < g->n_touched; j++) {
+        gthread_t *t = g->touched[j];
+        for (unsigned k = 0; k < GROWTH_WINDOW; k++) {
+            recent_t *r = &t->ring[k];
+            if ((uintptr_t)r->at >= lo && (uintptr_t)r->at < hi) {
+                r->own = *r->at;
+                r->at = &r->own;
+            }
+        }
+    }
+    g->n_touched = 0;
+}
+
 void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
                        const replay_found_t *found, const replay_cwords_t *cw, uint64_t round) {
     unsigned q = (unsigned)(round % g->depth);
@@ -730,12 +775,15 @@ void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
         return;
     uint32_t tid = ev[0].tid;
     gthread_t *t = thread_of(g, tid);
+    scan_touch(g, t, round);
     for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = &ev[i];
         const replay_found_t *f = &found[i];
         if (e->kind == READER_ALLOC) {
-            if (e->tid != tid)
+            if (e->tid != tid) {
                 t = thread_of(g, tid = e->tid);
+                scan_touch(g, t, round);
+            }
             if (f->had)
                 scan_gone(g, t, tid, &cw[i]); // replaced without a free, as in the live table
             gblock_t b; // on_alloc writes all but the head's stack, which nothing reads
@@ -744,13 +792,16 @@ void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
             if (on_alloc(g, t, e, &b, round << 32 | i, true))
                 *op++ = (uint32_t)i << SCAN_BITS | SCAN_REALLOC;
         } else if (e->kind == READER_FREE && f->had) {
-            if (e->tid != tid)
+            if (e->tid != tid) { // (touched too: its next allocation may not switch)
                 t = thread_of(g, tid = e->tid);
+                scan_touch(g, t, round);
+            }
             scan_gone(g, t, tid, &cw[i]);
             *op++ = (uint32_t)i << SCAN_BITS | scan_free(g, t, e, f, &cw[i], q);
         }
     }
     g->n_ops[q] = (size_t)(op - g->ops[q]);
+    scan_keep(g, ev, n);
 }
 
 // growth_scan_chains' block a realloc's freeing half took out on thread tid.
