@@ -69,8 +69,8 @@ typedef struct recent {
     // own (valid until the round ends, when the scan copies it into own), else own
     const reader_event_t *at;
     uint64_t ev;       // the thread's event number of the allocation
-    uint64_t prev_seq; // the thread's allocation before it at the same stack: 0 none,
-                       // PREV_UNKNOWN when the stack cache lost track
+    uint64_t prev_seq; // the thread's allocation before it at the same stack: 0 or
+                       // PREV_UNKNOWN when none is known (none, or the stack cache lost track)
     unsigned flags;    // RECENT_GONE, RECENT_PRED (growth_scan_links only)
     reader_event_t own;
 } recent_t;
@@ -507,8 +507,8 @@ __attribute__((noinline)) static bool link_copy(growth_t *g, gblock_t a, const r
     return true;
 }
 
-// find_recent's answer once a ring entry names a as the allocation before it at its stack.
-// Out of line: the scan's loop keeps its registers.
+// find_recent's answer once a ring entry names a as the allocation before it at its stack (in
+// the scan, inlined into note_copy, which is out of line: the scan's loop keeps its registers).
 static inline __attribute__((always_inline)) const recent_t *find_recent_slow(const gthread_t *t,
                                                                   uint64_t a_stack,
                                                                   uint64_t a_seq,
