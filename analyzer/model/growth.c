@@ -32,7 +32,14 @@
 #define STACK_CACHE 256u // per thread: stack -> its latest allocation there (direct-mapped)
 #define PREV_UNKNOWN UINT64_MAX
 #define SHORT_SLOTS 256u // direct-mapped origin -> short-lived counts in front of the map
-#define CHANGED_SLOTS 16384u // growth_scan_chains' direct-mapped changed words, by serial
+#define CHANGED_MIN 1024u // growth_scan_chains' table of changed words: its smallest size
+
+// growth_scan_chains' changed words: fixes[q][k - 1] changed the block allocated as serial
+// (serial 0: empty).
+typedef struct changed {
+    uint64_t serial;
+    uint32_t q, k;
+} changed_t;
 
 typedef struct short_slot {
     uint64_t origin;
@@ -59,16 +66,19 @@ static inline uint64_t seq_of(const gblock_t *b) { return b->seq & ~BLOCK_HAS_PR
 #define RECENT_PRED 2u
 
 typedef struct recent {
-    uint64_t addr, seq, stack, size, time_ns;
+    uint64_t seq, stack;
+    // the allocation's event, for its addr, size and time_ns: in growth_scan_links the round's
+    // own (valid until the round ends, when the scan copies it into own), else own
+    const reader_event_t *at;
     uint64_t ev;       // the thread's event number of the allocation
-    uint64_t prev_seq; // the thread's allocation before it at the same stack: 0 none,
-                       // PREV_UNKNOWN when the stack cache lost track
+    uint64_t prev_seq; // the thread's allocation before it at the same stack: 0 or
+                       // PREV_UNKNOWN when none is known (none, or the stack cache lost track)
     unsigned flags;    // RECENT_GONE, RECENT_PRED (growth_scan_links only)
+    reader_event_t own;
 } recent_t;
 
 typedef struct stack_last {
-    uint64_t stack, seq; // seq 0: empty
-    unsigned ring;       // the ring slot its recent_t went to (overwritten since if seq differs)
+    uint64_t stack, seq; // 0, 0: empty
 } stack_last_t;
 
 typedef struct gthread {
@@ -76,6 +86,7 @@ typedef struct gthread {
     uint64_t last_seq; // its latest allocation
     recent_t ring[GROWTH_WINDOW];
     unsigned ring_pos; // next slot to write
+    uint64_t scanned;  // growth_scan_links: the last round with an event of this thread
     bool has_pending;  // the freeing half of a realloc was seen, its new half not yet
     uint64_t pending_addr;
     gblock_t pending;
@@ -109,12 +120,15 @@ typedef struct scan_link {
     uint64_t addr, seq, stack, size, time_ns;
 } scan_link_t;
 
-// What growth_scan_links tells growth_scan_chains an event does (0: nothing for the chains).
+// What growth_scan_links tells growth_scan_chains an event does, in the low SCAN_BITS of an op
+// (the event's index above them); an event that does nothing for the chains has no op.
 #define SCAN_FREE 1u         // a free of a known block (not a realloc's freeing half)
 #define SCAN_PENDING 2u      // a realloc's freeing half: its block waits for the new half
-#define SCAN_SHORT 4u        // ... a short-lived one (with SCAN_FREE)
+#define SCAN_SHORT 4u        // ... its thread's latest allocation, short-lived whatever its
+                             // age (with SCAN_FREE; growth_scan_chains checks the age)
 #define SCAN_COPY 8u         // ... linked to the next scan_link_t (with SCAN_FREE)
 #define SCAN_REALLOC 16u     // an allocation that continues its thread's pending realloc
+#define SCAN_BITS 5u
 
 typedef struct site_acc {
     growth_site_t s;
@@ -148,23 +162,27 @@ struct growth {
     hmap_t site_of; // stack -> index + 1 into accs during the pass, into sites after finish
     // growth_scan_chains: the words changed in the last D rounds (D = depth, the rounds in
     // flight), by the round's slot (round % D): for the shards D rounds on (fixes) and for the
-    // frees until then (changed_slot: index + 1 into fixes of slot q by a hash h of the serial,
-    // 0 none, in bits 32 (q & 1) of word h * slot_words + q / 2, so a free reads one word for
-    // two rounds, and at the default D = 2 one word in all; changed: serial -> index + 1 for
-    // the serials whose slot another one held). A map made and emptied each round cost more
-    // than all the rest of a free.
+    // frees until then (changed: serial -> slot and index, one open-addressed table for all D
+    // slots, kept across rounds; a slot's entries leave it when its list is emptied). A block
+    // joins a chain at most once, so a serial has at most one entry.
     bool scan;
     unsigned depth; // growth_scan_start's
     unsigned slot;  // of the round being scanned
     replay_cfix_t *fixes[REPLAY_DEPTH_MAX];
     size_t n_fixes[REPLAY_DEPTH_MAX], cap_fixes[REPLAY_DEPTH_MAX];
     size_t n_fixes_open; // in all D lists: 0, and a free reads no slot
-    uint64_t *changed_slot; // CHANGED_SLOTS * slot_words
-    unsigned slot_words;    // (depth + 1) / 2
-    hmap_t changed[REPLAY_DEPTH_MAX];
-    // growth_scan_links -> growth_scan_chains, by the round's slot: what each event does to
-    uint8_t *sop[REPLAY_DEPTH_MAX];
-    size_t sop_cap[REPLAY_DEPTH_MAX];
+    changed_t *changed;     // NULL until the first change
+    size_t changed_mask;    // its size - 1 (a power of two)
+    size_t n_changed;       // entries in use: at most half of it
+    // growth_scan_links: the threads with an event in the round being scanned (scan_keep)
+    gthread_t **touched;
+    size_t n_touched, cap_touched;
+    // growth_scan_links -> growth_scan_chains, by the round's slot: the ops (index << SCAN_BITS
+    // | SCAN_*) of the events that do something for the chains, in stream order (most
+    // allocations do nothing there: the chains pass does not look at them), and the copy steps'
+    // new blocks
+    uint32_t *ops[REPLAY_DEPTH_MAX];
+    size_t n_ops[REPLAY_DEPTH_MAX], ops_cap[REPLAY_DEPTH_MAX];
     scan_link_t *links[REPLAY_DEPTH_MAX];
     size_t n_links[REPLAY_DEPTH_MAX], cap_links[REPLAY_DEPTH_MAX];
     // growth_scan_chains' own per-thread state: the block the freeing half of a realloc took
@@ -181,8 +199,6 @@ growth_t *growth_new(uint64_t short_ns) {
     hmap_init(&g->threads, sizeof(gthread_t *));
     hmap_init(&g->shorts, sizeof(growth_short_t));
     hmap_init(&g->site_of, sizeof(uint64_t));
-    for (unsigned k = 0; k < REPLAY_DEPTH_MAX; k++)
-        hmap_init(&g->changed[k], sizeof(uint64_t));
     hmap_init(&g->pend, sizeof(gblock_t *));
     g->pend_tid = UINT64_MAX;
     return g;
@@ -200,11 +216,10 @@ void growth_free(growth_t *g) {
     hmap_fini(&g->threads);
     hmap_fini(&g->shorts);
     hmap_fini(&g->site_of);
-    free(g->changed_slot);
+    free(g->changed);
     for (unsigned k = 0; k < REPLAY_DEPTH_MAX; k++) {
-        hmap_fini(&g->changed[k]);
         free(g->fixes[k]);
-        free(g->sop[k]);
+        free(g->ops[k]);
         free(g->links[k]);
     }
     gblock_t **bp;
@@ -212,6 +227,7 @@ void growth_free(growth_t *g) {
     while ((bp = hmap_next(&g->pend, &it, &key)))
         free(*bp);
     hmap_fini(&g->pend);
+    free(g->touched);
     free(g->chains);
     free(g->free_chains);
     for (size_t i = 0; i < g->n_accs; i++)
@@ -375,18 +391,23 @@ static inline __attribute__((always_inline)) bool on_alloc(growth_t *g, gthread_
     t->n_events++;
     t->last_seq = seq;
     stack_last_t *sl = &t->last[(ev->stack * 0x9E3779B97F4A7C15ull) >> 56];
-    // an empty slot was never written: no allocation at this stack before; another stack's entry
-    // may have evicted this one's
-    uint64_t prev = sl->seq == 0 ? 0 : sl->stack == ev->stack ? sl->seq : PREV_UNKNOWN;
+    // another stack's entry may have evicted this one's; an empty one (0, 0) was never written:
+    // no allocation at this stack before, which reads as 0 or as PREV_UNKNOWN, and either is
+    // no allocation's number
+    uint64_t prev = sl->stack == ev->stack ? sl->seq : PREV_UNKNOWN;
     sl->stack = ev->stack;
     sl->seq = seq;
-    sl->ring = t->ring_pos;
     recent_t *r = &t->ring[t->ring_pos];
-    r->addr = ev->addr;
+    if (links) { // (the scan's fields of own, at its round's end: scan_keep)
+        r->at = ev;
+    } else {
+        r->own.addr = ev->addr;
+        r->own.size = ev->size;
+        r->own.time_ns = ev->time_ns;
+        r->at = &r->own;
+    }
     r->seq = seq;
     r->stack = ev->stack;
-    r->size = ev->size;
-    r->time_ns = ev->time_ns;
     r->ev = t->n_events;
     r->prev_seq = prev;
     r->flags = realloc ? RECENT_PRED : 0;
@@ -409,21 +430,45 @@ static const recent_t *scan_ring(const gthread_t *t, uint64_t a_stack, uint64_t 
     return NULL;
 }
 
-static inline unsigned changed_hash(uint64_t serial) {
-    return (unsigned)((serial * 0x9E3779B97F4A7C15ull) >> 50) % CHANGED_SLOTS;
+static inline size_t changed_home(const growth_t *g, uint64_t serial) {
+    return (size_t)((serial * 0x9E3779B97F4A7C15ull) >> 40) & g->changed_mask;
 }
 
-// The words of changed_slot for serial's hash, and slot q's index + 1 in them.
-static inline uint64_t *changed_words(const growth_t *g, uint64_t serial) {
-    return &g->changed_slot[(size_t)changed_hash(serial) * g->slot_words];
+// The entry of serial in the changed table, or the empty one where it would go.
+static inline changed_t *changed_at(const growth_t *g, uint64_t serial) {
+    size_t i = changed_home(g, serial);
+    while (g->changed[i].serial && g->changed[i].serial != serial)
+        i = (i + 1) & g->changed_mask;
+    return &g->changed[i];
 }
 
-static inline uint32_t changed_get(const uint64_t *w, unsigned q) {
-    return (uint32_t)(w[q >> 1] >> 32 * (q & 1));
+// Doubles the changed table (or makes it), at most half full after.
+__attribute__((noinline)) static void changed_grow(growth_t *g) {
+    changed_t *old = g->changed;
+    size_t n_old = old ? g->changed_mask + 1 : 0, n = n_old ? 2 * n_old : CHANGED_MIN;
+    g->changed = xcalloc(n, sizeof *g->changed);
+    g->changed_mask = n - 1;
+    for (size_t i = 0; i < n_old; i++)
+        if (old[i].serial)
+            *changed_at(g, old[i].serial) = old[i];
+    free(old);
 }
 
-static inline void changed_set(uint64_t *w, unsigned q, uint32_t k) {
-    w[q >> 1] = (w[q >> 1] & ~(0xffffffffull << 32 * (q & 1))) | (uint64_t)k << 32 * (q & 1);
+// Takes entry i out of the changed table, moving back the entries after it in its run that
+// could sit nearer their home (linear probing without tombstones: a lookup stops at the first
+// empty entry).
+static void changed_del(growth_t *g, size_t i) {
+    size_t mask = g->changed_mask;
+    for (size_t j = (i + 1) & mask; g->changed[j].serial; j = (j + 1) & mask) {
+        size_t h = changed_home(g, g->changed[j].serial);
+        // j's entry may move to i if its home is not in (i, j], cyclically
+        if (((j - h) & mask) >= ((j - i) & mask)) {
+            g->changed[i] = g->changed[j];
+            i = j;
+        }
+    }
+    g->changed[i].serial = 0;
+    g->n_changed--;
 }
 
 // growth_scan_chains: a block's words changed (it joined a chain): the shards get them D rounds on,
@@ -441,12 +486,12 @@ static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t o
     g->fixes[q][g->n_fixes[q]++] =
         (replay_cfix_t){.addr = addr, .serial = serial, .origin = origin, .chain = (uint32_t)chain};
     g->n_fixes_open++;
-    uint64_t *w = changed_words(g, serial);
-    uint32_t k = changed_get(w, q);
-    if (k == 0 || g->fixes[q][k - 1].serial == serial)
-        changed_set(w, q, (uint32_t)g->n_fixes[q]);
-    else
-        *(uint64_t *)hmap_put(&g->changed[q], serial, NULL) = g->n_fixes[q];
+    if (2 * (g->n_changed + 1) > (g->changed ? g->changed_mask + 1 : 0))
+        changed_grow(g);
+    changed_t *c = changed_at(g, serial);
+    if (!c->serial) // (else a newer change of the same block: it wins, as in the lists)
+        g->n_changed++;
+    *c = (changed_t){.serial = serial, .q = q, .k = (uint32_t)g->n_fixes[q]};
 }
 
 // docs/growth.md#allocate-copy-free: the newest allocation at the old block's stack among the
@@ -456,7 +501,7 @@ static void note_changed(growth_t *g, uint64_t addr, uint64_t serial, uint64_t o
 // still live without a predecessor.
 // a by value: the scan's old block (a local) stays in registers on the common path.
 __attribute__((noinline)) static bool link_copy(growth_t *g, gblock_t a, const recent_t *r) {
-    gblock_t *b = live_get(g, r->addr);
+    gblock_t *b = live_get(g, r->at->addr);
     if (!b || b->seq != r->seq) // freed, or already has a predecessor (BLOCK_HAS_PRED)
         return false;
     b->seq |= BLOCK_HAS_PRED;
@@ -464,28 +509,38 @@ __attribute__((noinline)) static bool link_copy(growth_t *g, gblock_t a, const r
     return true;
 }
 
-// find_copy's choice of the new block (NULL: none), all but the last step.
-static inline __attribute__((always_inline)) const recent_t *find_recent(gthread_t *t,
-                                                                        const gblock_t *a,
-                                                                        uint64_t now) {
-    const recent_t *r = NULL;
-    const stack_last_t *sl = &t->last[(a->stack * 0x9E3779B97F4A7C15ull) >> 56];
-    if (sl->seq != 0 && sl->stack == a->stack) {
-        // the thread's newest allocation at the stack is the one the scan below would stop
-        // at, if it is newer than a and still in the window: no scan of the ring
-        if (sl->seq <= seq_of(a))
-            return NULL;
-        r = &t->ring[sl->ring];
-        if (r->seq != sl->seq || r->ev + GROWTH_WINDOW < t->n_events)
-            return NULL;
-    } else {
-        r = scan_ring(t, a->stack, seq_of(a));
-    }
-    if (!r || r->size <= a->head.size || r->prev_seq != seq_of(a))
+// find_recent's answer once a ring entry names a as the allocation before it at its stack (in
+// the scan, inlined into note_copy, which is out of line: the scan's loop keeps its registers).
+static inline __attribute__((always_inline)) const recent_t *find_recent_slow(const gthread_t *t,
+                                                                  uint64_t a_stack,
+                                                                  uint64_t a_seq,
+                                                                  uint64_t a_size, uint64_t now) {
+    const recent_t *r = scan_ring(t, a_stack, a_seq);
+    if (!r || r->at->size <= a_size || r->prev_seq != a_seq)
         return NULL;
-    if (now - r->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a->head.size)
+    if (now - r->at->time_ns > GROWTH_SLACK_NS + GROWTH_COPY_NS_PER_BYTE * a_size)
         return NULL;
     return r;
+}
+
+// Whether a ring entry names the allocation a_seq as its stack's allocation before it
+// (prev_seq), which find_recent's new block must: most frees are of blocks that no entry
+// names, seen in GROWTH_WINDOW compares, without the stack's hash (an entry out of the window
+// or overwritten may name it too: find_recent_slow sorts them out).
+static inline bool ring_names(const gthread_t *t, uint64_t a_seq) {
+    _Static_assert(GROWTH_WINDOW == 4, "one compare per ring entry");
+    const recent_t *e = t->ring;
+    return (e[0].prev_seq == a_seq) | (e[1].prev_seq == a_seq) | (e[2].prev_seq == a_seq) |
+           (e[3].prev_seq == a_seq);
+}
+
+// find_copy's choice of the new block (NULL: none), all but the last step.
+static inline __attribute__((always_inline)) const recent_t *find_recent(const gthread_t *t,
+                                                                        const gblock_t *a,
+                                                                        uint64_t now) {
+    uint64_t a_seq = seq_of(a);
+    return ring_names(t, a_seq) ? find_recent_slow(t, a->stack, a_seq, a->head.size, now)
+                                : NULL;
 }
 
 // Inlined into every caller of on_free: the common answer (no link) is a few loads away.
@@ -495,73 +550,88 @@ static inline __attribute__((always_inline)) bool find_copy(growth_t *g, gthread
     return r && link_copy(g, *a, r);
 }
 
-// growth_scan_links' last step of find_copy, where the block lives in a shard: the ring entry
+// growth_scan_links' find_recent once a ring entry names the freed block (f, w), and the last
+// step of find_copy, where the block lives in a shard: the ring entry
 // knows whether it is still live without a predecessor, and its size is the block's (replay's
 // size outside DHAT mode); a block without a predecessor never joined a chain, so its origin
 // is its stack and its chain none. The link itself is growth_scan_chains', from the new
 // block's fields noted here. Out of line, as link_copy.
-__attribute__((noinline)) static bool note_copy(growth_t *g, unsigned q, recent_t *r) {
-    if (r->flags & (RECENT_GONE | RECENT_PRED))
+__attribute__((noinline)) static bool note_copy(growth_t *g, unsigned q, gthread_t *t,
+                                                const replay_found_t *f,
+                                                const replay_cwords_t *w, uint64_t now) {
+    recent_t *r = (recent_t *)find_recent_slow(t, w->stack, w->serial & ~BLOCK_HAS_PRED,
+                                               f->size, now);
+    if (!r || r->flags & (RECENT_GONE | RECENT_PRED))
         return false;
     r->flags |= RECENT_PRED;
     if (g->n_links[q] == g->cap_links[q])
         g->links[q] = xgrow(g->links[q], &g->cap_links[q], g->n_links[q] + 1, sizeof *g->links[q]);
     g->links[q][g->n_links[q]++] = (scan_link_t){
-        .addr = r->addr, .seq = r->seq, .stack = r->stack, .size = r->size, .time_ns = r->time_ns};
+        .addr = r->at->addr,
+        .seq = r->seq,
+        .stack = r->stack,
+        .size = r->at->size,
+        .time_ns = r->at->time_ns};
     return true;
 }
 
 // A short-lived block's count, by its origin.
-static inline void short_add(growth_t *g, const gblock_t *a) {
-    short_slot_t *sl = &g->short_slots[(a->origin * 0x9E3779B97F4A7C15ull) >> 56];
-    if (sl->sh.blocks && sl->origin != a->origin) {
+static inline void short_add(growth_t *g, uint64_t origin, uint64_t size) {
+    short_slot_t *sl = &g->short_slots[(origin * 0x9E3779B97F4A7C15ull) >> 56];
+    if (sl->sh.blocks && sl->origin != origin) {
         growth_short_t *s = hmap_put(&g->shorts, sl->origin, NULL);
         s->blocks += sl->sh.blocks;
         s->bytes += sl->sh.bytes;
         sl->sh = (growth_short_t){0, 0};
     }
-    sl->origin = a->origin;
+    sl->origin = origin;
     sl->sh.blocks++;
-    sl->sh.bytes += a->head.size;
+    sl->sh.bytes += size;
 }
 
 // a: the freed block, already out of the live table (read in place: see on_alloc).
-// t: ev's thread. Inlined as on_alloc. links (a constant): growth_scan_links', which has a
-// without its origin and chain and leaves to growth_scan_chains what needs them (the short-
-// lived count by origin, the link, the chain's end), told by the SCAN_* bits it returns (in
-// round slot q's lists).
-static inline __attribute__((always_inline)) unsigned on_free(growth_t *g, gthread_t *t,
-                                                              const reader_event_t *ev,
-                                                              gblock_t *a, bool links,
-                                                              unsigned q) {
+// t: ev's thread. Inlined as on_alloc.
+static inline __attribute__((always_inline)) void on_free(growth_t *g, gthread_t *t,
+                                                          const reader_event_t *ev, gblock_t *a) {
     if (ev->flags & READER_FREE_OF_REALLOC) {
         t->has_pending = true;
         t->pending_addr = ev->addr;
-        if (!links)
-            t->pending = *a;
-        return SCAN_PENDING;
+        t->pending = *a;
+        return;
     }
     t->n_events++;
-    unsigned op = SCAN_FREE;
     // short-lived: within short_ns, or replay's "temporary" (docs/growth.md#short-lived)
     if ((g->short_ns && ev->time_ns >= a->head.time_ns &&
          ev->time_ns - a->head.time_ns <= g->short_ns) ||
-        t->last_seq == seq_of(a)) {
-        if (links)
-            op |= SCAN_SHORT;
-        else
-            short_add(g, a);
-    }
-    if (links) {
-        const recent_t *r =
-            ev->time_ns >= a->head.time_ns ? find_recent(t, a, ev->time_ns) : NULL;
-        if (r && note_copy(g, q, (recent_t *)r))
-            op |= SCAN_COPY;
-        return op;
-    }
+        t->last_seq == seq_of(a))
+        short_add(g, a->origin, a->head.size);
     bool linked = ev->time_ns >= a->head.time_ns && find_copy(g, t, a, ev->time_ns);
     if (!linked && a->chain)
         chain_end(g, a->chain); // its last block is gone: the chain is complete
+}
+
+// on_free in growth_scan_links, where the block (its head in f, its words in w) lives in a
+// shard: decides what only the per-thread state can, and leaves to growth_scan_chains what
+// needs the block's origin and chain (the short-lived count by origin and the age test, the
+// link, the chain's end), told by the SCAN_* bits it returns (and note_copy's list of round
+// slot q). The block's fields are read where they are needed, not gathered into a block: the
+// loop's registers are scarce.
+static inline __attribute__((always_inline)) unsigned scan_free(growth_t *g, gthread_t *t,
+                                                                const reader_event_t *ev,
+                                                                const replay_found_t *f,
+                                                                const replay_cwords_t *w,
+                                                                unsigned q) {
+    if (ev->flags & READER_FREE_OF_REALLOC) {
+        t->has_pending = true;
+        t->pending_addr = ev->addr;
+        return SCAN_PENDING;
+    }
+    t->n_events++;
+    uint64_t a_seq = w->serial & ~BLOCK_HAS_PRED;
+    unsigned op = t->last_seq == a_seq ? SCAN_FREE | SCAN_SHORT : SCAN_FREE;
+    if (ev->time_ns >= f->time_ns && ring_names(t, a_seq) &&
+        note_copy(g, q, t, f, w, ev->time_ns))
+        op |= SCAN_COPY;
     return op;
 }
 
@@ -573,7 +643,7 @@ void growth_event(growth_t *g, const reader_event_t *ev) {
         b->head.size = ev->size; // growth's own table: the head is growth's to write
         b->head.time_ns = ev->time_ns;
     } else if (ev->kind == READER_FREE && (b = hmap_take_ref(&g->live, ev->addr))) {
-        on_free(g, thread_of(g, ev->tid), ev, b, false, 0);
+        on_free(g, thread_of(g, ev->tid), ev, b);
     }
 }
 
@@ -584,7 +654,7 @@ static void companion_alloc(void *ctx, const reader_event_t *ev, replay_block_t 
 
 static void companion_free(void *ctx, const reader_event_t *ev, replay_block_t *b) {
     growth_t *g = ctx;
-    on_free(g, thread_of(g, ev->tid), ev, (gblock_t *)b, false, 0);
+    on_free(g, thread_of(g, ev->tid), ev, (gblock_t *)b);
 }
 
 void growth_attach(growth_t *g, replay_t *rp) {
@@ -602,63 +672,45 @@ void growth_attach(growth_t *g, replay_t *rp) {
 void growth_scan_start(growth_t *g, unsigned depth) {
     g->scan = true;
     g->depth = depth < 2 ? 2 : depth > REPLAY_DEPTH_MAX ? REPLAY_DEPTH_MAX : depth;
-    g->slot_words = (g->depth + 1) / 2;
-    free(g->changed_slot); // (a second call, before the first event, changes the depth)
-    g->changed_slot = xcalloc((size_t)CHANGED_SLOTS * g->slot_words, sizeof *g->changed_slot);
 }
 
-// The change of round slot q to the block allocated as serial (k: its slot's index for q),
-// if any.
-static inline const replay_cfix_t *changed_find(const growth_t *g, unsigned q, uint64_t k,
-                                                uint64_t serial) {
-    if (!k)
-        return NULL;
-    if (g->fixes[q][k - 1].serial != serial) { // the slot is another's
-        const uint64_t *m = hmap_count(&g->changed[q]) ? hmap_get(&g->changed[q], serial) : NULL;
-        if (!m)
-            return NULL;
-        k = *m;
-    }
-    return &g->fixes[q][k - 1];
-}
-
-// scan_block's rare part: the newest change to the block allocated as serial among the lists
-// of this round and the D - 1 before (w: its hash's words, one of them not 0), if any.
-__attribute__((noinline)) static const replay_cfix_t *changed_of(const growth_t *g,
-                                                                 const uint64_t *w,
-                                                                 uint64_t serial) {
-    unsigned d = g->depth, q = g->slot;
-    for (unsigned r = 0; r < d; r++, q = q ? q - 1 : d - 1) {
-        const replay_cfix_t *c = changed_find(g, q, changed_get(w, q), serial);
-        if (c)
-            return c;
-    }
-    return NULL;
-}
-
-// The block a shard found (its head in f, its words in w), with the changes of this round and
-// of the D - 1 before, which the shard has not applied yet (the newest first).
-static gblock_t scan_block(const growth_t *g, const replay_found_t *f, const replay_cwords_t *w) {
-    gblock_t a = {.head = {.size = f->size, .time_ns = f->time_ns, .stack = f->stack},
-                  .seq = w->serial,
-                  .stack = w->stack,
-                  .origin = w->origin,
-                  .chain = (uint32_t)w->tid_chain};
-    // no link in any open round: no slot to read (a cache miss, 128 KiB for two rounds)
-    if (!g->n_fixes_open)
-        return a;
-    const uint64_t *words = changed_words(g, w->serial);
-    uint64_t any = words[0];
-    for (unsigned k = 1; k < g->slot_words; k++) // (none at the default depth, 2)
-        any |= words[k];
-    if (any) {
-        const replay_cfix_t *c = changed_of(g, words, w->serial);
-        if (c) {
-            a.origin = c->origin;
-            a.chain = c->chain;
+// The origin and chain of the block a shard found (its words in w), with the changes of this
+// round and of the D - 1 before, which the shard has not applied yet.
+static inline chain_origin_t scan_words(const growth_t *g, const replay_cwords_t *w) {
+    chain_origin_t co = {.chain = (uint32_t)w->tid_chain, .origin = w->origin};
+    // no link in any open round: no table to read
+    if (g->n_fixes_open) {
+        const changed_t *c = changed_at(g, w->serial);
+        if (c->serial) {
+            const replay_cfix_t *x = &g->fixes[c->q][c->k - 1];
+            co = (chain_origin_t){.chain = x->chain, .origin = x->origin};
         }
     }
-    return a;
+    return co;
+}
+
+// The block a shard found (its head in f, its words in w, its origin and chain in co).
+static inline gblock_t scan_block(const replay_found_t *f, const replay_cwords_t *w,
+                                  chain_origin_t co) {
+    return (gblock_t){.head = {.size = f->size, .time_ns = f->time_ns, .stack = f->stack},
+                      .seq = w->serial,
+                      .stack = w->stack,
+                      .origin = co.origin,
+                      .chain = co.chain};
+}
+
+// growth_scan_chains' copy step: links the freed block (f, w, co) to the new block r, which had
+// no predecessor (note_copy). Out of line: the chains' loop keeps its registers.
+__attribute__((noinline)) static void scan_copy(growth_t *g, const replay_found_t *f,
+                                                const replay_cwords_t *w, chain_origin_t co,
+                                                const scan_link_t *r) {
+    gblock_t a = scan_block(f, w, co);
+    gblock_t b = {.head = {.size = r->size, .time_ns = r->time_ns},
+                  .seq = r->seq | BLOCK_HAS_PRED,
+                  .stack = r->stack,
+                  .origin = r->stack};
+    link_blocks(g, &a, &b, r->size, LINK_MOVED);
+    note_changed(g, r->addr, r->seq, b.origin, b.chain);
 }
 
 // The block a shard found left the table: its allocating thread's ring entry, if it still has
@@ -677,54 +729,81 @@ static inline void scan_gone(growth_t *g, gthread_t *t, uint32_t tid, const repl
     uint64_t serial = w->serial;
     if (serial < t->ring[t->ring_pos].seq)
         return;
-    // the rest, newest first, have falling serials (0: empty); a block freed soon after its
-    // allocation is near the top
-    for (unsigned k = 1; k <= GROWTH_WINDOW; k++) {
-        recent_t *e = &t->ring[(t->ring_pos - k) % GROWTH_WINDOW];
-        if (e->seq <= serial) {
-            if (e->seq == serial)
-                e->flags |= RECENT_GONE;
-            return;
+    // else one compare per entry (serials are distinct; 0: empty)
+    _Static_assert(GROWTH_WINDOW == 4, "one compare per ring entry");
+    recent_t *e = t->ring;
+    e[0].flags |= e[0].seq == serial ? RECENT_GONE : 0;
+    e[1].flags |= e[1].seq == serial ? RECENT_GONE : 0;
+    e[2].flags |= e[2].seq == serial ? RECENT_GONE : 0;
+    e[3].flags |= e[3].seq == serial ? RECENT_GONE : 0;
+}
+
+// growth_scan_links: t has an event in round `round` (its ring entries may point into the
+// round's events).
+static inline void scan_touch(growth_t *g, gthread_t *t, uint64_t round) {
+    if (t->scanned != round) {
+        t->scanned = round;
+        g->touched = xgrow(g->touched, &g->cap_touched, g->n_touched + 1, sizeof *g->touched);
+        g->touched[g->n_touched++] = t;
+    }
+}
+
+// growth_scan_links, at the end of a round: the ring entries that point into the round's
+// events ev[0..n) (valid only until the round's buffer is reused) get their own copy.
+static void scan_keep(growth_t *g, const reader_event_t *ev, size_t n) {
+    uintptr_t lo = (uintptr_t)ev, hi = (uintptr_t)(ev + n);
+    for (size_t j = 0; j < g->n_touched; j++) {
+        gthread_t *t = g->touched[j];
+        for (unsigned k = 0; k < GROWTH_WINDOW; k++) {
+            recent_t *r = &t->ring[k];
+            if ((uintptr_t)r->at >= lo && (uintptr_t)r->at < hi) {
+                r->own = *r->at;
+                r->at = &r->own;
+            }
         }
     }
+    g->n_touched = 0;
 }
 
 void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
                        const replay_found_t *found, const replay_cwords_t *cw, uint64_t round) {
     unsigned q = (unsigned)(round % g->depth);
-    if (g->sop_cap[q] < n)
-        g->sop[q] = xgrow(g->sop[q], &g->sop_cap[q], n, sizeof *g->sop[q]);
+    if (g->ops_cap[q] < n)
+        g->ops[q] = xgrow(g->ops[q], &g->ops_cap[q], n, sizeof *g->ops[q]);
     g->n_links[q] = 0;
-    uint8_t *sop = g->sop[q];
+    g->n_ops[q] = 0;
+    uint32_t *op = g->ops[q];
     if (!n)
         return;
     uint32_t tid = ev[0].tid;
     gthread_t *t = thread_of(g, tid);
+    scan_touch(g, t, round);
     for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = &ev[i];
         const replay_found_t *f = &found[i];
-        unsigned op = 0;
         if (e->kind == READER_ALLOC) {
-            if (e->tid != tid)
+            if (e->tid != tid) {
                 t = thread_of(g, tid = e->tid);
+                scan_touch(g, t, round);
+            }
             if (f->had)
                 scan_gone(g, t, tid, &cw[i]); // replaced without a free, as in the live table
             gblock_t b; // on_alloc writes all but the head's stack, which nothing reads
             b.head.size = e->size;
             b.head.time_ns = e->time_ns;
-            op = on_alloc(g, t, e, &b, round << 32 | i, true) ? SCAN_REALLOC : 0;
+            if (on_alloc(g, t, e, &b, round << 32 | i, true))
+                *op++ = (uint32_t)i << SCAN_BITS | SCAN_REALLOC;
         } else if (e->kind == READER_FREE && f->had) {
-            if (e->tid != tid)
+            if (e->tid != tid) { // (touched too: its next allocation may not switch)
                 t = thread_of(g, tid = e->tid);
-            // origin and chain are growth_scan_chains' (scan_block)
-            gblock_t a = {.head = {.size = f->size, .time_ns = f->time_ns},
-                          .seq = cw[i].serial,
-                          .stack = cw[i].stack};
+                scan_touch(g, t, round);
+            }
             scan_gone(g, t, tid, &cw[i]);
-            op = on_free(g, t, e, &a, true, q);
+            *op++ = (uint32_t)i << SCAN_BITS | scan_free(g, t, e, f, &cw[i], q);
         }
-        sop[i] = (uint8_t)op;
     }
+    g->n_ops[q] = (size_t)(op - g->ops[q]);
+    scan_keep(g, ev, n);
 }
 
 // growth_scan_chains' block a realloc's freeing half took out on thread tid.
@@ -745,44 +824,40 @@ void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
     // the shards applied the changes of round - D before this round's finds: their lists
     // take this round's
     unsigned q = g->slot = (unsigned)(round % g->depth);
-    for (size_t k = 0; k < g->n_fixes[q]; k++)
-        changed_set(changed_words(g, g->fixes[q][k].serial), q, 0);
+    for (size_t k = g->n_fixes[q]; k-- > 0;) {
+        changed_t *c = changed_at(g, g->fixes[q][k].serial);
+        if (c->serial && c->q == q && c->k == k + 1)
+            changed_del(g, (size_t)(c - g->changed));
+    }
     g->n_fixes_open -= g->n_fixes[q];
     g->n_fixes[q] = 0;
-    if (hmap_count(&g->changed[q])) {
-        hmap_fini(&g->changed[q]);
-        hmap_init(&g->changed[q], sizeof(uint64_t));
-    }
-    const uint8_t *sop = g->sop[q];
+    (void)n; // the links pass's ops name the events it needs, all below n
+    const uint64_t short_ns = g->short_ns;
+    const uint32_t *ops = g->ops[q];
     const scan_link_t *lk = g->links[q];
-    for (size_t i = 0; i < n; i++) {
-        unsigned op = sop[i];
-        if (!op)
-            continue;
+    for (size_t k = 0, m = g->n_ops[q]; k < m; k++) {
+        size_t i = ops[k] >> SCAN_BITS;
+        unsigned op = ops[k] & ((1u << SCAN_BITS) - 1);
         const reader_event_t *e = &ev[i];
         if (op & SCAN_REALLOC) { // on_alloc's link
             chain_origin_t co = link_realloc(g, pending_of(g, e->tid), e);
             note_changed(g, e->addr, round << 32 | i, co.origin, co.chain);
             continue;
         }
-        gblock_t a = scan_block(g, &found[i], &cw[i]);
+        const replay_found_t *f = &found[i];
+        const replay_cwords_t *w = &cw[i];
+        chain_origin_t co = scan_words(g, w);
         if (op & SCAN_PENDING) {
-            *pending_of(g, e->tid) = a;
+            *pending_of(g, e->tid) = scan_block(f, w, co);
             continue;
         }
-        if (op & SCAN_SHORT)
-            short_add(g, &a);
-        if (op & SCAN_COPY) { // find_copy's link (a block without a predecessor: note_copy)
-            const scan_link_t *r = lk++;
-            gblock_t b = {.head = {.size = r->size, .time_ns = r->time_ns},
-                          .seq = r->seq | BLOCK_HAS_PRED,
-                          .stack = r->stack,
-                          .origin = r->stack};
-            link_blocks(g, &a, &b, r->size, LINK_MOVED);
-            note_changed(g, r->addr, r->seq, b.origin, b.chain);
-        } else if (a.chain) {
-            chain_end(g, a.chain); // its last block is gone: the chain is complete
-        }
+        if ((op & SCAN_SHORT) ||
+            (short_ns && e->time_ns >= f->time_ns && e->time_ns - f->time_ns <= short_ns))
+            short_add(g, co.origin, f->size);
+        if (op & SCAN_COPY) // find_copy's link (a block without a predecessor: note_copy)
+            scan_copy(g, f, w, co, lk++);
+        else if (co.chain)
+            chain_end(g, co.chain); // its last block is gone: the chain is complete
     }
 }
 
