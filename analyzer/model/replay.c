@@ -965,15 +965,15 @@ static inline uint32_t found_site(const replay_found_t *f, uint32_t *const *site
 
 // ---- the ordered scan, split three ways, each part on a thread of its own (replay_par.c):
 // replay_scan_order in stream order decides what needs the order of all events but not the
-// live totals (site numbers, the per-thread state, the rare totals) and lists, for each part
-// of the sites, what the events do to that part's sites; replay_scan_peak, beside it over the
-// same round, adds up the live totals for the peak and lists the events that set one (each
-// event's change of the live totals is known from the event and what the shards found alone);
-// then replay_scan_apply(k), once both are done, applies part k's list to the sites of part k
-// (site % K): a site's figures need only the order of its own events and the epoch each
-// happened in (for the snapshot at the peak). The sums among the totals (blocks, bytes, frees,
-// events, the size histogram, bytes touched of freed blocks) are summed per part: integer sums
-// in any order are the same. The parts' figures join rp's at replay_scan_merge.
+// live totals (site numbers, the per-thread state, the rare totals) and lists what the events
+// do to which site (ops); replay_scan_peak, beside it over the same round, adds up the live
+// totals for the peak and lists the events that set one (each event's change of the live
+// totals is known from the event and what the shards found alone); then replay_scan_apply(k),
+// once both are done, applies the ops of part k's sites (site % K), reading only their events:
+// a site's figures need only the order of its own events and the epoch each happened in (for
+// the snapshot at the peak). Of the summed totals the frees, the events and the size histogram
+// are summed per part (integer sums in any order are the same); blocks, bytes and bytes
+// touched are the sites' own summed at replay_scan_merge, where the parts' figures join rp's.
 
 void replay_scan_split(replay_t *rp, unsigned parts) {
     unsigned bits = 0;

@@ -8,7 +8,7 @@
 // threads of their own and overlap the shards' next round, so a round costs the slowest of
 // them instead of their sum: with D rounds in flight (HEAPPROF_REPLAY_DEPTH, 2 by default)
 // round k uses buffers [k % D] (its events, copied by the shards since the batches go back to
-// the reader, the finds, the sites, the order's and the peak's per-event results and the
+// the reader, the finds, the sites, the order's ops, the peak's new peaks and the
 // verdicts), and round k starts once the scans of round k - D are done with them; its shards
 // first apply the sites and growth's words of round k - D.
 // A round is at least ROUND_MIN events (the reader's batches are smaller): the batches wait,
