@@ -1186,10 +1186,13 @@ static void part_grow(replay_part_t *pt, size_t n_sites, unsigned bits) {
     pt->n = n;
 }
 
-// Part `part`'s list of the round in order. Of the summed totals only what the sites do not
-// keep: the frees, the events and the size histogram; blocks, bytes and bytes touched are the
-// sums of the sites' own (replay_scan_merge).
-void replay_scan_apply(replay_t *rp, unsigned part, const replay_scan_round_t *r) {
+// Part `part`'s ops of the round in order (one: the only part, a constant: no op to skip). Of
+// the summed totals only what the sites do not keep: the frees, the events and the size
+// histogram; blocks, bytes and bytes touched are the sums of the sites' own
+// (replay_scan_merge).
+static inline __attribute__((always_inline)) void scan_apply_loop(replay_t *rp, unsigned part,
+                                                                  const replay_scan_round_t *r,
+                                                                  bool one) {
     replay_part_t *pt = &rp->parts[part];
     replay_totals_t *t = &pt->t;
     bool dhat = rp->mode & REPLAY_DHAT;
@@ -1205,7 +1208,7 @@ void replay_scan_apply(replay_t *rp, unsigned part, const replay_scan_round_t *r
     uint64_t epoch = r->epoch0;
     uint64_t n_frees = 0, n_events = 0;
     for (; op < end; op++) {
-        if ((op->site & mask) != part)
+        if (!one && (op->site & mask) != part)
             continue;
         uint32_t i = op->ev_op & ((1u << REPLAY_OP_SHIFT) - 1);
         unsigned o = op->ev_op >> REPLAY_OP_SHIFT;
@@ -1213,7 +1216,7 @@ void replay_scan_apply(replay_t *rp, unsigned part, const replay_scan_round_t *r
             bump++;
             epoch++;
         }
-        site_acc_t *s = &sites[op->site >> bits];
+        site_acc_t *s = &sites[one ? op->site : op->site >> bits];
         const reader_event_t *e = &ev[i];
         if (o & REPLAY_OP_ALLOC) { // after the release of the block it replaced, if any
             uint64_t size = e->size == 0 && dhat ? 1 : e->size;
@@ -1249,6 +1252,13 @@ void replay_scan_apply(replay_t *rp, unsigned part, const replay_scan_round_t *r
     }
     t->n_frees += n_frees;
     t->n_events += n_events;
+}
+
+void replay_scan_apply(replay_t *rp, unsigned part, const replay_scan_round_t *r) {
+    if (rp->part_bits == 0)
+        scan_apply_loop(rp, part, r, true);
+    else
+        scan_apply_loop(rp, part, r, false);
 }
 
 void replay_scan_merge(replay_t *rp) {
