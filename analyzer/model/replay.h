@@ -273,10 +273,10 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *i
 // adds up the live totals for the peak and lists the events that set a new one (bump). Once
 // both are done with a round, replay_scan_apply(part k) applies the ops of part k's sites (site
 // % K, K = replay_scan_parts), each in the epoch of its event (epoch0 + the peaks before it): K
-// threads may apply one round at once, beside the next round's order and peak. Only the apply
-// reads the 48-byte events of the ops (one op each, nearly all of them); what the other parts'
-// ops cost it is a look at their 8 bytes. replay_scan_merge puts the parts' figures and the
-// peak into rp after the last round.
+// threads may apply one round at once, beside the next round's order and peak. An apply thread
+// reads the 48-byte event and what the shards found only for its own ops; another part's op
+// costs it a look at its 8 bytes. replay_scan_merge puts the parts' figures and the peak into
+// rp after the last round.
 #define REPLAY_SCAN_PARTS_MAX 16u
 enum {
     REPLAY_OP_ALLOC = 1,       // a counted allocation joins the op's site
