@@ -994,15 +994,15 @@ static inline uint32_t found_site(const replay_found_t *f, uint32_t *const *site
 
 // ---- the ordered scan, split three ways, each part on a thread of its own (replay_par.c):
 // replay_scan_order in stream order decides what needs the order of all events but not the
-// live totals (site numbers, the per-thread state, the rare totals) and writes per event what
-// it does to which site; replay_scan_peak, beside it over the same round, adds up the live
-// totals for the peak and writes per event the peak's epoch it happened in (each event's
-// change of the live totals is known from the event and what the shards found alone); then
-// replay_scan_apply(k), once both are done, applies each site's own figures for the sites of
-// part k (site % K): a site's figures need only the order of its own events and the epoch each
-// happened in (for the snapshot at the peak). The sums among the totals (blocks, bytes, frees,
-// events, the size histogram, bytes touched of freed blocks) are summed per part: integer sums
-// in any order are the same. The parts' figures join rp's at replay_scan_merge.
+// live totals (site numbers, the per-thread state, the rare totals) and lists what the events
+// do to which site (ops); replay_scan_peak, beside it over the same round, adds up the live
+// totals for the peak and lists the events that set one (each event's change of the live
+// totals is known from the event and what the shards found alone); then replay_scan_apply(k),
+// once both are done, applies the ops of part k's sites (site % K), reading only their events:
+// a site's figures need only the order of its own events and the epoch each happened in (for
+// the snapshot at the peak). Of the summed totals the frees, the events and the size histogram
+// are summed per part (integer sums in any order are the same); blocks, bytes and bytes
+// touched are the sites' own summed at replay_scan_merge, where the parts' figures join rp's.
 
 void replay_scan_split(replay_t *rp, unsigned parts) {
     unsigned bits = 0;
@@ -1017,21 +1017,14 @@ unsigned replay_scan_parts(const replay_t *rp) { return 1u << rp->part_bits; }
 
 // The order pass's cache of the latest event's thread (most events come from the thread of
 // the event before): its state (valid until the next thread_state, which only this cache
-// calls) and the last thread given to note_thread (a second call with it changes nothing; 0
-// at first, which note_thread ignores anyway).
+// calls), for a thread already given to note_thread, and the last thread given to note_thread
+// alone (an unknown free; a second call with it changes nothing; 0 at first, which
+// note_thread ignores anyway).
 typedef struct order_thread {
     thread_state_t *ts;
     uint64_t tid; // ts's; none at first (UINT64_MAX: no event's)
     uint32_t noted;
 } order_thread_t;
-
-static inline thread_state_t *order_ts(replay_t *rp, order_thread_t *ot, uint32_t tid) {
-    if (__builtin_expect(ot->tid != tid, 0)) {
-        ot->ts = thread_state(rp, tid);
-        ot->tid = tid;
-    }
-    return ot->ts;
-}
 
 static inline void order_note(replay_t *rp, order_thread_t *ot, uint32_t tid) {
     if (__builtin_expect(tid != ot->noted, 0)) {
@@ -1040,31 +1033,46 @@ static inline void order_note(replay_t *rp, order_thread_t *ot, uint32_t tid) {
     }
 }
 
+// A counted event's thread: noted (note_thread), and its state. One compare when it is the
+// thread of the event before.
+static inline thread_state_t *order_thread(replay_t *rp, order_thread_t *ot, uint32_t tid) {
+    if (__builtin_expect(ot->tid != tid, 0)) {
+        order_note(rp, ot, tid);
+        ot->ts = thread_state(rp, tid);
+        ot->tid = tid;
+    }
+    return ot->ts;
+}
+
+// Lists op o of event i for `site` (*w: the list's next op).
+static inline __attribute__((always_inline)) void order_push(replay_scan_op_t **w, uint32_t site,
+                                                             size_t i, unsigned o) {
+    *(*w)++ = (replay_scan_op_t){.ev_op = (uint32_t)i | o << REPLAY_OP_SHIFT, .site = site};
+}
+
 // on_alloc_sites without the table and the live totals: the old block at the address (if any)
-// is what the shard found. Returns the event's REPLAY_OP_* bits.
-static inline __attribute__((always_inline)) unsigned scan_order_alloc(
-    replay_t *rp, order_thread_t *ot, const reader_event_t *ev, const replay_found_t *f,
-    bool counted, uint32_t *const *site_of, uint32_t *site_of_ev, uint32_t *site_found_ev) {
-    unsigned op = 0;
+// is what the shard found. Lists the release of the old block, then the allocation.
+static inline __attribute__((always_inline)) void scan_order_alloc(
+    replay_t *rp, order_thread_t *ot, replay_scan_op_t **w, size_t i,
+    const reader_event_t *ev, const replay_found_t *f, bool counted, uint32_t *const *site_of,
+    uint32_t *site_of_ev) {
     if (__builtin_expect(f->had, 0)) {
         rp->t.n_double_allocs++;
-        if (f->stack & BLOCK_COUNTED) {
-            *site_found_ev = found_site(f, site_of);
-            op = REPLAY_OP_RELEASE;
-        }
+        if (f->stack & BLOCK_COUNTED)
+            order_push(w, found_site(f, site_of), i, REPLAY_OP_RELEASE);
     }
     if (!counted)
-        return op;
-    order_note(rp, ot, ev->tid);
+        return;
     // sample_interval is 0 with shards
-    *site_of_ev = count_alloc_sites(rp, ev, order_ts(rp, ot, ev->tid), 0, false);
-    return op | REPLAY_OP_ALLOC;
+    uint32_t site = count_alloc_sites(rp, ev, order_thread(rp, ot, ev->tid), 0, false);
+    *site_of_ev = site;
+    order_push(w, site, i, REPLAY_OP_ALLOC);
 }
 
 // free_block and on_free_sites without the table and the live totals.
-static inline __attribute__((always_inline)) unsigned scan_order_free(
-    replay_t *rp, order_thread_t *ot, const reader_event_t *ev, const replay_found_t *f,
-    uint32_t *const *site_of, uint32_t *site_found_ev) {
+static inline __attribute__((always_inline)) void scan_order_free(
+    replay_t *rp, order_thread_t *ot, replay_scan_op_t **w, size_t i,
+    const reader_event_t *ev, const replay_found_t *f, uint32_t *const *site_of) {
     replay_totals_t *t = &rp->t;
     if (__builtin_expect(!f->had, 0)) {
         t->n_unknown_frees++;
@@ -1074,184 +1082,243 @@ static inline __attribute__((always_inline)) unsigned scan_order_free(
             order_note(rp, ot, ev->tid);
             t->n_events += !(ev->flags & READER_FREE_OF_REALLOC);
         }
-        return 0;
+        return;
     }
     if (!(f->stack & BLOCK_COUNTED))
-        return 0;
+        return;
+    if (__builtin_expect(ev->flags & READER_FREE_SIZED, 0)) {
+        const live_block_t sized = {f->size, f->time_ns, f->stack}; // its address escapes
+        note_sized_free(rp, ev, &sized);
+    }
+    thread_state_t *ts = order_thread(rp, ot, ev->tid);
+    uint32_t site = found_site(f, site_of);
     const live_block_t b = {f->size, f->time_ns, f->stack};
-    if (__builtin_expect(ev->flags & READER_FREE_SIZED, 0))
-        note_sized_free(rp, ev, &b);
-    order_note(rp, ot, ev->tid);
-    uint32_t idx = found_site(f, site_of);
-    *site_found_ev = idx;
-    return count_free_sites(rp, ev, order_ts(rp, ot, ev->tid), idx, &b, false)
-               ? REPLAY_OP_FREE | REPLAY_OP_TEMP
-               : REPLAY_OP_FREE;
+    order_push(w, site, i,
+               count_free_sites(rp, ev, ts, site, &b, false) ? REPLAY_OP_FREE | REPLAY_OP_TEMP
+                                                              : REPLAY_OP_FREE);
 }
 
-void replay_scan_order(replay_t *rp, const replay_scan_round_t *r, uint32_t *const *site_of) {
+// The order's loop, one copy with a filter's verdicts and one without (a constant).
+static inline __attribute__((always_inline)) void scan_order_loop(replay_t *rp,
+                                                                  replay_scan_round_t *r,
+                                                                  uint32_t *const *site_of,
+                                                                  bool verdicts) {
     const reader_event_t *ev = r->ev;
     const replay_found_t *found = r->found;
     const uint8_t *verdict = r->verdict;
-    uint32_t *site_found = r->site_found;
-    uint8_t *op = r->op;
+    uint32_t *site_of_ev = r->site_of;
+    const size_t n = r->n;
+    replay_scan_op_t *w = r->ops;
     order_thread_t ot = {.tid = UINT64_MAX};
     uint64_t last_time = rp->t.last_time_ns;
-    for (size_t i = 0; i < r->n; i++) {
+    for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = &ev[i];
         const replay_found_t *f = &found[i];
-        unsigned o = 0;
         if (e->kind == READER_ALLOC) {
             last_time = e->time_ns > last_time ? e->time_ns : last_time;
-            o = scan_order_alloc(rp, &ot, e, f, !verdict || verdict[i], site_of, &r->site_of[i],
-                                 &site_found[i]);
+            scan_order_alloc(rp, &ot, &w, i, e, f, !verdicts || verdict[i], site_of,
+                             &site_of_ev[i]);
         } else if (e->kind == READER_FREE) {
             last_time = e->time_ns > last_time ? e->time_ns : last_time;
-            o = scan_order_free(rp, &ot, e, f, site_of, &site_found[i]);
+            scan_order_free(rp, &ot, &w, i, e, f, site_of);
         } else if (e->kind == READER_TOUCH_LIVE) {
-            // on_touch_live: moves no time (lifetimes end at the last event)
+            // on_touch_live: moves no time (lifetimes end at the last event); its measure
+            // counts in the totals through its site's (replay_scan_merge)
             if (e->touch && f->had && (f->stack & BLOCK_COUNTED)) {
-                const live_block_t b = {f->size, f->time_ns, f->stack};
-                add_touched(rp, NULL, e, &b);
                 rp->t.touch_live_blocks++;
-                site_found[i] = found_site(f, site_of);
-                o = REPLAY_OP_TOUCH_LIVE;
+                order_push(&w, found_site(f, site_of), i, REPLAY_OP_TOUCH_LIVE);
             }
         } else {
             last_time = e->time_ns > last_time ? e->time_ns : last_time;
         }
-        op[i] = (uint8_t)o;
     }
     rp->t.last_time_ns = last_time;
+    r->n_sites = rp->n_sites;
+    r->n_ops = (size_t)(w - r->ops);
 }
 
-void replay_scan_peak(replay_t *rp, replay_scan_round_t *r) {
+void replay_scan_order(replay_t *rp, replay_scan_round_t *r, uint32_t *const *site_of) {
+    if (r->verdict)
+        scan_order_loop(rp, r, site_of, true);
+    else
+        scan_order_loop(rp, r, site_of, false);
+}
+
+// What an event's kind does to the live totals in the peak's loop: bit 0, found[i] counts
+// (a block freed, or replaced by an allocation at its address); bit 1, an allocation. found[i]
+// is written for allocations, frees and TOUCH_LIVE (which moves nothing), stale for the rest.
+static const uint8_t peak_kind[256] = {[READER_ALLOC] = 3, [READER_FREE] = 1};
+
+// The peak's loop, one copy per filter (with verdicts or without) and mode (DHAT or not), both
+// constants. It has no branch on the event's kind (allocations and frees interleave as the
+// program made them, which no predictor follows): it adds both changes, each times 0 or 1.
+static inline __attribute__((always_inline)) void scan_peak_loop(replay_t *rp,
+                                                                 replay_scan_round_t *r,
+                                                                 bool verdicts, bool dhat) {
     const reader_event_t *ev = r->ev;
     const replay_found_t *found = r->found;
     const uint8_t *verdict = r->verdict;
-    uint32_t *epoch_of = r->epoch;
-    bool dhat = rp->mode & REPLAY_DHAT;
+    uint32_t *bump = r->bump;
+    const size_t n = r->n;
     uint64_t live = rp->pk.live_bytes, blocks = rp->pk.live_blocks, peak = rp->pk.peak_bytes;
-    uint64_t epoch0 = rp->pk.epoch, epoch = epoch0;
-    r->epoch0 = epoch0;
-    for (size_t i = 0; i < r->n; i++) {
+    uint64_t peak_blocks = rp->pk.peak_blocks, peak_time = rp->pk.peak_time_ns;
+    size_t n_bump = 0;
+    r->epoch0 = rp->pk.epoch;
+    for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = &ev[i];
         const replay_found_t *f = &found[i];
-        // the epoch this event's changes happen in: before its own peak, if any
-        epoch_of[i] = (uint32_t)(epoch - epoch0);
-        if (e->kind != READER_ALLOC && e->kind != READER_FREE)
-            continue; // (found[i] is written for those and TOUCH_LIVE, which moves nothing)
-        // a block taken out: freed, or replaced by an allocation at its address
-        if (f->had && (f->stack & BLOCK_COUNTED)) {
-            live -= f->size;
-            blocks--;
-        }
-        if (e->kind != READER_ALLOC || (verdict && !verdict[i]))
-            continue;
-        live += e->size == 0 && dhat ? 1 : e->size;
-        blocks++;
-        // count_alloc_sites' rule: the first moment of the maximum (DHAT: the last)
-        if (live > peak || (live == peak && dhat)) {
+        unsigned k = peak_kind[e->kind];
+        // a counted block taken out (had and BLOCK_COUNTED are 0 or 1)
+        uint64_t taken = f->had & (f->stack >> 63) & k;
+        uint64_t added = k >> 1;
+        if (verdicts)
+            added &= verdict[i];
+        uint64_t size = e->size;
+        if (dhat)
+            size += size == 0; // DHAT's 1-byte malloc(0)
+        live += size * added - f->size * taken;
+        blocks += added - taken;
+        // count_alloc_sites' rule: the first moment of the maximum (DHAT: the last). live never
+        // exceeds the peak but by an allocation; it may equal it after another event.
+        if (__builtin_expect(live + dhat > peak, 0) && added) {
             peak = live;
-            rp->pk.peak_blocks = blocks;
-            rp->pk.peak_time_ns = e->time_ns;
-            epoch++;
+            peak_blocks = blocks;
+            peak_time = e->time_ns;
+            bump[n_bump++] = (uint32_t)i;
         }
     }
+    bump[n_bump] = UINT32_MAX;
     rp->pk.live_bytes = live;
     rp->pk.live_blocks = blocks;
     rp->pk.peak_bytes = peak;
-    rp->pk.epoch = epoch;
+    rp->pk.peak_blocks = peak_blocks;
+    rp->pk.peak_time_ns = peak_time;
+    rp->pk.epoch += n_bump;
 }
 
-// A site of part `part`, made on its first op (a site's first op is its allocation).
-static inline site_acc_t *part_site(replay_part_t *pt, uint32_t site, unsigned bits) {
-    size_t local = site >> bits;
-    if (__builtin_expect(local >= pt->n, 0)) {
-        pt->sites = xgrow(pt->sites, &pt->cap, local + 1, sizeof *pt->sites);
-        memset(pt->sites + pt->n, 0, (local + 1 - pt->n) * sizeof *pt->sites);
-        pt->n = local + 1;
+void replay_scan_peak(replay_t *rp, replay_scan_round_t *r) {
+    bool dhat = rp->mode & REPLAY_DHAT;
+    if (r->verdict)
+        dhat ? scan_peak_loop(rp, r, true, true) : scan_peak_loop(rp, r, true, false);
+    else
+        dhat ? scan_peak_loop(rp, r, false, true) : scan_peak_loop(rp, r, false, false);
+}
+
+// Makes part pt's sites cover `n_sites` sites of all parts (a site's first op is its
+// allocation, of a round whose order pass counted it), so the apply looks none up.
+static void part_grow(replay_part_t *pt, size_t n_sites, unsigned bits) {
+    size_t n = (n_sites + (1u << bits) - 1) >> bits;
+    if (n <= pt->n)
+        return;
+    pt->sites = xgrow(pt->sites, &pt->cap, n, sizeof *pt->sites);
+    memset(pt->sites + pt->n, 0, (n - pt->n) * sizeof *pt->sites);
+    pt->n = n;
+}
+
+// Part `part`'s ops of the round in order (one: the only part, a constant: no op to skip). Of
+// the summed totals only what the sites do not keep: the frees, the events and the size
+// histogram; blocks, bytes and bytes touched are the sums of the sites' own
+// (replay_scan_merge).
+static inline __attribute__((always_inline)) void scan_apply_loop(replay_t *rp, unsigned part,
+                                                                  const replay_scan_round_t *r,
+                                                                  bool one) {
+    replay_part_t *pt = &rp->parts[part];
+    replay_totals_t *t = &pt->t;
+    bool dhat = rp->mode & REPLAY_DHAT;
+    const unsigned bits = rp->part_bits;
+    const uint32_t mask = (1u << bits) - 1;
+    part_grow(pt, r->n_sites, bits);
+    site_acc_t *sites = pt->sites;
+    const reader_event_t *ev = r->ev;
+    const replay_found_t *found = r->found;
+    const replay_scan_op_t *op = r->ops, *end = op + r->n_ops;
+    // the epoch of event i: epoch0 + the peaks set before it (bump ends with UINT32_MAX)
+    const uint32_t *bump = r->bump;
+    uint64_t epoch = r->epoch0;
+    uint64_t n_frees = 0, n_events = 0;
+    for (; op < end; op++) {
+        if (!one && (op->site & mask) != part)
+            continue;
+        uint32_t i = op->ev_op & ((1u << REPLAY_OP_SHIFT) - 1);
+        unsigned o = op->ev_op >> REPLAY_OP_SHIFT;
+        while (*bump < i) {
+            bump++;
+            epoch++;
+        }
+        site_acc_t *s = &sites[one ? op->site : op->site >> bits];
+        const reader_event_t *e = &ev[i];
+        if (o & REPLAY_OP_ALLOC) { // after the release of the block it replaced, if any
+            uint64_t size = e->size == 0 && dhat ? 1 : e->size;
+            site_snap(s, epoch);
+            site_add(s, size, e->time_ns);
+            count_size(t, e->size);
+            n_events++;
+            continue;
+        }
+        const replay_found_t *f = &found[i];
+        const live_block_t b = {f->size, f->time_ns, f->stack};
+        if (o & REPLAY_OP_TOUCH_LIVE) {
+            // no change of live counts, no snapshot (as on_touch_live)
+            touch_measure_t m = touch_measure(e, &b);
+            site_add_touched(s, &m, b.size);
+            continue;
+        }
+        site_snap(s, epoch);
+        site_sub(s, &b, e->time_ns);
+        if (o & REPLAY_OP_FREE) {
+            if (e->touch) {
+                touch_measure_t m = touch_measure(e, &b);
+                site_add_touched(s, &m, b.size);
+            }
+            uint64_t whole = !(e->flags & READER_FREE_OF_REALLOC);
+            n_frees += whole;
+            n_events += whole;
+            if (o & REPLAY_OP_TEMP) {
+                s->temp_blocks++;
+                s->temp_bytes += b.size;
+            }
+        }
     }
-    return &pt->sites[local];
+    t->n_frees += n_frees;
+    t->n_events += n_events;
 }
 
 void replay_scan_apply(replay_t *rp, unsigned part, const replay_scan_round_t *r) {
-    replay_part_t *pt = &rp->parts[part];
-    replay_totals_t *t = &pt->t;
-    unsigned bits = rp->part_bits;
-    uint32_t mask = (1u << bits) - 1;
-    bool dhat = rp->mode & REPLAY_DHAT;
-    const uint8_t *op = r->op;
-    for (size_t i = 0; i < r->n; i++) {
-        unsigned o = op[i];
-        if (!o)
-            continue;
-        const reader_event_t *e = &r->ev[i];
-        uint64_t epoch = r->epoch0 + r->epoch[i];
-        if (o & (REPLAY_OP_RELEASE | REPLAY_OP_FREE | REPLAY_OP_TOUCH_LIVE)) {
-            uint32_t site = r->site_found[i];
-            if ((site & mask) == part) {
-                site_acc_t *s = part_site(pt, site, bits);
-                const replay_found_t *f = &r->found[i];
-                const live_block_t b = {f->size, f->time_ns, f->stack};
-                if (o & REPLAY_OP_TOUCH_LIVE) {
-                    // no change of live counts, no snapshot (as on_touch_live)
-                    touch_measure_t m = touch_measure(e, &b);
-                    site_add_touched(s, &m, b.size);
-                    continue;
-                }
-                site_snap(s, epoch);
-                site_sub(s, &b, e->time_ns);
-                if (o & REPLAY_OP_FREE) {
-                    if (e->touch) {
-                        touch_measure_t m = touch_measure(e, &b);
-                        site_add_touched(s, &m, b.size);
-                        totals_add_touched(t, &m, b.size);
-                    }
-                    if (!(e->flags & READER_FREE_OF_REALLOC)) {
-                        t->n_frees++;
-                        t->n_events++;
-                    }
-                    if (o & REPLAY_OP_TEMP) {
-                        s->temp_blocks++;
-                        s->temp_bytes += b.size;
-                    }
-                }
-            }
-        }
-        if (o & REPLAY_OP_ALLOC) { // after the release of the block it replaced, if any
-            uint32_t site = r->site_of[i];
-            if ((site & mask) == part) {
-                site_acc_t *s = part_site(pt, site, bits);
-                uint64_t size = e->size == 0 && dhat ? 1 : e->size;
-                site_snap(s, epoch);
-                site_add(s, size, e->time_ns);
-                t->n_blocks++;
-                t->n_bytes += size;
-                count_size(t, e->size);
-                t->n_events++;
-            }
-        }
-    }
+    if (rp->part_bits == 0)
+        scan_apply_loop(rp, part, r, true);
+    else
+        scan_apply_loop(rp, part, r, false);
 }
 
 void replay_scan_merge(replay_t *rp) {
     unsigned bits = rp->part_bits;
+    replay_totals_t *t = &rp->t;
     for (unsigned k = 0; k < 1u << bits; k++)
-        replay_totals_add(&rp->t, &rp->parts[k].t); // only sums there: no time, no peak
+        replay_totals_add(t, &rp->parts[k].t); // only sums there: no time, no peak
     for (size_t i = 0; i < rp->n_sites; i++) {
         const replay_part_t *pt = &rp->parts[i & ((1u << bits) - 1)];
         size_t local = i >> bits;
         if (local >= pt->n)
             continue;
-        uint64_t stack = rp->sites[i].stack;
-        rp->sites[i] = pt->sites[local];
-        rp->sites[i].stack = stack;
+        site_acc_t *s = &rp->sites[i];
+        uint64_t stack = s->stack;
+        *s = pt->sites[local];
+        s->stack = stack;
+        // every counted block, and every measure of one (freed or live at exit), is its site's
+        // and counts in the totals once (on_alloc_sites, add_touched)
+        t->n_blocks += s->blocks;
+        t->n_bytes += s->bytes;
+        t->touch_blocks += s->touch_blocks;
+        t->touch_bytes += s->touch_bytes;
+        t->touched_bytes += s->touched_bytes;
+        t->touch_resident_blocks += s->touch_resident_blocks;
+        t->touch_sampled_blocks += s->touch_sampled_blocks;
+        t->touch_pages_blocks += s->touch_pages_blocks;
     }
-    rp->t.live_bytes = rp->pk.live_bytes;
-    rp->t.live_blocks = rp->pk.live_blocks;
-    rp->t.peak_bytes = rp->pk.peak_bytes;
-    rp->t.peak_blocks = rp->pk.peak_blocks;
-    rp->t.peak_time_ns = rp->pk.peak_time_ns;
+    t->live_bytes = rp->pk.live_bytes;
+    t->live_blocks = rp->pk.live_blocks;
+    t->peak_bytes = rp->pk.peak_bytes;
+    t->peak_blocks = rp->pk.peak_blocks;
+    t->peak_time_ns = rp->pk.peak_time_ns;
     rp->epoch = rp->pk.epoch;
 }

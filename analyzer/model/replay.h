@@ -267,22 +267,33 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *i
 // but not the live totals: the sites' numbers, the per-thread state, the rare totals. It writes
 // site_of[i] for each counted allocation (for this round's later events, the next D - 1 rounds'
 // scans and the shards' fix D rounds on; site_of_slots[j] is the site_of of the open round
-// with round % D == j, this one's included, for the blocks still pending there), and per event op[i] (REPLAY_OP_*) and site_found[i], the site of the
-// counted block the event found. replay_scan_peak, on another thread at the same time, adds up
-// the live totals for the peak and writes epoch[i] (less epoch0, which it sets): the peak's
-// epoch the event happened in. Once both are done with a round, replay_scan_apply(part k)
-// applies each site's own figures in stream order to the sites of part k (site % K, K =
-// replay_scan_parts): K threads may apply one round at once, beside the next round's order and
-// peak. replay_scan_merge puts the parts' figures and the peak into rp after the last round.
+// with round % D == j, this one's included, for the blocks still pending there), and the list
+// of what the round's events do to sites, in stream order (replay_scan_op_t: one op for most
+// events, none for an uncounted one). replay_scan_peak, on another thread at the same time,
+// adds up the live totals for the peak and lists the events that set a new one (bump). Once
+// both are done with a round, replay_scan_apply(part k) applies the ops of part k's sites (site
+// % K, K = replay_scan_parts), each in the epoch of its event (epoch0 + the peaks before it): K
+// threads may apply one round at once, beside the next round's order and peak. An apply thread
+// reads the 48-byte event and what the shards found only for its own ops; another part's op
+// costs it a look at its 8 bytes. replay_scan_merge puts the parts' figures and the peak into
+// rp after the last round.
 #define REPLAY_SCAN_PARTS_MAX 16u
 enum {
-    REPLAY_OP_ALLOC = 1,       // a counted allocation joins site_of[i]
+    REPLAY_OP_ALLOC = 1,       // a counted allocation joins the op's site
     REPLAY_OP_RELEASE = 2,     // a counted block replaced by an allocation at its address
-                               // leaves site_found[i] (before the allocation joins its site)
-    REPLAY_OP_FREE = 4,        // a counted block freed leaves site_found[i]
+                               // leaves the op's site (listed before the allocation's op)
+    REPLAY_OP_FREE = 4,        // a counted block freed leaves the op's site
     REPLAY_OP_TEMP = 8,        // ... and it was a temporary
-    REPLAY_OP_TOUCH_LIVE = 16, // a live block's measure at exit, for site_found[i]
+    REPLAY_OP_TOUCH_LIVE = 16, // a live block's measure at exit, for the op's site
 };
+
+// One op: the event's index in the round | REPLAY_OP_* << REPLAY_OP_SHIFT, and the site. An
+// allocation at a live address gives two (release, then alloc), so a round has at most 2n.
+#define REPLAY_OP_SHIFT 24u // event indexes stay below 2^24 (a round is at most 2^20 events)
+typedef struct replay_scan_op {
+    uint32_t ev_op;
+    uint32_t site;
+} replay_scan_op_t;
 
 typedef struct replay_scan_round {
     const reader_event_t *ev; // the round's events
@@ -291,17 +302,19 @@ typedef struct replay_scan_round {
     const replay_found_t *found; // what the shards found, per event
     const uint8_t *verdict;      // keep's answer per event; NULL: every allocation counts
     uint32_t *site_of;           // order: the site of each counted allocation
-    uint32_t *site_found;        // order: the site of the counted block found
-    uint8_t *op;                 // order: REPLAY_OP_* bits, per event
-    uint32_t *epoch;             // peak: the event's epoch, less epoch0
-    uint64_t epoch0;             // peak
+    replay_scan_op_t *ops;       // order: the round's ops in stream order (2n room)
+    size_t n_ops;                // order
+    size_t n_sites;              // order: the sites after the round
+    uint32_t *bump;  // peak: the indexes of the events that set a new peak, in order, then
+                     // UINT32_MAX (n + 1 room)
+    uint64_t epoch0; // peak: the epoch at the round's start
 } replay_scan_round_t;
 
 // Makes rp's scan split into `parts` parts (rounded down to a power of two, at least 1, at most
 // REPLAY_SCAN_PARTS_MAX). Call before the first event.
 void replay_scan_split(replay_t *rp, unsigned parts);
 unsigned replay_scan_parts(const replay_t *rp);
-void replay_scan_order(replay_t *rp, const replay_scan_round_t *r, uint32_t *const *site_of_slots);
+void replay_scan_order(replay_t *rp, replay_scan_round_t *r, uint32_t *const *site_of_slots);
 void replay_scan_peak(replay_t *rp, replay_scan_round_t *r);
 void replay_scan_apply(replay_t *rp, unsigned part, const replay_scan_round_t *r);
 void replay_scan_merge(replay_t *rp);

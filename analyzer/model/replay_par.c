@@ -8,7 +8,7 @@
 // threads of their own and overlap the shards' next round, so a round costs the slowest of
 // them instead of their sum: with D rounds in flight (HEAPPROF_REPLAY_DEPTH, 2 by default)
 // round k uses buffers [k % D] (its events, copied by the shards since the batches go back to
-// the reader, the finds, the sites, the order's and the peak's per-event results and the
+// the reader, the finds, the sites, the order's ops, the peak's new peaks and the
 // verdicts), and round k starts once the scans of round k - D are done with them; its shards
 // first apply the sites and growth's words of round k - D.
 // A round is at least ROUND_MIN events (the reader's batches are smaller): the batches wait,
@@ -37,6 +37,7 @@
 #define REPLAY_PAR_THREADS_DEFAULT 8u // without HEAPPROF_REPLAY_THREADS: see replay_par_threads
 #define ROUND_MIN 131072u     // events a round gathers before it starts (round_min_env)
 #define ROUND_MAX (1u << 20)  // events a round takes at most (its indexes are 32-bit)
+_Static_assert(ROUND_MAX <= 1u << REPLAY_OP_SHIFT, "an op holds its event's index below its bits");
 // rounds in flight with sites (depth_env). The 16-core machine (session 12, `report` on 100 M
 // c_churn events, 8 decode workers and 8 replay threads, medians of 3) took 2.21 s at depth 2,
 // 2.10 at 3 and 4 (247 / 275 / 281 MiB), but at 3 e2e_growth failed once under load (the three
@@ -135,12 +136,10 @@ typedef struct round_buf {
     size_t cw_cap;
     uint8_t *verdict; // with a filter: keep's answer per event
     size_t verdict_cap;
-    uint32_t *site_found; // the order's per event: the site of the block found
-    size_t site_found_cap;
-    uint8_t *op; // the order's per event: what it does to sites (REPLAY_OP_*)
-    size_t op_cap;
-    uint32_t *epoch; // the peak's per event: its epoch
-    size_t epoch_cap;
+    replay_scan_op_t *ops; // the order's list of ops (2n room)
+    size_t ops_cap;
+    uint32_t *bump; // the peak's: the events that set a new peak (n + 1 room)
+    size_t bump_cap;
     replay_scan_round_t sr; // the above for the scans (the peak's epoch0 too)
 } round_buf_t;
 
@@ -257,6 +256,25 @@ static unsigned depth_env(void) {
             fprintf(stderr, "heapprof: HEAPPROF_REPLAY_DEPTH=%s is not a number from 2 to %u; "
                             "using %u\n", env, REPLAY_DEPTH_MAX, DEPTH_DEFAULT);
         return DEPTH_DEFAULT;
+    }
+    return (unsigned)v;
+}
+
+// HEAPPROF_REPLAY_APPLY: the sites' apply threads (parts of the sites), 1 to
+// REPLAY_SCAN_PARTS_MAX, rounded down to a power of two (every figure is the same with any);
+// else `dflt`. Anything else: one warning, the default.
+static unsigned apply_parts_env(unsigned dflt) {
+    const char *env = getenv("HEAPPROF_REPLAY_APPLY");
+    if (!env || !*env)
+        return dflt;
+    char *end;
+    unsigned long v = strtoul(env, &end, 10);
+    if (*end || v < 1 || v > REPLAY_SCAN_PARTS_MAX) {
+        static _Atomic bool warned;
+        if (!atomic_exchange(&warned, true))
+            fprintf(stderr, "heapprof: HEAPPROF_REPLAY_APPLY=%s is not a number from 1 to %u; "
+                            "using %u\n", env, REPLAY_SCAN_PARTS_MAX, dflt);
+        return dflt;
     }
     return (unsigned)v;
 }
@@ -475,13 +493,11 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
         p->threads[i].step = p->n_threads;
     }
     if (p->sites) {
-        // the sites' figures on half as many threads as the shards, at least one and at most
-        // 4 (each part walks every event of the round to pick its sites'): 2 at 4 shards,
-        // where one part cost as much as growth's links (c_churn, 83 instructions an event
-        // against 78)
-        unsigned parts = p->n_shards / 2 ? p->n_shards / 2 : 1;
-        if (parts > 4)
-            parts = 4;
+        // the sites' figures on 2 threads from 4 shards on (1 below), or HEAPPROF_REPLAY_APPLY:
+        // each apply thread reads only its sites' events, so one more splits the work but adds
+        // a thread beside the others (c_churn at 8 shards, session 13: 2 parts ~39
+        // instructions an event each, ~23 at 4, against the order pass's ~49)
+        unsigned parts = apply_parts_env(p->n_shards >= 4 ? 2 : 1);
         replay_scan_split(into, parts);
         scanner_start(p, SCAN_ORDER, 0);
         scanner_start(p, SCAN_PEAK, 0);
@@ -604,9 +620,10 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     uint64_t k = p->round + 1;
     const unsigned d = p->depth;
     round_buf_t *b = &p->buf[k % d];
-    bool grow = b->ev_cap < n || b->found_cap < n || b->site_of_cap < n ||
-                b->site_found_cap < n || b->op_cap < n || b->epoch_cap < n ||
-                (p->growth && b->cw_cap < n) || (p->keep && b->verdict_cap < n);
+    const size_t n_ops = 2 * n;
+    bool grow = b->ev_cap < n || b->found_cap < n || b->site_of_cap < n || b->ops_cap < n_ops ||
+                b->bump_cap < n + 1 || (p->growth && b->cw_cap < n) ||
+                (p->keep && b->verdict_cap < n);
     // b was round k - D's: its scans must be done with it. To grow it, every scan must be done
     // (the order's scans of rounds k - D + 1 .. k - 1 read b's site_of, and all read the
     // pointers of every buf's); rounds grow rarely, at the start.
@@ -624,20 +641,18 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
             b->cw = xgrow(b->cw, &b->cw_cap, n, sizeof *b->cw);
         if (p->keep && b->verdict_cap < n)
             b->verdict = xgrow(b->verdict, &b->verdict_cap, n, sizeof *b->verdict);
-        if (b->site_found_cap < n)
-            b->site_found = xgrow(b->site_found, &b->site_found_cap, n, sizeof *b->site_found);
-        if (b->op_cap < n)
-            b->op = xgrow(b->op, &b->op_cap, n, sizeof *b->op);
-        if (b->epoch_cap < n)
-            b->epoch = xgrow(b->epoch, &b->epoch_cap, n, sizeof *b->epoch);
+        if (b->ops_cap < n_ops)
+            b->ops = xgrow(b->ops, &b->ops_cap, n_ops, sizeof *b->ops);
+        if (b->bump_cap < n + 1)
+            b->bump = xgrow(b->bump, &b->bump_cap, n + 1, sizeof *b->bump);
     }
     b->n = n;
     b->round = k;
     p->rev = b->ev;
     b->sr = (replay_scan_round_t){.ev = b->ev, .n = n, .round = k, .found = b->found,
                                   .verdict = p->keep ? b->verdict : NULL,
-                                  .site_of = b->site_of, .site_found = b->site_found,
-                                  .op = b->op, .epoch = b->epoch};
+                                  .site_of = b->site_of, .ops = b->ops,
+                                  .bump = b->bump};
     if (p->keep)
         set_verdicts(p, b->verdict, n_segs);
     if (p->growth) // round k - D's, which growth keeps until its scan of round k
@@ -868,9 +883,8 @@ void replay_par_finish(replay_par_t *p) {
         free(b->site_of);
         free(b->cw);
         free(b->verdict);
-        free(b->site_found);
-        free(b->op);
-        free(b->epoch);
+        free(b->ops);
+        free(b->bump);
     }
     free(p->steps);
     free(p->verdict);

@@ -314,7 +314,7 @@ Test(replay_par, thread_counts_round_down_to_a_power_of_two) {
 }
 
 // ---- per-site figures (REPLAY_SITES, REPLAY_DHAT): shards find, one thread scans in order,
-// the sites' own figures on n_threads / 4 threads (at least one) ----
+// the sites' own figures on 2 threads from 4 shards on, 1 below (HEAPPROF_REPLAY_APPLY: 1-16) ----
 
 static replay_t *one_thread_rp(const reader_event_t *ev, size_t n, unsigned mode,
                                replay_keep_fn keep) {
@@ -459,9 +459,12 @@ Test(replay_par, random_streams_match_one_thread_per_site) {
         for (unsigned mode = REPLAY_SITES; mode <= (REPLAY_SITES | REPLAY_DHAT); mode += REPLAY_DHAT)
             for (int filtered = 0; filtered < 2; filtered++) {
                 replay_keep_fn keep = filtered ? keep_even_stacks : NULL;
-                // the sites' figures on 1, 2 and 4 threads (half the shards', at most 4)
+                // the sites' figures on 1, 2 and 4 threads (2 shards, 4, 16 with
+                // HEAPPROF_REPLAY_APPLY=4)
                 for (unsigned threads = 2; threads <= 16; threads *= threads == 4 ? 4 : 2)
                     for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
+                        if (threads == 16)
+                            setenv("HEAPPROF_REPLAY_APPLY", "4", 1);
                         size_t m = rounds[k][1] < 64 ? n / 40 : n;
                         replay_t *want = one_thread_rp(ev, m, mode, keep);
                         replay_t *got = parallel_rp(ev, m, mode, keep, threads, rounds[k][0],
@@ -473,6 +476,7 @@ Test(replay_par, random_streams_match_one_thread_per_site) {
                         expect_same_sites(want, got, what);
                         replay_free(want);
                         replay_free(got);
+                        unsetenv("HEAPPROF_REPLAY_APPLY");
                     }
             }
     }
@@ -745,11 +749,14 @@ Test(replay_par, sites_peak_epochs_across_rounds) {
         for (size_t d = 0; d < N_DEPTHS; d++)
             for (unsigned threads = 2; threads <= 8; threads *= 2)
                 for (size_t round = 1; round <= 4; round++) {
+                    // 1 part at 2 shards, 2 at 4, 4 at 8
+                    setenv("HEAPPROF_REPLAY_APPLY", threads == 8 ? "4" : "", 1);
                     replay_t *got =
                         parallel_rp(ev, n, mode, NULL, threads, round, round, 1, 0, depths[d]);
                     expect_same_sites(want, got, mode & REPLAY_DHAT ? "dhat epochs" : "epochs");
                     replay_free(got);
                 }
+        unsetenv("HEAPPROF_REPLAY_APPLY");
         replay_free(want);
     }
 }
@@ -956,4 +963,29 @@ Test(replay_par, depth_from_the_environment) {
     replay_par_finish(p);
     replay_free(rp);
     unsetenv("HEAPPROF_REPLAY_DEPTH");
+}
+
+// HEAPPROF_REPLAY_APPLY: the sites' apply threads, 1 to 16 rounded down to a power of two;
+// unset, empty or anything else the default (2 from 4 shards on, else 1; a warning).
+Test(replay_par, apply_parts_from_the_environment) {
+    static const struct {
+        const char *env;
+        unsigned threads, want;
+    } cases[] = {{NULL, 2, 1}, {NULL, 4, 2}, {NULL, 16, 2}, {"", 8, 2},  {"1", 8, 1},
+                 {"4", 2, 4},  {"3", 4, 2},  {"16", 4, 16}, {"17", 4, 2}, {"0", 2, 1},
+                 {"2x", 4, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].env)
+            setenv("HEAPPROF_REPLAY_APPLY", cases[i].env, 1);
+        else
+            unsetenv("HEAPPROF_REPLAY_APPLY");
+        replay_t *rp = replay_new(NULL, NULL);
+        replay_set_mode(rp, REPLAY_SITES);
+        replay_par_t *p = replay_par_new(rp, REPLAY_SITES, cases[i].threads, NULL, NULL);
+        cr_expect_eq(replay_scan_parts(rp), cases[i].want, "HEAPPROF_REPLAY_APPLY=%s, %u threads",
+                     cases[i].env ? cases[i].env : "(unset)", cases[i].threads);
+        replay_par_finish(p);
+        replay_free(rp);
+    }
+    unsetenv("HEAPPROF_REPLAY_APPLY");
 }
