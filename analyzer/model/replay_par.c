@@ -429,6 +429,7 @@ static void work(replay_par_t *p, shard_thread_t *th) {
 static void *shard_main(void *arg) {
     shard_thread_t *th = arg;
     replay_par_t *p = th->p;
+    (void)pthread_setname_np(pthread_self(), "hp-shard"); // HEAPPROF_STAGE_TIMES=2, perf
     uint32_t seen = 0;
     for (;;) {
         ww_wait(&p->go, seen);
@@ -556,6 +557,11 @@ static uint64_t scan_avail(const replay_par_t *p, const scanner_t *sc) {
 static void *scan_main(void *arg) {
     scanner_t *sc = arg;
     replay_par_t *p = sc->p;
+    static const char *const names[] = {[SCAN_ORDER] = "hp-scan-order", [SCAN_PEAK] = "hp-scan-peak",
+                                        [SCAN_APPLY] = "hp-scan-apply",
+                                        [SCAN_GROWTH] = "hp-growth-links",
+                                        [SCAN_GROWTH_CHAINS] = "hp-growth-chain"};
+    (void)pthread_setname_np(pthread_self(), names[sc->kind]); // HEAPPROF_STAGE_TIMES=2, perf
     pthread_mutex_lock(&p->lock);
     for (;;) {
         // the order's rounds come to the apply threads before the stop (growth's links' to its
