@@ -6,7 +6,7 @@
 // event). Sites: the scans (replay_scan_order and replay_scan_peak side by side, then
 // replay_scan_apply by part of the sites; growth_scan_links, then growth_scan_chains) run on
 // threads of their own and overlap the shards' next round, so a round costs the slowest of
-// them instead of their sum: with D rounds in flight (HEAPPROF_REPLAY_DEPTH, 2 by default)
+// them instead of their sum: with D rounds in flight (HEAPPROF_REPLAY_DEPTH, 3 by default)
 // round k uses buffers [k % D] (its events, copied by the shards since the batches go back to
 // the reader, the finds, the sites, the order's ops, the peak's new peaks and the
 // verdicts), and round k starts once the scans of round k - D are done with them; its shards
@@ -38,11 +38,12 @@
 #define ROUND_MIN 131072u     // events a round gathers before it starts (round_min_env)
 #define ROUND_MAX (1u << 20)  // events a round takes at most (its indexes are 32-bit)
 _Static_assert(ROUND_MAX <= 1u << REPLAY_OP_SHIFT, "an op holds its event's index below its bits");
-// rounds in flight with sites (depth_env). The 16-core machine (session 12, `report` on 100 M
-// c_churn events, 8 decode workers and 8 replay threads, medians of 3) took 2.21 s at depth 2,
-// 2.10 at 3 and 4 (247 / 275 / 281 MiB), but at 3 e2e_growth failed once under load (the three
-// big vectors' growth steps; 20 runs after did not fail): 2 until that is understood.
-#define DEPTH_DEFAULT 2u
+// rounds in flight with sites (depth_env). The 16-core machine (session 13, `report` on 100 M
+// c_churn events, 4 decode workers and 8 replay threads, medians of 2) took 2.09 s at depth 2,
+// 1.91 at 3 and 1.95 at 4 (194 / 211 / 229 MiB); session 12: 2.21, 2.10, 2.10. (e2e_growth's
+// failure in session 12 was growth's time bound under load, not the depth: replay threads
+// never run on 2 CPUs.)
+#define DEPTH_DEFAULT 3u
 #define DEPTH_TOTALS 2u // totals (no sites) run one round at a time: the depth is not used
 #define WORKER_STACK_BYTES (256u << 10)
 // A thread that waits for the next round, the round's partition or the shards' end spins this

@@ -938,14 +938,14 @@ Test(replay_par, random_growth_at_depth) {
         }
 }
 
-// HEAPPROF_REPLAY_DEPTH: 2 to 8 taken, anything else the default (2, with a warning); totals
+// HEAPPROF_REPLAY_DEPTH: 2 to 8 taken, anything else the default (3, with a warning); totals
 // run one round at a time whatever it says.
 Test(replay_par, depth_from_the_environment) {
     static const struct {
         const char *env;
         unsigned want;
-    } cases[] = {{"4", 4}, {"8", 8}, {"2", 2}, {"1", 2}, {"9", 2}, {"0", 2}, {"3x", 2}, {"", 2},
-                 {"-3", 2}};
+    } cases[] = {{"4", 4}, {"8", 8}, {"2", 2}, {"1", 3}, {"9", 3}, {"0", 3}, {"3x", 3}, {"", 3},
+                 {"-3", 3}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv("HEAPPROF_REPLAY_DEPTH", cases[i].env, 1);
         replay_t *rp = replay_new(NULL, NULL);
