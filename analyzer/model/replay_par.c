@@ -193,6 +193,7 @@ struct replay_par {
     replay_keep_fn keep;
     void *keep_ctx;
     bool sites;        // REPLAY_SITES: shards find, the scans apply (replay_scan_order)
+    bool apply_started; // with sites: the apply scanners run (start_apply, at the first round)
     unsigned depth;    // with sites: rounds in flight, D (2..REPLAY_DEPTH_MAX)
     round_buf_t buf[REPLAY_DEPTH_MAX]; // with sites: round k's in buf[k % depth]
     growth_t *growth;  // replay_par_set_growth: growth in a scan, its words in shards
@@ -494,20 +495,30 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
         p->threads[i].first = i;
         p->threads[i].step = p->n_threads;
     }
-    if (p->sites) {
-        // the sites' figures on 2 threads from 4 shards on (1 below), or HEAPPROF_REPLAY_APPLY:
-        // each apply thread reads only its sites' events, so one more splits the work but adds
-        // a thread beside the others (c_churn at 8 shards, session 13: 2 parts ~39
-        // instructions an event each, ~23 at 4, against the order pass's ~49)
-        unsigned parts = apply_parts_env(p->n_shards >= 4 ? 2 : 1);
-        replay_scan_split(into, parts);
+    if (p->sites) { // the apply parts once growth is known (start_apply)
         scanner_start(p, SCAN_ORDER, 0);
         scanner_start(p, SCAN_PEAK, 0);
-        for (unsigned k = 0; k < replay_scan_parts(into); k++)
-            scanner_start(p, SCAN_APPLY, k);
     }
     set_spin(p);
     return p;
+}
+
+// The sites' figures on their apply threads, started before the first round (or at the finish
+// of a replay that had none), once replay_par_set_growth has said whether growth's two passes
+// run beside them: 1 thread with growth or below 4 shards, else 2, or HEAPPROF_REPLAY_APPLY.
+// Each apply thread reads only its sites' events, so one more splits the work but adds a
+// thread beside the others. c_churn at 8 shards (session 13): 2 parts ~39 instructions an
+// event each, 1 part ~63, the order pass ~49, growth's links ~59; `report` (growth on) on
+// 100 M events on 16 cores, rounds of 131,072 at depth 3, medians of 3: 1.41 s with one apply
+// thread, 1.50 s with two (CPU 14.7 s against 16.1).
+static void start_apply(replay_par_t *p) {
+    if (!p->sites || p->apply_started)
+        return;
+    p->apply_started = true;
+    replay_scan_split(p->into, apply_parts_env(p->growth || p->n_shards < 4 ? 1 : 2));
+    for (unsigned k = 0; k < replay_scan_parts(p->into); k++)
+        scanner_start(p, SCAN_APPLY, k);
+    set_spin(p);
 }
 
 // One scan of round k, from buf[k % depth] (and the site_of of the D - 1 rounds before it).
@@ -624,6 +635,7 @@ static void run_shards(replay_par_t *p, size_t n_segs, size_t n, uint64_t round)
 // rounds k - D + 1 .. k - 1 may still run; then the scans get round k, and the caller's thread
 // goes on.
 static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
+    start_apply(p);
     uint64_t k = p->round + 1;
     const unsigned d = p->depth;
     round_buf_t *b = &p->buf[k % d];
@@ -856,6 +868,7 @@ void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events)
 void replay_par_finish(replay_par_t *p) {
     while (p->n_pend_ev)
         next_round(p);
+    start_apply(p); // no round ran: the merge still wants the parts it splits into
     atomic_store(&p->stop, true);
     atomic_fetch_add(&p->go.v, 1);
     ww_wake(&p->go);

@@ -966,14 +966,21 @@ Test(replay_par, depth_from_the_environment) {
 }
 
 // HEAPPROF_REPLAY_APPLY: the sites' apply threads, 1 to 16 rounded down to a power of two;
-// unset, empty or anything else the default (2 from 4 shards on, else 1; a warning).
+// unset, empty or anything else the default (a warning): 1 beside growth's passes or below 4
+// shards, else 2. Decided at the first round, once growth is known.
 Test(replay_par, apply_parts_from_the_environment) {
     static const struct {
         const char *env;
-        unsigned threads, want;
-    } cases[] = {{NULL, 2, 1}, {NULL, 4, 2}, {NULL, 16, 2}, {"", 8, 2},  {"1", 8, 1},
-                 {"4", 2, 4},  {"3", 4, 2},  {"16", 4, 16}, {"17", 4, 2}, {"0", 2, 1},
-                 {"2x", 4, 2}};
+        unsigned threads;
+        bool growth;
+        unsigned want;
+    } cases[] = {{NULL, 2, false, 1}, {NULL, 4, false, 2},  {NULL, 16, false, 2},
+                 {NULL, 16, true, 1}, {NULL, 4, true, 1},   {"", 8, false, 2},
+                 {"1", 8, false, 1},  {"4", 2, false, 4},   {"3", 4, false, 2},
+                 {"16", 4, false, 16}, {"17", 4, false, 2}, {"0", 2, false, 1},
+                 {"2x", 4, false, 2}, {"2", 8, true, 2},    {"", 8, true, 1}};
+    const reader_event_t ev = {
+        .kind = READER_ALLOC, .sub = READER_MALLOC, .tid = 1, .stack = 1, .addr = 64, .size = 8};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (cases[i].env)
             setenv("HEAPPROF_REPLAY_APPLY", cases[i].env, 1);
@@ -981,10 +988,20 @@ Test(replay_par, apply_parts_from_the_environment) {
             unsetenv("HEAPPROF_REPLAY_APPLY");
         replay_t *rp = replay_new(NULL, NULL);
         replay_set_mode(rp, REPLAY_SITES);
+        growth_t *g = cases[i].growth ? growth_new(GROWTH_DEFAULT_SHORT_NS) : NULL;
         replay_par_t *p = replay_par_new(rp, REPLAY_SITES, cases[i].threads, NULL, NULL);
-        cr_expect_eq(replay_scan_parts(rp), cases[i].want, "HEAPPROF_REPLAY_APPLY=%s, %u threads",
-                     cases[i].env ? cases[i].env : "(unset)", cases[i].threads);
+        if (g)
+            replay_par_set_growth(p, g);
+        replay_par_set_round(p, 1, 1);
+        replay_par_events(p, &ev, 1); // the first round starts the apply threads
+        cr_expect_eq(replay_scan_parts(rp), cases[i].want,
+                     "HEAPPROF_REPLAY_APPLY=%s, %u threads, growth %d",
+                     cases[i].env ? cases[i].env : "(unset)", cases[i].threads, cases[i].growth);
         replay_par_finish(p);
+        if (g) {
+            growth_finish(g);
+            growth_free(g);
+        }
         replay_free(rp);
     }
     unsetenv("HEAPPROF_REPLAY_APPLY");
