@@ -242,43 +242,39 @@ static size_t round_min_env(void) {
     return v > ROUND_MAX ? ROUND_MAX : v;
 }
 
-// HEAPPROF_REPLAY_DEPTH: the rounds in flight with sites, D, 2 to REPLAY_DEPTH_MAX (every
-// figure is the same at any depth). More let the shards run further ahead of the scans when
-// one round's stage is slow, at ~150 bytes an event of a round for each (docs/design.md
-// #replay-threads). Anything else: one warning, the default.
-static unsigned depth_env(void) {
-    const char *env = getenv("HEAPPROF_REPLAY_DEPTH");
+// A count from the environment variable `name`, lo to hi; unset or empty: `dflt`; anything
+// else: one warning (per variable: *warned), then `dflt`.
+static unsigned count_env(const char *name, unsigned lo, unsigned hi, unsigned dflt,
+                          _Atomic bool *warned) {
+    const char *env = getenv(name);
     if (!env || !*env)
-        return DEPTH_DEFAULT;
+        return dflt;
     char *end;
     unsigned long v = strtoul(env, &end, 10);
-    if (*end || v < 2 || v > REPLAY_DEPTH_MAX) {
-        static _Atomic bool warned;
-        if (!atomic_exchange(&warned, true))
-            fprintf(stderr, "heapprof: HEAPPROF_REPLAY_DEPTH=%s is not a number from 2 to %u; "
-                            "using %u\n", env, REPLAY_DEPTH_MAX, DEPTH_DEFAULT);
-        return DEPTH_DEFAULT;
+    if (*end || v < lo || v > hi) {
+        if (!atomic_exchange(warned, true))
+            fprintf(stderr, "heapprof: %s=%s is not a number from %u to %u; using %u\n", name, env,
+                    lo, hi, dflt);
+        return dflt;
     }
     return (unsigned)v;
 }
 
+// HEAPPROF_REPLAY_DEPTH: the rounds in flight with sites, D, 2 to REPLAY_DEPTH_MAX (every
+// figure is the same at any depth). More let the shards run further ahead of the scans when
+// one round's stage is slow, at ~150 bytes an event of a round for each (docs/design.md
+// #replay-threads).
+static unsigned depth_env(void) {
+    static _Atomic bool warned;
+    return count_env("HEAPPROF_REPLAY_DEPTH", 2, REPLAY_DEPTH_MAX, DEPTH_DEFAULT, &warned);
+}
+
 // HEAPPROF_REPLAY_APPLY: the sites' apply threads (parts of the sites), 1 to
 // REPLAY_SCAN_PARTS_MAX, rounded down to a power of two (every figure is the same with any);
-// else `dflt`. Anything else: one warning, the default.
+// else `dflt`.
 static unsigned apply_parts_env(unsigned dflt) {
-    const char *env = getenv("HEAPPROF_REPLAY_APPLY");
-    if (!env || !*env)
-        return dflt;
-    char *end;
-    unsigned long v = strtoul(env, &end, 10);
-    if (*end || v < 1 || v > REPLAY_SCAN_PARTS_MAX) {
-        static _Atomic bool warned;
-        if (!atomic_exchange(&warned, true))
-            fprintf(stderr, "heapprof: HEAPPROF_REPLAY_APPLY=%s is not a number from 1 to %u; "
-                            "using %u\n", env, REPLAY_SCAN_PARTS_MAX, dflt);
-        return dflt;
-    }
-    return (unsigned)v;
+    static _Atomic bool warned;
+    return count_env("HEAPPROF_REPLAY_APPLY", 1, REPLAY_SCAN_PARTS_MAX, dflt, &warned);
 }
 
 unsigned replay_par_threads(void) {

@@ -633,6 +633,19 @@ static read_result_t read_with(const char *workers, const char *buffer) {
 
 static read_result_t read_with_workers(const char *workers) { return read_with(workers, NULL); }
 
+// o read what `one` read: events byte for byte, damage, definitions and samples. Frees o's.
+static void expect_same_read(read_result_t *o, const read_result_t *one, const char *what) {
+    cr_assert_eq(o->events.n, one->events.n, "%s", what);
+    cr_assert(memcmp(o->events.v, one->events.v, one->events.n * sizeof *one->events.v) == 0,
+              "the events differ %s", what);
+    cr_assert(memcmp(&o->damage, &one->damage, sizeof o->damage) == 0, "%s", what);
+    cr_assert_eq(o->n_stacks, one->n_stacks, "%s", what);
+    cr_assert_eq(o->n_modules, one->n_modules, "%s", what);
+    cr_assert_eq(o->n_threads, one->n_threads, "%s", what);
+    cr_assert_eq(o->cpu_samples, one->cpu_samples, "%s", what);
+    free(o->events.v);
+}
+
 // A trace of many small chunks of 9 threads with reallocs, frees, stacks, modules, CPU samples,
 // a chunk whose records do not decode, garbage between chunks and late records, the same on
 // every call (its random stream starts from the same seed). Returns the next unused stack id.
@@ -704,15 +717,7 @@ Test(reader, decode_workers_change_nothing, .fini = cleanup) {
     cr_assert_gt(one.cpu_samples, 0);
     for (int k = 0; k < 2; k++) {
         read_result_t o = read_with_workers(k == 0 ? "1" : "5");
-        cr_assert_eq(o.events.n, one.events.n);
-        cr_assert(memcmp(o.events.v, one.events.v, one.events.n * sizeof *one.events.v) == 0,
-                  "the events differ with %s workers", k == 0 ? "1" : "5");
-        cr_assert(memcmp(&o.damage, &one.damage, sizeof o.damage) == 0);
-        cr_assert_eq(o.n_stacks, one.n_stacks);
-        cr_assert_eq(o.n_modules, one.n_modules);
-        cr_assert_eq(o.n_threads, one.n_threads);
-        cr_assert_eq(o.cpu_samples, one.cpu_samples);
-        free(o.events.v);
+        expect_same_read(&o, &one, k == 0 ? "with 1 worker" : "with 5 workers");
     }
     free(one.events.v);
     tb_free(tb);
@@ -734,15 +739,9 @@ Test(reader, a_small_buffer_defers_chunks_and_changes_nothing, .fini = cleanup) 
     for (size_t k = 0; k < 3; k++) {
         read_result_t o = read_with(k == 1 ? "2" : "0", caps[k]);
         cr_assert_gt(o.deferred, 0, "cap %s: nothing deferred", caps[k]);
-        cr_assert_eq(o.events.n, one.events.n, "cap %s", caps[k]);
-        cr_assert(memcmp(o.events.v, one.events.v, one.events.n * sizeof *one.events.v) == 0,
-                  "the events differ at a cap of %s", caps[k]);
-        cr_assert(memcmp(&o.damage, &one.damage, sizeof o.damage) == 0, "cap %s", caps[k]);
-        cr_assert_eq(o.n_stacks, one.n_stacks);
-        cr_assert_eq(o.n_modules, one.n_modules);
-        cr_assert_eq(o.n_threads, one.n_threads);
-        cr_assert_eq(o.cpu_samples, one.cpu_samples);
-        free(o.events.v);
+        char what[32];
+        snprintf(what, sizeof what, "at a cap of %s", caps[k]);
+        expect_same_read(&o, &one, what);
     }
     free(one.events.v);
     tb_free(tb);
