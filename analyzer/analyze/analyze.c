@@ -199,6 +199,9 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
             progress_tick(&p, "reading", offset, size, size_text);
     }
     stage_threads("read+replay"); // before the threads are joined
+    if (stage_times_level() >= 2)
+        fprintf(stderr, "reader waits: the caller waited %.3f s for the reading thread's batches\n",
+                readahead_waited_ns(ra) / 1e9);
     readahead_free(ra);
     stage_mark("read+replay");
     if (par)

@@ -98,3 +98,11 @@ void stage_threads(const char *when) {
         fprintf(stderr, "threads at %s: %-16s %3u %8.3f %8.3f %8.3f %8.3f\n", when, sums[i].name,
                 sums[i].n, sums[i].run, sums[i].run_max, sums[i].wait, sums[i].wait_max);
 }
+
+int stage_times_level(void) {
+    if (enabled < 0) {
+        const char *e = getenv("HEAPPROF_STAGE_TIMES");
+        return e && *e && *e != '0' ? (*e == '2' ? 2 : 1) : 0;
+    }
+    return enabled;
+}

@@ -15,3 +15,7 @@ void stage_mark(const char *stage);
 // with the busiest one's), CPU seconds and seconds spent runnable but not running, since each
 // thread started. `when` names the moment.
 void stage_threads(const char *when);
+
+// HEAPPROF_STAGE_TIMES's level: 0 off, 1 stages, 2 stages and threads (what the threads of a
+// stage waited for, where they measure it).
+int stage_times_level(void);

@@ -21,6 +21,7 @@
 // through the mutex.
 #include "model/replay_par.h"
 
+#include "core/stage_times.h"
 #include "core/xalloc.h"
 
 #include <limits.h>
@@ -32,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define REPLAY_PAR_THREADS_DEFAULT 8u // without HEAPPROF_REPLAY_THREADS: see replay_par_threads
@@ -52,6 +54,12 @@ _Static_assert(ROUND_MAX <= 1u << REPLAY_OP_SHIFT, "an op holds its event's inde
 // system call on the caller's thread. Only where every thread of replay (and the reader) has a
 // CPU of its own: else a spinning thread holds up the one it waits for.
 #define SPIN_PAUSES 2048u
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 // A counter threads wait on: spin, then futex. The one who changes it wakes sleepers only
 // when there are any (sleepers is announced before the value is read again, both sequentially
@@ -113,6 +121,8 @@ typedef struct shard_thread {
     uint32_t *part;       // its part's event indexes by shard: shard s's at s * part_stride
     size_t part_cap, part_stride;
     size_t count[REPLAY_PAR_THREADS_MAX]; // of each shard's indexes in part
+    uint64_t ns_go, ns_parted, ns_work; // HEAPPROF_STAGE_TIMES=2: waiting for a round, at the
+                                        // partition's barrier, working (replay_par_finish)
     pthread_t thread;
 } shard_thread_t;
 
@@ -151,6 +161,7 @@ typedef struct scanner {
     unsigned kind;   // replay_scan_order, _peak, _apply of `part`, growth_scan_links, _chains
     unsigned part;
     uint64_t done;   // rounds scanned
+    uint64_t ns_wait, ns_work; // HEAPPROF_STAGE_TIMES=2: waiting for a round, scanning
     bool threaded;   // on a thread of its own
     pthread_t thread;
 } scanner_t;
@@ -194,6 +205,9 @@ struct replay_par {
     void *keep_ctx;
     bool sites;        // REPLAY_SITES: shards find, the scans apply (replay_scan_order)
     bool apply_started; // with sites: the apply scanners run (start_apply, at the first round)
+    bool timing;        // HEAPPROF_STAGE_TIMES=2: the threads time their waits
+    uint64_t ns_wait_scans, ns_wait_shards; // the caller's: for round k - D's scans, for the
+                                             // other shard threads of its round
     unsigned depth;    // with sites: rounds in flight, D (2..REPLAY_DEPTH_MAX)
     round_buf_t buf[REPLAY_DEPTH_MAX]; // with sites: round k's in buf[k % depth]
     growth_t *growth;  // replay_par_set_growth: growth in a scan, its words in shards
@@ -397,8 +411,11 @@ static void work(replay_par_t *p, shard_thread_t *th) {
     copy_part(p, th, stride, lo, hi, count);
     th->part_stride = stride;
     memcpy(th->count, count, sizeof count);
+    uint64_t t0 = p->timing ? mono_ns() : 0;
     ww_arrive(&p->parted, (uint32_t)(p->round * nt));
     ww_wait_reach(&p->parted, (uint32_t)(p->round * nt));
+    if (p->timing)
+        th->ns_parted += mono_ns() - t0;
 
     const reader_event_t *rev = p->rev;
     round_buf_t *b = &p->buf[p->round % p->depth];
@@ -430,11 +447,17 @@ static void *shard_main(void *arg) {
     (void)pthread_setname_np(pthread_self(), "hp-shard"); // HEAPPROF_STAGE_TIMES=2, perf
     uint32_t seen = 0;
     for (;;) {
+        uint64_t t0 = p->timing ? mono_ns() : 0;
         ww_wait(&p->go, seen);
         seen = atomic_load(&p->go.v);
         if (atomic_load(&p->stop))
             break;
+        uint64_t t1 = p->timing ? mono_ns() : 0;
         work(p, th);
+        if (p->timing) {
+            th->ns_go += t1 - t0;
+            th->ns_work += mono_ns() - t1;
+        }
         ww_arrive(&p->finished, (uint32_t)(p->round * (th->step - 1)));
     }
     return NULL;
@@ -456,6 +479,7 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     p->keep = keep;
     p->keep_ctx = keep_ctx;
     p->round_min = round_min_env();
+    p->timing = stage_times_level() >= 2;
     p->round_max = ROUND_MAX;
     p->sites = mode & (REPLAY_SITES | REPLAY_DHAT);
     p->depth = p->sites ? depth_env() : DEPTH_TOTALS;
@@ -571,6 +595,7 @@ static void *scan_main(void *arg) {
                                         [SCAN_GROWTH_CHAINS] = "hp-growth-chain"};
     (void)pthread_setname_np(pthread_self(), names[sc->kind]); // HEAPPROF_STAGE_TIMES=2, perf
     pthread_mutex_lock(&p->lock);
+    uint64_t t0 = p->timing ? mono_ns() : 0;
     for (;;) {
         // the order's rounds come to the apply threads before the stop (growth's links' to its
         // chains): they stop after them
@@ -584,7 +609,14 @@ static void *scan_main(void *arg) {
         }
         uint64_t k = sc->done + 1;
         pthread_mutex_unlock(&p->lock);
+        uint64_t t1 = p->timing ? mono_ns() : 0;
         scan_round(p, sc, k);
+        if (p->timing) {
+            uint64_t t2 = mono_ns();
+            sc->ns_wait += t1 - t0;
+            sc->ns_work += t2 - t1;
+            t0 = t2;
+        }
         pthread_mutex_lock(&p->lock);
         scan_mark_done(p, sc, k);
     }
@@ -623,8 +655,14 @@ static void run_shards(replay_par_t *p, size_t n_segs, size_t n, uint64_t round)
     p->round = round;
     atomic_store(&p->go.v, (uint32_t)round);
     ww_wake(&p->go);
+    uint64_t t0 = p->timing ? mono_ns() : 0;
     work(p, &p->threads[0]);
+    uint64_t t1 = p->timing ? mono_ns() : 0;
     ww_wait_reach(&p->finished, (uint32_t)(round * (p->n_threads - 1)));
+    if (p->timing) {
+        p->threads[0].ns_work += t1 - t0;
+        p->ns_wait_shards += mono_ns() - t1;
+    }
 }
 
 // One round of n events in seg_list with sites: the shards find round k while the scans of
@@ -642,9 +680,12 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     // b was round k - D's: its scans must be done with it. To grow it, every scan must be done
     // (the order's scans of rounds k - D + 1 .. k - 1 read b's site_of, and all read the
     // pointers of every buf's); rounds grow rarely, at the start.
+    uint64_t t0 = p->timing ? mono_ns() : 0;
     pthread_mutex_lock(&p->lock);
     wait_scans(p, grow ? k - 1 : k >= d ? k - d : 0);
     pthread_mutex_unlock(&p->lock);
+    if (p->timing)
+        p->ns_wait_scans += mono_ns() - t0;
     if (grow) {
         if (b->ev_cap < n)
             b->ev = xgrow(b->ev, &b->ev_cap, n, sizeof *b->ev);
@@ -861,6 +902,31 @@ void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events)
     p->round_min = min_events < p->round_max ? min_events : p->round_max;
 }
 
+// HEAPPROF_STAGE_TIMES=2: what each of replay's threads waited for, summed over its rounds (s):
+// where a stage waits on another, the bound is the hand-over, not the work.
+static void print_waits(const replay_par_t *p) {
+    static const char *const kinds[] = {[SCAN_ORDER] = "order", [SCAN_PEAK] = "peak",
+                                        [SCAN_APPLY] = "apply", [SCAN_GROWTH] = "growth-links",
+                                        [SCAN_GROWTH_CHAINS] = "growth-chains"};
+    fprintf(stderr, "replay waits: %llu rounds; the caller worked %.3f s, waited %.3f for the "
+                    "scans of round k - %u, %.3f for the other shard threads\n",
+            (unsigned long long)p->round, p->threads[0].ns_work / 1e9, p->ns_wait_scans / 1e9,
+            p->depth, p->ns_wait_shards / 1e9);
+    for (unsigned i = 1; i < p->n_threads; i++) {
+        const shard_thread_t *th = &p->threads[i];
+        fprintf(stderr, "replay waits: shard thread %u worked %.3f s, waited %.3f for a round, "
+                        "%.3f at the partition\n",
+                i, th->ns_work / 1e9, th->ns_go / 1e9, th->ns_parted / 1e9);
+    }
+    fprintf(stderr, "replay waits: the caller waited %.3f s at the partition\n",
+            p->threads[0].ns_parted / 1e9);
+    for (unsigned i = 0; i < p->n_scanners; i++) {
+        const scanner_t *sc = &p->scanners[i];
+        fprintf(stderr, "replay waits: scan %s %u worked %.3f s, waited %.3f\n", kinds[sc->kind],
+                sc->part, sc->ns_work / 1e9, sc->ns_wait / 1e9);
+    }
+}
+
 void replay_par_finish(replay_par_t *p) {
     while (p->n_pend_ev)
         next_round(p);
@@ -877,6 +943,8 @@ void replay_par_finish(replay_par_t *p) {
     for (unsigned i = 0; i < p->n_scanners; i++)
         if (p->scanners[i].threaded)
             pthread_join(p->scanners[i].thread, NULL);
+    if (p->timing)
+        print_waits(p);
     for (unsigned s = 0; s < p->n_shards; s++) {
         if (!p->sites)
             replay_merge_shard(p->into, p->shards[s]);

@@ -7,11 +7,13 @@
 // the same as with reader_next_batch; only the time changes.
 #include "trace/readahead.h"
 
+#include "core/stage_times.h"
 #include "core/xalloc.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 // 64 x 8,192 (the reader's batches, READY_MAX) = 512 K events in flight, as 32 x 16,384 were
 // when batches were copied into the ring. Batches of 4,096 (1.5 MiB, sized to stay in the second
@@ -42,6 +44,8 @@ struct readahead {
     bool holding;        // the caller holds slot tail (its last batch)
     bool done, stop;     // guarded by lock
     int status;          // with done: 0 end of trace, -1 error
+    bool timing;         // HEAPPROF_STAGE_TIMES=2: the caller's wait for batches is timed
+    uint64_t ns_waited;  // the caller's, for a batch the reading thread had not yet made
     errmsg_t err;        // the reader's error, written before done is published
 };
 
@@ -99,6 +103,7 @@ readahead_t *readahead_new(reader_t *r, readahead_idle_fn idle, void *idle_ctx) 
     pthread_mutex_init(&ra->lock, NULL);
     pthread_cond_init(&ra->not_full, NULL);
     pthread_cond_init(&ra->not_empty, NULL);
+    ra->timing = stage_times_level() >= 2;
     ra->threaded = pthread_create(&ra->thread, NULL, run, ra) == 0;
     return ra;
 }
@@ -126,6 +131,15 @@ static int next(readahead_t *ra, const reader_event_t **evs, size_t *n, uint64_t
         ra->tail++;
         ra->holding = false;
         pthread_cond_signal(&ra->not_full);
+    }
+    if (ra->tail == ra->head && !ra->done && ra->timing) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        while (ra->tail == ra->head && !ra->done)
+            pthread_cond_wait(&ra->not_empty, &ra->lock);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        ra->ns_waited += (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u +
+                         (uint64_t)b.tv_nsec - (uint64_t)a.tv_nsec;
     }
     while (ra->tail == ra->head && !ra->done)
         pthread_cond_wait(&ra->not_empty, &ra->lock);
@@ -162,6 +176,8 @@ int readahead_next_keep(readahead_t *ra, const reader_event_t **evs, size_t *n,
     *keep = NULL;
     return next(ra, evs, n, offset, keep, err);
 }
+
+uint64_t readahead_waited_ns(const readahead_t *ra) { return ra->ns_waited; }
 
 void readahead_free(readahead_t *ra) {
     if (!ra)

@@ -38,6 +38,10 @@ int readahead_next_keep(readahead_t *ra, const reader_event_t **evs, size_t *n,
                         uint64_t *offset, reader_batch_t **keep, errmsg_t *err);
 
 // Stops the thread (even mid-trace) and frees; the reader is the caller's again. NULL is fine.
+// With HEAPPROF_STAGE_TIMES=2: how long the caller waited for batches the reading thread had
+// not yet made (0 otherwise).
+uint64_t readahead_waited_ns(const readahead_t *ra);
+
 void readahead_free(readahead_t *ra);
 
 #endif
