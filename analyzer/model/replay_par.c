@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Replay on shard threads. One round per batch: the caller's thread publishes a round and every
-// thread (the caller's too) applies its shards' events and writes their steps (totals) or what
-// they found (sites). Totals: once all are done the caller's thread adds the steps up in order
+// shard thread applies its shards' events and writes their steps (totals) or what they found
+// (sites). With sites the caller's thread has no shard of its own (when every thread could be
+// made): it lists round k + 1 from the reader's batches while the shards do round k, and
+// completes round k (gives its batches back, hands it to the scans) before it publishes k + 1;
+// in totals mode it is shard thread 0. Totals: once all are done the caller's thread adds the steps up in order
 // for the global peak, and the next round starts (lock-step: the scan is a few additions an
 // event). Sites: the scans (replay_scan_order and replay_scan_peak side by side, then
 // replay_scan_apply by part of the sites; growth_scan_links, then growth_scan_chains) run on
@@ -176,8 +179,13 @@ struct replay_par {
     replay_t *into;
     replay_t *shards[REPLAY_PAR_THREADS_MAX];
     unsigned n_shards, shard_bits;
-    shard_thread_t threads[REPLAY_PAR_THREADS_MAX]; // [0]: the caller's thread
-    unsigned n_threads;                              // started, the caller's included
+    shard_thread_t threads[REPLAY_PAR_THREADS_MAX]; // [0]: the caller's thread, if caller_works
+    unsigned n_threads;                              // working on shards, the caller's included
+    bool caller_works; // the caller's thread is threads[0] and its rounds run one at a time;
+                       // else (sites, every thread made) it gathers round k + 1 while the
+                       // shard threads do round k (complete_round)
+    unsigned n_finishers; // threads that add to `finished` each round
+    bool in_flight;       // round `round` published, not yet complete_round'd
 
     // The shard threads' rounds, without a lock: the caller's thread writes the round below,
     // then sets `go` to the round's number; every thread copies and sorts its part, meets the
@@ -195,8 +203,10 @@ struct replay_par {
     size_t n;
     reader_event_t *tev; // totals: the round's copy
     size_t tev_cap;
-    round_seg_t *seg_list;
+    round_seg_t *seg_list; // the next round's pieces, being listed (next_round)
     size_t seg_cap;
+    round_seg_t *run_segs; // the published round's (segs points here): the two swap
+    size_t run_seg_cap;
     replay_step_t *steps;
     size_t steps_cap;
     uint8_t *verdict; // totals with a filter: keep's answer per event of the round
@@ -232,8 +242,10 @@ struct replay_par {
     size_t pend_head, n_pend, pend_cap, n_pend_ev;
     reader_event_t *held; // copies of events the caller could not leave (replay_par_events)
     size_t n_held, held_cap;
-    void **gone; // batches whose last events the running round copies
+    void **gone; // batches whose last events the next round copies (being listed)
     size_t n_gone, gone_cap;
+    void **run_gone; // the published round's, given back once it is complete: the two swap
+    size_t n_run_gone, run_gone_cap;
     replay_batch_done_fn batch_done;
     void *batch_ctx;
 
@@ -458,7 +470,7 @@ static void *shard_main(void *arg) {
             th->ns_go += t1 - t0;
             th->ns_work += mono_ns() - t1;
         }
-        ww_arrive(&p->finished, (uint32_t)(p->round * (th->step - 1)));
+        ww_arrive(&p->finished, (uint32_t)(p->round * p->n_finishers));
     }
     return NULL;
 }
@@ -505,12 +517,20 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
             break;
         p->n_threads++;
     }
+    // with sites and every other thread made, a thread of its own for shard 0 too: the
+    // caller's thread then lists the next round while the shards work (complete_round)
+    p->threads[0].p = p; // the others' was set before they started, and they read it at once
+    p->caller_works = true;
+    if (p->sites && p->n_threads == p->n_shards && p->n_shards > 1 &&
+        pthread_create(&p->threads[0].thread, attr_ok ? &attr : NULL, shard_main,
+                       &p->threads[0]) == 0)
+        p->caller_works = false;
     if (attr_ok)
         pthread_attr_destroy(&attr);
+    p->n_finishers = p->n_threads - (p->caller_works ? 1 : 0);
     // thread i works on shards i, i + n_threads, ...: with fewer threads than shards the
     // caller's thread and the others share the rest (set before the first round starts:
     // the others read it once `go` tells them of one)
-    p->threads[0].p = p; // the others' was set before they started, and they read it at once
     for (unsigned i = 0; i < p->n_threads; i++) {
         p->threads[i].first = i;
         p->threads[i].step = p->n_threads;
@@ -645,23 +665,75 @@ static void wait_scans(replay_par_t *p, uint64_t upto) {
             pthread_cond_wait(&p->scanned, &p->lock);
 }
 
-// Publishes round `round` over the pieces p->seg_list[0..n_segs) (n events in all), works on
-// the caller's share and waits for the other shard threads. No lock: the round is written
-// before `go` changes, and read by the others after.
-static void run_shards(replay_par_t *p, size_t n_segs, size_t n, uint64_t round) {
-    p->segs = p->seg_list;
+// Publishes round `round` over the pieces p->seg_list[0..n_segs) (n events in all) and the
+// batches p->gone it takes the last events of (both lists move to run_*, so the next round can
+// be listed meanwhile); the caller's thread works on its share if it has one. No lock: the
+// round is written before `go` changes, and read by the others after.
+static void publish_round(replay_par_t *p, size_t n_segs, size_t n, uint64_t round) {
+    round_seg_t *segs = p->run_segs;
+    size_t seg_cap = p->run_seg_cap;
+    p->run_segs = p->seg_list;
+    p->run_seg_cap = p->seg_cap;
+    p->seg_list = segs;
+    p->seg_cap = seg_cap;
+    void **gone = p->run_gone;
+    size_t gone_cap = p->run_gone_cap;
+    p->run_gone = p->gone;
+    p->run_gone_cap = p->gone_cap;
+    p->n_run_gone = p->n_gone;
+    p->gone = gone;
+    p->gone_cap = gone_cap;
+    p->n_gone = 0;
+    p->segs = p->run_segs;
     p->n_segs = n_segs;
     p->n = n;
     p->round = round;
+    p->in_flight = true;
     atomic_store(&p->go.v, (uint32_t)round);
     ww_wake(&p->go);
+    if (p->caller_works) {
+        uint64_t t0 = p->timing ? mono_ns() : 0;
+        work(p, &p->threads[0]);
+        if (p->timing)
+            p->threads[0].ns_work += mono_ns() - t0;
+    }
+}
+
+// Waits for the published round's shard threads, then gives back the batches it copied from.
+static void wait_round(replay_par_t *p) {
     uint64_t t0 = p->timing ? mono_ns() : 0;
-    work(p, &p->threads[0]);
-    uint64_t t1 = p->timing ? mono_ns() : 0;
-    ww_wait_reach(&p->finished, (uint32_t)(round * (p->n_threads - 1)));
-    if (p->timing) {
-        p->threads[0].ns_work += t1 - t0;
-        p->ns_wait_shards += mono_ns() - t1;
+    ww_wait_reach(&p->finished, (uint32_t)(p->round * p->n_finishers));
+    if (p->timing)
+        p->ns_wait_shards += mono_ns() - t0;
+    p->in_flight = false;
+    for (size_t i = 0; i < p->n_run_gone; i++)
+        p->batch_done(p->batch_ctx, p->run_gone[i]);
+    p->n_run_gone = 0;
+}
+
+// With sites: the published round's shards done, its scans may start (and the caller's thread
+// runs those that have no thread). Nothing if no round is in flight.
+static void complete_round(replay_par_t *p) {
+    if (!p->in_flight)
+        return;
+    wait_round(p);
+    const uint64_t k = p->round;
+    pthread_mutex_lock(&p->lock);
+    p->ready = k;
+    pthread_cond_broadcast(&p->scan_go);
+    pthread_mutex_unlock(&p->lock);
+    for (unsigned i = 0; i < p->n_scanners; i++) {
+        scanner_t *sc = &p->scanners[i];
+        if (sc->threaded)
+            continue;
+        pthread_mutex_lock(&p->lock);
+        while (scan_avail(p, sc) < k) // an apply after an order on its own thread
+            pthread_cond_wait(&p->scanned, &p->lock);
+        pthread_mutex_unlock(&p->lock);
+        scan_round(p, sc, k);
+        pthread_mutex_lock(&p->lock);
+        scan_mark_done(p, sc, k);
+        pthread_mutex_unlock(&p->lock);
     }
 }
 
@@ -670,6 +742,7 @@ static void run_shards(replay_par_t *p, size_t n_segs, size_t n, uint64_t round)
 // goes on.
 static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     start_apply(p);
+    complete_round(p); // round k - 1's shards, whose fields the next lines overwrite
     uint64_t k = p->round + 1;
     const unsigned d = p->depth;
     round_buf_t *b = &p->buf[k % d];
@@ -713,24 +786,9 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
         set_verdicts(p, b->verdict, n_segs);
     if (p->growth) // round k - D's, which growth keeps until its scan of round k
         p->gfix = growth_scan_fixes(p->growth, k, &p->n_gfix);
-    run_shards(p, n_segs, n, k);
-    pthread_mutex_lock(&p->lock);
-    p->ready = k;
-    pthread_cond_broadcast(&p->scan_go);
-    pthread_mutex_unlock(&p->lock);
-    for (unsigned i = 0; i < p->n_scanners; i++) {
-        scanner_t *sc = &p->scanners[i];
-        if (sc->threaded)
-            continue;
-        pthread_mutex_lock(&p->lock);
-        while (scan_avail(p, sc) < k) // an apply after an order on its own thread
-            pthread_cond_wait(&p->scanned, &p->lock);
-        pthread_mutex_unlock(&p->lock);
-        scan_round(p, sc, k);
-        pthread_mutex_lock(&p->lock);
-        scan_mark_done(p, sc, k);
-        pthread_mutex_unlock(&p->lock);
-    }
+    publish_round(p, n_segs, n, k);
+    if (p->caller_works)
+        complete_round(p); // else at the next round, or the finish
 }
 
 // One round of n events in seg_list: all shards in parallel, then the ordered scan for the
@@ -750,7 +808,8 @@ static void run_round(replay_par_t *p, size_t n_segs, size_t n) {
             p->verdict = xgrow(p->verdict, &p->verdict_cap, n, sizeof *p->verdict);
         set_verdicts(p, p->verdict, n_segs);
     }
-    run_shards(p, n_segs, n, p->round + 1);
+    publish_round(p, n_segs, n, p->round + 1);
+    wait_round(p);
 
     // the live totals event by event, in stream order: a peak is taken where a counted
     // allocation strictly exceeds it, as replay.c does, so it is the first moment of the maximum
@@ -775,7 +834,6 @@ static void run_round(replay_par_t *p, size_t n_segs, size_t n) {
 // pieces, runs it, then gives back the batches whose last events it copied.
 static void next_round(replay_par_t *p) {
     size_t want = p->n_pend_ev < p->round_max ? p->n_pend_ev : p->round_max, n = 0, n_segs = 0;
-    p->n_gone = 0;
     while (n < want) {
         pend_t *q = &p->pend[p->pend_head];
         size_t k = q->n < want - n ? q->n : want - n;
@@ -800,10 +858,7 @@ static void next_round(replay_par_t *p) {
         p->pend_head++;
     }
     p->n_pend_ev -= n;
-    run_round(p, n_segs, n);
-    // the round's events are in its copy now
-    for (size_t i = 0; i < p->n_gone; i++)
-        p->batch_done(p->batch_ctx, p->gone[i]);
+    run_round(p, n_segs, n); // its batches go back once its copy is made (wait_round)
     if (p->pend_head == p->n_pend) {
         p->pend_head = p->n_pend = 0;
         p->n_held = 0;
@@ -830,6 +885,7 @@ void replay_par_events(replay_par_t *p, const reader_event_t *ev, size_t n) {
     pend_add(p, ev, n, NULL);
     while (p->n_pend_ev && p->n_pend_ev >= p->round_min)
         next_round(p);
+    complete_round(p); // a round in flight may still copy from held, or from ev
     if (p->n_pend == p->pend_head)
         return;
     // what is left of ev waits, copied, for the next round (the rest of p->pend is either
@@ -908,18 +964,17 @@ static void print_waits(const replay_par_t *p) {
     static const char *const kinds[] = {[SCAN_ORDER] = "order", [SCAN_PEAK] = "peak",
                                         [SCAN_APPLY] = "apply", [SCAN_GROWTH] = "growth-links",
                                         [SCAN_GROWTH_CHAINS] = "growth-chains"};
-    fprintf(stderr, "replay waits: %llu rounds; the caller worked %.3f s, waited %.3f for the "
-                    "scans of round k - %u, %.3f for the other shard threads\n",
-            (unsigned long long)p->round, p->threads[0].ns_work / 1e9, p->ns_wait_scans / 1e9,
+    fprintf(stderr, "replay waits: %llu rounds; the caller %s, waited %.3f s for the scans of "
+                    "round k - %u, %.3f for the shard threads\n",
+            (unsigned long long)p->round,
+            p->caller_works ? "works on shards (thread 0)" : "lists rounds", p->ns_wait_scans / 1e9,
             p->depth, p->ns_wait_shards / 1e9);
-    for (unsigned i = 1; i < p->n_threads; i++) {
+    for (unsigned i = 0; i < p->n_threads; i++) {
         const shard_thread_t *th = &p->threads[i];
         fprintf(stderr, "replay waits: shard thread %u worked %.3f s, waited %.3f for a round, "
                         "%.3f at the partition\n",
                 i, th->ns_work / 1e9, th->ns_go / 1e9, th->ns_parted / 1e9);
     }
-    fprintf(stderr, "replay waits: the caller waited %.3f s at the partition\n",
-            p->threads[0].ns_parted / 1e9);
     for (unsigned i = 0; i < p->n_scanners; i++) {
         const scanner_t *sc = &p->scanners[i];
         fprintf(stderr, "replay waits: scan %s %u worked %.3f s, waited %.3f\n", kinds[sc->kind],
@@ -930,6 +985,7 @@ static void print_waits(const replay_par_t *p) {
 void replay_par_finish(replay_par_t *p) {
     while (p->n_pend_ev)
         next_round(p);
+    complete_round(p);
     start_apply(p); // no round ran: the merge still wants the parts it splits into
     atomic_store(&p->stop, true);
     atomic_fetch_add(&p->go.v, 1);
@@ -938,7 +994,7 @@ void replay_par_finish(replay_par_t *p) {
     p->scan_stop = true; // the scans finish the rounds they were given first
     pthread_cond_broadcast(&p->scan_go);
     pthread_mutex_unlock(&p->lock);
-    for (unsigned i = 1; i < p->n_threads; i++)
+    for (unsigned i = p->caller_works ? 1 : 0; i < p->n_threads; i++)
         pthread_join(p->threads[i].thread, NULL);
     for (unsigned i = 0; i < p->n_scanners; i++)
         if (p->scanners[i].threaded)
@@ -974,6 +1030,8 @@ void replay_par_finish(replay_par_t *p) {
     free(p->verdict);
     free(p->tev);
     free(p->seg_list);
+    free(p->run_segs);
+    free(p->run_gone);
     free(p->pend);
     free(p->gone);
     free(p->held);
