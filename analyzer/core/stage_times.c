@@ -17,6 +17,8 @@ static uint64_t clock_ns(clockid_t c) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t stage_clock_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
 void stage_mark(const char *stage) {
     if (enabled < 0) {
         const char *e = getenv("HEAPPROF_STAGE_TIMES");

@@ -8,6 +8,11 @@
 // that waits on a thread preempted for another (more threads than CPUs) shows as wait.
 #pragma once
 
+#include <stdint.h>
+
+// CLOCK_MONOTONIC in nanoseconds: what every stage time and measured wait is read from.
+uint64_t stage_clock_ns(void);
+
 // Ends the stretch since the previous mark (or the first call) and names it.
 void stage_mark(const char *stage);
 

@@ -36,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #define REPLAY_PAR_THREADS_DEFAULT 8u // without HEAPPROF_REPLAY_THREADS: see replay_par_threads
@@ -57,12 +56,6 @@ _Static_assert(ROUND_MAX <= 1u << REPLAY_OP_SHIFT, "an op holds its event's inde
 // system call on the caller's thread. Only where every thread of replay (and the reader) has a
 // CPU of its own: else a spinning thread holds up the one it waits for.
 #define SPIN_PAUSES 2048u
-
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 // A counter threads wait on: spin, then futex. The one who changes it wakes sleepers only
 // when there are any (sleepers is announced before the value is read again, both sequentially
@@ -423,11 +416,11 @@ static void work(replay_par_t *p, shard_thread_t *th) {
     copy_part(p, th, stride, lo, hi, count);
     th->part_stride = stride;
     memcpy(th->count, count, sizeof count);
-    uint64_t t0 = p->timing ? mono_ns() : 0;
+    uint64_t t0 = p->timing ? stage_clock_ns() : 0;
     ww_arrive(&p->parted, (uint32_t)(p->round * nt));
     ww_wait_reach(&p->parted, (uint32_t)(p->round * nt));
     if (p->timing)
-        th->ns_parted += mono_ns() - t0;
+        th->ns_parted += stage_clock_ns() - t0;
 
     const reader_event_t *rev = p->rev;
     round_buf_t *b = &p->buf[p->round % p->depth];
@@ -459,16 +452,16 @@ static void *shard_main(void *arg) {
     (void)pthread_setname_np(pthread_self(), "hp-shard"); // HEAPPROF_STAGE_TIMES=2, perf
     uint32_t seen = 0;
     for (;;) {
-        uint64_t t0 = p->timing ? mono_ns() : 0;
+        uint64_t t0 = p->timing ? stage_clock_ns() : 0;
         ww_wait(&p->go, seen);
         seen = atomic_load(&p->go.v);
         if (atomic_load(&p->stop))
             break;
-        uint64_t t1 = p->timing ? mono_ns() : 0;
+        uint64_t t1 = p->timing ? stage_clock_ns() : 0;
         work(p, th);
         if (p->timing) {
             th->ns_go += t1 - t0;
-            th->ns_work += mono_ns() - t1;
+            th->ns_work += stage_clock_ns() - t1;
         }
         ww_arrive(&p->finished, (uint32_t)(p->round * p->n_finishers));
     }
@@ -615,7 +608,7 @@ static void *scan_main(void *arg) {
                                         [SCAN_GROWTH_CHAINS] = "hp-growth-chain"};
     (void)pthread_setname_np(pthread_self(), names[sc->kind]); // HEAPPROF_STAGE_TIMES=2, perf
     pthread_mutex_lock(&p->lock);
-    uint64_t t0 = p->timing ? mono_ns() : 0;
+    uint64_t t0 = p->timing ? stage_clock_ns() : 0;
     for (;;) {
         // the order's rounds come to the apply threads before the stop (growth's links' to its
         // chains): they stop after them
@@ -629,10 +622,10 @@ static void *scan_main(void *arg) {
         }
         uint64_t k = sc->done + 1;
         pthread_mutex_unlock(&p->lock);
-        uint64_t t1 = p->timing ? mono_ns() : 0;
+        uint64_t t1 = p->timing ? stage_clock_ns() : 0;
         scan_round(p, sc, k);
         if (p->timing) {
-            uint64_t t2 = mono_ns();
+            uint64_t t2 = stage_clock_ns();
             sc->ns_wait += t1 - t0;
             sc->ns_work += t2 - t1;
             t0 = t2;
@@ -692,19 +685,19 @@ static void publish_round(replay_par_t *p, size_t n_segs, size_t n, uint64_t rou
     atomic_store(&p->go.v, (uint32_t)round);
     ww_wake(&p->go);
     if (p->caller_works) {
-        uint64_t t0 = p->timing ? mono_ns() : 0;
+        uint64_t t0 = p->timing ? stage_clock_ns() : 0;
         work(p, &p->threads[0]);
         if (p->timing)
-            p->threads[0].ns_work += mono_ns() - t0;
+            p->threads[0].ns_work += stage_clock_ns() - t0;
     }
 }
 
 // Waits for the published round's shard threads, then gives back the batches it copied from.
 static void wait_round(replay_par_t *p) {
-    uint64_t t0 = p->timing ? mono_ns() : 0;
+    uint64_t t0 = p->timing ? stage_clock_ns() : 0;
     ww_wait_reach(&p->finished, (uint32_t)(p->round * p->n_finishers));
     if (p->timing)
-        p->ns_wait_shards += mono_ns() - t0;
+        p->ns_wait_shards += stage_clock_ns() - t0;
     p->in_flight = false;
     for (size_t i = 0; i < p->n_run_gone; i++)
         p->batch_done(p->batch_ctx, p->run_gone[i]);
@@ -753,12 +746,12 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     // b was round k - D's: its scans must be done with it. To grow it, every scan must be done
     // (the order's scans of rounds k - D + 1 .. k - 1 read b's site_of, and all read the
     // pointers of every buf's); rounds grow rarely, at the start.
-    uint64_t t0 = p->timing ? mono_ns() : 0;
+    uint64_t t0 = p->timing ? stage_clock_ns() : 0;
     pthread_mutex_lock(&p->lock);
     wait_scans(p, grow ? k - 1 : k >= d ? k - d : 0);
     pthread_mutex_unlock(&p->lock);
     if (p->timing)
-        p->ns_wait_scans += mono_ns() - t0;
+        p->ns_wait_scans += stage_clock_ns() - t0;
     if (grow) {
         if (b->ev_cap < n)
             b->ev = xgrow(b->ev, &b->ev_cap, n, sizeof *b->ev);

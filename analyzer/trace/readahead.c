@@ -13,7 +13,6 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <time.h>
 
 // 64 x 8,192 (the reader's batches, READY_MAX) = 512 K events in flight, as 32 x 16,384 were
 // when batches were copied into the ring. Batches of 4,096 (1.5 MiB, sized to stay in the second
@@ -133,13 +132,10 @@ static int next(readahead_t *ra, const reader_event_t **evs, size_t *n, uint64_t
         pthread_cond_signal(&ra->not_full);
     }
     if (ra->tail == ra->head && !ra->done && ra->timing) {
-        struct timespec a, b;
-        clock_gettime(CLOCK_MONOTONIC, &a);
+        uint64_t t0 = stage_clock_ns();
         while (ra->tail == ra->head && !ra->done)
             pthread_cond_wait(&ra->not_empty, &ra->lock);
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        ra->ns_waited += (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u +
-                         (uint64_t)b.tv_nsec - (uint64_t)a.tv_nsec;
+        ra->ns_waited += stage_clock_ns() - t0;
     }
     while (ra->tail == ra->head && !ra->done)
         pthread_cond_wait(&ra->not_empty, &ra->lock);

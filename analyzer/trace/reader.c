@@ -458,12 +458,12 @@ void reader_close(reader_t *r) {
 
 // ---- merge ----
 
-// Branch-free on purpose: which thread comes next is a coin toss the predictor loses.
 // The time of a segment's first event not yet handed out (a deferred one's first).
 static inline uint64_t seg_head_time(const seg_t *s) {
     return s->b ? s->b->ev[s->head].time_ns : s->t0;
 }
 
+// Branch-free on purpose: which thread comes next is a coin toss the predictor loses.
 static inline bool key_less(const heap_ent_t *a, const heap_ent_t *b) {
     return (a->time_ns < b->time_ns) | ((a->time_ns == b->time_ns) & (a->tid < b->tid));
 }
