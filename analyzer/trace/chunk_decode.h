@@ -31,6 +31,8 @@ typedef struct dchunk {
     hpt_chunk_hdr_t h;    // a plausible header (framing checked; the crc not yet)
     uint64_t frame_bytes; // header + stored payload: what the chunk's damage skips
     uint64_t file_off;    // where the header lies in the file
+    uint64_t framing_regions, framing_bytes; // the reader's: the damage framing had passed
+                                             // over when it framed this chunk
     bool keep;            // store events (false: definitions only, reader_load_defs)
     bool via_rows;        // a column chunk through its rows (hpt_cols_untranspose, then
                           // hpt_rec_decode), the reference cols_decode is tested against;

@@ -3,6 +3,13 @@
 // ring order: the submitter never blocks (it checks for room first), a worker claims the oldest
 // unclaimed slot, and the consumer waits only for the slot it needs next. One mutex guards the
 // three counters; a chunk's decode (tens of microseconds at least) dwarfs taking it.
+//
+// With workers the ring is deep (SLOTS chunks, RECORDS_IN_FLIGHT_MAX records): the reader
+// applies chunks in bursts, one SYNC interval (~1 M events of the shim's) at a time, and decodes
+// ahead while the caller is busy (reader_prefetch). On 16 cores a ring of workers + 2 slots left
+// the 4 workers 60% busy and the caller waiting 0.78 s of 1.75 for the reader (docs/design.md).
+// Buffers do not stay with their slot: a slot given back passes them to a short stack of spares
+// (the next slot filled takes them), so a deep ring holds buffers only for the chunks in it.
 #include "trace/decode_pool.h"
 
 #include "core/xalloc.h"
@@ -16,7 +23,10 @@
 // may be): a chunk of the shim's holds a few tens of thousands, so this never limits a real
 // trace; a forged one whose chunks inflate to millions of records each is decoded one chunk at
 // a time, as on one thread, instead of a ring of them at 200 MB apiece.
-#define RECORDS_IN_FLIGHT_MAX (1u << 20)
+#define RECORDS_IN_FLIGHT_MAX (1u << 19)
+// Chunks in flight at most, with workers: RECORDS_IN_FLIGHT_MAX is the bound for chunks of the
+// shim's (~13 K records each); this one for a trace of small chunks (many threads').
+#define SLOTS 128u
 // A slot's buffer larger than this is freed when the slot is given back, not kept for reuse: a
 // chunk of the shim's (1 MiB of records at most) makes up to ~30 MB of events, and a buffer
 // freed and made again for every chunk cost the reader's thread 5% in page faults.
@@ -26,12 +36,23 @@
 #define DEFAULT_WORKERS_MAX 4u
 #define WORKER_STACK_BYTES (256u << 10)
 
+// A decoding thread's scratch: lent to the chunk it decodes, so that a deep ring does not hold a
+// set per slot (a column chunk's allocation list is ~300 KB).
+typedef struct scratch {
+    uint8_t *rows;
+    size_t rows_cap;
+    hpt_cols_alloc_t *col_allocs;
+    size_t col_allocs_cap;
+} scratch_t;
+
 struct decode_pool {
     pthread_mutex_t lock;
     pthread_cond_t work; // a slot was submitted, or stop
     pthread_cond_t done; // a slot was decoded
     dchunk_t *slots;
     bool *decoded;
+    dchunk_t *spares; // buffers of slots given back (a slot's h and outputs mean nothing here)
+    size_t n_spares, max_spares;
     size_t n_slots;
     uint64_t submitted, claimed, released; // counts since the start; slot = count % n_slots
     uint64_t records_in_flight;            // the caller's thread's alone
@@ -39,11 +60,28 @@ struct decode_pool {
     unsigned n_workers;
     pthread_t threads[MAX_WORKERS];
     ZSTD_DCtx *dctx; // the caller's, for decoding without workers
+    scratch_t scratch; // the caller's, likewise
 };
 
-static void decode(dchunk_t *c, ZSTD_DCtx *dctx) {
+static void swap_scratch(dchunk_t *c, scratch_t *s) {
+    scratch_t t = {c->rows, c->rows_cap, c->col_allocs, c->col_allocs_cap};
+    c->rows = s->rows;
+    c->rows_cap = s->rows_cap;
+    c->col_allocs = s->col_allocs;
+    c->col_allocs_cap = s->col_allocs_cap;
+    *s = t;
+}
+
+static void scratch_fini(scratch_t *s) {
+    free(s->rows);
+    free(s->col_allocs);
+}
+
+static void decode(dchunk_t *c, ZSTD_DCtx *dctx, scratch_t *s) {
     if (dctx) {
+        swap_scratch(c, s);
         dchunk_decode(c, dctx);
+        swap_scratch(c, s);
     } else {
         // no zstd context: as if damaged (once its crc is known), never a crash
         c->crc_ok = dchunk_crc_ok(&c->h, c->in);
@@ -56,6 +94,7 @@ static void *worker(void *arg) {
     (void)pthread_setname_np(pthread_self(), "hp-decode"); // for HEAPPROF_STAGE_TIMES=2, perf
     decode_pool_t *p = arg;
     ZSTD_DCtx *dctx = ZSTD_createDCtx();
+    scratch_t scratch = {0};
     pthread_mutex_lock(&p->lock);
     for (;;) {
         while (!p->stop && p->claimed == p->submitted)
@@ -64,13 +103,14 @@ static void *worker(void *arg) {
             break;
         size_t i = (size_t)(p->claimed++ % p->n_slots);
         pthread_mutex_unlock(&p->lock);
-        decode(&p->slots[i], dctx);
+        decode(&p->slots[i], dctx, &scratch);
         pthread_mutex_lock(&p->lock);
         p->decoded[i] = true;
         pthread_cond_broadcast(&p->done);
     }
     pthread_mutex_unlock(&p->lock);
     ZSTD_freeDCtx(dctx);
+    scratch_fini(&scratch);
     return NULL;
 }
 
@@ -88,14 +128,31 @@ unsigned decode_pool_default_workers(void) {
     return n - 2 > (long)DEFAULT_WORKERS_MAX ? DEFAULT_WORKERS_MAX : (unsigned)(n - 2);
 }
 
+// HEAPPROF_DECODE_SLOTS (1-4096): chunks in flight with workers, for side-by-side measurement
+// (workers + 2 is the ring of sessions 8-13).
+static size_t slots_env(void) {
+    const char *env = getenv("HEAPPROF_DECODE_SLOTS");
+    if (env && *env) {
+        char *end;
+        unsigned long v = strtoul(env, &end, 10);
+        if (!*end && v >= 1 && v <= 4096)
+            return v;
+    }
+    return SLOTS;
+}
+
 decode_pool_t *decode_pool_new(unsigned workers) {
     if (workers > MAX_WORKERS)
         workers = MAX_WORKERS;
     decode_pool_t *p = xcalloc(1, sizeof *p);
-    // one slot per worker, one the consumer holds and one ready behind it; without workers the
-    // one slot is decoded as it is submitted
-    p->n_slots = workers ? (size_t)workers + 2 : 1;
+    // without workers the one slot is decoded as it is submitted, on the caller's thread (a
+    // deeper ring made report no faster on 2 CPUs, where that thread is the bound)
+    p->n_slots = workers ? slots_env() : 1;
     p->slots = xcalloc(p->n_slots, sizeof *p->slots);
+    // spare buffers for as many chunks as the workers decode at once, plus the one the reader
+    // applies and one ready behind it: the ring of old
+    p->max_spares = (size_t)workers + 2;
+    p->spares = xcalloc(p->max_spares, sizeof *p->spares);
     p->decoded = xcalloc(p->n_slots, sizeof *p->decoded);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->work, NULL);
@@ -126,7 +183,11 @@ void decode_pool_free(decode_pool_t *p) {
         pthread_join(p->threads[i], NULL);
     for (size_t i = 0; i < p->n_slots; i++)
         dchunk_fini(&p->slots[i]);
+    for (size_t i = 0; i < p->n_spares; i++)
+        dchunk_fini(&p->spares[i]);
     free(p->slots);
+    free(p->spares);
+    scratch_fini(&p->scratch);
     free(p->decoded);
     ZSTD_freeDCtx(p->dctx);
     pthread_cond_destroy(&p->work);
@@ -134,6 +195,8 @@ void decode_pool_free(decode_pool_t *p) {
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
+
+unsigned decode_pool_workers(const decode_pool_t *p) { return p->n_workers; }
 
 size_t decode_pool_in_flight(const decode_pool_t *p) {
     return (size_t)(p->submitted - p->released); // both written by the caller's thread only
@@ -145,14 +208,19 @@ bool decode_pool_has_room(const decode_pool_t *p) {
 }
 
 dchunk_t *decode_pool_next(decode_pool_t *p) {
-    return &p->slots[p->submitted % p->n_slots];
+    dchunk_t *c = &p->slots[p->submitted % p->n_slots];
+    // a slot given back holds nothing: the last spare's buffers, still warm (not twice: a slot
+    // asked for again before its submit has them already)
+    if (p->n_spares && !c->in && !c->ev && !c->raw)
+        *c = p->spares[--p->n_spares];
+    return c;
 }
 
 void decode_pool_submit(decode_pool_t *p) {
     size_t i = (size_t)(p->submitted % p->n_slots);
     p->records_in_flight += p->slots[i].h.n_records;
     if (p->n_workers == 0) {
-        decode(&p->slots[i], p->dctx);
+        decode(&p->slots[i], p->dctx, &p->scratch);
         p->decoded[i] = true;
         p->submitted++;
         p->claimed++;
@@ -195,5 +263,10 @@ void decode_pool_release(decode_pool_t *p) {
     drop_big((void **)&c->raw, &c->raw_cap, 1);
     drop_big((void **)&c->rows, &c->rows_cap, 1);
     drop_big((void **)&c->col_allocs, &c->col_allocs_cap, sizeof *c->col_allocs);
+    if (p->n_spares < p->max_spares)
+        p->spares[p->n_spares++] = *c;
+    else
+        dchunk_fini(c);
+    *c = (dchunk_t){0};
     p->released++;
 }

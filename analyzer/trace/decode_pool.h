@@ -18,6 +18,8 @@ typedef struct decode_pool decode_pool_t;
 decode_pool_t *decode_pool_new(unsigned workers);
 void decode_pool_free(decode_pool_t *p); // stops the workers; NULL is fine
 
+// Worker threads running (0: chunks are decoded as they are submitted).
+unsigned decode_pool_workers(const decode_pool_t *p);
 // Slots submitted and not yet given back.
 size_t decode_pool_in_flight(const decode_pool_t *p);
 // Whether another slot may be submitted (in flight < the ring's size).

@@ -61,7 +61,16 @@ static void *run(void *arg) {
     bool idle_work = ra->idle != NULL;
     while (got == 1) {
         pthread_mutex_lock(&ra->lock);
+        bool prefetch = true;
         while (ra->head - ra->tail == RA_SLOTS && !ra->stop) {
+            if (prefetch) {
+                // a full ring: decode the next chunks meanwhile (first: they are what the
+                // caller waits for next), then do the caller's spare work
+                pthread_mutex_unlock(&ra->lock);
+                prefetch = reader_prefetch(ra->r);
+                pthread_mutex_lock(&ra->lock);
+                continue;
+            }
             if (idle_work) {
                 // a full ring: do the caller's spare work instead of waiting
                 pthread_mutex_unlock(&ra->lock);

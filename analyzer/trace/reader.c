@@ -125,6 +125,14 @@ struct reader {
 
     decode_pool_t *pool; // chunks framed and verified, being decoded or waiting to be applied
     bool framed_all;     // the framer reached the end of the file
+    // reader_prefetch met an I/O error: framing stopped there, and the error is the reader's
+    // once every chunk framed before it has been applied
+    bool prefetch_failed;
+    errmsg_t prefetch_err;
+    // damaged regions framing passed over, and their bytes: counted into `damage` as found, and
+    // noted in every chunk framed (dchunk_t.framing_*) so that a reframe can take back those
+    // found after the chunk it goes back to
+    uint64_t framing_regions, framing_bytes;
 
     bool eof;           // no more chunks: release everything
     // Following (reader_follow): the end of the file is "not yet", not the end of the trace.
@@ -814,6 +822,8 @@ static void submit(reader_t *r, const hpt_chunk_hdr_t *h) {
     c->h = *h;
     c->frame_bytes = CHUNK_HDR + h->stored_bytes;
     c->file_off = file_pos(r);
+    c->framing_regions = r->framing_regions;
+    c->framing_bytes = r->framing_bytes;
     c->keep = !r->defs_only;
     c->in = xgrow(c->in, &c->in_cap, (size_t)h->stored_bytes + 1, 1);
     memcpy(c->in, r->buf + r->pos + CHUNK_HDR, h->stored_bytes);
@@ -825,6 +835,15 @@ static void submit(reader_t *r, const hpt_chunk_hdr_t *h) {
 static int not_yet(reader_t *r) {
     r->framed_all = true;
     return 0;
+}
+
+// One damaged region found by framing: counted at once (the damage so far includes what
+// framing passed over, as it always has), and undone if framing goes back before it (reframe).
+static void framing_damage(reader_t *r, uint64_t bytes) {
+    r->damage.chunks_damaged++;
+    r->damage.bytes_skipped += bytes;
+    r->framing_regions++;
+    r->framing_bytes += bytes;
 }
 
 // The chunk at buf + pos failed. Scans forward byte by byte for the next header whose crc
@@ -875,8 +894,7 @@ static int resync(reader_t *r, bool incomplete, errmsg_t *err) {
         }
         if (dchunk_crc_ok(&h, base + c + CHUNK_HDR)) {
             r->pos += c;
-            r->damage.chunks_damaged++;
-            r->damage.bytes_skipped += file_pos(r) - start;
+            framing_damage(r, file_pos(r) - start);
             return 0;
         }
         off = c + 1;
@@ -892,8 +910,7 @@ static int resync(reader_t *r, bool incomplete, errmsg_t *err) {
         if (resume == NO_OFFSET)
             resume = end >= start + 3 ? end - 3 : start;
         if (resume > start) {
-            r->damage.chunks_damaged++;
-            r->damage.bytes_skipped += resume - start;
+            framing_damage(r, resume - start);
         }
         r->pos = (size_t)(resume - r->buf_off);
         return not_yet(r);
@@ -905,8 +922,7 @@ static int resync(reader_t *r, bool incomplete, errmsg_t *err) {
         r->damage.truncated_bytes = end - trunc_at;
     }
     if (trunc_at > start) {
-        r->damage.chunks_damaged++;
-        r->damage.bytes_skipped += trunc_at - start;
+        framing_damage(r, trunc_at - start);
     }
     r->pos = r->len;
     r->framed_all = true;
@@ -984,13 +1000,24 @@ static int rewind_to(reader_t *r, uint64_t off, errmsg_t *err) {
 // had failed when it was framed (the damage counts are the same). The chunks framed after it
 // were found by its length, which is not to be trusted: dropped unapplied, to be framed again
 // from wherever resynchronisation lands.
-static int reframe(reader_t *r, uint64_t off, errmsg_t *err) {
+static int reframe(reader_t *r, const dchunk_t *failed, errmsg_t *err) {
+    // what framing found after the failed chunk is found again (or not) from it: framing may
+    // run a deep pool's length ahead (decode_pool.c), over damage and to the end of the file
+    const uint64_t off = failed->file_off;
+    r->damage.chunks_damaged -= r->framing_regions - failed->framing_regions;
+    r->damage.bytes_skipped -= r->framing_bytes - failed->framing_bytes;
+    r->framing_regions = failed->framing_regions;
+    r->framing_bytes = failed->framing_bytes;
+    r->damage.truncated = false; // framing ends the file only once it has framed all of it
+    r->damage.truncated_bytes = 0;
     while (decode_pool_oldest(r->pool)) {
         decode_pool_release(r->pool);
         r->n_framed--;
     }
     TRY_IO(rewind_to(r, off, err));
     r->framed_all = false;
+    r->prefetch_failed = false; // framing starts over before it: an error there comes again
+    errmsg_init(&r->prefetch_err);
     return resync(r, false, err);
 }
 
@@ -999,12 +1026,16 @@ static int reframe(reader_t *r, uint64_t off, errmsg_t *err) {
 static int advance(reader_t *r, errmsg_t *err) {
     dchunk_t *c;
     for (;;) {
+        if (r->prefetch_failed && decode_pool_in_flight(r->pool) == 0) {
+            errmsg_set(err, "%s", r->prefetch_err.msg);
+            return -1;
+        }
         while (!r->framed_all && decode_pool_has_room(r->pool))
             TRY_IO(frame_chunk(r, err));
         c = decode_pool_oldest(r->pool);
         if (!c || c->crc_ok)
             break;
-        TRY_IO(reframe(r, c->file_off, err));
+        TRY_IO(reframe(r, c, err));
     }
     if (!c) {
         if (r->follow && !r->has_trailer)
@@ -1016,6 +1047,21 @@ static int advance(reader_t *r, errmsg_t *err) {
     consume(r, c);
     decode_pool_release(r->pool);
     return 0;
+}
+
+bool reader_prefetch(reader_t *r) {
+    // without workers framing is decoding, on this thread: it would only take the place of
+    // the caller's spare work (readahead_idle_fn), which otherwise falls to the caller later
+    if (r->eof || r->caught_up || r->framed_all || !decode_pool_workers(r->pool) ||
+        !decode_pool_has_room(r->pool))
+        return false;
+    while (!r->framed_all && decode_pool_has_room(r->pool))
+        if (frame_chunk(r, &r->prefetch_err) < 0) {
+            r->prefetch_failed = true; // advance() reports it, after what was framed before
+            r->framed_all = true;
+            break;
+        }
+    return true;
 }
 
 // Moves releasable events (time below the watermark, or all at end of file) from the thread

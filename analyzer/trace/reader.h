@@ -170,6 +170,11 @@ void reader_follow_stop(reader_t *r);
 bool reader_ended(const reader_t *r);
 // True when the process that writes the trace (the header's pid) no longer exists.
 bool reader_writer_gone(const reader_t *r);
+// Frames chunks ahead into the decode pool while it has room, so that decoding goes on while
+// the caller is not asking for events (readahead: its ring of batches is full). Changes no
+// result: chunks are still applied in file order, when the merge needs them. False if there
+// was no room or nothing left to frame. An I/O error is left for the next reader call to meet.
+bool reader_prefetch(reader_t *r);
 // Chunks framed (and whose crc verified) since reader_open: each chunk is counted once,
 // so a follower that re-read old chunks would show more than a one-shot read of the same file.
 uint64_t reader_chunks_framed(const reader_t *r);

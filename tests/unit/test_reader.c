@@ -793,8 +793,7 @@ static bool next_chunk(const uint8_t *b, size_t n, size_t *pos, hpt_chunk_hdr_t 
 // their crc fails in the decoder, after the chunks behind them were framed by their lengths.
 // Batches kept with reader_next_batch_keep (all of them, to the end, on 5 workers) hold the
 // same events as reader_next hands out on the reading thread alone, and the damage is the same.
-Test(reader, kept_batches_and_crc_failures_in_decoders_change_nothing, .fini = cleanup) {
-    tb_t *tb = tb_new();
+static void write_mixed_with_crc_failures(tb_t *tb) {
     build_mixed(tb);
     size_t n, k = 0;
     uint8_t *b = tb_data(tb, &n);
@@ -806,6 +805,11 @@ Test(reader, kept_batches_and_crc_failures_in_decoders_change_nothing, .fini = c
     }
     cr_assert_gt(k, 200);
     cr_assert_eq(tb_write_tmp(tb, path), 0);
+}
+
+Test(reader, kept_batches_and_crc_failures_in_decoders_change_nothing, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    write_mixed_with_crc_failures(tb);
     read_result_t one = read_with_workers("0");
     cr_assert_gt(one.events.n, 1000);
 
@@ -852,6 +856,60 @@ Test(reader, kept_batches_and_crc_failures_in_decoders_change_nothing, .fini = c
     free(evs);
     free(lens);
     free(keep);
+    free(one.events.v);
+    tb_free(tb);
+}
+
+// The decode ring's depth and framing ahead of the merge (reader_prefetch, which the reading
+// thread calls while its caller is busy) change nothing, also where a chunk's crc fails in the
+// decoder after framing went on past it, over build_mixed's damage (the damage found there is
+// counted once, not again when framing goes back): 5 workers, rings of 1, 7 and 128 chunks,
+// prefetching every 0 (never), 1 and 97 events.
+Test(reader, framing_ahead_changes_nothing, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    write_mixed_with_crc_failures(tb);
+    read_result_t one = read_with_workers("0");
+    cr_assert_gt(one.events.n, 1000);
+    cr_assert_eq(one.damage.chunks_damaged, 4);
+    static const char *const slots[] = {"1", "7", "128"};
+    static const size_t every[] = {0, 1, 97};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 3; j++) {
+            setenv("HEAPPROF_DECODE_THREADS", "5", 1);
+            setenv("HEAPPROF_DECODE_SLOTS", slots[i], 1);
+            errmsg_t err;
+            errmsg_init(&err);
+            reader_t *r = reader_open(path, &err);
+            unsetenv("HEAPPROF_DECODE_THREADS");
+            unsetenv("HEAPPROF_DECODE_SLOTS");
+            cr_assert_not_null(r, "%s", err.msg);
+            read_result_t o = {0};
+            reader_event_t ev;
+            int rc;
+            size_t framed_ahead = 0;
+            while ((rc = reader_next(r, &ev, &err)) == 1) {
+                if (o.events.n == o.events.cap) {
+                    o.events.cap = o.events.cap ? 2 * o.events.cap : 1024;
+                    o.events.v = realloc(o.events.v, o.events.cap * sizeof ev);
+                    cr_assert_not_null(o.events.v);
+                }
+                o.events.v[o.events.n++] = ev;
+                if (every[j] && o.events.n % every[j] == 0)
+                    framed_ahead += reader_prefetch(r);
+            }
+            cr_assert_eq(rc, 0, "%s", err.msg);
+            if (every[j] && i > 0)
+                cr_assert_gt(framed_ahead, 0, "the ring of %s chunks had room", slots[i]);
+            o.damage = *reader_damage(r);
+            o.n_stacks = reader_n_stacks(r);
+            reader_modules(r, &o.n_modules);
+            reader_threads(r, &o.n_threads);
+            o.cpu_samples = reader_cpu(r)->n_samples;
+            reader_close(r);
+            char what[64];
+            snprintf(what, sizeof what, "ring of %s, prefetch every %zu", slots[i], every[j]);
+            expect_same_read(&o, &one, what);
+        }
     free(one.events.v);
     tb_free(tb);
 }
