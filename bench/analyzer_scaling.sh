@@ -13,9 +13,14 @@
 # of those at each count of rounds in flight D too (HEAPPROF_REPLAY_DEPTH; report_wW_rR_dD;
 # report and dhat only, stats runs one round at a time).
 #
+# With --base-cli PATH, every report setting also runs with that other build of `heapprof`
+# (base_report_wW_rR...), in the same rotation: a change measured against the build before it
+# in one run, on one machine.
+#
 # Usage: bench/analyzer_scaling.sh [--ops N] [--runs K] [--workers 0,1,2,4] [--replay 0,2,4]
 #                                   [--depth 2,3,4] [--commands report,stats,dhat] [--cli PATH]
-#                                   [--lib PATH] [--trace FILE.hpt --ht-trace FILE.zst]
+#                                   [--base-cli PATH] [--lib PATH]
+#                                   [--trace FILE.hpt --ht-trace FILE.zst]
 # Without GNU time (the many-core machine has none) CPU comes from bash's `time` and RSS is 0.
 set -u
 export LC_ALL=C
@@ -29,6 +34,7 @@ DEPTH= # empty: HEAPPROF_REPLAY_DEPTH unset (the default)
 COMMANDS=report,stats,dhat
 LIB="$ROOT/build/preload/libheapprof.so"
 CLI="$ROOT/build/analyzer/heapprof"
+BASE_CLI=
 HP_TRACE=
 HT_TRACE=
 while [ $# -gt 0 ]; do
@@ -40,10 +46,11 @@ while [ $# -gt 0 ]; do
     --depth) DEPTH=$2; shift ;;
     --commands) COMMANDS=$2; shift ;;
     --cli) CLI=$2; shift ;;
+    --base-cli) BASE_CLI=$2; shift ;;
     --lib) LIB=$2; shift ;;
     --trace) HP_TRACE=$2; shift ;;
     --ht-trace) HT_TRACE=$2; shift ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "analyzer_scaling.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -100,6 +107,7 @@ for w in "${WS[@]}"; do
                     continue
                 fi
                 names+=("${c}_w${w}_r$r${d:+_d$d}")
+                [ -n "$BASE_CLI" ] && [ "$c" = report ] && names+=("base_${c}_w${w}_r$r${d:+_d$d}")
             done
         done
     done
@@ -110,15 +118,19 @@ for ((round = 0; round < RUNS; round++)); do
         name=${names[$(((k + round) % n))]}
         case $name in
         heaptrack_print) one "$name" "$HT_PRINT" "$HT_TRACE" ;;
-        report_w* | stats_w* | dhat_w*)
-            [[ $name =~ ^[a-z]+_w([0-9]+)_r([0-9]+)(_d([0-9]+))?$ ]] || continue
+        report_w* | stats_w* | dhat_w* | base_report_w*)
+            [[ $name =~ ^(base_)?[a-z]+_w([0-9]+)_r([0-9]+)(_d([0-9]+))?$ ]] || continue
+            m=("${BASH_REMATCH[@]}")
+            cli=$CLI
+            [ -n "${m[1]}" ] && cli=$BASE_CLI
             depth=()
-            [ -n "${BASH_REMATCH[4]}" ] && depth=(HEAPPROF_REPLAY_DEPTH="${BASH_REMATCH[4]}")
+            [ -n "${m[5]}" ] && depth=(HEAPPROF_REPLAY_DEPTH="${m[5]}")
             cmd=(stats "$HP_TRACE")
-            [ "${name%%_*}" = dhat ] && cmd=(dhat -o "$TMP/dhat.json" "$HP_TRACE")
-            [ "${name%%_*}" = report ] && cmd=(report "$HP_TRACE")
-            one "$name" env HEAPPROF_DECODE_THREADS="${BASH_REMATCH[1]}" \
-                HEAPPROF_REPLAY_THREADS="${BASH_REMATCH[2]}" "${depth[@]}" "$CLI" "${cmd[@]}" ;;
+            c=${name#base_}
+            [ "${c%%_*}" = dhat ] && cmd=(dhat -o "$TMP/dhat.json" "$HP_TRACE")
+            [ "${c%%_*}" = report ] && cmd=(report "$HP_TRACE")
+            one "$name" env HEAPPROF_DECODE_THREADS="${m[2]}" \
+                HEAPPROF_REPLAY_THREADS="${m[3]}" "${depth[@]}" "$cli" "${cmd[@]}" ;;
         esac
     done
 done
@@ -127,13 +139,13 @@ median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1
 col() { awk -v c="$2" '{ print $c }' "$TMP/$1" | median; }
 ht_wall=
 [ -n "$HT_TRACE" ] && [ -s "$TMP/heaptrack_print" ] && ht_wall=$(col heaptrack_print 1)
-printf '%-18s %9s %9s %9s %9s %12s\n' command wall_s cpu_s rss_MiB ns/event vs_ht_print
+printf '%-24s %9s %9s %9s %9s %12s\n' command wall_s cpu_s rss_MiB ns/event vs_ht_print
 for name in "${names[@]}"; do
     [ -s "$TMP/$name" ] || continue
     wall=$(col "$name" 1) cpu=$(col "$name" 2) rss=$(col "$name" 3)
     ratio=-
     [ -n "$ht_wall" ] && [ "$name" != heaptrack_print ] && ratio=$(awk -v h="$ht_wall" -v w="$wall" 'BEGIN { printf "%.2fx", h / w }')
     awk -v n="$name" -v w="$wall" -v c="$cpu" -v r="$rss" -v e="$EVENTS" -v x="$ratio" \
-        'BEGIN { printf "%-18s %9.3f %9.3f %9.1f %9.1f %12s\n", n, w, c, r / 1024, w * 1e9 / e, x }'
+        'BEGIN { printf "%-24s %9.3f %9.3f %9.1f %9.1f %12s\n", n, w, c, r / 1024, w * 1e9 / e, x }'
 done
 echo "medians of $RUNS rounds; vs_ht_print: heaptrack_print's wall time / this one's (higher is faster)"
