@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct live_slot {
     uint64_t key;
@@ -162,9 +163,14 @@ static inline void *live_table_put(live_table_t *t, uint64_t key, bool *existed)
     uint32_t v = live_table_put_index(t, key, existed);
     void *p = live_table_value(t, v);
     if (!*existed) {
-        uint64_t *w = p;
-        for (size_t k = 0; k < (t->value_bytes + 7) / 8; k++)
-            w[k] = 0;
+        // the value's whole slot, in stores of a size known here: a loop over value_bytes' words
+        // cost ~55 instructions a put (callgrind, report's replay on c_churn, a 56-byte value)
+        if (t->vshift == 5)
+            memset(p, 0, 32);
+        else if (t->vshift == 6)
+            memset(p, 0, 64);
+        else
+            memset(p, 0, (size_t)1 << t->vshift);
     }
     return p;
 }
