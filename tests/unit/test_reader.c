@@ -609,18 +609,51 @@ typedef struct read_result {
     uint64_t cpu_samples, deferred;
 } read_result_t;
 
-// With `buffer` (HEAPPROF_READER_BUFFER, NULL: the default cap) on what the reader holds.
-static read_result_t read_with(const char *workers, const char *buffer) {
-    setenv("HEAPPROF_DECODE_THREADS", workers, 1);
-    if (buffer)
-        setenv("HEAPPROF_READER_BUFFER", buffer, 1);
+// How a test reads the trace at `path` (read_opts): the environment the reader opens with
+// (NULL: unset) and how often the reading side frames ahead (reader_prefetch every
+// prefetch_every events; 0: never). framed_ahead: how many of those calls framed something.
+typedef struct read_opts {
+    const char *workers, *buffer, *slots; // HEAPPROF_DECODE_THREADS, _READER_BUFFER, _DECODE_SLOTS
+    size_t prefetch_every;
+    size_t framed_ahead;
+} read_opts_t;
+
+static void set_or_unset(const char *name, const char *value) {
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+}
+
+static read_result_t read_opts(read_opts_t *opt) {
+    set_or_unset("HEAPPROF_DECODE_THREADS", opt->workers);
+    set_or_unset("HEAPPROF_READER_BUFFER", opt->buffer);
+    set_or_unset("HEAPPROF_DECODE_SLOTS", opt->slots);
     errmsg_t err;
     errmsg_init(&err);
     reader_t *r = reader_open(path, &err);
     unsetenv("HEAPPROF_DECODE_THREADS");
     unsetenv("HEAPPROF_READER_BUFFER");
+    unsetenv("HEAPPROF_DECODE_SLOTS");
     cr_assert_not_null(r, "%s", err.msg);
-    read_result_t o = {.events = read_all(r)};
+    read_result_t o = {0};
+    if (!opt->prefetch_every) {
+        o.events = read_all(r);
+    } else {
+        reader_event_t ev;
+        int rc;
+        while ((rc = reader_next(r, &ev, &err)) == 1) {
+            if (o.events.n == o.events.cap) {
+                o.events.cap = o.events.cap ? 2 * o.events.cap : 1024;
+                o.events.v = realloc(o.events.v, o.events.cap * sizeof ev);
+                cr_assert_not_null(o.events.v);
+            }
+            o.events.v[o.events.n++] = ev;
+            if (o.events.n % opt->prefetch_every == 0)
+                opt->framed_ahead += reader_prefetch(r);
+        }
+        cr_assert_eq(rc, 0, "%s", err.msg);
+    }
     o.deferred = reader_chunks_deferred(r);
     o.damage = *reader_damage(r);
     o.n_stacks = reader_n_stacks(r);
@@ -629,6 +662,12 @@ static read_result_t read_with(const char *workers, const char *buffer) {
     o.cpu_samples = reader_cpu(r)->n_samples;
     reader_close(r);
     return o;
+}
+
+// With `buffer` (HEAPPROF_READER_BUFFER, NULL: the default cap) on what the reader holds.
+static read_result_t read_with(const char *workers, const char *buffer) {
+    read_opts_t opt = {.workers = workers, .buffer = buffer};
+    return read_opts(&opt);
 }
 
 static read_result_t read_with_workers(const char *workers) { return read_with(workers, NULL); }
@@ -875,37 +914,10 @@ Test(reader, framing_ahead_changes_nothing, .fini = cleanup) {
     static const size_t every[] = {0, 1, 97};
     for (size_t i = 0; i < 3; i++)
         for (size_t j = 0; j < 3; j++) {
-            setenv("HEAPPROF_DECODE_THREADS", "5", 1);
-            setenv("HEAPPROF_DECODE_SLOTS", slots[i], 1);
-            errmsg_t err;
-            errmsg_init(&err);
-            reader_t *r = reader_open(path, &err);
-            unsetenv("HEAPPROF_DECODE_THREADS");
-            unsetenv("HEAPPROF_DECODE_SLOTS");
-            cr_assert_not_null(r, "%s", err.msg);
-            read_result_t o = {0};
-            reader_event_t ev;
-            int rc;
-            size_t framed_ahead = 0;
-            while ((rc = reader_next(r, &ev, &err)) == 1) {
-                if (o.events.n == o.events.cap) {
-                    o.events.cap = o.events.cap ? 2 * o.events.cap : 1024;
-                    o.events.v = realloc(o.events.v, o.events.cap * sizeof ev);
-                    cr_assert_not_null(o.events.v);
-                }
-                o.events.v[o.events.n++] = ev;
-                if (every[j] && o.events.n % every[j] == 0)
-                    framed_ahead += reader_prefetch(r);
-            }
-            cr_assert_eq(rc, 0, "%s", err.msg);
+            read_opts_t opt = {.workers = "5", .slots = slots[i], .prefetch_every = every[j]};
+            read_result_t o = read_opts(&opt);
             if (every[j] && i > 0)
-                cr_assert_gt(framed_ahead, 0, "the ring of %s chunks had room", slots[i]);
-            o.damage = *reader_damage(r);
-            o.n_stacks = reader_n_stacks(r);
-            reader_modules(r, &o.n_modules);
-            reader_threads(r, &o.n_threads);
-            o.cpu_samples = reader_cpu(r)->n_samples;
-            reader_close(r);
+                cr_assert_gt(opt.framed_ahead, 0, "the ring of %s chunks had room", slots[i]);
             char what[64];
             snprintf(what, sizeof what, "ring of %s, prefetch every %zu", slots[i], every[j]);
             expect_same_read(&o, &one, what);
