@@ -13,13 +13,14 @@
 # of those at each count of rounds in flight D too (HEAPPROF_REPLAY_DEPTH; report_wW_rR_dD;
 # report and dhat only, stats runs one round at a time).
 #
-# With --base-cli PATH, every report setting also runs with that other build of `heapprof`
-# (base_report_wW_rR...), in the same rotation: a change measured against the build before it
-# in one run, on one machine.
+# With --alt NAME=PATH (repeatable; --base-cli PATH is --alt base=PATH), every report setting
+# also runs with that other build of `heapprof` (NAME_report_wW_rR...), in the same rotation:
+# changes measured against the build before them, and against each other, in one run on one
+# machine (NAME: letters and digits).
 #
 # Usage: bench/analyzer_scaling.sh [--ops N] [--runs K] [--workers 0,1,2,4] [--replay 0,2,4]
 #                                   [--depth 2,3,4] [--commands report,stats,dhat] [--cli PATH]
-#                                   [--base-cli PATH] [--lib PATH]
+#                                   [--alt NAME=PATH]... [--base-cli PATH] [--lib PATH]
 #                                   [--trace FILE.hpt --ht-trace FILE.zst]
 # Without GNU time (the many-core machine has none) CPU comes from bash's `time` and RSS is 0.
 set -u
@@ -34,7 +35,7 @@ DEPTH= # empty: HEAPPROF_REPLAY_DEPTH unset (the default)
 COMMANDS=report,stats,dhat
 LIB="$ROOT/build/preload/libheapprof.so"
 CLI="$ROOT/build/analyzer/heapprof"
-BASE_CLI=
+declare -A ALT=() # NAME -> another build's heapprof
 HP_TRACE=
 HT_TRACE=
 while [ $# -gt 0 ]; do
@@ -46,7 +47,11 @@ while [ $# -gt 0 ]; do
     --depth) DEPTH=$2; shift ;;
     --commands) COMMANDS=$2; shift ;;
     --cli) CLI=$2; shift ;;
-    --base-cli) BASE_CLI=$2; shift ;;
+    --base-cli) ALT[base]=$2; shift ;;
+    --alt)
+        [[ $2 =~ ^([A-Za-z0-9]+)=(.+)$ ]] || { echo "analyzer_scaling.sh: --alt NAME=PATH, not $2" >&2; exit 2; }
+        ALT[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+        shift ;;
     --lib) LIB=$2; shift ;;
     --trace) HP_TRACE=$2; shift ;;
     --ht-trace) HT_TRACE=$2; shift ;;
@@ -107,7 +112,9 @@ for w in "${WS[@]}"; do
                     continue
                 fi
                 names+=("${c}_w${w}_r$r${d:+_d$d}")
-                [ -n "$BASE_CLI" ] && [ "$c" = report ] && names+=("base_${c}_w${w}_r$r${d:+_d$d}")
+                if [ "$c" = report ]; then
+                    for a in "${!ALT[@]}"; do names+=("${a}_${c}_w${w}_r$r${d:+_d$d}"); done
+                fi
             done
         done
     done
@@ -118,15 +125,15 @@ for ((round = 0; round < RUNS; round++)); do
         name=${names[$(((k + round) % n))]}
         case $name in
         heaptrack_print) one "$name" "$HT_PRINT" "$HT_TRACE" ;;
-        report_w* | stats_w* | dhat_w* | base_report_w*)
-            [[ $name =~ ^(base_)?[a-z]+_w([0-9]+)_r([0-9]+)(_d([0-9]+))?$ ]] || continue
+        *report_w* | stats_w* | dhat_w*)
+            [[ $name =~ ^([A-Za-z0-9]+_)?[a-z]+_w([0-9]+)_r([0-9]+)(_d([0-9]+))?$ ]] || continue
             m=("${BASH_REMATCH[@]}")
             cli=$CLI
-            [ -n "${m[1]}" ] && cli=$BASE_CLI
+            [ -n "${m[1]}" ] && cli=${ALT[${m[1]%_}]}
             depth=()
             [ -n "${m[5]}" ] && depth=(HEAPPROF_REPLAY_DEPTH="${m[5]}")
             cmd=(stats "$HP_TRACE")
-            c=${name#base_}
+            c=${name#"${m[1]}"}
             [ "${c%%_*}" = dhat ] && cmd=(dhat -o "$TMP/dhat.json" "$HP_TRACE")
             [ "${c%%_*}" = report ] && cmd=(report "$HP_TRACE")
             one "$name" env HEAPPROF_DECODE_THREADS="${m[2]}" \

@@ -10,20 +10,22 @@
 #      beside heaptrack_print, and one report with HEAPPROF_STAGE_TIMES=2 at the widest setting
 #      (where a serial stage shows as thread CPU close to its wall time); with --depth 2,3,4 each
 #      replay setting at each count of rounds in flight too (HEAPPROF_REPLAY_DEPTH), and the
-#      stage times at the widest setting once per depth; with --base-cli PATH (another build of
-#      heapprof in the bundle, e.g. .manycore/heapprof/bin/heapprof.base) every report setting
-#      runs with it too, side by side, and its stage times are printed after the new build's.
+#      stage times at the widest setting once per depth; with --alt NAME=PATH (repeatable; another
+#      build of heapprof in the bundle, e.g. base=.manycore/heapprof/bin/heapprof.base) every
+#      report setting runs with each too, side by side, and their stage times are printed after
+#      the new build's; --base-cli PATH is --alt base=PATH.
 # Output under $OUT (the device's result folder), tables on stdout.
 # Usage: bash bench/manycore_call.sh [--budget S] [--ops N] [--workers 4,12] [--replay 0,4,8,16]
 #                                    [--depth 2,3,4] [--commands report] [--runs K] [--skip-bench] [--stages]
 #                                    [--workload "c_threads 8 40000000"]...
-#                                    [--base-cli PATH] [--skip-analyzer] -- [bench.py args]
+#                                    [--alt NAME=PATH]... [--base-cli PATH] [--skip-analyzer]
+#                                    -- [bench.py args]
 set -u -o pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 M="$ROOT/.manycore"
 OPS=25000000 WORKERS=4,12 REPLAY=0,4,8,16 DEPTH= COMMANDS=report RUNS=2 BUDGET=240 SKIP_BENCH=0 STAGES=0 SKIP_ANALYZER=0
 WORKLOADS=()
-BASE_CLI=
+ALTS=() # NAME=PATH, for analyzer_scaling.sh --alt
 while [ $# -gt 0 ]; do
     case "$1" in
     --budget) BUDGET=$2; shift ;;
@@ -37,9 +39,10 @@ while [ $# -gt 0 ]; do
     --skip-bench) SKIP_BENCH=1 ;;
     --stages) STAGES=1 ;;
     --skip-analyzer) SKIP_ANALYZER=1 ;;
-    --base-cli) BASE_CLI=$2; shift ;;
+    --base-cli) ALTS+=("base=$2"); shift ;;
+    --alt) ALTS+=("$2"); shift ;;
     --) shift; break ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "manycore_call.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -64,6 +67,8 @@ if [ $STAGES = 1 ]; then
 fi
 [ $SKIP_ANALYZER = 1 ] && exit 0
 [ ${#WORKLOADS[@]} -gt 0 ] || WORKLOADS=("c_churn $OPS")
+alt_args=()
+for a in "${ALTS[@]}"; do alt_args+=(--alt "$a"); done
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 for wl in "${WORKLOADS[@]}"; do
@@ -84,12 +89,12 @@ for wl in "${WORKLOADS[@]}"; do
     env LD_LIBRARY_PATH="$L" PATH="$M/heaptrack/bin:$PATH" bash "$ROOT/bench/analyzer_scaling.sh" \
         --trace "$W/hp.hpt" ${HT:+--ht-trace "$HT"} --cli "$M/heapprof/bin/heapprof" --runs "$RUNS" \
         --workers "$WORKERS" --replay "$REPLAY" ${DEPTH:+--depth "$DEPTH"} --commands "$COMMANDS" \
-        ${BASE_CLI:+--base-cli "$BASE_CLI"} |
+        "${alt_args[@]}" |
         tee -a "$OUT/analyzer.txt"
     wmax=${WORKERS##*,} rmax=${REPLAY##*,}
     wrs=("0 0 " "$wmax $rmax ")
     [ -n "$DEPTH" ] && { wrs=("0 0 "); for d in ${DEPTH//,/ }; do wrs+=("$wmax $rmax $d"); done; }
-    for cli in "$M/heapprof/bin/heapprof" $BASE_CLI; do
+    for cli in "$M/heapprof/bin/heapprof" "${ALTS[@]#*=}"; do
         for wr in "${wrs[@]}"; do
             set -- $wr
             echo "== stage times: report ($cli), decode workers $1, replay threads $2${3:+, depth $3}"
