@@ -199,10 +199,14 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
             progress_tick(&p, "reading", offset, size, size_text);
     }
     stage_threads("read+replay"); // before the threads are joined
+    uint64_t caller_waited_ns = readahead_waited_ns(ra);
+    readahead_free(ra); // the reading thread is done with the reader
     if (stage_times_level() >= 2)
-        fprintf(stderr, "reader waits: the caller waited %.3f s for the reading thread's batches\n",
-                readahead_waited_ns(ra) / 1e9);
-    readahead_free(ra);
+        fprintf(stderr,
+                "reader waits: the caller waited %.3f s for the reading thread's batches, the "
+                "reading thread %.3f s for its decode workers (at most %zu chunks in flight)\n",
+                caller_waited_ns / 1e9, reader_decode_waited_ns(r) / 1e9,
+                reader_decode_most_in_flight(r));
     stage_mark("read+replay");
     if (par)
         replay_par_finish(par); // after an error too: it joins the threads

@@ -12,6 +12,7 @@
 // (the next slot filled takes them), so a deep ring holds buffers only for the chunks in it.
 #include "trace/decode_pool.h"
 
+#include "core/stage_times.h"
 #include "core/xalloc.h"
 
 #include <pthread.h>
@@ -61,6 +62,11 @@ struct decode_pool {
     pthread_t threads[MAX_WORKERS];
     ZSTD_DCtx *dctx; // the caller's, for decoding without workers
     scratch_t scratch; // the caller's, likewise
+    // HEAPPROF_STAGE_TIMES=2 (decode_pool_waited_ns): the consumer's wait for chunks its workers
+    // had not finished, and the most chunks in flight at a time (the consumer's alone)
+    bool timing;
+    uint64_t ns_waited;
+    size_t most_in_flight;
 };
 
 static void swap_scratch(dchunk_t *c, scratch_t *s) {
@@ -158,6 +164,7 @@ decode_pool_t *decode_pool_new(unsigned workers) {
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done, NULL);
     p->dctx = ZSTD_createDCtx();
+    p->timing = stage_times_level() >= 2;
     pthread_attr_t attr;
     bool attr_ok = pthread_attr_init(&attr) == 0;
     if (attr_ok)
@@ -198,6 +205,10 @@ void decode_pool_free(decode_pool_t *p) {
 
 unsigned decode_pool_workers(const decode_pool_t *p) { return p->n_workers; }
 
+uint64_t decode_pool_waited_ns(const decode_pool_t *p) { return p->ns_waited; }
+
+size_t decode_pool_most_in_flight(const decode_pool_t *p) { return p->most_in_flight; }
+
 size_t decode_pool_in_flight(const decode_pool_t *p) {
     return (size_t)(p->submitted - p->released); // both written by the caller's thread only
 }
@@ -219,6 +230,8 @@ dchunk_t *decode_pool_next(decode_pool_t *p) {
 void decode_pool_submit(decode_pool_t *p) {
     size_t i = (size_t)(p->submitted % p->n_slots);
     p->records_in_flight += p->slots[i].h.n_records;
+    if (p->submitted + 1 - p->released > p->most_in_flight)
+        p->most_in_flight = (size_t)(p->submitted + 1 - p->released);
     if (p->n_workers == 0) {
         decode(&p->slots[i], p->dctx, &p->scratch);
         p->decoded[i] = true;
@@ -239,8 +252,13 @@ dchunk_t *decode_pool_oldest(decode_pool_t *p) {
     size_t i = (size_t)(p->released % p->n_slots);
     if (p->n_workers) {
         pthread_mutex_lock(&p->lock);
-        while (!p->decoded[i])
-            pthread_cond_wait(&p->done, &p->lock);
+        if (!p->decoded[i]) {
+            uint64_t t0 = p->timing ? stage_clock_ns() : 0;
+            while (!p->decoded[i])
+                pthread_cond_wait(&p->done, &p->lock);
+            if (p->timing)
+                p->ns_waited += stage_clock_ns() - t0;
+        }
         pthread_mutex_unlock(&p->lock);
     }
     return &p->slots[i];

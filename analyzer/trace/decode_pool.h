@@ -20,6 +20,11 @@ void decode_pool_free(decode_pool_t *p); // stops the workers; NULL is fine
 
 // Worker threads running (0: chunks are decoded as they are submitted).
 unsigned decode_pool_workers(const decode_pool_t *p);
+// With HEAPPROF_STAGE_TIMES=2: how long the consumer waited for a chunk a worker was still
+// decoding (0 otherwise); and the most chunks that were in flight at once. The consumer's
+// thread only.
+uint64_t decode_pool_waited_ns(const decode_pool_t *p);
+size_t decode_pool_most_in_flight(const decode_pool_t *p);
 // Slots submitted and not yet given back.
 size_t decode_pool_in_flight(const decode_pool_t *p);
 // Whether another slot may be submitted (in flight < the ring's size).

@@ -1312,6 +1312,12 @@ bool reader_writer_gone(const reader_t *r) {
 
 uint64_t reader_chunks_framed(const reader_t *r) { return r->n_framed; }
 
+uint64_t reader_decode_waited_ns(const reader_t *r) { return decode_pool_waited_ns(r->pool); }
+
+size_t reader_decode_most_in_flight(const reader_t *r) {
+    return decode_pool_most_in_flight(r->pool);
+}
+
 uint64_t reader_chunks_deferred(const reader_t *r) { return r->n_deferred; }
 
 int reader_next(reader_t *r, reader_event_t *ev, errmsg_t *err) {

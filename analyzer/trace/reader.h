@@ -175,6 +175,11 @@ bool reader_writer_gone(const reader_t *r);
 // result: chunks are still applied in file order, when the merge needs them. False if there
 // was no room or nothing left to frame. An I/O error is left for the next reader call to meet.
 bool reader_prefetch(reader_t *r);
+// With HEAPPROF_STAGE_TIMES=2, the reading thread's wait for chunks its decode workers had not
+// finished; the most chunks in the decode pool at once (its depth in use). Once the reading is
+// over (readahead_free).
+uint64_t reader_decode_waited_ns(const reader_t *r);
+size_t reader_decode_most_in_flight(const reader_t *r);
 // Chunks framed (and whose crc verified) since reader_open: each chunk is counted once,
 // so a follower that re-read old chunks would show more than a one-shot read of the same file.
 uint64_t reader_chunks_framed(const reader_t *r);
