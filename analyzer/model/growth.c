@@ -749,14 +749,15 @@ static inline void scan_touch(growth_t *g, gthread_t *t, uint64_t round) {
 }
 
 // growth_scan_links, at the end of a round: the ring entries that point into the round's
-// events ev[0..n) (valid only until the round's buffer is reused) get their own copy.
-static void scan_keep(growth_t *g, const reader_event_t *ev, size_t n) {
-    uintptr_t lo = (uintptr_t)ev, hi = (uintptr_t)(ev + n);
+// events (valid only until the round's batches are given back; an entry points at its own copy
+// or into the round it was made in, and every earlier round's were copied at its end) get
+// their own copy.
+static void scan_keep(growth_t *g) {
     for (size_t j = 0; j < g->n_touched; j++) {
         gthread_t *t = g->touched[j];
         for (unsigned k = 0; k < GROWTH_WINDOW; k++) {
             recent_t *r = &t->ring[k];
-            if ((uintptr_t)r->at >= lo && (uintptr_t)r->at < hi) {
+            if (r->at && r->at != &r->own) {
                 r->own = *r->at;
                 r->at = &r->own;
             }
@@ -765,7 +766,7 @@ static void scan_keep(growth_t *g, const reader_event_t *ev, size_t n) {
     g->n_touched = 0;
 }
 
-void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
+void growth_scan_links(growth_t *g, const reader_event_t *const *ev, size_t n,
                        const replay_found_t *found, const replay_cwords_t *cw, uint64_t round) {
     unsigned q = (unsigned)(round % g->depth);
     if (g->ops_cap[q] < n)
@@ -775,11 +776,11 @@ void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
     uint32_t *op = g->ops[q];
     if (!n)
         return;
-    uint32_t tid = ev[0].tid;
+    uint32_t tid = ev[0]->tid;
     gthread_t *t = thread_of(g, tid);
     scan_touch(g, t, round);
     for (size_t i = 0; i < n; i++) {
-        const reader_event_t *e = &ev[i];
+        const reader_event_t *e = ev[i];
         const replay_found_t *f = &found[i];
         if (e->kind == READER_ALLOC) {
             if (e->tid != tid) {
@@ -803,7 +804,7 @@ void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
         }
     }
     g->n_ops[q] = (size_t)(op - g->ops[q]);
-    scan_keep(g, ev, n);
+    scan_keep(g);
 }
 
 // growth_scan_chains' block a realloc's freeing half took out on thread tid.
@@ -819,7 +820,7 @@ static inline gblock_t *pending_of(growth_t *g, uint32_t tid) {
     return g->pend_cached;
 }
 
-void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
+void growth_scan_chains(growth_t *g, const reader_event_t *const *ev, size_t n,
                         const replay_found_t *found, const replay_cwords_t *cw, uint64_t round) {
     // the shards applied the changes of round - D before this round's finds: their lists
     // take this round's
@@ -838,7 +839,7 @@ void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
     for (size_t k = 0, m = g->n_ops[q]; k < m; k++) {
         size_t i = ops[k] >> SCAN_BITS;
         unsigned op = ops[k] & ((1u << SCAN_BITS) - 1);
-        const reader_event_t *e = &ev[i];
+        const reader_event_t *e = ev[i];
         if (op & SCAN_REALLOC) { // on_alloc's link
             chain_origin_t co = link_realloc(g, pending_of(g, e->tid), e);
             note_changed(g, e->addr, round << 32 | i, co.origin, co.chain);

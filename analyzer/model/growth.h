@@ -50,9 +50,9 @@ void growth_attach(growth_t *g, replay_t *rp);
 // first event, instead of growth_attach (rp must not count DHAT's way either); again before
 // it to change the depth. round: 1, 2, 3, ... May allocate.
 void growth_scan_start(growth_t *g, unsigned depth);
-void growth_scan_links(growth_t *g, const reader_event_t *ev, size_t n,
+void growth_scan_links(growth_t *g, const reader_event_t *const *ev, size_t n,
                        const replay_found_t *found, const replay_cwords_t *cw, uint64_t round);
-void growth_scan_chains(growth_t *g, const reader_event_t *ev, size_t n,
+void growth_scan_chains(growth_t *g, const reader_event_t *const *ev, size_t n,
                         const replay_found_t *found, const replay_cwords_t *cw, uint64_t round);
 // The words changed by the scan (chains) of round - D, for the shards at the start of `round`;
 // valid until the scan (chains) of `round`.

@@ -906,7 +906,7 @@ static inline __attribute__((always_inline)) void prefetch_event(const reader_ev
     __builtin_prefetch((const char *)(e + 1) - 1);
 }
 
-void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *idx, size_t m,
+void replay_shard_find(replay_t *rp, const reader_event_t *const *ev, const uint32_t *idx, size_t m,
                        const uint8_t *verdict, replay_found_t *found, uint64_t round,
                        replay_cwords_t *cw) {
     live_table_t *t = &rp->live;
@@ -921,21 +921,21 @@ void replay_shard_find(replay_t *rp, const reader_event_t *ev, const uint32_t *i
     replay_fix_t *fix = rp->fix[slot] + rp->n_fix[slot], *const fix0 = fix;
     const size_t ahead = PREFETCH_AHEAD, ahead2 = 2 * PREFETCH_AHEAD;
     for (size_t k = 0; k < m && k < ahead2; k++)
-        prefetch_event(&ev[idx[k]]);
+        prefetch_event(ev[idx[k]]);
     for (size_t k = 0; k < m && k < ahead; k++)
-        live_table_prefetch(t, ev[idx[k]].addr);
+        live_table_prefetch(t, ev[idx[k]]->addr);
     for (size_t k = 0; k < m; k++) {
         if (k + ahead2 < m)
-            prefetch_event(&ev[idx[k + ahead2]]);
+            prefetch_event(ev[idx[k + ahead2]]);
         if (k + ahead < m)
-            live_table_prefetch(t, ev[idx[k + ahead]].addr);
+            live_table_prefetch(t, ev[idx[k + ahead]]->addr);
         if (deep && k + ahead / 2 < m) {
-            const reader_event_t *later = &ev[idx[k + ahead / 2]];
+            const reader_event_t *later = ev[idx[k + ahead / 2]];
             if (later->kind != READER_ALLOC)
                 live_table_prefetch_value(t, later->addr);
         }
         uint32_t i = idx[k];
-        const reader_event_t *e = &ev[i];
+        const reader_event_t *e = ev[i];
         replay_found_t *f = &found[i];
         if (e->kind == READER_ALLOC) {
             bool existed;
@@ -1103,7 +1103,7 @@ static inline __attribute__((always_inline)) void scan_order_loop(replay_t *rp,
                                                                   replay_scan_round_t *r,
                                                                   uint32_t *const *site_of,
                                                                   bool verdicts) {
-    const reader_event_t *ev = r->ev;
+    const reader_event_t *const *ev = r->ev;
     const replay_found_t *found = r->found;
     const uint8_t *verdict = r->verdict;
     uint32_t *site_of_ev = r->site_of;
@@ -1112,7 +1112,7 @@ static inline __attribute__((always_inline)) void scan_order_loop(replay_t *rp,
     order_thread_t ot = {.tid = UINT64_MAX};
     uint64_t last_time = rp->t.last_time_ns;
     for (size_t i = 0; i < n; i++) {
-        const reader_event_t *e = &ev[i];
+        const reader_event_t *e = ev[i];
         const replay_found_t *f = &found[i];
         if (e->kind == READER_ALLOC) {
             last_time = e->time_ns > last_time ? e->time_ns : last_time;
@@ -1155,7 +1155,7 @@ static const uint8_t peak_kind[256] = {[READER_ALLOC] = 3, [READER_FREE] = 1};
 static inline __attribute__((always_inline)) void scan_peak_loop(replay_t *rp,
                                                                  replay_scan_round_t *r,
                                                                  bool verdicts, bool dhat) {
-    const reader_event_t *ev = r->ev;
+    const reader_event_t *const *ev = r->ev;
     const replay_found_t *found = r->found;
     const uint8_t *verdict = r->verdict;
     uint32_t *bump = r->bump;
@@ -1165,7 +1165,7 @@ static inline __attribute__((always_inline)) void scan_peak_loop(replay_t *rp,
     size_t n_bump = 0;
     r->epoch0 = rp->pk.epoch;
     for (size_t i = 0; i < n; i++) {
-        const reader_event_t *e = &ev[i];
+        const reader_event_t *e = ev[i];
         const replay_found_t *f = &found[i];
         unsigned k = peak_kind[e->kind];
         // a counted block taken out (had and BLOCK_COUNTED are 0 or 1)
@@ -1229,7 +1229,7 @@ static inline __attribute__((always_inline)) void scan_apply_loop(replay_t *rp, 
     const uint32_t mask = (1u << bits) - 1;
     part_grow(pt, r->n_sites, bits);
     site_acc_t *sites = pt->sites;
-    const reader_event_t *ev = r->ev;
+    const reader_event_t *const *ev = r->ev;
     const replay_found_t *found = r->found;
     const replay_scan_op_t *op = r->ops, *end = op + r->n_ops;
     // the epoch of event i: epoch0 + the peaks set before it (bump ends with UINT32_MAX)
@@ -1246,7 +1246,7 @@ static inline __attribute__((always_inline)) void scan_apply_loop(replay_t *rp, 
             epoch++;
         }
         site_acc_t *s = &sites[one ? op->site : op->site >> bits];
-        const reader_event_t *e = &ev[i];
+        const reader_event_t *e = ev[i];
         if (o & REPLAY_OP_ALLOC) { // after the release of the block it replaced, if any
             uint64_t size = e->size == 0 && dhat ? 1 : e->size;
             site_snap(s, epoch);

@@ -132,8 +132,10 @@ typedef struct pend {
 
 // One round's data for the scans (sites).
 typedef struct round_buf {
-    reader_event_t *ev; // the round's events, copied
-    size_t n, ev_cap;
+    const reader_event_t **ev; // the round's events where they lie (kept batches, held), by
+    size_t n, ev_cap;          // index: not copied
+    void **gone; // the batches whose last events the round took: given back once its scans are
+    size_t n_gone, gone_cap; // done with them (when the buffer is used again, or at the finish)
     uint64_t round;
     replay_found_t *found; // what the shards found, per event
     size_t found_cap;
@@ -192,7 +194,8 @@ struct replay_par {
     uint64_t round; // rounds started
     const round_seg_t *segs;
     size_t n_segs;
-    reader_event_t *rev; // the round's copy: buf[round % depth].ev (sites) or tev (totals)
+    reader_event_t *rev; // totals: the round's copy (tev)
+    const reader_event_t **rptr; // sites: the round's events by index (buf[round % depth].ev)
     size_t n;
     reader_event_t *tev; // totals: the round's copy
     size_t tev_cap;
@@ -358,16 +361,20 @@ static void set_spin(replay_par_t *p) {
 
 // Sorts the indexes of rev[lo, hi) by shard into th->part (shard s's at s * stride), counting
 // them in count.
+static inline __attribute__((always_inline)) uint64_t round_addr(const replay_par_t *p,
+                                                                 size_t i) {
+    return p->sites ? p->rptr[i]->addr : p->rev[i].addr;
+}
+
 static inline void sort_range(const replay_par_t *p, shard_thread_t *th, size_t stride,
                               size_t lo, size_t hi, size_t *count) {
-    const reader_event_t *rev = p->rev;
     const unsigned bits = p->shard_bits;
     uint32_t *part = th->part;
     if (p->n_shards == 2) { // no table of cursors: the common small case, one compare an event
         uint32_t *a = part, *c = part + stride;
         size_t na = count[0], nc = count[1];
         for (size_t i = lo; i < hi; i++) {
-            bool odd = replay_shard_of(rev[i].addr, bits);
+            bool odd = replay_shard_of(round_addr(p, i), bits);
             a[na] = (uint32_t)i;
             c[nc] = (uint32_t)i;
             na += !odd;
@@ -377,7 +384,7 @@ static inline void sort_range(const replay_par_t *p, shard_thread_t *th, size_t 
         count[1] = nc;
     } else {
         for (size_t i = lo; i < hi; i++) {
-            unsigned s = replay_shard_of(rev[i].addr, bits);
+            unsigned s = replay_shard_of(round_addr(p, i), bits);
             part[s * stride + count[s]++] = (uint32_t)i;
         }
     }
@@ -394,7 +401,13 @@ static void copy_part(replay_par_t *p, shard_thread_t *th, size_t stride, size_t
         size_t from = g->at > lo ? g->at : lo, to = g->at + g->n < hi ? g->at + g->n : hi;
         for (size_t c = from; c < to; c += COPY_CHUNK) {
             size_t e = to - c < COPY_CHUNK ? to : c + COPY_CHUNK;
-            memcpy(p->rev + c, g->ev + (c - g->at), (e - c) * sizeof *p->rev);
+            if (p->sites) { // where they lie: the batches stay until the round's scans are done
+                const reader_event_t *src = g->ev + (c - g->at);
+                for (size_t j = c; j < e; j++)
+                    p->rptr[j] = src++;
+            } else {
+                memcpy(p->rev + c, g->ev + (c - g->at), (e - c) * sizeof *p->rev);
+            }
             sort_range(p, th, stride, c, e, count);
         }
     }
@@ -440,7 +453,7 @@ static void work(replay_par_t *p, shard_thread_t *th) {
             if (!p->sites)
                 replay_shard_events(p->shards[s], rev, idx, m, p->steps, p->round);
             else
-                replay_shard_find(p->shards[s], rev, idx, m, p->keep ? b->verdict : NULL,
+                replay_shard_find(p->shards[s], p->rptr, idx, m, p->keep ? b->verdict : NULL,
                                   b->found, p->round, b->cw);
         }
     }
@@ -692,15 +705,32 @@ static void publish_round(replay_par_t *p, size_t n_segs, size_t n, uint64_t rou
     }
 }
 
-// Waits for the published round's shard threads, then gives back the batches it copied from.
+// Gives back the batches of the round buffer b held: every scan must be done with its round.
+static void give_back_round(replay_par_t *p, round_buf_t *b) {
+    for (size_t i = 0; i < b->n_gone; i++)
+        p->batch_done(p->batch_ctx, b->gone[i]);
+    b->n_gone = 0;
+}
+
+// Waits for the published round's shard threads, then gives back the batches it copied from
+// (totals), or passes them to its round buffer (sites: the scans read them later).
 static void wait_round(replay_par_t *p) {
     uint64_t t0 = p->timing ? stage_clock_ns() : 0;
     ww_wait_reach(&p->finished, (uint32_t)(p->round * p->n_finishers));
     if (p->timing)
         p->ns_wait_shards += stage_clock_ns() - t0;
     p->in_flight = false;
-    for (size_t i = 0; i < p->n_run_gone; i++)
-        p->batch_done(p->batch_ctx, p->run_gone[i]);
+    if (p->sites) {
+        // the round's events stay where they are until its scans are done: its buffer keeps
+        // the batches (give_back_round)
+        round_buf_t *b = &p->buf[p->round % p->depth];
+        b->gone = xgrow(b->gone, &b->gone_cap, b->n_gone + p->n_run_gone, sizeof *b->gone);
+        memcpy(b->gone + b->n_gone, p->run_gone, p->n_run_gone * sizeof *b->gone);
+        b->n_gone += p->n_run_gone;
+    } else {
+        for (size_t i = 0; i < p->n_run_gone; i++)
+            p->batch_done(p->batch_ctx, p->run_gone[i]);
+    }
     p->n_run_gone = 0;
 }
 
@@ -752,6 +782,7 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     pthread_mutex_unlock(&p->lock);
     if (p->timing)
         p->ns_wait_scans += stage_clock_ns() - t0;
+    give_back_round(p, b); // round k - D's batches: its scans are done
     if (grow) {
         if (b->ev_cap < n)
             b->ev = xgrow(b->ev, &b->ev_cap, n, sizeof *b->ev);
@@ -770,7 +801,7 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     }
     b->n = n;
     b->round = k;
-    p->rev = b->ev;
+    p->rptr = b->ev;
     b->sr = (replay_scan_round_t){.ev = b->ev, .n = n, .round = k, .found = b->found,
                                   .verdict = p->keep ? b->verdict : NULL,
                                   .site_of = b->site_of, .ops = b->ops,
@@ -878,7 +909,15 @@ void replay_par_events(replay_par_t *p, const reader_event_t *ev, size_t n) {
     pend_add(p, ev, n, NULL);
     while (p->n_pend_ev && p->n_pend_ev >= p->round_min)
         next_round(p);
-    complete_round(p); // a round in flight may still copy from held, or from ev
+    complete_round(p); // a round in flight may still read held, or ev
+    if (p->sites) {
+        // and its scans read them where they lie: all done before ev goes back to the caller
+        // and held changes (this path is the tests' and the one-off callers': kept batches,
+        // replay_par_events_kept, are analyze's)
+        pthread_mutex_lock(&p->lock);
+        wait_scans(p, p->round);
+        pthread_mutex_unlock(&p->lock);
+    }
     if (p->n_pend == p->pend_head)
         return;
     // what is left of ev waits, copied, for the next round (the rest of p->pend is either
@@ -992,6 +1031,11 @@ void replay_par_finish(replay_par_t *p) {
     for (unsigned i = 0; i < p->n_scanners; i++)
         if (p->scanners[i].threaded)
             pthread_join(p->scanners[i].thread, NULL);
+    // every scan is done: the rounds still holding batches, oldest first (batches go back in
+    // the order they came)
+    if (p->sites)
+        for (uint64_t k = p->round >= p->depth ? p->round - p->depth + 1 : 0; k <= p->round; k++)
+            give_back_round(p, &p->buf[k % p->depth]);
     if (p->timing)
         print_waits(p);
     for (unsigned s = 0; s < p->n_shards; s++) {
@@ -1012,6 +1056,7 @@ void replay_par_finish(replay_par_t *p) {
     for (unsigned k = 0; k < REPLAY_DEPTH_MAX; k++) {
         round_buf_t *b = &p->buf[k];
         free(b->ev);
+        free(b->gone);
         free(b->found);
         free(b->site_of);
         free(b->cw);
