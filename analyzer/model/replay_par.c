@@ -3,23 +3,25 @@
 // shard thread applies its shards' events and writes their steps (totals) or what they found
 // (sites). With sites the caller's thread has no shard of its own (when every thread could be
 // made): it lists round k + 1 from the reader's batches while the shards do round k, and
-// completes round k (gives its batches back, hands it to the scans) before it publishes k + 1;
+// completes round k (hands it to the scans) before it publishes k + 1;
 // in totals mode it is shard thread 0. Totals: once all are done the caller's thread adds the steps up in order
 // for the global peak, and the next round starts (lock-step: the scan is a few additions an
 // event). Sites: the scans (replay_scan_order and replay_scan_peak side by side, then
 // replay_scan_apply by part of the sites; growth_scan_links, then growth_scan_chains) run on
 // threads of their own and overlap the shards' next round, so a round costs the slowest of
 // them instead of their sum: with D rounds in flight (HEAPPROF_REPLAY_DEPTH, 3 by default)
-// round k uses buffers [k % D] (its events, copied by the shards since the batches go back to
-// the reader, the finds, the sites, the order's ops, the peak's new peaks and the
-// verdicts), and round k starts once the scans of round k - D are done with them; its shards
-// first apply the sites and growth's words of round k - D.
+// round k uses buffers [k % D] (a pointer to each of its events where it lies, the batches it
+// took the last events of, the finds, the sites, the order's ops, the peak's new peaks and
+// the verdicts), and round k starts once the scans of round k - D are done with them (round
+// k - D's batches go back to the reader then); its shards first apply the sites and growth's
+// words of round k - D.
 // A round is at least ROUND_MIN events (the reader's batches are smaller): the batches wait,
 // kept where the reader left them (replay_par_events_kept), and the round is handed over as the
-// list of its pieces: the caller's thread copies no event. Each thread copies one part of the
-// round and sorts that part's indexes by shard as it copies; after a barrier it reads its
-// shards' indexes from every part, part after part, and only those events, so no event is
-// looked at by every thread. The shard threads meet at counters (spin, then futex), not at the
+// list of its pieces: no thread copies an event with sites (session 14: the copy was ~20% of a
+// shard thread's instructions; totals still copy, their rounds go one at a time). Each thread
+// notes where the events of one part of the round lie and sorts that part's indexes by shard;
+// after a barrier it reads its shards' indexes from every part, part after part, and only
+// those events, so no event is looked at by every thread. The shard threads meet at counters (spin, then futex), not at the
 // lock; a thread works only on its own shards' tables; the scans' rounds pass between threads
 // through the mutex.
 #include "model/replay_par.h"
@@ -113,7 +115,7 @@ static void ww_arrive(waitword_t *w, uint32_t target) {
 typedef struct shard_thread {
     struct replay_par *p;
     unsigned first, step; // thread `first` of `step`: it works on shards first, first + step,
-                          // ... < n_shards, and copies and sorts the round's part `first`
+                          // ... < n_shards, and lists and sorts the round's part `first`
     uint32_t *part;       // its part's event indexes by shard: shard s's at s * part_stride
     size_t part_cap, part_stride;
     size_t count[REPLAY_PAR_THREADS_MAX]; // of each shard's indexes in part
@@ -183,14 +185,15 @@ struct replay_par {
     bool in_flight;       // round `round` published, not yet complete_round'd
 
     // The shard threads' rounds, without a lock: the caller's thread writes the round below,
-    // then sets `go` to the round's number; every thread copies and sorts its part, meets the
+    // then sets `go` to the round's number; every thread lists and sorts its part, meets the
     // others at `parted` (round * n_threads arrivals), applies its shards' events and, but
     // for the caller's, adds one to `finished` (round * (n_threads - 1)).
     waitword_t go, parted, finished;
     _Atomic bool stop;
 
     // the current round: its events lie in segs (the kept batches where they are, held,
-    // the caller's array); the threads copy them to rev (one part each) as they sort them
+    // the caller's array); the threads note where each lies in rptr (sites) or copy them to rev
+    // (totals), one part each, as they sort them
     uint64_t round; // rounds started
     const round_seg_t *segs;
     size_t n_segs;
@@ -254,7 +257,7 @@ struct replay_par {
 // HEAPPROF_REPLAY_ROUND: the events a round gathers before it starts (bench/analyzer_scaling.sh
 // measures round sizes with it; every figure is the same at any size, test_replay_par's rounds
 // go down to one event). Fewer, larger rounds mean fewer meetings of the threads a round, more
-// memory in flight (the round's copies and results, ~150 bytes an event, D rounds).
+// memory in flight (the round's pointers, results and batches, ~150 bytes an event, D rounds).
 static size_t round_min_env(void) {
     const char *env = getenv("HEAPPROF_REPLAY_ROUND");
     char *end;
@@ -355,8 +358,8 @@ static void set_spin(replay_par_t *p) {
     atomic_store_explicit(&p->finished.spin, shards, memory_order_relaxed);
 }
 
-// Events a thread copies, then sorts by shard, at a time: the sort reads them while the copy's
-// lines are still in L1 (one pass over the part, not two).
+// Events a thread lists (or copies), then sorts by shard, at a time: the sort reads them while
+// their lines are still in L1 (one pass over the part, not two).
 #define COPY_CHUNK 512u
 
 // Sorts the indexes of rev[lo, hi) by shard into th->part (shard s's at s * stride), counting
@@ -390,8 +393,8 @@ static inline void sort_range(const replay_par_t *p, shard_thread_t *th, size_t 
     }
 }
 
-// Copies events [lo, hi) of the round from its pieces to rev, a chunk at a time, and sorts each
-// chunk's indexes by shard right after its copy.
+// Notes where events [lo, hi) of the round lie in its pieces (rptr; totals: copies them to rev),
+// a chunk at a time, and sorts each chunk's indexes by shard right after.
 static void copy_part(replay_par_t *p, shard_thread_t *th, size_t stride, size_t lo, size_t hi,
                       size_t *count) {
     const round_seg_t *g = p->segs, *end = p->segs + p->n_segs;
@@ -413,8 +416,9 @@ static void copy_part(replay_par_t *p, shard_thread_t *th, size_t stride, size_t
     }
 }
 
-// Thread th's part of a round: it copies part `first` of the round's events (the scans read the
-// copy after the batches are given back) and sorts the part's indexes by shard; once every
+// Thread th's part of a round: it lists part `first` of the round's events (the scans read
+// them where they lie: the batches go back once the scans are done) and sorts the part's
+// indexes by shard; once every
 // thread has (`parted`), it applies its shards' indexes from every part, part after part (so
 // in stream order): each event is looked at once for its shard, by one thread, whatever the
 // number of threads.
@@ -855,7 +859,7 @@ static void run_round(replay_par_t *p, size_t n_segs, size_t n) {
 }
 
 // Runs one round over the oldest waiting events, at most round_max of them: lists their
-// pieces, runs it, then gives back the batches whose last events it copied.
+// pieces, runs it; the batches whose last events it took go back once it is done with them.
 static void next_round(replay_par_t *p) {
     size_t want = p->n_pend_ev < p->round_max ? p->n_pend_ev : p->round_max, n = 0, n_segs = 0;
     while (n < want) {
@@ -882,7 +886,7 @@ static void next_round(replay_par_t *p) {
         p->pend_head++;
     }
     p->n_pend_ev -= n;
-    run_round(p, n_segs, n); // its batches go back once its copy is made (wait_round)
+    run_round(p, n_segs, n); // its batches go back once it is done with them (wait_round)
     if (p->pend_head == p->n_pend) {
         p->pend_head = p->n_pend = 0;
         p->n_held = 0;
