@@ -728,9 +728,11 @@ static void wait_round(replay_par_t *p) {
         // the round's events stay where they are until its scans are done: its buffer keeps
         // the batches (give_back_round)
         round_buf_t *b = &p->buf[p->round % p->depth];
-        b->gone = xgrow(b->gone, &b->gone_cap, b->n_gone + p->n_run_gone, sizeof *b->gone);
-        memcpy(b->gone + b->n_gone, p->run_gone, p->n_run_gone * sizeof *b->gone);
-        b->n_gone += p->n_run_gone;
+        if (p->n_run_gone) {
+            b->gone = xgrow(b->gone, &b->gone_cap, b->n_gone + p->n_run_gone, sizeof *b->gone);
+            memcpy(b->gone + b->n_gone, p->run_gone, p->n_run_gone * sizeof *b->gone);
+            b->n_gone += p->n_run_gone;
+        }
     } else {
         for (size_t i = 0; i < p->n_run_gone; i++)
             p->batch_done(p->batch_ctx, p->run_gone[i]);
