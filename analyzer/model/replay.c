@@ -906,8 +906,8 @@ static inline __attribute__((always_inline)) void prefetch_event(const reader_ev
     __builtin_prefetch((const char *)(e + 1) - 1);
 }
 
-void replay_shard_find(replay_t *rp, const reader_event_t *const *ev, const uint32_t *idx, size_t m,
-                       const uint8_t *verdict, replay_found_t *found, uint64_t round,
+void replay_shard_find(replay_t *rp, const reader_event_t *const *ev, const uint32_t *idx,
+                       size_t m, const uint8_t *verdict, replay_found_t *found, uint64_t round,
                        replay_cwords_t *cw) {
     live_table_t *t = &rp->live;
     const bool words = rp->cwords, dhat = rp->mode & REPLAY_DHAT;

@@ -2,28 +2,26 @@
 // Replay on shard threads. One round per batch: the caller's thread publishes a round and every
 // shard thread applies its shards' events and writes their steps (totals) or what they found
 // (sites). With sites the caller's thread has no shard of its own (when every thread could be
-// made): it lists round k + 1 from the reader's batches while the shards do round k, and
-// completes round k (hands it to the scans) before it publishes k + 1;
-// in totals mode it is shard thread 0. Totals: once all are done the caller's thread adds the steps up in order
-// for the global peak, and the next round starts (lock-step: the scan is a few additions an
-// event). Sites: the scans (replay_scan_order and replay_scan_peak side by side, then
-// replay_scan_apply by part of the sites; growth_scan_links, then growth_scan_chains) run on
-// threads of their own and overlap the shards' next round, so a round costs the slowest of
-// them instead of their sum: with D rounds in flight (HEAPPROF_REPLAY_DEPTH, 3 by default)
-// round k uses buffers [k % D] (a pointer to each of its events where it lies, the batches it
-// took the last events of, the finds, the sites, the order's ops, the peak's new peaks and
-// the verdicts), and round k starts once the scans of round k - D are done with them (round
-// k - D's batches go back to the reader then); its shards first apply the sites and growth's
-// words of round k - D.
-// A round is at least ROUND_MIN events (the reader's batches are smaller): the batches wait,
-// kept where the reader left them (replay_par_events_kept), and the round is handed over as the
-// list of its pieces: no thread copies an event with sites (session 14: the copy was ~20% of a
-// shard thread's instructions; totals still copy, their rounds go one at a time). Each thread
-// notes where the events of one part of the round lie and sorts that part's indexes by shard;
-// after a barrier it reads its shards' indexes from every part, part after part, and only
-// those events, so no event is looked at by every thread. The shard threads meet at counters (spin, then futex), not at the
-// lock; a thread works only on its own shards' tables; the scans' rounds pass between threads
-// through the mutex.
+// made): it lists round k + 1 from the reader's batches while the shards do round k, and completes
+// round k (hands it to the scans) before it publishes k + 1; in totals mode it is shard thread 0.
+// Totals: once all are done the caller's thread adds the steps up in order for the global peak, and
+// the next round starts (lock-step: the scan is a few additions an event). Sites: the scans
+// (replay_scan_order and replay_scan_peak side by side, then replay_scan_apply by part of the
+// sites; growth_scan_links, then growth_scan_chains) run on threads of their own and overlap the
+// shards' next round, so a round costs the slowest of them instead of their sum: with D rounds in
+// flight (HEAPPROF_REPLAY_DEPTH, 3 by default) round k uses buffers [k % D] (a pointer to each of
+// its events where it lies, the batches it took the last events of, the finds, the sites, the
+// order's ops, the peak's new peaks and the verdicts), and round k starts once the scans of round
+// k - D are done with them (round k - D's batches go back to the reader then); its shards first
+// apply the sites and growth's words of round k - D. A round is at least ROUND_MIN events (the
+// reader's batches are smaller): the batches wait, kept where the reader left them
+// (replay_par_events_kept), and the round is handed over as the list of its pieces: no thread
+// copies an event with sites (session 14: the copy was ~20% of a shard thread's instructions;
+// totals still copy, their rounds go one at a time). Each thread notes where the events of one part
+// of the round lie and sorts that part's indexes by shard; after a barrier it reads its shards'
+// indexes from every part, part after part, and only those events, so no event is looked at by
+// every thread. The shard threads meet at counters (spin, then futex), not at the lock; a thread
+// works only on its own shards' tables; the scans' rounds pass between threads through the mutex.
 #include "model/replay_par.h"
 
 #include "core/stage_times.h"
