@@ -19,9 +19,10 @@
 // batches were copied into the ring, then 64 x 8,192. Batches of 4,096 (1.5 MiB, sized to stay in
 // the second level cache) cost more in hand-overs than they saved: 16,384 made report 13% faster on
 // c_churn and 18% on a 100 M-event trace, with no change in peak RSS. The reader decodes a whole
-// chunk (150-230 K events of the heap stream) before it hands any of it out, so the ring must hold
-// more than a chunk or replay waits at every chunk: 131 K events left it idle 0.2 s of 2.7 on the
-// 100 M-event trace; 512 K made report 8% faster there and on c_threads 8. 128 batches (session 14,
+// chunk before it hands any of it out (150-230 K events of the heap stream then; ~13 K in the
+// shim's chunks since), so the ring must hold more than a chunk or replay waits at every chunk:
+// 131 K events left it idle 0.2 s of 2.7 on the 100 M-event trace; 512 K made report 8% faster
+// there and on c_threads 8. 128 batches (session 14,
 // 2 CPUs: c_churn's report 1.13 s -> 0.94, c_threads 8's 1.76 -> 1.48, medians of 5-7 runs side by
 // side): the reader releases a SYNC interval (~1 M events) at a time, and a ring of half of one
 // left each of the two threads waiting for the other in turn.
