@@ -8,6 +8,7 @@
 // "recent" mostly frees one of the 16 newest blocks, as short-lived allocations do.
 // usage: hp_mktrace OUT.hpt [N_EVENTS [THREADS [LIVE_PER_THREAD [random|recent]]]]
 #include "trace_builder.h"
+#include "xorshift.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,12 +32,7 @@ typedef struct gen {
 } gen_t;
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t rnd(void) { return xorshift64(&rng); }
 
 static bool *stack_defined;
 

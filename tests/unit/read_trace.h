@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
-// Helpers of the reader tests: open a trace a builder made, read all its events, a repeatable
-// random stream. Header-only; every function asserts with Criterion on failure.
+// Helpers of the reader tests: open a trace a builder made, read all its events; with them
+// xorshift.h's repeatable random stream. Header-only; every function asserts with Criterion on
+// failure.
 #ifndef HEAPPROF_TESTS_READ_TRACE_H
 #define HEAPPROF_TESTS_READ_TRACE_H
 
 #include "trace/reader.h"
 #include "trace_builder.h"
+#include "xorshift.h"
 
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -43,14 +45,6 @@ static inline rt_events_t rt_read_all(reader_t *r) {
     }
     cr_assert_eq(rc, 0, "reader_next: %s", err.msg);
     return e;
-}
-
-// xorshift64: the same stream on every run for the same seed.
-static inline uint64_t rt_xorshift(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
 }
 
 #endif

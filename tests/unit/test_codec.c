@@ -3,6 +3,7 @@
 // random input: it must fail cleanly and never read past `end` (run under ASan to prove it:
 // every input sits in a heap block of exactly its size).
 #include "format/hpt_codec.h"
+#include "xorshift.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -204,12 +205,7 @@ Test(codec, rejects_unknown_tags_and_absurd_counts) {
 }
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static uint64_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t rnd(void) { return xorshift64(&rng); }
 
 // Random bytes (biased towards valid tags and short varints) in exact-size heap blocks: the
 // decoder either fails or returns a pointer within [p, end].

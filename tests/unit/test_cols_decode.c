@@ -11,6 +11,7 @@
 #include "trace/chunk_decode.h"
 
 #include "col_rows.h"
+#include "xorshift.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -21,12 +22,7 @@
 static hpt_cols_enc_t enc; // 768 KiB: not on the stack
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint64_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t rnd(void) { return xorshift64(&rng); }
 
 // ---- random streams of every record kind ----
 

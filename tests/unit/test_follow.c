@@ -30,7 +30,7 @@ typedef struct built {
 } built_t;
 
 static uint64_t rng;
-static uint64_t rnd(void) { return rt_xorshift(&rng); }
+static uint64_t rnd(void) { return xorshift64(&rng); }
 
 // Threads that allocate and free their own blocks (and realloc some) in chunks interleaved
 // between SYNC watermarks; stacks and a module defined on the way, a PROCESS record first.

@@ -2,6 +2,7 @@
 // hmap: put/get/take against a reference model, key 0, growth, backward-shift deletion under
 // churn, iteration.
 #include "core/hmap.h"
+#include "xorshift.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -73,12 +74,7 @@ Test(hmap, grows_to_a_million_keys) {
 }
 
 static uint64_t rng = 88172645463325252ull;
-static uint64_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t rnd(void) { return xorshift64(&rng); }
 
 // Random inserts and deletes over a small key space (so probe runs collide and wrap around)
 // compared with a plain array model after every step.

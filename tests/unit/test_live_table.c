@@ -2,6 +2,7 @@
 // live_table: put/get/take against a reference model, key 0, growth in place, backward-shift
 // deletion across the table's end, values that keep their index, and keys forged to collide.
 #include "model/live_table.h"
+#include "xorshift.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -12,12 +13,7 @@ typedef struct val {
 } val_t;
 
 static uint64_t rng = 88172645463325252ull;
-static uint64_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t rnd(void) { return xorshift64(&rng); }
 
 // The inverse of an odd multiplier modulo 2^64 (Newton's iteration).
 static uint64_t inverse(uint64_t a) {

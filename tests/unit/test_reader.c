@@ -76,7 +76,7 @@ Test(reader, merges_threads_in_time_order_at_sync_watermarks, .fini = cleanup) {
 }
 
 static uint64_t rng = 0x853c49e6748fea9bull;
-static uint64_t rnd(void) { return rt_xorshift(&rng); }
+static uint64_t rnd(void) { return xorshift64(&rng); }
 
 // Many threads, chunks interleaved at random between watermarks: the output is sorted by
 // (time, tid) and each thread's events keep their order.

@@ -6,6 +6,7 @@
 // reference encoder (the old per-event encoder) makes of the same events.
 #include "ringcols.h"
 #include "ringent.h"
+#include "xorshift.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -29,12 +30,7 @@ typedef struct stream {
 } stream_t;
 
 static uint64_t rng = 88172645463325252ull;
-static uint64_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t rnd(void) { return xorshift64(&rng); }
 
 static void r_time(stream_t *s, uint64_t t) {
     s->r = hpt_put_varint(s->r, t - s->d.time_ns);

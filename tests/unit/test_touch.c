@@ -8,6 +8,7 @@
 #include "ringent.h"
 #include "touch.h"
 #include "touch_live.h"
+#include "xorshift.h"
 
 #include <criterion/criterion.h>
 #include <malloc.h>
@@ -28,12 +29,7 @@ static void setup(void) {
 }
 
 static uint64_t rng = 88172645463325252ull;
-static uint64_t next(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t next(void) { return xorshift64(&rng); }
 
 Test(touch, exact_counts_match_brute_force, .init = setup) {
     for (size_t size = 1; size <= 700; size += (size < 80 ? 1 : 37)) {
