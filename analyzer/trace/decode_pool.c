@@ -28,9 +28,10 @@
 // Chunks in flight at most, with workers: RECORDS_IN_FLIGHT_MAX is the bound for chunks of the
 // shim's (~13 K records each); this one for a trace of small chunks (many threads').
 #define SLOTS 128u
-// A slot's buffer larger than this is freed when the slot is given back, not kept for reuse: a
-// chunk of the shim's (1 MiB of records at most) makes up to ~30 MB of events, and a buffer
-// freed and made again for every chunk cost the reader's thread 5% in page faults.
+// A slot's buffer larger than this is freed when the slot is given back (a decoding thread's
+// scratch, after the decode), not kept for reuse: a chunk of the shim's (1 MiB of records at
+// most) makes up to ~30 MB of events, and a buffer freed and made again for every chunk cost
+// the reader's thread 5% in page faults.
 #define KEEP_BUFFER_BYTES (32u << 20)
 // Workers by default at most: replay on one thread takes ~30 ns an event, decoding ~40 ns on
 // one worker, so beyond 4 they would only wait (and hold memory).
@@ -69,6 +70,15 @@ struct decode_pool {
     size_t most_in_flight;
 };
 
+// Frees *buf if it holds more than KEEP_BUFFER_BYTES.
+static void drop_big(void **buf, size_t *cap, size_t elem_bytes) {
+    if (*cap * elem_bytes > KEEP_BUFFER_BYTES) {
+        free(*buf);
+        *buf = NULL;
+        *cap = 0;
+    }
+}
+
 static void swap_scratch(dchunk_t *c, scratch_t *s) {
     scratch_t t = {c->rows, c->rows_cap, c->col_allocs, c->col_allocs_cap};
     c->rows = s->rows;
@@ -88,6 +98,8 @@ static void decode(dchunk_t *c, ZSTD_DCtx *dctx, scratch_t *s) {
         swap_scratch(c, s);
         dchunk_decode(c, dctx);
         swap_scratch(c, s);
+        drop_big((void **)&s->rows, &s->rows_cap, 1); // a forged chunk's, not kept
+        drop_big((void **)&s->col_allocs, &s->col_allocs_cap, sizeof *s->col_allocs);
     } else {
         // no zstd context: as if damaged (once its crc is known), never a crash
         c->crc_ok = dchunk_crc_ok(&c->h, c->in);
@@ -264,23 +276,12 @@ dchunk_t *decode_pool_oldest(decode_pool_t *p) {
     return &p->slots[i];
 }
 
-// Frees *buf if it holds more than KEEP_BUFFER_BYTES.
-static void drop_big(void **buf, size_t *cap, size_t elem_bytes) {
-    if (*cap * elem_bytes > KEEP_BUFFER_BYTES) {
-        free(*buf);
-        *buf = NULL;
-        *cap = 0;
-    }
-}
-
 void decode_pool_release(decode_pool_t *p) {
     dchunk_t *c = &p->slots[p->released % p->n_slots];
     p->records_in_flight -= c->h.n_records;
     drop_big((void **)&c->in, &c->in_cap, 1);
     drop_big((void **)&c->ev, &c->ev_cap, sizeof *c->ev);
     drop_big((void **)&c->raw, &c->raw_cap, 1);
-    drop_big((void **)&c->rows, &c->rows_cap, 1);
-    drop_big((void **)&c->col_allocs, &c->col_allocs_cap, sizeof *c->col_allocs);
     if (p->n_spares < p->max_spares)
         p->spares[p->n_spares++] = *c;
     else

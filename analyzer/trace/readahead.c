@@ -22,10 +22,10 @@
 // chunk before it hands any of it out (150-230 K events of the heap stream then; ~13 K in the
 // shim's chunks since), so the ring must hold more than a chunk or replay waits at every chunk:
 // 131 K events left it idle 0.2 s of 2.7 on the 100 M-event trace; 512 K made report 8% faster
-// there and on c_threads 8. 128 batches (session 14,
-// 2 CPUs: c_churn's report 1.13 s -> 0.94, c_threads 8's 1.76 -> 1.48, medians of 5-7 runs side by
-// side): the reader releases a SYNC interval (~1 M events) at a time, and a ring of half of one
-// left each of the two threads waiting for the other in turn.
+// there and on c_threads 8. 128 batches (session 14, 2 CPUs: c_churn's report 1.13 s -> 0.94,
+// c_threads 8's 1.76 -> 1.48, medians of 5-7 runs side by side): the reader releases a SYNC
+// interval (~1 M events) at a time, and a ring of half of one left each of the two threads waiting
+// for the other in turn.
 #define RA_SLOTS 128u
 
 typedef struct slot {
@@ -145,14 +145,12 @@ static int next(readahead_t *ra, const reader_event_t **evs, size_t *n, uint64_t
         ra->holding = false;
         pthread_cond_signal(&ra->not_full);
     }
-    if (ra->tail == ra->head && !ra->done && ra->timing) {
-        uint64_t t0 = stage_clock_ns();
-        while (ra->tail == ra->head && !ra->done)
-            pthread_cond_wait(&ra->not_empty, &ra->lock);
-        ra->ns_waited += stage_clock_ns() - t0;
-    }
+    const bool wait = ra->tail == ra->head && !ra->done;
+    const uint64_t t0 = wait && ra->timing ? stage_clock_ns() : 0;
     while (ra->tail == ra->head && !ra->done)
         pthread_cond_wait(&ra->not_empty, &ra->lock);
+    if (wait && ra->timing)
+        ra->ns_waited += stage_clock_ns() - t0;
     int rc;
     if (ra->tail < ra->head) {
         slot_t *s = &ra->slots[ra->tail % RA_SLOTS];
