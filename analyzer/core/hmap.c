@@ -14,7 +14,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #define HMAP_MIN_CAP 64u
 
@@ -104,16 +103,10 @@ static void set_cap(hmap_t *h, size_t cap) {
 }
 
 // A pooled table's slots and pool are probed at random, one slot and one value an event, over
-// hundreds of MiB: with 4 KiB pages nearly every probe also missed the TLB. Asks for 2 MiB pages
-// over the whole 2 MiB pages of [p, p + bytes) (madvise: this Debian's default leaves them off).
-#define HMAP_HUGE (2u << 20)
+// hundreds of MiB: with 4 KiB pages nearly every probe also missed the TLB (huge_pages_hint).
 static void want_huge(const hmap_t *h, void *p, size_t bytes) {
-    if (!h->pooled || bytes < 4 * (size_t)HMAP_HUGE)
-        return;
-    uintptr_t lo = ((uintptr_t)p + HMAP_HUGE - 1) & ~(uintptr_t)(HMAP_HUGE - 1);
-    uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(HMAP_HUGE - 1);
-    if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_HUGEPAGE); // a hint: failure changes nothing
+    if (h->pooled)
+        huge_pages_hint(p, bytes);
 }
 
 static void table_alloc(hmap_t *h, size_t cap) {

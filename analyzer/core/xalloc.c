@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
-// Out-of-memory policy of the analyzer: one message on stderr, exit status 2. The only place
-// besides main.c allowed to print and exit, because no caller could do anything better.
+// Out-of-memory policy of the analyzer (and the page-size hint its big tables share): one message
+// on stderr, exit status 2. The only place besides main.c allowed to print and exit, because no
+// caller could do anything better.
 #include "core/xalloc.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 __attribute__((noreturn, cold)) static void oom(size_t n) {
     fprintf(stderr, "heapprof: out of memory (allocating %zu bytes)\n", n);
@@ -27,6 +29,16 @@ void *xcalloc(size_t n, size_t size) {
     if (!p)
         oom(n * size);
     return p;
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+void huge_pages_hint(void *p, size_t bytes) {
+    if (bytes < 4 * HUGE_PAGE)
+        return;
+    uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE_PAGE - 1);
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE); // a hint: failure changes nothing
 }
 
 void *xrealloc(void *p, size_t n) {

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
-#include <sys/mman.h>
 
 #define LIVE_TABLE_MIN_CAP 64u
 #define LIVE_TABLE_MIN_POOL 32u
@@ -23,18 +22,9 @@
 #define LIVE_TABLE_SPARSE_BYTES ((size_t)8 << 20)
 
 // The slots and the pool are probed at random, one slot and one value an event, over hundreds
-// of MiB for the big traces: with 4 KiB pages nearly every probe also missed the TLB. Asks for
-// 2 MiB pages over the whole 2 MiB pages of [p, p + bytes) (madvise: this Debian's default
-// leaves them off).
-#define LIVE_TABLE_HUGE ((size_t)2 << 20)
-static void want_huge(void *p, size_t bytes) {
-    if (bytes < 4 * LIVE_TABLE_HUGE)
-        return;
-    uintptr_t lo = ((uintptr_t)p + LIVE_TABLE_HUGE - 1) & ~(uintptr_t)(LIVE_TABLE_HUGE - 1);
-    uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(LIVE_TABLE_HUGE - 1);
-    if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_HUGEPAGE); // a hint: failure changes nothing
-}
+// of MiB for the big traces: with 4 KiB pages nearly every probe also missed the TLB
+// (huge_pages_hint).
+static void want_huge(void *p, size_t bytes) { huge_pages_hint(p, bytes); }
 
 static void set_cap(live_table_t *t, size_t cap) {
     if (cap > ((size_t)1 << 31))
