@@ -2,7 +2,7 @@
 # Installs what heapprof needs to build, test and benchmark on Debian 12 (run as root).
 # Idempotent: skips apt when every package is already there.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config clang libunwind-dev libzstd-dev zlib1g-dev libjansson-dev
+pkgs=(build-essential cmake pkg-config clang libunwind-dev libzstd-dev zlib1g-dev libdeflate-dev libjansson-dev
       libcriterion-dev libyaml-dev libdw-dev libelf-dev libiberty-dev valgrind heaptrack hyperfine rustc
       libxml2-utils libncurses-dev tmux
       libcapstone-dev libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev

@@ -9,9 +9,9 @@
 
 #include "core/xalloc.h"
 
+#include <libdeflate.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 static inline reader_event_t *push(dchunk_t *c) {
     if (c->n_ev == c->ev_cap)
@@ -214,9 +214,9 @@ static bool decode_records(dchunk_t *c, const uint8_t *p, const uint8_t *end, ui
 bool dchunk_crc_ok(const hpt_chunk_hdr_t *h, const uint8_t *payload) {
     hpt_chunk_hdr_t z = *h;
     z.crc32 = 0;
-    uLong crc = crc32(0L, (const Bytef *)&z, sizeof z);
-    crc = crc32(crc, payload, h->stored_bytes);
-    return (uint32_t)crc == h->crc32;
+    // libdeflate's CRC-32 is zlib's, 4x faster with PCLMULQDQ (the tests check with zlib's)
+    return libdeflate_crc32(libdeflate_crc32(0, &z, sizeof z), payload, h->stored_bytes) ==
+           h->crc32;
 }
 
 void dchunk_decode(dchunk_t *c, ZSTD_DCtx *dctx) {
