@@ -57,6 +57,13 @@ static uint8_t small_out[SMALL_OUT];
 // what rings took with them when they were freed, for the TRAILER
 static uint64_t n_lost_reaped, wait_ns_reaped, n_waits_reaped;
 static uint64_t last_sync_ns; // this trace's last watermark (debug builds check it never falls)
+// A periodic SYNC taken but not yet written (flush, sync_complete): its watermark before the
+// rings' drains are looked at, and the rings as they were then (each ring's sync_head).
+static struct {
+    bool on;
+    uint64_t w;
+    hp_ring_t *head;
+} sync_pending;
 
 // ---- file creation ---------------------------------------------------------------------------
 
@@ -293,16 +300,48 @@ static void write_small(uint16_t type, const uint8_t *raw, size_t len, uint32_t 
     hp_traceout_chunk(type, 0, 0, raw, len, nrec, base, small_out, sizeof small_out, NULL);
 }
 
-// Writes a SYNC whose watermark bounds from below every record in a chunk after it
+static bool ring_is_dead(hp_ring_t *r);
+
+// Writes the SYNC a periodic flush took (sync_pending), one nap later: a ring that has written
+// everything up to its head at the flush (out_head >= sync_head) no longer holds the watermark
+// back; one that has not holds it at its last written record (out_t), which the records it has
+// not written yet are at least as late as. The workers had the nap to drain what the flush
+// queued; before, the SYNC was written at once and every ring with records then, the CPU
+// sampler's among them, held it at its previous drain: a whole interval behind, and the reader
+// holds every event between two watermarks (c_churn: ~2.1 M events at each SYNC, ~1.1 M
+// without the sampler's ring). Where a ring's drain is slower the watermark is what it was.
+static bool sync_complete(void) {
+    if (!sync_pending.on)
+        return false;
+    sync_pending.on = false;
+    uint64_t w = sync_pending.w;
+    for (hp_ring_t *r = sync_pending.head; r; r = r->next)
+        if (atomic_load_explicit(&r->out_head, memory_order_acquire) < r->sync_head) {
+            uint64_t ot = atomic_load_explicit(&r->out_t, memory_order_acquire);
+            if (ot < w)
+                w = ot;
+        }
+    if (w < last_sync_ns) // the last SYNC's promise covers every chunk after this one too
+        w = last_sync_ns;
+    if (hp_traceout_take_count()) {
+        last_sync_ns = w;
+        write_small(HPT_CHUNK_SYNC, NULL, 0, 0, (hpt_dstate_t){.time_ns = w, .addr = rss_bytes()});
+    }
+    return true;
+}
+
+// Takes a SYNC whose watermark bounds from below every record in a chunk after it
 // (docs/trace-format.md#merge). full: first makes sure every ring got as far as its head at the
 // watermark (at exit, where a flush was asked for, or while no worker runs: the flusher then
-// drains itself), so that everything committed before the call is in the file. Otherwise
-// (the periodic SYNC) it waits for nothing: the records a ring has not written yet are at least
-// as late as the last one it wrote (out_t), so the watermark goes no further than that; it only
-// queues the rings with records for the workers. Waiting for every ring's drain made a SYNC
-// every ~500 ms instead of 50 with 8 threads on 2 CPUs (the flusher's share of them), and the
-// reader held up to 9.8 M events between two (c_threads 8: 500 MiB).
+// drains itself), so that everything committed before the call is in the file, and writes it.
+// Otherwise (the periodic SYNC) it waits for nothing: it queues the rings with records for the
+// workers and leaves the SYNC to sync_complete, after the flusher's next nap. Waiting for every
+// ring's drain made a SYNC every ~500 ms instead of 50 with 8 threads on 2 CPUs (the flusher's
+// share of them), and the reader held up to 9.8 M events between two (c_threads 8: 500 MiB).
+// The rings of the snapshot stay until then: only the flusher reaps them, after sync_complete.
 static void flush(bool full) {
+    if (sync_complete()) // (its rings' heads are about to be taken again)
+        hp_tbuf_reap(ring_is_dead);
     uint64_t w = hp_state_now();
     if (have_membarrier)
         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
@@ -319,11 +358,6 @@ static void flush(bool full) {
                 w = lt;
         }
         r->sync_head = atomic_load_explicit(&r->head, memory_order_acquire);
-        if (!full && atomic_load_explicit(&r->out_head, memory_order_acquire) < r->sync_head) {
-            uint64_t ot = atomic_load_explicit(&r->out_t, memory_order_acquire);
-            if (ot < w)
-                w = ot;
-        }
         if (r->sync_head != atomic_load_explicit(&r->tail, memory_order_acquire))
             hp_pipeline_enqueue(r);
     }
@@ -340,9 +374,11 @@ static void flush(bool full) {
             HP_ASSERT(atomic_load_explicit(&r->tail, memory_order_relaxed) >= r->sync_head);
             pthread_mutex_unlock(&r->drain);
         }
-    } else if (w < last_sync_ns) {
-        // the last SYNC's promise covers every chunk after this one too
-        w = last_sync_ns;
+    } else {
+        sync_pending.on = true;
+        sync_pending.w = w;
+        sync_pending.head = head;
+        return;
     }
     if (hp_traceout_take_count()) {
         // Watermarks only rise: the reader releases events up to each one. The TSC clock starts
@@ -428,6 +464,9 @@ static void *flusher_main(void *arg) {
             hp_pipeline_stop(); // the last records are drained here, after every worker's
         else
             hp_pipeline_grow();
+        // the SYNC the last iteration's flush took, if any; then the rings it looked at may go
+        if (sync_complete())
+            hp_tbuf_reap(ring_is_dead);
         pending += hp_traceout_take_bytes();
         if (stopping || want != atomic_load_explicit(&flush_done, memory_order_relaxed) ||
             pending >= SYNC_BYTES || hp_state_now() - last_flush >= interval_ns) {
@@ -435,7 +474,8 @@ static void *flusher_main(void *arg) {
                   !hp_pipeline_has_workers());
             pending = 0;
             last_flush = hp_state_now();
-            hp_tbuf_reap(ring_is_dead);
+            if (!sync_pending.on) // else after sync_complete, which reads the snapshot's rings
+                hp_tbuf_reap(ring_is_dead);
         }
         // blocks still live at exit get their bytes-touched figure, after the last drain
         if (stopping && hp_config.touch && hp_config.touch_live)
@@ -467,6 +507,7 @@ static bool start(int fd, const char *path, const hpt_file_hdr_t *hdr, const uin
         return false;
     n_lost_reaped = wait_ns_reaped = n_waits_reaped = 0;
     last_sync_ns = 0; // a fork child's trace starts its own clock
+    sync_pending.on = false;
     size_t cap = hp_chunk_bound(meta_len);
     uint8_t *out = hp_mem_map(cap);
     bool ok = out && hp_traceout_chunk(HPT_CHUNK_META, 0, 0, meta, meta_len, meta_records,
