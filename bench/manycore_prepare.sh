@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# bench/manycore_prepare.sh: makes the many-core bundle for one device call that compares
+# builds: ../shared/tools/manycore/bundle.sh over this checkout's build (the new build), then,
+# for each NAME=REV, the analyzer built at git revision REV (a commit or a branch) in a worktree
+# of its own, copied into the bundle as .manycore/heapprof/bin/heapprof.NAME, which
+# bench/manycore_call.sh runs beside the new one with --alt NAME=.manycore/heapprof/bin/heapprof.NAME.
+# The other builds link the same libraries as the new one (the bundle carries those); a revision
+# that needs others is refused by its own cmake. Prints the manycore_call.sh options to pass.
+# Usage: bash bench/manycore_prepare.sh [NAME=REV]...
+#   e.g.  bash bench/manycore_prepare.sh base=a0a1167 regions=wip-shard-regions
+# Needs what bundle.sh needs (a build of this checkout, or it builds one) and git.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUNDLE="$ROOT/../shared/tools/manycore/bundle.sh"
+[ -f "$BUNDLE" ] || { echo "manycore_prepare.sh: no $BUNDLE" >&2; exit 1; }
+for a in "$@"; do
+    case "$a" in
+    -h | --help) sed -n 3,12p "$0"; exit 0 ;;
+    *=*) ;;
+    *) echo "manycore_prepare.sh: expected NAME=REV, got $a" >&2; exit 2 ;;
+    esac
+done
+cd "$ROOT"
+bash "$BUNDLE"
+BIN="$ROOT/.manycore/heapprof/bin"
+[ -x "$BIN/heapprof" ] || { echo "manycore_prepare.sh: bundle.sh left no $BIN/heapprof" >&2; exit 1; }
+alts=()
+for a in "$@"; do
+    name=${a%%=*} rev=${a#*=}
+    case "$name" in '' | *[!A-Za-z0-9_-]*) echo "manycore_prepare.sh: bad name '$name'" >&2; exit 2 ;; esac
+    git rev-parse --verify --quiet "$rev^{commit}" >/dev/null ||
+        { echo "manycore_prepare.sh: no revision $rev" >&2; exit 2; }
+    wt=$(mktemp -d)
+    git worktree add -q --detach "$wt" "$rev"
+    # the worktree goes whatever happens below
+    trap 'git -C "$ROOT" worktree remove --force "$wt" 2>/dev/null || true' EXIT
+    echo "manycore_prepare.sh: building $name ($rev, $(git rev-parse --short "$rev")) in $wt"
+    cmake -S "$wt" -B "$wt/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPPROF_BUILD_TESTS=OFF \
+        -DHEAPPROF_BUILD_SAMPLES=OFF >/dev/null
+    cmake --build "$wt/build" -j"$(nproc)" --target heapprof >/dev/null
+    cp "$wt/build/analyzer/heapprof" "$BIN/heapprof.$name"
+    git worktree remove --force "$wt"
+    trap - EXIT
+    alts+=("--alt $name=.manycore/heapprof/bin/heapprof.$name")
+done
+du -sh "$ROOT/.manycore" | awk '{print "manycore_prepare.sh: bundle " $1 " (carry [\".manycore\"])"}'
+[ ${#alts[@]} -eq 0 ] || echo "manycore_prepare.sh: pass to bench/manycore_call.sh: ${alts[*]}"
