@@ -21,8 +21,11 @@
 #                           [--keep DIR]   (callgrind files kept in DIR, for callgrind_annotate)
 # Needs the workloads built (bench/run.sh --build-only), valgrind and build/analyzer/heapprof.
 # A shim built with link-time optimisation (the default since session 15, HEAPPROF_SHIM_LTO)
-# has the touch functions inlined into the entry points: app, stack, clock and drain stay exact,
-# touch then reads "-" and rest holds it. For the full split build one without:
+# has the touch functions inlined into the entry points, so there touch is counted by source
+# line instead: every line of touch.c wherever it was inlined, and the vector intrinsics'
+# lines inside touch.c's own functions (on c_churn both ways give the same 80 an event on a
+# build without LTO; the intrinsics of the small-block paths inlined into the entry points,
+# a few an event, fall into rest). For the split by functions build one without:
 #   cmake -B build-nolto -DHEAPPROF_SHIM_LTO=OFF && cmake --build build-nolto --target heapprof_preload
 #   bench/hot_instr.sh --lib build-nolto/preload/libheapprof.so
 set -u
@@ -65,9 +68,17 @@ incl() {
             f && $0 ~ pat {v = $1; gsub(",", "", v); s += v} END {print s + 0}'
 }
 
-# link-time optimised: the touch functions have no body of their own to count
-LTO=0
+# self Ir of the lines matching $2 in callgrind file $1, summed (inlined code included)
+selfsum() {
+    (cd / && callgrind_annotate --inclusive=no --threshold=100 "$1" 2>/dev/null) |
+        awk -v pat="$2" '/file:function/ {f = 1; next} f && /^-- Auto/ {exit}
+            f && $0 ~ pat {v = $1; gsub(",", "", v); s += v} END {print s + 0}'
+}
+# link-time optimised: the touch functions have no body of their own to count (HOT_INSTR_LINES=1
+# counts by lines on any build, to compare the two ways)
+LTO=${HOT_INSTR_LINES:-0}
 nm "$LIB" 2>/dev/null | grep -q 'lto_priv' && LTO=1
+TOUCH_LINES='preload/touch\.c:|intrin\.h:(measure_(whole|general)|fill_(block|general|whole)|count_(lines|equal|filled|resident)|resident_visit|hp_touch_)'
 printf "%-22s %8s %8s %8s %8s %8s %9s   (instructions per event)\n" workload app stack touch \
     clock rest drain
 IFS=, read -r -a names <<<"$ONLY"
@@ -91,7 +102,11 @@ for w in "${names[@]}"; do
         self=$(incl "$app" ':hp_tbuf_wait_slow \\[')
         v[app.$a]=$(($(totals "$app") - self))
         v[stack.$a]=$(incl "$app" ':capture_stack \\[')
-        v[touch.$a]=$(incl "$app" ':hp_touch_(fill|fill_fresh|usable|measure) \\[')
+        if [ "$LTO" = 1 ]; then
+            v[touch.$a]=$(selfsum "$app" "$TOUCH_LINES")
+        else
+            v[touch.$a]=$(incl "$app" ':hp_touch_(fill|fill_fresh|usable|measure) \\[')
+        fi
         v[clock.$a]=$(( $(incl "$app" ':hp_state_now \\[') + $(incl "$app" 'preload/(clock|state)\\.h:') ))
         wk=$self
         for f in "$OUT/hp.$w.$a"-*; do
@@ -105,10 +120,8 @@ for w in "${names[@]}"; do
         -v app="$((${v[app.$b]} - ${v[app.$s]} - (${v[bare.$b]} - ${v[bare.$s]})))" \
         -v st="$((${v[stack.$b]} - ${v[stack.$s]}))" -v to="$((${v[touch.$b]} - ${v[touch.$s]}))" \
         -v cl="$((${v[clock.$b]} - ${v[clock.$s]}))" -v wk="$((${v[workers.$b]} - ${v[workers.$s]}))" \
-        -v lto="$LTO" \
-        'BEGIN {t = lto ? "-" : sprintf("%.0f", to / e)
-                printf "%-22s %8.0f %8.0f %8s %8.0f %8.0f %9.0f\n", w, app / e, st / e, t,
-                cl / e, (app - st - (lto ? 0 : to) - cl) / e, wk / e}'
+        'BEGIN {printf "%-22s %8.0f %8.0f %8.0f %8.0f %8.0f %9.0f\n", w, app / e, st / e, to / e,
+                cl / e, (app - st - to - cl) / e, wk / e}'
     unset v
 done
 rm -f "$OUT"/run.*.hpt
