@@ -65,12 +65,8 @@ env HEAPPROF_REPLAY_THREADS="$REPLAY" HEAPPROF_DECODE_THREADS="$WORKERS" \
     valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$OUT/cg.%p" \
     "$CLI" "${args[@]}" >/dev/null 2>&1 || { echo "analyzer_instr.sh: $CMD failed under valgrind" >&2; exit 1; }
 
-# inclusive Ir of the functions matching $2 (their own object's entries) in callgrind file $1
-incl() {
-    (cd / && callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null) |
-        awk -v pat="$2" '/file:function/ {f = 1; next} f && /^-- Auto/ {exit}
-            f && $0 ~ pat {v = $1; gsub(",", "", v); s += v} END {print s + 0}'
-}
+. "$HERE/tools/callgrind_sums.sh"
+incl() { cg_sum "$1" "$2" yes; } # inclusive Ir of the functions matching $2
 
 # role of a thread: the first of these entry points (or kernels) that holds most of its work
 role_of() {
@@ -91,7 +87,7 @@ role_of() {
 declare -A max=() sum=() n=()
 all=0 warm=0
 for f in "$OUT"/cg.*-*; do
-    t=$(grep -E '^totals:' "$f" | awk '{print $2}')
+    t=$(cg_totals "$f")
     [ -n "$t" ] || continue
     case "$f" in *-01) r=caller ;; *) r=$(role_of "$f" "$t") ;; esac
     if [ "$r" = reader ]; then

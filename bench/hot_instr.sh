@@ -57,23 +57,10 @@ declare -A SIZES=(
     [rust_vec_growth]="1000 3000" [rust_hashmap_growth]="50000 150000"
 )
 
-totals() { grep -E '^totals:' "$1" | awk '{print $2}'; }
-# inclusive Ir of the functions matching pattern $2 in callgrind file $1, summed: the entries
-# that name the function's object (callgrind_annotate also lists the code inlined into a
-# function once per source file it comes from, without the object; the object's entry has it)
-# (run from /: from inside the source tree it shortens paths and lists a function's parts apart)
-incl() {
-    (cd / && callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null) |
-        awk -v pat="$2" '/file:function/ {f = 1; next} f && /^-- Auto/ {exit}
-            f && $0 ~ pat {v = $1; gsub(",", "", v); s += v} END {print s + 0}'
-}
-
-# self Ir of the lines matching $2 in callgrind file $1, summed (inlined code included)
-selfsum() {
-    (cd / && callgrind_annotate --inclusive=no --threshold=100 "$1" 2>/dev/null) |
-        awk -v pat="$2" '/file:function/ {f = 1; next} f && /^-- Auto/ {exit}
-            f && $0 ~ pat {v = $1; gsub(",", "", v); s += v} END {print s + 0}'
-}
+. "$HERE/tools/callgrind_sums.sh"
+totals() { cg_totals "$1"; }
+incl() { cg_sum "$1" "$2" yes; }    # inclusive Ir of the functions matching $2
+selfsum() { cg_sum "$1" "$2" no; }  # self Ir of the lines matching $2 (inlined code included)
 # link-time optimised: the touch functions have no body of their own to count (HOT_INSTR_LINES=1
 # counts by lines on any build, to compare the two ways)
 LTO=${HOT_INSTR_LINES:-0}
