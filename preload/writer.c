@@ -300,7 +300,18 @@ static void write_small(uint16_t type, const uint8_t *raw, size_t len, uint32_t 
     hp_traceout_chunk(type, 0, 0, raw, len, nrec, base, small_out, sizeof small_out, NULL);
 }
 
-static bool ring_is_dead(hp_ring_t *r);
+// Writes a SYNC of watermark w if any chunk was written since the last one.
+static void write_sync(uint64_t w) {
+    if (!hp_traceout_take_count())
+        return;
+    // Watermarks only rise: the reader releases events up to each one. The TSC clock starts
+    // HP_CLOCK_SWITCH_LAG_NS behind the vDSO's (clock.h), the only step back allowed.
+    HP_ASSERT(w + HP_CLOCK_SWITCH_LAG_NS >= last_sync_ns);
+    last_sync_ns = w > last_sync_ns ? w : last_sync_ns;
+    // base_addr carries the resident set at the flush: heaptrack's RSS curve, at the flush
+    // interval (docs/trace-format.md#chunks)
+    write_small(HPT_CHUNK_SYNC, NULL, 0, 0, (hpt_dstate_t){.time_ns = w, .addr = rss_bytes()});
+}
 
 // Writes the SYNC a periodic flush took (sync_pending), one nap later: a ring that has written
 // everything up to its head at the flush (out_head >= sync_head) no longer holds the watermark
@@ -321,12 +332,8 @@ static bool sync_complete(void) {
             if (ot < w)
                 w = ot;
         }
-    if (w < last_sync_ns) // the last SYNC's promise covers every chunk after this one too
-        w = last_sync_ns;
-    if (hp_traceout_take_count()) {
-        last_sync_ns = w;
-        write_small(HPT_CHUNK_SYNC, NULL, 0, 0, (hpt_dstate_t){.time_ns = w, .addr = rss_bytes()});
-    }
+    // the last SYNC's promise covers every chunk after this one too
+    write_sync(w > last_sync_ns ? w : last_sync_ns);
     return true;
 }
 
@@ -339,9 +346,9 @@ static bool sync_complete(void) {
 // ring's drain made a SYNC every ~500 ms instead of 50 with 8 threads on 2 CPUs (the flusher's
 // share of them), and the reader held up to 9.8 M events between two (c_threads 8: 500 MiB).
 // The rings of the snapshot stay until then: only the flusher reaps them, after sync_complete.
+// Called with no SYNC pending (flusher_main completes it first).
 static void flush(bool full) {
-    if (sync_complete()) // (its rings' heads are about to be taken again)
-        hp_tbuf_reap(ring_is_dead);
+    HP_ASSERT(!sync_pending.on);
     uint64_t w = hp_state_now();
     if (have_membarrier)
         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
@@ -380,15 +387,7 @@ static void flush(bool full) {
         sync_pending.head = head;
         return;
     }
-    if (hp_traceout_take_count()) {
-        // Watermarks only rise: the reader releases events up to each one. The TSC clock starts
-        // HP_CLOCK_SWITCH_LAG_NS behind the vDSO's (clock.h), the only step back allowed.
-        HP_ASSERT(w + HP_CLOCK_SWITCH_LAG_NS >= last_sync_ns);
-        last_sync_ns = w > last_sync_ns ? w : last_sync_ns;
-        // base_addr carries the resident set at the flush: heaptrack's RSS curve, at the
-        // flush interval (docs/trace-format.md#chunks)
-        write_small(HPT_CHUNK_SYNC, NULL, 0, 0, (hpt_dstate_t){.time_ns = w, .addr = rss_bytes()});
-    }
+    write_sync(w);
 }
 
 // A ring can go once its thread ran its exit hook, everything it committed is written, no

@@ -190,12 +190,11 @@ struct replay_par {
     _Atomic bool stop;
 
     // the current round: its events lie in segs (the kept batches where they are, held,
-    // the caller's array); the threads note where each lies in rptr (sites) or copy them to rev
+    // the caller's array); the threads note where each lies in rptr (sites) or copy them to tev
     // (totals), one part each, as they sort them
     uint64_t round; // rounds started
     const round_seg_t *segs;
     size_t n_segs;
-    reader_event_t *rev; // totals: the round's copy (tev)
     const reader_event_t **rptr; // sites: the round's events by index (buf[round % depth].ev)
     size_t n;
     reader_event_t *tev; // totals: the round's copy
@@ -328,7 +327,7 @@ unsigned replay_par_threads(void) {
 // cache that is not shared safely) and read here by the shard that owns the block.
 static bool verdict_keep(void *ctx, const reader_event_t *ev) {
     const replay_par_t *p = ctx;
-    return p->verdict[ev - p->rev];
+    return p->verdict[ev - p->tev];
 }
 
 // The filter's verdicts on the round's events, in order, into verdict.
@@ -360,12 +359,14 @@ static void set_spin(replay_par_t *p) {
 // their lines are still in L1 (one pass over the part, not two).
 #define COPY_CHUNK 512u
 
-// Sorts the indexes of rev[lo, hi) by shard into th->part (shard s's at s * stride), counting
-// them in count.
+// The address of the round's event i, wherever the round keeps it.
 static inline __attribute__((always_inline)) uint64_t round_addr(const replay_par_t *p,
                                                                  size_t i) {
-    return p->sites ? p->rptr[i]->addr : p->rev[i].addr;
+    return p->sites ? p->rptr[i]->addr : p->tev[i].addr;
 }
+
+// Sorts the indexes of the round's events [lo, hi) by shard into th->part (shard s's at
+// s * stride), counting them in count.
 
 static inline void sort_range(const replay_par_t *p, shard_thread_t *th, size_t stride,
                               size_t lo, size_t hi, size_t *count) {
@@ -391,7 +392,7 @@ static inline void sort_range(const replay_par_t *p, shard_thread_t *th, size_t 
     }
 }
 
-// Notes where events [lo, hi) of the round lie in its pieces (rptr; totals: copies them to rev),
+// Notes where events [lo, hi) of the round lie in its pieces (rptr; totals: copies them to tev),
 // a chunk at a time, and sorts each chunk's indexes by shard right after.
 static void copy_part(replay_par_t *p, shard_thread_t *th, size_t stride, size_t lo, size_t hi,
                       size_t *count) {
@@ -407,7 +408,7 @@ static void copy_part(replay_par_t *p, shard_thread_t *th, size_t stride, size_t
                 for (size_t j = c; j < e; j++)
                     p->rptr[j] = src++;
             } else {
-                memcpy(p->rev + c, g->ev + (c - g->at), (e - c) * sizeof *p->rev);
+                memcpy(p->tev + c, g->ev + (c - g->at), (e - c) * sizeof *p->tev);
             }
             sort_range(p, th, stride, c, e, count);
         }
@@ -437,7 +438,6 @@ static void work(replay_par_t *p, shard_thread_t *th) {
     if (p->timing)
         th->ns_parted += stage_clock_ns() - t0;
 
-    const reader_event_t *rev = p->rev;
     round_buf_t *b = &p->buf[p->round % p->depth];
     for (unsigned s = th->first; s < n_shards; s += nt) {
         if (p->sites) {
@@ -453,7 +453,7 @@ static void work(replay_par_t *p, shard_thread_t *th) {
             if (!m)
                 continue;
             if (!p->sites)
-                replay_shard_events(p->shards[s], rev, idx, m, p->steps, p->round);
+                replay_shard_events(p->shards[s], p->tev, idx, m, p->steps, p->round);
             else
                 replay_shard_find(p->shards[s], p->rptr, idx, m, p->keep ? b->verdict : NULL,
                                   b->found, p->round, b->cw);
@@ -830,7 +830,6 @@ static void run_round(replay_par_t *p, size_t n_segs, size_t n) {
         p->steps = xgrow(p->steps, &p->steps_cap, n, sizeof *p->steps);
     if (p->tev_cap < n)
         p->tev = xgrow(p->tev, &p->tev_cap, n, sizeof *p->tev);
-    p->rev = p->tev;
     if (p->keep) {
         if (p->verdict_cap < n)
             p->verdict = xgrow(p->verdict, &p->verdict_cap, n, sizeof *p->verdict);
@@ -841,7 +840,7 @@ static void run_round(replay_par_t *p, size_t n_segs, size_t n) {
 
     // the live totals event by event, in stream order: a peak is taken where a counted
     // allocation strictly exceeds it, as replay.c does, so it is the first moment of the maximum
-    const reader_event_t *ev = p->rev;
+    const reader_event_t *ev = p->tev;
     uint64_t live = p->live_bytes, blocks = p->live_blocks, peak = p->peak_bytes;
     for (size_t i = 0; i < n; i++) {
         const replay_step_t *s = &p->steps[i];

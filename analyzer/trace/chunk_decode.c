@@ -237,9 +237,8 @@ void dchunk_decode(dchunk_t *c, ZSTD_DCtx *dctx) {
         // room for an event a record at once, in a fresh buffer: grown while decoding, the
         // events made so far were copied at every doubling (realloc), ~4 instructions an event
         free(c->ev);
-        c->ev = NULL;
         c->ev_cap = 0;
-        c->ev = xgrow(c->ev, &c->ev_cap, h->n_records, sizeof *c->ev);
+        c->ev = xgrow(NULL, &c->ev_cap, h->n_records, sizeof *c->ev);
     }
     const uint8_t *p = c->in;
     if (h->flags & HPT_CHUNK_ZSTD) {

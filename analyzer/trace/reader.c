@@ -54,8 +54,9 @@ _Static_assert(sizeof(hpt_chunk_hdr_t) == 56, "chunk header layout");
 #define READER_ALLOCATORS_MAX 64u
 // Chunk event buffers kept for reuse when no one holds them: chunks being decoded take them.
 // A SYNC that releases many threads' queued chunks at once frees many: past this many, or past
-// KEEP_EBUF_BYTES, one is freed instead. (64 kept 800 MB idle on c_threads 8; 4, 8 and 16 read
-// c_churn and c_threads 8 at the same reading-thread CPU, 16 with ~20 MB more peak RSS.)
+// KEEP_EBUF_BYTES in all, one is freed instead. (64 with no cap on their bytes kept 800 MB idle
+// on c_threads 8; 4, 8 and 16 read c_churn and c_threads 8 at the same reading-thread CPU, 16
+// with ~20 MB more peak RSS; since session 14 64 again, under the 32 MB cap on their total.)
 #define FREE_CHUNK_MAX 64u
 #define KEEP_EBUF_BYTES (32u << 20)
 // A chunk's events are copied out of its buffer instead of taken over when they fill less than

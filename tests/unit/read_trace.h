@@ -28,6 +28,16 @@ typedef struct rt_events {
     size_t n, cap;
 } rt_events_t;
 
+// Appends ev to e.
+static inline void rt_push(rt_events_t *e, const reader_event_t *ev) {
+    if (e->n == e->cap) {
+        e->cap = e->cap ? e->cap * 2 : 64;
+        e->v = realloc(e->v, e->cap * sizeof *e->v);
+        cr_assert_not_null(e->v);
+    }
+    e->v[e->n++] = *ev;
+}
+
 // Every event reader_next hands out, in order; the caller frees .v.
 static inline rt_events_t rt_read_all(reader_t *r) {
     rt_events_t e = {0};
@@ -35,14 +45,8 @@ static inline rt_events_t rt_read_all(reader_t *r) {
     errmsg_init(&err);
     reader_event_t ev;
     int rc;
-    while ((rc = reader_next(r, &ev, &err)) == 1) {
-        if (e.n == e.cap) {
-            e.cap = e.cap ? e.cap * 2 : 64;
-            e.v = realloc(e.v, e.cap * sizeof *e.v);
-            cr_assert_not_null(e.v);
-        }
-        e.v[e.n++] = ev;
-    }
+    while ((rc = reader_next(r, &ev, &err)) == 1)
+        rt_push(&e, &ev);
     cr_assert_eq(rc, 0, "reader_next: %s", err.msg);
     return e;
 }

@@ -643,12 +643,7 @@ static read_result_t read_opts(read_opts_t *opt) {
         reader_event_t ev;
         int rc;
         while ((rc = reader_next(r, &ev, &err)) == 1) {
-            if (o.events.n == o.events.cap) {
-                o.events.cap = o.events.cap ? 2 * o.events.cap : 1024;
-                o.events.v = realloc(o.events.v, o.events.cap * sizeof ev);
-                cr_assert_not_null(o.events.v);
-            }
-            o.events.v[o.events.n++] = ev;
+            rt_push(&o.events, &ev);
             if (o.events.n % opt->prefetch_every == 0)
                 opt->framed_ahead += reader_prefetch(r);
         }
