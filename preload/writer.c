@@ -56,7 +56,7 @@ static bool have_membarrier;
 static uint8_t small_out[SMALL_OUT];
 // what rings took with them when they were freed, for the TRAILER
 static uint64_t n_lost_reaped, wait_ns_reaped, n_waits_reaped;
-static uint64_t last_sync_ns; // this trace's last watermark (debug builds check it never falls)
+static uint64_t last_sync_ns; // this trace's last watermark; the next is at least this
 // A periodic SYNC taken but not yet written (flush, sync_complete): its watermark before the
 // rings' drains are looked at, and the rings as they were then (each ring's sync_head).
 static struct {
@@ -300,14 +300,20 @@ static void write_small(uint16_t type, const uint8_t *raw, size_t len, uint32_t 
     hp_traceout_chunk(type, 0, 0, raw, len, nrec, base, small_out, sizeof small_out, NULL);
 }
 
-// Writes a SYNC of watermark w if any chunk was written since the last one.
+// Writes a SYNC of watermark w, raised to the last SYNC's, if any chunk was written since then.
+// A flush's bound may come out below the last watermark (a thread that has marked itself busy
+// but not yet stored its new time counts with its previous one, maybe from long before; without
+// membarrier the margin; a ring whose drain lags, in sync_complete): it is still true, but the
+// last SYNC promised more, for every chunk after it, so the file's watermarks only rise (the
+// reader takes the largest anyway; the resident-set curve wants its times in order).
+// hp_pipeline_stress under TSan found steps back of up to 16 ms, with 1 ms flushes and
+// more threads than CPUs.
 static void write_sync(uint64_t w) {
     if (!hp_traceout_take_count())
         return;
-    // Watermarks only rise: the reader releases events up to each one. The TSC clock starts
-    // HP_CLOCK_SWITCH_LAG_NS behind the vDSO's (clock.h), the only step back allowed.
-    HP_ASSERT(w + HP_CLOCK_SWITCH_LAG_NS >= last_sync_ns);
-    last_sync_ns = w > last_sync_ns ? w : last_sync_ns;
+    if (w < last_sync_ns)
+        w = last_sync_ns;
+    last_sync_ns = w;
     // base_addr carries the resident set at the flush: heaptrack's RSS curve, at the flush
     // interval (docs/trace-format.md#chunks)
     write_small(HPT_CHUNK_SYNC, NULL, 0, 0, (hpt_dstate_t){.time_ns = w, .addr = rss_bytes()});
@@ -332,8 +338,7 @@ static bool sync_complete(void) {
             if (ot < w)
                 w = ot;
         }
-    // the last SYNC's promise covers every chunk after this one too
-    write_sync(w > last_sync_ns ? w : last_sync_ns);
+    write_sync(w);
     return true;
 }
 

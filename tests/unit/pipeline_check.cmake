@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: MIT
+# ctest driver: runs hp_pipeline_stress (the shim's recording pipeline driven from many threads
+# in one process) with the environment ENV (a ;-list of NAME=VALUE: buffers, flush interval, a
+# slowed drain), then checks that `heapprof stats --json` finds exactly the totals it made,
+# every event kept, none late, no anomaly, no damage; and that `report` reads it the same on one
+# thread and with replay and decode threads (under TSan: the analyzer's threads checked too).
+# Variables: STRESS, HEAPPROF, OUT, ARGS (;-list), ENV (;-list, optional).
+file(REMOVE ${OUT})
+# No leak check in the stress program: the shim keeps its state in its own mappings, which
+# LeakSanitizer does not scan, and by design frees none of it at exit (a worker's zstd context,
+# reachable only from a drainer there, reads as leaked).
+execute_process(COMMAND ${CMAKE_COMMAND} -E env HEAPPROF_OUT=${OUT} HEAPPROF_CPU=0 HEAPPROF_QUIET=1
+  ASAN_OPTIONS=detect_leaks=0 ${ENV} ${STRESS} ${ARGS} OUTPUT_VARIABLE want ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "hp_pipeline_stress failed (${rc}): ${err}")
+endif()
+execute_process(COMMAND ${HEAPPROF} stats --json ${OUT} OUTPUT_VARIABLE got ERROR_VARIABLE err
+  RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "heapprof stats failed (${rc}): ${err}")
+endif()
+foreach(threads 0 4)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env HEAPPROF_REPLAY_THREADS=${threads}
+    HEAPPROF_DECODE_THREADS=${threads} ${HEAPPROF} report ${OUT}
+    OUTPUT_VARIABLE report_${threads} ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "heapprof report (${threads} threads) failed (${rc}): ${err}")
+  endif()
+endforeach()
+if(NOT report_0 STREQUAL report_4)
+  message(FATAL_ERROR "report differs with 4 replay and decode threads:\n${report_0}\n----\n${report_4}")
+endif()
+file(REMOVE ${OUT})
+string(STRIP "${want}" want)
+string(REPLACE " " ";" pairs "${want}")
+foreach(pair IN LISTS pairs)
+  string(REPLACE "=" ";" kv "${pair}")
+  list(GET kv 0 key)
+  list(GET kv 1 value)
+  string(REPLACE "." ";" path "${key}") # touch.blocks: "blocks" inside "touch"
+  string(JSON have GET "${got}" ${path})
+  if(NOT have STREQUAL value)
+    message(FATAL_ERROR "${key}: heapprof says ${have}, the threads made ${value}")
+  endif()
+endforeach()
+foreach(path "anomalies;unknown_frees" "anomalies;double_allocs" "damage;late_events"
+        "damage;chunks_damaged" "damage;chunks_missing" "damage;bytes_skipped"
+        "shim;events_lost" "shim;stack_overflows")
+  string(JSON have GET "${got}" ${path})
+  if(NOT have EQUAL 0)
+    message(FATAL_ERROR "${path} = ${have}")
+  endif()
+endforeach()
+string(JSON clean GET "${got}" damage clean_exit)
+string(JSON recorded GET "${got}" shim events_recorded)
+string(JSON events GET "${got}" events)
+if(NOT clean OR NOT recorded EQUAL events)
+  message(FATAL_ERROR "clean_exit ${clean}, events recorded ${recorded}, read ${events}")
+endif()
