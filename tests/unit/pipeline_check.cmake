@@ -4,7 +4,8 @@
 # slowed drain), then checks that `heapprof stats --json` finds exactly the totals it made,
 # every event kept, none late, no anomaly, no damage; and that `report` and `dhat` read it the
 # same on one thread and with replay and decode threads (under TSan: those threads checked too).
-# Variables: STRESS, HEAPPROF, OUT, ARGS (;-list), ENV (;-list, optional).
+# Variables: STRESS, HEAPPROF, OUT, ARGS (;-list), ENV (;-list, optional; after the defaults
+# here, so it may change them: CPU samples are off unless it says).
 file(REMOVE ${OUT})
 # No leak check in the stress program: the shim keeps its state in its own mappings, which
 # LeakSanitizer does not scan, and by design frees none of it at exit (a worker's zstd context,
