@@ -27,18 +27,10 @@ static NOINLINE void *site_deep(hp_stress_alloc_fn fn, size_t n, uint64_t r, uns
 }
 
 void *hp_stress_site(hp_stress_alloc_fn fn, size_t n, uint64_t r) {
-    void *p;
-    switch ((r >> 48) % 4) {
-    case 0:
-        p = site_a(fn, n, r);
-        break;
-    case 1:
-        p = site_b(fn, n, r);
-        break;
-    default:
-        p = site_deep(fn, n, r, (unsigned)(r >> 52) % 12);
-        break;
-    }
+    unsigned site = hp_stress_site_of(r);
+    void *p = site == 0   ? site_a(fn, n, r)
+              : site == 1 ? site_b(fn, n, r)
+                          : site_deep(fn, n, r, site - 2);
     __asm__ volatile("" ::"r"(p) : "memory");
     return p;
 }

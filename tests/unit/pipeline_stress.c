@@ -40,7 +40,12 @@
 #define PILE 1024      // blocks handed to other threads, not yet freed
 
 static pthread_mutex_t pile_lock = PTHREAD_MUTEX_INITIALIZER;
-static void *pile[PILE];
+// A block and its call site (hp_stress_site_of: a realloc counts at its first block's site).
+typedef struct held {
+    void *p;
+    unsigned site;
+} held_t;
+static held_t pile[PILE];
 static size_t n_pile;
 
 static _Atomic uint64_t n_blocks, n_bytes, n_frees, n_reallocs;
@@ -52,7 +57,9 @@ static _Atomic uint32_t n_threads, n_rec_threads; // threads that made / recorde
 typedef struct tally {
     uint64_t blocks, bytes, frees, reallocs;
     uint64_t rec_blocks, rec_bytes, rec_frees;
+    uint64_t site_blocks[HP_STRESS_SITES], site_bytes[HP_STRESS_SITES]; // by hp_stress_site_of
 } tally_t;
+static _Atomic uint64_t n_site_blocks[HP_STRESS_SITES], n_site_bytes[HP_STRESS_SITES];
 static _Thread_local tally_t *tl_tally;
 // Sampled mode: the shim decides inside realloc which halves to record, which this program
 // cannot count, so it makes no reallocs then.
@@ -156,22 +163,30 @@ static void tally_add(const tally_t *t) {
     atomic_fetch_add(&n_rec_blocks, t->rec_blocks);
     atomic_fetch_add(&n_rec_bytes, t->rec_bytes);
     atomic_fetch_add(&n_rec_frees, t->rec_frees);
+    for (unsigned k = 0; k < HP_STRESS_SITES; k++) {
+        atomic_fetch_add(&n_site_blocks[k], t->site_blocks[k]);
+        atomic_fetch_add(&n_site_bytes[k], t->site_bytes[k]);
+    }
     if (t->blocks || t->frees)
         atomic_fetch_add(&n_threads, 1);
     if (t->rec_blocks || t->rec_frees)
         atomic_fetch_add(&n_rec_threads, 1);
 }
 
-static void *grow(void *p, size_t n, tally_t *t) {
-    void *q = rec_realloc(p, n);
+// Grows h to n bytes: a new block at h's site (heapprof's as DHAT's: the site of the block it
+// grew from).
+static void grow(held_t *h, size_t n, tally_t *t) {
+    void *q = rec_realloc(h->p, n);
     if (!q)
         die("realloc failed");
+    h->p = q;
+    t->site_blocks[h->site]++;
+    t->site_bytes[h->site] += n;
     t->reallocs++;
     t->blocks++; // a realloc makes a new block and frees the old
     t->frees++;
     t->bytes += n;
-    return q;
-}
+    }
 
 static void drop(void *p, tally_t *t) {
     rec_free(p);
@@ -181,22 +196,22 @@ static void drop(void *p, tally_t *t) {
 // Hands p to whichever thread frees from the pile later: once the pile holds PILE blocks, p
 // takes the place of one of them (chosen by r), which this thread frees, some grown here first
 // (a realloc of another thread's block, maybe of a thread that has exited).
-static void swap_with_pile(void *p, uint64_t r, tally_t *t) {
-    void *other = NULL;
+static void swap_with_pile(held_t h, uint64_t r, tally_t *t) {
+    held_t other = {0};
     pthread_mutex_lock(&pile_lock);
     if (n_pile < PILE) {
-        pile[n_pile++] = p;
+        pile[n_pile++] = h;
     } else {
         size_t k = (size_t)(r % PILE);
         other = pile[k];
-        pile[k] = p;
+        pile[k] = h;
     }
     pthread_mutex_unlock(&pile_lock);
-    if (!other)
+    if (!other.p)
         return;
     if (!sampled && (r >> 20) % 4 == 0)
-        other = grow(other, 1 + (r >> 32) % 4096, t);
-    drop(other, t);
+        grow(&other, 1 + (r >> 32) % 4096, t);
+    drop(other.p, t);
 }
 
 static size_t pick_size(uint64_t r) {
@@ -230,39 +245,68 @@ static void *alloc_one(size_t n, uint64_t r) {
 static void *run_worker(void *arg) {
     const worker_t *w = arg;
     uint64_t rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)w->seed << 17 | 1);
-    void *keep[KEEP] = {0};
+    held_t keep[KEEP] = {{0}};
     size_t size_of[KEEP] = {0};
     tally_t t = {0};
     tl_tally = &t;
     for (long i = 0; i < w->ops; i++) {
         uint64_t r = xorshift64(&rng);
         unsigned slot = (unsigned)(r >> 32) % KEEP;
-        if (!sampled && keep[slot] && (r >> 12) % 16 == 0) { // grown in place or moved
+        if (!sampled && keep[slot].p && (r >> 12) % 16 == 0) { // grown in place or moved
             size_of[slot] += 1 + (r >> 20) % 512;
-            keep[slot] = grow(keep[slot], size_of[slot], &t);
+            grow(&keep[slot], size_of[slot], &t);
             continue;
         }
-        if (keep[slot]) {
+        if (keep[slot].p) {
             if ((r >> 16) % 4 == 0)
                 swap_with_pile(keep[slot], r >> 24, &t); // freed by another thread, later
             else
-                drop(keep[slot], &t);
+                drop(keep[slot].p, &t);
         }
         size_t n = pick_size(r);
         void *p = hp_stress_site(alloc_one, n, r);
         if (!p)
             die("allocation failed");
         memset(p, 0xa5, n / 3); // touches a third of it
-        keep[slot] = p;
+        keep[slot] = (held_t){p, hp_stress_site_of(r)};
         size_of[slot] = n;
         t.blocks++;
         t.bytes += n;
+        t.site_blocks[keep[slot].site]++;
+        t.site_bytes[keep[slot].site] += n;
     }
     for (unsigned k = 0; k < KEEP; k++)
-        if (keep[k])
+        if (keep[k].p)
             swap_with_pile(keep[k], xorshift64(&rng), &t);
     tally_add(&t);
     return NULL;
+}
+
+// Writes, for each call site, the end of its folded stack as `heapprof flame --folded` prints
+// it (from hp_stress_site on: the frames of this program under it are the shim's module's,
+// dropped) with the blocks, then the bytes, allocated there: "blocks SUFFIX N", "bytes SUFFIX
+// N", a realloc's block at the site of the block it grew from, as heapprof counts it.
+static void write_sites(const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f)
+        die("cannot write the sites file");
+    for (int metric = 0; metric < 2; metric++)
+        for (unsigned k = 0; k < HP_STRESS_SITES; k++) {
+            uint64_t v = atomic_load(metric ? &n_site_bytes[k] : &n_site_blocks[k]);
+            if (!v)
+                continue;
+            fprintf(f, "%s hp_stress_site", metric ? "bytes" : "blocks");
+            if (k == 0)
+                fputs(";site_a", f);
+            else {
+                for (unsigned d = 1; k >= 2 && d <= k - 1; d++)
+                    fputs(";site_deep", f);
+                fputs(";site_b", f);
+            }
+            fprintf(f, " %" PRIu64 "\n", v);
+        }
+    if (fclose(f))
+        die("cannot write the sites file");
 }
 
 int main(int argc, char **argv) {
@@ -289,7 +333,7 @@ int main(int argc, char **argv) {
     tally_t t = {0};
     tl_tally = &t;
     while (n_pile > 0)
-        drop(pile[--n_pile], &t);
+        drop(pile[--n_pile].p, &t);
     tally_add(&t);
     uint64_t blocks = atomic_load(&n_blocks), frees = atomic_load(&n_frees);
     uint64_t reallocs = atomic_load(&n_reallocs);
@@ -301,6 +345,9 @@ int main(int argc, char **argv) {
     if (!sampled && (rec_blocks != blocks || rec_frees != frees - reallocs ||
                      rec_bytes != atomic_load(&n_bytes)))
         die("not every event was handed to the shim");
+    const char *sites = getenv("HP_STRESS_SITES");
+    if (sites && !sampled)
+        write_sites(sites);
     if (sampled) {
         // stats scales blocks and bytes up to estimates; events, and the bytes-touched
         // measures of the freed blocks (all of them, by free: no realloc), are what was recorded
