@@ -82,16 +82,23 @@ static void *(*volatile real_calloc)(size_t, size_t) = calloc;
 static int (*volatile real_memalign)(void **, size_t, size_t) = posix_memalign;
 static void *(*volatile real_realloc)(void *, size_t) = realloc;
 
-static NOINLINE void *rec_malloc(size_t n) {
-    ENTER();
-    void *p = real_malloc(n);
+// After the real call: records block p as the entry points' alloc_done does, from the caller
+// of the function this is inlined into (its frame is the entry point's).
+static inline __attribute__((always_inline)) void recorded(uint8_t tag, void *p, size_t n,
+                                                           size_t align) {
     if (p && hp_state_is_on() && hp_sample_alloc(n)) {
         hp_frame_t from;
         HP_CALLER_FRAME(from);
-        hp_record_alloc(HPT_REC_MALLOC, p, n, 0, &from);
+        hp_record_alloc(tag, p, n, align, &from);
         tl_tally->rec_blocks++;
         tl_tally->rec_bytes += n;
     }
+}
+
+static NOINLINE void *rec_malloc(size_t n) {
+    ENTER();
+    void *p = real_malloc(n);
+    recorded(HPT_REC_MALLOC, p, n, 0);
     LEAVE();
     return p;
 }
@@ -99,13 +106,7 @@ static NOINLINE void *rec_malloc(size_t n) {
 static NOINLINE void *rec_calloc(size_t n) {
     ENTER();
     void *p = real_calloc(1, n);
-    if (p && hp_state_is_on() && hp_sample_alloc(n)) {
-        hp_frame_t from;
-        HP_CALLER_FRAME(from);
-        hp_record_alloc(HPT_REC_CALLOC, p, n, 0, &from);
-        tl_tally->rec_blocks++;
-        tl_tally->rec_bytes += n;
-    }
+    recorded(HPT_REC_CALLOC, p, n, 0);
     LEAVE();
     return p;
 }
@@ -115,13 +116,7 @@ static NOINLINE void *rec_aligned(size_t align, size_t n) {
     void *p = NULL;
     if (real_memalign(&p, align, n))
         p = NULL;
-    if (p && hp_state_is_on() && hp_sample_alloc(n)) {
-        hp_frame_t from;
-        HP_CALLER_FRAME(from);
-        hp_record_alloc(HPT_REC_ALIGNED, p, n, align, &from);
-        tl_tally->rec_blocks++;
-        tl_tally->rec_bytes += n;
-    }
+    recorded(HPT_REC_ALIGNED, p, n, align);
     LEAVE();
     return p;
 }
