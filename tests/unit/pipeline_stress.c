@@ -8,13 +8,15 @@
 // that code run with threads (pipeline_check.cmake; scripts/tsan.sh).
 //
 // GENERATIONS times, THREADS threads start, each makes OPS allocations (malloc, calloc,
-// aligned, some grown by realloc) from a few call sites (pipeline_sites.c), frees most of them itself and hands
-// the rest to a shared pile that every thread (and main, at the end) frees from: cross-thread
-// frees, and frees of blocks whose thread has exited and whose ring the flusher has reaped.
-// The trace goes to $HEAPPROF_OUT, written by the shim's constructor and destructor as in a
-// preloaded program. Prints the totals `heapprof stats --json` must report, as key=value (a.b:
-// b inside a); in sampled mode (HEAPPROF_SAMPLE_BYTES) those of the blocks the shim sampled,
-// as the entry points ask it (every sampled block's free recorded, no other).
+// aligned, some grown by realloc) from 14 call sites of different depths (pipeline_sites.c),
+// frees most of them itself and hands the rest to a shared pile that every thread (and main,
+// at the end) frees from, some after a realloc: cross-thread frees and reallocs, of blocks
+// whose thread may have exited and whose ring the flusher may have reaped. The trace goes to
+// $HEAPPROF_OUT, written by the shim's constructor and destructor as in a preloaded program.
+// Prints the totals `heapprof stats --json` must report, as key=value (a.b: b inside a); in
+// sampled mode (HEAPPROF_SAMPLE_BYTES) those of the blocks the shim sampled, as the entry
+// points ask it (every sampled block's free recorded, no other). With $HP_STRESS_SITES, writes
+// there each call site's blocks and bytes (write_sites).
 //
 // usage: hp_pipeline_stress THREADS OPS [GENERATIONS]
 #include "config.h"
@@ -28,7 +30,6 @@
 #include "xorshift.h"
 
 #include <inttypes.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
