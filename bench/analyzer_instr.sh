@@ -16,8 +16,14 @@
 # thread's work, whatever the others do). The reading thread's symbolizing while idle (symbolize_warm, the debug
 # info of every module a stack names: a fixed cost, large where libc6-dbg is installed) is left
 # out of its count and printed apart.
+# Where it records its own trace (no --trace) and heaptrack is installed, it also counts
+# heaptrack_print's instructions on heaptrack's trace of the same run (one thread: all of them,
+# start-up included) and prints how many times the serial bound that is: the most `report`
+# could gain on heaptrack_print with every thread on a core of its own, at equal instructions
+# per cycle (issue 18's goal is 10x on >= 8 cores).
 # Usage: bench/analyzer_instr.sh [--trace FILE | --ops N] [--replay R] [--workers W]
 #                                [--command report|stats|dhat] [--cli PATH] [--keep DIR]
+#                                [--no-heaptrack]
 #   default: a c_churn trace of --ops 1000000 pairs (2 M events) recorded here, report, R 8, W 4
 # Needs valgrind, build/analyzer/heapprof and (without --trace) build/preload/libheapprof.so
 # and the bench workloads (bench/run.sh --build-only).
@@ -27,7 +33,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 CLI="$ROOT/build/analyzer/heapprof"
 LIB="$ROOT/build/preload/libheapprof.so"
-TRACE="" OPS=1000000 REPLAY=8 WORKERS=4 CMD=report KEEP=""
+TRACE="" OPS=1000000 REPLAY=8 WORKERS=4 CMD=report KEEP="" HT=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --trace) TRACE="$2"; shift 2 ;;
@@ -37,7 +43,8 @@ while [ $# -gt 0 ]; do
     --command) CMD="$2"; shift 2 ;;
     --cli) CLI="$2"; shift 2 ;;
     --keep) KEEP="$2"; shift 2 ;;
-    -h | --help) sed -n 3,21p "$0"; exit 0 ;;
+    --no-heaptrack) HT=0; shift ;;
+    -h | --help) sed -n 3,27p "$0"; exit 0 ;;
     *) echo "analyzer_instr.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -53,6 +60,7 @@ if [ -z "$TRACE" ]; then
     env LD_PRELOAD="$LIB" HEAPPROF_OUT="$OUT/rec.%p.hpt" HEAPPROF_QUIET=1 \
         "$HERE/out/bin/c_churn" "$OPS" >/dev/null
     TRACE=$(ls -S "$OUT"/rec.*.hpt | head -1)
+    OPS_RECORDED=1
 fi
 [ -r "$TRACE" ] || { echo "analyzer_instr.sh: cannot read $TRACE" >&2; exit 1; }
 EV=$("$CLI" stats "$TRACE" --json | sed -n 's/^  "events": *\([0-9]*\).*/\1/p')
@@ -120,4 +128,19 @@ awk -v a="$all" -v t="$top" -v tn="$topname" -v w="$warm" -v e="$EV" 'BEGIN {
     printf "all threads %.1f an event; the largest bound (%s) %.1f: at most %.1fx one thread'"'"'s work\n",
         a / e, tn, t / e, a / t
     printf "left out: the reading thread symbolizing while idle, %.1f M instructions\n", w / 1e6 }'
+# heaptrack_print on heaptrack's trace of the same program and arguments (same events)
+if [ -n "${OPS_RECORDED:-}" ] && [ "$HT" = 1 ] && command -v heaptrack >/dev/null &&
+    command -v heaptrack_print >/dev/null; then
+    rm -f "$OUT"/ht.* "$OUT"/cg.htp
+    if heaptrack -o "$OUT/ht" "$HERE/out/bin/c_churn" "$OPS" >/dev/null 2>&1 &&
+        valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.htp" \
+            heaptrack_print "$(ls "$OUT"/ht.* | head -1)" >/dev/null 2>&1; then
+        h=$(cg_totals "$OUT/cg.htp")
+        awk -v h="$h" -v t="$top" -v e="$EV" 'BEGIN {
+            printf "heaptrack_print on the same run: %.1f an event (one thread), %.1fx the largest bound\n",
+                h / e, h / t }'
+    else
+        echo "heaptrack_print: not measured (heaptrack or callgrind failed)"
+    fi
+fi
 [ -n "$KEEP" ] || rm -rf "$OUT"
