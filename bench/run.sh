@@ -37,7 +37,7 @@ Usage: bench/run.sh [options]
   --quick           small workload sizes and 1 round: a smoke test, not a measurement
   --only LIST       comma-separated workloads: c_churn, c_threads_2 (or "c_threads 2"),
                     c_threads (both thread counts), realloc_chain, cpp_mixed,
-                    rust_vec_growth, rust_hashmap_growth; opt-in: c_churn_exact
+                    rust_vec_growth, rust_hashmap_growth; opt-in: c_churn_exact, thread_churn
   --lib PATH        libheapprof.so to preload (default: build/preload/libheapprof.so
                     under the repo root if it exists, else "libheapprof.so" from the
                     loader's search path)
@@ -115,6 +115,8 @@ WORKLOADS=(
     # Every byte size distinct: heaptrack 1.4's interpreter grows to tens of GB on it
     # (perf-baselines.md point 5), so only baseline and heapprof run it.
     "c_churn_exact|c_churn_exact|c_churn_exact 1000000|optin,noht"
+    # Short threads, 10 allocations each: the cost per thread made (bench/thread_churn.sh)
+    "thread_churn|thread_churn|thread_churn 2000|optin"
 )
 
 # ---------------------------------------------------------------- build
@@ -162,6 +164,8 @@ build_all() {
         gcc "${CF[@]}" -DEXACT_SIZES -o "$BIN/c_churn_exact" "$SRC/c_churn.c"
     build_one c_threads "$SRC/c_threads.c" "$H" -- \
         gcc "${CF[@]}" -pthread -o "$BIN/c_threads" "$SRC/c_threads.c"
+    build_one thread_churn "$SRC/thread_churn.c" -- \
+        gcc "${CF[@]}" -pthread -o "$BIN/thread_churn" "$SRC/thread_churn.c"
     build_one realloc_chain "$SRC/realloc_chain.c" -- \
         gcc "${CF[@]}" -o "$BIN/realloc_chain" "$SRC/realloc_chain.c"
     build_one cpp_mixed "$SRC/cpp_mixed.cpp" -- g++ -O2 -g -o "$BIN/cpp_mixed" "$SRC/cpp_mixed.cpp"

@@ -48,6 +48,7 @@ typedef struct hp_ring {
     struct hp_ring *next;      // the registry (tbuf.c); only the flusher unlinks
     struct hp_ring *work_next; // the pipeline's work list (pipeline.c)
     uint64_t sync_head;        // flusher-private: head when the current watermark was taken
+    uint64_t pooled_ns;        // in tbuf.c's pool of ended threads' rings: since when
 } hp_ring_t;
 
 // Largest record the shim ever appends (a STACK of HPT_MAX_FRAMES frames).

@@ -468,9 +468,10 @@ static void *flusher_main(void *arg) {
             hp_pipeline_stop(); // the last records are drained here, after every worker's
         else
             hp_pipeline_grow();
-        // the SYNC the last iteration's flush took, if any; then the rings it looked at may go
-        if (sync_complete())
-            hp_tbuf_reap(ring_is_dead);
+        // the SYNC the last iteration's flush took, if any; then the rings it looked at may go,
+        // and so at every nap: a program that makes short threads gets their rings back soon
+        (void)sync_complete();
+        hp_tbuf_reap(ring_is_dead);
         pending += hp_traceout_take_bytes();
         if (stopping || want != atomic_load_explicit(&flush_done, memory_order_relaxed) ||
             pending >= SYNC_BYTES || hp_state_now() - last_flush >= interval_ns) {
