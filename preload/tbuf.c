@@ -145,6 +145,17 @@ void hp_tbuf_reap(bool (*dead)(hp_ring_t *)) {
     pthread_mutex_unlock(&list_lock);
 }
 
+void hp_tbuf_pool_drop(void) {
+    pthread_mutex_lock(&list_lock);
+    for (hp_ring_t *r = pool_head, *next; r; r = next) {
+        next = r->next;
+        ring_unmap(r);
+    }
+    pool_head = NULL;
+    pool_n = 0;
+    pthread_mutex_unlock(&list_lock);
+}
+
 void hp_tbuf_forget_all(void) {
     for (hp_ring_t *r = list_head, *next; r; r = next) {
         next = r->next;

@@ -62,10 +62,14 @@ hp_ring_t *hp_tbuf_new(uint32_t tid);
 // so the flusher may walk a snapshot without the lock; others lock around the walk.
 hp_ring_t *hp_tbuf_list_lock(void);
 void hp_tbuf_list_unlock(void);
-// Unlinks rings for which dead(ring) is true and frees them. Caller is the flusher.
+// Unlinks rings for which dead(ring) is true and frees them (into tbuf.c's pool for the next
+// threads, or unmapped), and unmaps pooled rings unused for a second. Caller is the flusher.
 void hp_tbuf_reap(bool (*dead)(hp_ring_t *));
 // In a fork child: forgets every ring (they belong to the parent) and reinitialises the lock.
 void hp_tbuf_forget_all(void);
+// Unmaps the pool of ended threads' rings (tbuf.c), when the trace ends: a program that goes on
+// after a detach keeps none of them. Cold; takes the list lock.
+void hp_tbuf_pool_drop(void);
 
 // Who drains the rings: the pipeline (pipeline.c), which sits above this file and registers
 // itself here once, before any ring exists (hp_pipeline_attach). Only the cold paths below call

@@ -488,8 +488,10 @@ static void *flusher_main(void *arg) {
         // a trailer is asked for just before exec: this image writes nothing after it
         if (stopping || atomic_exchange(&trailer_req, false))
             write_trailer();
-        if (stopping)
+        if (stopping) {
             hp_pipeline_end();
+            hp_tbuf_pool_drop();
+        }
         atomic_store_explicit(&flush_done, want, memory_order_release);
         if (stopping || atomic_load_explicit(&hp_state, memory_order_relaxed) == HP_STATE_DISABLED)
             break;
