@@ -16,7 +16,8 @@
 // Prints the totals `heapprof stats --json` must report, as key=value (a.b: b inside a); in
 // sampled mode (HEAPPROF_SAMPLE_BYTES) those of the blocks the shim sampled, as the entry
 // points ask it (every sampled block's free recorded, no other). With $HP_STRESS_SITES, writes
-// there each call site's blocks and bytes (write_sites).
+// there each call site's blocks and bytes (write_sites); with $HP_STRESS_PAUSE_MS, pauses that
+// long once, halfway through the generations.
 //
 // usage: hp_pipeline_stress THREADS OPS [GENERATIONS]
 #include "config.h"
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NOINLINE __attribute__((noinline))
 #define KEEP 64        // blocks a thread keeps live at once
@@ -314,6 +316,8 @@ int main(int argc, char **argv) {
     if (!hp_state_is_on())
         die("the shim is not recording (HEAPPROF_OUT unset or not writable?)");
     sampled = hp_config.sample_bytes != 0;
+    const char *pause = getenv("HP_STRESS_PAUSE_MS");
+    long pause_ms = pause ? atol(pause) : 0;
     pthread_t tids[256];
     worker_t ws[256];
     for (long g = 0; g < gens; g++) {
@@ -324,6 +328,13 @@ int main(int argc, char **argv) {
         }
         for (long t = 0; t < threads; t++)
             pthread_join(tids[t], NULL);
+        // $HP_STRESS_PAUSE_MS once, halfway: the ended threads' rings sit unused in tbuf.c's
+        // pool that long (past a second, the flusher unmaps them) before the next generation
+        if (g == gens / 2 && pause_ms > 0) {
+            struct timespec ts = {pause_ms / 1000, (pause_ms % 1000) * 1000000L};
+            while (nanosleep(&ts, &ts) != 0)
+                ;
+        }
     }
     // the pile's last blocks: freed by main, after every thread that made them has gone
     tally_t t = {0};
