@@ -108,6 +108,16 @@ static void ring_unmap(hp_ring_t *r) {
     hp_mem_unmap(r, sizeof *r);
 }
 
+// Unmaps the pooled ring *pp and every one below it (pooled before it). Under list_lock.
+static void pool_cut(hp_ring_t **pp) {
+    for (hp_ring_t *r = *pp, *next; r; r = next) {
+        next = r->next;
+        ring_unmap(r);
+        pool_n--;
+    }
+    *pp = NULL;
+}
+
 // Under list_lock.
 static void ring_free(hp_ring_t *r, uint64_t now) {
     if (r->cap == r->cap0 && pool_n < POOL_MAX) {
@@ -136,23 +146,14 @@ void hp_tbuf_reap(bool (*dead)(hp_ring_t *)) {
     hp_ring_t **pp = &pool_head;
     while (*pp && now - (*pp)->pooled_ns < POOL_KEEP_NS)
         pp = &(*pp)->next;
-    for (hp_ring_t *r = *pp, *next; r; r = next) {
-        next = r->next;
-        ring_unmap(r);
-        pool_n--;
-    }
-    *pp = NULL;
+    pool_cut(pp);
     pthread_mutex_unlock(&list_lock);
 }
 
 void hp_tbuf_pool_drop(void) {
     pthread_mutex_lock(&list_lock);
-    for (hp_ring_t *r = pool_head, *next; r; r = next) {
-        next = r->next;
-        ring_unmap(r);
-    }
-    pool_head = NULL;
-    pool_n = 0;
+    pool_cut(&pool_head);
+    HP_ASSERT(pool_n == 0);
     pthread_mutex_unlock(&list_lock);
 }
 
