@@ -174,9 +174,12 @@ struct growth {
     changed_t *changed;     // NULL until the first change
     size_t changed_mask;    // its size - 1 (a power of two)
     size_t n_changed;       // entries in use: at most half of it
-    // growth_scan_links: the threads with an event in the round being scanned (scan_keep)
+    // growth_scan_links: the threads with an event in the round being scanned (scan_keep),
+    // and those of them whose thread ended in it (freed after scan_keep)
     gthread_t **touched;
     size_t n_touched, cap_touched;
+    gthread_t **ended;
+    size_t n_ended, cap_ended;
     // growth_scan_links -> growth_scan_chains, by the round's slot: the ops (index << SCAN_BITS
     // | SCAN_*) of the events that do something for the chains, in stream order (most
     // allocations do nothing there: the chains pass does not look at them), and the copy steps'
@@ -216,6 +219,7 @@ void growth_free(growth_t *g) {
     hmap_fini(&g->threads);
     hmap_fini(&g->shorts);
     hmap_fini(&g->site_of);
+    free(g->ended); // emptied at every round's end
     free(g->changed);
     for (unsigned k = 0; k < REPLAY_DEPTH_MAX; k++) {
         free(g->fixes[k]);
@@ -254,6 +258,20 @@ static inline gthread_t *thread_of(growth_t *g, uint32_t tid) {
     if (g->cached && g->cached_tid == tid)
         return g->cached;
     return thread_of_slow(g, tid);
+}
+
+// A thread's state goes with its end (READER_THREAD_END): a trace of a server that makes a
+// thread per request kept ~4.4 KiB for every thread it ever made (bench/README.md, session 16:
+// `report` 248 MB on 50,000 short threads). A later event of the tid (a TLS destructor's after
+// the shim's exit hook, or a new thread the kernel gave the same id) starts a fresh state, in
+// every pass alike. Returns the state, out of the map, for the caller to free; NULL if none.
+static gthread_t *thread_take(growth_t *g, uint32_t tid) {
+    gthread_t *t;
+    if (!hmap_take(&g->threads, tid, &t))
+        return NULL;
+    if (g->cached == t)
+        g->cached = NULL;
+    return t;
 }
 
 // ---- chains ----
@@ -644,6 +662,8 @@ void growth_event(growth_t *g, const reader_event_t *ev) {
         b->head.time_ns = ev->time_ns;
     } else if (ev->kind == READER_FREE && (b = hmap_take_ref(&g->live, ev->addr))) {
         on_free(g, thread_of(g, ev->tid), ev, b);
+    } else if (ev->kind == READER_THREAD_END) {
+        free(thread_take(g, ev->tid));
     }
 }
 
@@ -657,6 +677,10 @@ static void companion_free(void *ctx, const reader_event_t *ev, replay_block_t *
     on_free(g, thread_of(g, ev->tid), ev, (gblock_t *)b);
 }
 
+static void companion_thread_end(void *ctx, uint32_t tid) {
+    free(thread_take(ctx, tid));
+}
+
 void growth_attach(growth_t *g, replay_t *rp) {
     _Static_assert(GBLOCK_WORDS <= REPLAY_COMPANION_WORDS_MAX,
                    "a growth block must fit replay's companion words");
@@ -665,6 +689,7 @@ void growth_attach(growth_t *g, replay_t *rp) {
     g->rp = rp;
     replay_set_companion(rp, GBLOCK_WORDS, companion_alloc,
                          companion_free, g);
+    replay_set_companion_thread_end(rp, companion_thread_end);
 }
 
 // ---- in replay_par's ordered scan ----
@@ -764,6 +789,9 @@ static void scan_keep(growth_t *g) {
         }
     }
     g->n_touched = 0;
+    for (size_t j = 0; j < g->n_ended; j++)
+        free(g->ended[j]);
+    g->n_ended = 0;
 }
 
 void growth_scan_links(growth_t *g, const reader_event_t *const *ev, size_t n,
@@ -801,6 +829,16 @@ void growth_scan_links(growth_t *g, const reader_event_t *const *ev, size_t n,
             }
             scan_gone(g, t, tid, &cw[i]);
             *op++ = (uint32_t)i << SCAN_BITS | scan_free(g, t, e, f, &cw[i], q);
+        } else if (e->kind == READER_THREAD_END) {
+            gthread_t *gone = thread_take(g, e->tid);
+            if (gone && gone->scanned == round) { // in `touched`: scan_keep still reads it
+                g->ended = xgrow(g->ended, &g->cap_ended, g->n_ended + 1, sizeof *g->ended);
+                g->ended[g->n_ended++] = gone;
+            } else {
+                free(gone);
+            }
+            if (e->tid == tid)
+                tid = UINT32_MAX; // no thread's (tids stay below 2^22): the next event looks up
         }
     }
     g->n_ops[q] = (size_t)(op - g->ops[q]);

@@ -91,6 +91,7 @@ struct replay {
     uint64_t epoch;                         // bumped at every new global peak
     uint32_t last_site;                     // the site the latest change touched (timeline.c)
     replay_companion_fn companion_alloc, companion_free; // NULL: no companion
+    replay_thread_end_fn companion_thread_end;           // NULL: none
     void *companion_ctx;
     uint64_t sample_interval; // bytes; 0: every allocation was recorded
     replay_totals_t shown;    // replay_totals_shown's copy
@@ -219,6 +220,16 @@ void replay_set_companion(replay_t *rp, size_t words, replay_companion_fn on_all
     rp->companion_alloc = on_alloc;
     rp->companion_free = on_free;
     rp->companion_ctx = ctx;
+}
+
+void replay_set_companion_thread_end(replay_t *rp, replay_thread_end_fn fn) {
+    rp->companion_thread_end = fn;
+}
+
+// A thread ended: its companion state may go (growth.c). Out of line: rare.
+__attribute__((noinline, cold)) static void on_thread_end(replay_t *rp, const reader_event_t *ev) {
+    if (rp->companion_thread_end)
+        rp->companion_thread_end(rp->companion_ctx, ev->tid);
 }
 
 replay_block_t *replay_block(const replay_t *rp, uint64_t addr) {
@@ -691,10 +702,14 @@ static inline __attribute__((always_inline)) void replay_one(replay_t *rp,
             on_alloc_sites(rp, ev, key);
         else if (ev->kind == READER_FREE)
             on_free_sites(rp, ev, key);
+        else if (ev->kind == READER_THREAD_END)
+            on_thread_end(rp, ev);
     } else if (ev->kind == READER_ALLOC) {
         on_alloc(rp, ev, key);
     } else if (ev->kind == READER_FREE) {
         on_free(rp, ev, key);
+    } else if (ev->kind == READER_THREAD_END) {
+        on_thread_end(rp, ev);
     }
 }
 

@@ -115,6 +115,11 @@ typedef void (*replay_companion_fn)(void *ctx, const reader_event_t *ev, replay_
 void replay_set_companion(replay_t *rp, size_t words, replay_companion_fn on_alloc,
                           replay_companion_fn on_free, void *ctx);
 
+// The companion's hook for a thread's end (READER_THREAD_END), in stream order with the heap
+// events (growth.c releases the thread's state). Call after replay_set_companion.
+typedef void (*replay_thread_end_fn)(void *ctx, uint32_t tid);
+void replay_set_companion_thread_end(replay_t *rp, replay_thread_end_fn fn);
+
 // The live block at addr (its companion words follow it), or NULL. Valid until the next event.
 replay_block_t *replay_block(const replay_t *rp, uint64_t addr);
 

@@ -515,6 +515,8 @@ static size_t growth_stream(reader_event_t *ev, size_t cap, uint64_t seed) {
             v->old = 0;
         } else if (what < 2) {
             ev[n++] = (reader_event_t){.kind = READER_MODULE_LOAD, .tid = tid, .time_ns = t};
+        } else if (what < 3) { // the thread ends; its tid goes on (a TLS destructor, a reuse)
+            ev[n++] = (reader_event_t){.kind = READER_THREAD_END, .tid = tid, .time_ns = t};
         } else if (what < 10) { // noise: an allocation wherever, a live block's address too
             reader_event_t e = alloc_ev(t, tid, addr, (r >> 50) % 500);
             e.stack = 20 + (r >> 58) % 4;
