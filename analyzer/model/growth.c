@@ -243,6 +243,8 @@ void growth_free(growth_t *g) {
 
 uint64_t growth_short_ns(const growth_t *g) { return g->short_ns; }
 
+size_t growth_threads_held(const growth_t *g) { return hmap_count(&g->threads); }
+
 __attribute__((noinline, cold)) static gthread_t *thread_of_slow(growth_t *g, uint32_t tid) {
     bool existed;
     gthread_t **tp = hmap_put(&g->threads, tid, &existed);

@@ -113,6 +113,11 @@ typedef struct growth_short {
 growth_short_t growth_short_of(const growth_t *g, uint64_t stack);
 uint64_t growth_short_ns(const growth_t *g);
 
+// Threads whose state growth holds: those with an event and no READER_THREAD_END since (the
+// state goes with the thread, so that a trace of many short threads is read in memory by the
+// threads alive, not by all it ever had).
+size_t growth_threads_held(const growth_t *g);
+
 // The block size the advice names: the covering size (final_cover) for a site of 10 or more
 // chains whose largest outgrew it, else the largest final size.
 uint64_t growth_advised_size(const growth_site_t *gs);

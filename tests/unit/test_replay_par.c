@@ -811,6 +811,59 @@ Test(replay_par, growth_recent_block_gone_on_another_thread) {
     growth_free(want);
 }
 
+// A thread's growth state goes at its end, in the one-thread pass and the scans alike. Three
+// threads grow a vector by allocate-copy-free, two steps each (a chain counts from its second
+// step); thread 2's second step is freed after its THREAD_END, from a fresh state, so it links
+// nothing and stack 20 has no chain; tid 1 comes back (a reused id) and allocates at the same
+// stack before the old thread's last block is freed: a new thread, whose recent allocations do
+// not include that vector, so no third step. At the end only the states of thread 3 and of
+// tid 1's new thread are held, and every figure is the one-thread pass's.
+Test(replay_par, growth_lets_ended_threads_go) {
+    reader_event_t ev[] = {
+        alloc_at(1, 1, SHARD_A(0), 100, 10),
+        alloc_at(2, 1, SHARD_B(0), 200, 10),
+        free_ev(3, 1, SHARD_A(0)),           // thread 1's first step
+        alloc_at(4, 1, SHARD_A(4), 400, 10),
+        free_ev(5, 1, SHARD_B(0)),           // and its second: stack 10's chain
+        alloc_at(6, 2, SHARD_B(5), 100, 20),
+        alloc_at(7, 2, SHARD_A(5), 200, 20),
+        free_ev(8, 2, SHARD_B(5)),           // thread 2's first step
+        alloc_at(9, 2, SHARD_B(6), 400, 20),
+        {.kind = READER_THREAD_END, .tid = 2, .time_ns = 10},
+        free_ev(11, 2, SHARD_A(5)),          // after its end: no second step
+        alloc_at(12, 3, SHARD_A(7), 100, 30),
+        alloc_at(13, 3, SHARD_B(7), 200, 30),
+        free_ev(14, 3, SHARD_A(7)),
+        alloc_at(15, 3, SHARD_A(8), 400, 30),
+        free_ev(16, 3, SHARD_B(7)),          // stack 30's chain
+        {.kind = READER_THREAD_END, .tid = 1, .time_ns = 17},
+        alloc_at(18, 1, SHARD_A(9), 800, 10), // tid 1 again, at stack 10
+        free_ev(19, 1, SHARD_A(4)),           // the old thread's vector: no third step
+        free_ev(20, 1, SHARD_A(9)),
+        free_ev(21, 3, SHARD_B(6)),
+        free_ev(22, 3, SHARD_A(8)),
+        {.kind = READER_THREAD_END, .tid = 2, .time_ns = 23}, // the state event 11 made goes too
+    };
+    size_t n = sizeof ev / sizeof ev[0];
+    growth_t *want = growth_one_thread(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS);
+    cr_assert_eq(growth_threads_held(want), 2, "held %zu", growth_threads_held(want));
+    cr_assert_eq(growth_n_sites(want), 2);
+    cr_assert_null(growth_site_of(want, 20));
+    cr_assert_eq(growth_site_of(want, 10)->n_steps, 2);
+    cr_assert_eq(growth_site_of(want, 30)->n_steps, 2);
+    for (size_t d = 0; d < N_DEPTHS; d++)
+        for (unsigned threads = 2; threads <= 8; threads *= 2)
+            for (size_t round = 1; round <= 5; round += 2) {
+                growth_t *got = growth_parallel(ev, n, NULL, GROWTH_DEFAULT_SHORT_NS, threads,
+                                                round, round, 0, depths[d]);
+                expect_same_growth(want, got, "ended threads");
+                cr_assert_eq(growth_threads_held(got), 2, "held %zu at %u threads, rounds of %zu",
+                             growth_threads_held(got), threads, round);
+                growth_free(got);
+            }
+    growth_free(want);
+}
+
 Test(replay_par, random_growth_matches_one_thread) {
     enum { N = 60000 };
     static reader_event_t ev[N];
