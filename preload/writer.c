@@ -327,9 +327,9 @@ static void write_sync(uint64_t w) {
 // sampler's among them, held it at its previous drain: a whole interval behind, and the reader
 // holds every event between two watermarks (c_churn: ~2.1 M events at each SYNC, ~1.1 M
 // without the sampler's ring). Where a ring's drain is slower the watermark is what it was.
-static bool sync_complete(void) {
+static void sync_complete(void) {
     if (!sync_pending.on)
-        return false;
+        return;
     sync_pending.on = false;
     uint64_t w = sync_pending.w;
     for (hp_ring_t *r = sync_pending.head; r; r = r->next)
@@ -339,7 +339,6 @@ static bool sync_complete(void) {
                 w = ot;
         }
     write_sync(w);
-    return true;
 }
 
 // Takes a SYNC whose watermark bounds from below every record in a chunk after it
@@ -470,7 +469,7 @@ static void *flusher_main(void *arg) {
             hp_pipeline_grow();
         // the SYNC the last iteration's flush took, if any; then the rings it looked at may go,
         // and so at every nap: a program that makes short threads gets their rings back soon
-        (void)sync_complete();
+        sync_complete();
         hp_tbuf_reap(ring_is_dead);
         pending += hp_traceout_take_bytes();
         if (stopping || want != atomic_load_explicit(&flush_done, memory_order_relaxed) ||

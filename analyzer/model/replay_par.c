@@ -367,7 +367,6 @@ static inline __attribute__((always_inline)) uint64_t round_addr(const replay_pa
 
 // Sorts the indexes of the round's events [lo, hi) by shard into th->part (shard s's at
 // s * stride), counting them in count.
-
 static inline void sort_range(const replay_par_t *p, shard_thread_t *th, size_t stride,
                               size_t lo, size_t hi, size_t *count) {
     const unsigned bits = p->shard_bits;
