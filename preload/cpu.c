@@ -29,6 +29,7 @@
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <fcntl.h>
@@ -401,21 +402,48 @@ static const char *refusal(int err) {
     }
 }
 
-// Opens and maps one event per CPU. Returns false with reason set.
+// The CPUs the events go on: those the process may run on when recording starts (its
+// affinity mask: a container's cpuset, taskset), else every CPU configured. Every thread the
+// program makes later inherits one event per CPU here, which the kernel copies at each
+// pthread_create and tears down at each thread's end (~4.4 us an event on the 2-vCPU VM:
+// docs/design.md#cpu-samples), so a process allowed 4 CPUs of a 64-CPU host pays for 4.
+// A thread later moved to a CPU outside the mask (sched_setaffinity widening it, which a
+// cpuset forbids) is not sampled there.
+static long sampled_cpus(cpu_set_t *on) {
+    long n_conf = sysconf(_SC_NPROCESSORS_CONF);
+    if (n_conf < 1)
+        n_conf = 1;
+    if (n_conf > MAX_CPUS)
+        n_conf = MAX_CPUS;
+    if (sched_getaffinity(0, sizeof *on, on) == 0 && CPU_COUNT(on) > 0)
+        return n_conf;
+    CPU_ZERO(on);
+    for (long cpu = 0; cpu < n_conf; cpu++)
+        CPU_SET((int)cpu, on);
+    return n_conf;
+}
+
+// Opens and maps one event per CPU of sampled_cpus. Returns false with reason set.
 static bool open_events(void) {
-    long n_cpus = sysconf(_SC_NPROCESSORS_CONF);
-    if (n_cpus < 1)
-        n_cpus = 1;
-    if (n_cpus > MAX_CPUS)
-        n_cpus = MAX_CPUS;
+    cpu_set_t on;
+    long n_conf = sampled_cpus(&on), n_cpus = 0;
+    for (long cpu = 0; cpu < n_conf; cpu++)
+        n_cpus += CPU_ISSET((int)cpu, &on) != 0;
+    if (n_cpus < 1) { // a mask of CPUs beyond MAX_CPUS only: take them all
+        for (long cpu = 0; cpu < n_conf; cpu++)
+            CPU_SET((int)cpu, &on);
+        n_cpus = n_conf;
+    }
     long page = sysconf(_SC_PAGESIZE);
     unsigned pages = RING_PAGES_MAX;
     // keep the whole set within ~4 MiB of locked memory however many CPUs there are
     while (pages > RING_PAGES_MIN && (uint64_t)pages * (uint64_t)page * (uint64_t)n_cpus > (4u << 20))
         pages /= 2;
     int first_err = 0;
-    bool lock_refused = false;
-    for (long cpu = 0; cpu < n_cpus; cpu++) {
+    bool lock_refused = false, tried = false; // tried: a CPU before this one was tried
+    for (long cpu = 0; cpu < n_conf; cpu++) {
+        if (!CPU_ISSET((int)cpu, &on))
+            continue;
         for (;;) {
             uint64_t data_bytes = (uint64_t)pages * (uint64_t)page;
             uint32_t stack = STACK_BYTES_MAX;
@@ -447,7 +475,7 @@ static bool open_events(void) {
             if (fd < 0) {
                 if (errno == ENODEV || errno == EINVAL) {
                     // an offline CPU (ENODEV); EINVAL on the first CPU means an old kernel
-                    if (cpu == 0 && errno == EINVAL)
+                    if (!tried && errno == EINVAL)
                         first_err = EINVAL;
                     break;
                 }
@@ -473,6 +501,7 @@ static bool open_events(void) {
             rings[n_rings++] = (cpu_ring_t){fd, m, map_bytes, data_bytes, id, false};
             break;
         }
+        tried = true;
         if (first_err && n_rings == 0)
             break;
     }

@@ -5,8 +5,11 @@
 // its blocks, folded totals equal the report's and stats' totals for every metric; with
 // HEAPPROF_CPU=0 nothing is sampled and the allocation figures are exactly those of a sampled
 // run; HEAPPROF_CPU=timer (the refused-perf path) records "off" and why, which stats, report and
-// flame say. Where the kernel refuses perf_event_open, the perf-dependent tests skip.
+// flame say; perf events go only on the CPUs of the process's affinity mask. Where the kernel
+// refuses perf_event_open, the perf-dependent tests skip.
 #include "spawn.h"
+
+#include <sched.h>
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -229,6 +232,47 @@ Test(cpu, folded_totals_equal_report_totals_for_every_metric, .timeout = 120) {
     json_decref(rep);
     free(out);
     free(trace);
+    free(dir);
+}
+
+// perf_fds's line run preloaded with perf events (HEAPPROF_CPU=perf): *fds perf descriptors,
+// *cpus CPUs in its affinity mask.
+static void perf_fds(const char *dir, const char *tag, int *fds, int *cpus) {
+    static const char *const env[] = {"HEAPPROF_CPU=perf", NULL};
+    char prog[4200], trace[4200];
+    snprintf(prog, sizeof prog, "%s/perf_fds", E2E_PROGS);
+    snprintf(trace, sizeof trace, "%s/perf_fds.%s.hpt", dir, tag);
+    char *argv[] = {prog, NULL};
+    e2e_run_opts_t o = {.out_template = trace, .env = env, .timeout_s = 60};
+    char *out = NULL;
+    cr_assert_eq(e2e_run(argv, &o, &out, NULL, NULL), 0, "%s", prog);
+    cr_assert_eq(sscanf(out, "perf_fds=%d cpus=%d", fds, cpus), 2, "%s", out);
+    free(out);
+}
+
+// The sampler opens one inherited event per CPU the process may run on, not per CPU the machine
+// has: each costs every thread the program makes a copy (docs/design.md#cpu-samples).
+Test(cpu, perf_events_only_on_the_cpus_of_the_affinity_mask, .timeout = 120) {
+    char *dir = e2e_tmpdir("cpu_affinity");
+    int fds = 0, cpus = 0;
+    perf_fds(dir, "all", &fds, &cpus);
+    if (fds == 0)
+        cr_skip_test("perf_event_open unavailable here (no events were opened)");
+    cr_expect_eq(fds, cpus, "%d perf events for %d CPUs in the mask", fds, cpus);
+    // now from a mask of one CPU, the first of ours (the child inherits it)
+    cpu_set_t mine, one;
+    cr_assert_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &mine)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    perf_fds(dir, "one", &fds, &cpus);
+    sched_setaffinity(0, sizeof mine, &mine);
+    cr_expect_eq(cpus, 1);
+    cr_expect_eq(fds, 1, "%d perf events for a mask of one CPU", fds);
     free(dir);
 }
 
