@@ -6,9 +6,10 @@
 // no lock, computes no unwind rule and touches none of the thread's shim state (so it may
 // interrupt the shim itself); it walks with the rules already known and claims a slot with one
 // CAS. Limits: CPU-time
-// timers fire at most at CONFIG_HZ (250/s measured here, cpu-and-flamegraph.md A.2); threads
-// are found within ~20 ms of their start; the first samples of new code stop where a rule is
-// missing (the sampling thread computes it for the next ones).
+// timers fire at most at CONFIG_HZ (250/s measured here, cpu-and-flamegraph.md A.2); a thread
+// arms its own timer at its first allocation event (hp_cpu_timer_thread_start), others are
+// found within ~20 ms of their start (longer with thousands of threads); the first samples of
+// new code stop where a rule is missing (the sampling thread computes it for the next ones).
 #include "cpu_timer.h"
 
 #include "clock.h"
@@ -33,7 +34,9 @@
 #define OUR_VALUE_TAG 0x68707466u // "hptf"
 
 #define N_SLOTS 1024u // power of two
-#define MAX_THREADS 4096
+#define MAX_THREADS (1u << 20) // threads with a timer at once (the table's slots: twice that)
+#define QUEUE_MAX 1024u        // timers threads armed on themselves, not yet in the table
+#define SCAN_THREADS 512u      // the listing is skipped one call in (threads / this) more
 
 typedef struct slot {
     _Atomic uint64_t seq; // claim index + 1 once the sample is written
@@ -41,9 +44,9 @@ typedef struct slot {
 } slot_t;
 
 typedef struct tthread {
-    uint32_t tid;
-    int timer; // kernel timer id
-    bool seen; // in the latest /proc/self/task listing
+    uint32_t tid;  // 0: an empty slot
+    int timer;     // kernel timer id
+    uint32_t scan; // the last listing that showed the thread (or that took its timer in)
 } tthread_t;
 
 static slot_t *slots;
@@ -53,8 +56,46 @@ static _Atomic int active;
 static int sig;
 static _Atomic int sig_owned; // the signal our handler keeps for good (0: none yet)
 static uint64_t period;
-static tthread_t threads[MAX_THREADS];
-static unsigned n_threads;
+
+// The threads that have a timer of ours, by tid: open addressing, at most half full, in mapped
+// memory; the sampling thread's alone. A listing of /proc/self/task asks it once per thread, so
+// a process of thousands of threads costs a lookup each, not a search of the table (a linear
+// one cost the sampling thread 0.3 s of CPU in 3 s with 4,000 threads: session 17).
+static tthread_t *tab, *tab_spare; // spare: where a rebuild goes (same capacity)
+static uint32_t tab_cap, tab_n, scan_no;
+static unsigned scans_to_skip;
+
+// Timers threads armed on themselves at their first event (hp_cpu_timer_thread_start), for the
+// sampling thread to take into the table: a thread that allocates is sampled from then on,
+// however short it lives, instead of from the next listing (~20 ms; a thread per request may
+// be over by then). queue_lock guards the queue and close's switch of `active` to 0, so every
+// such timer is either taken into the table or deleted by the thread that made it.
+static atomic_flag queue_lock = ATOMIC_FLAG_INIT;
+static tthread_t queue[QUEUE_MAX], taken[QUEUE_MAX];
+static unsigned n_queued;
+
+// Threads the listing armed, by tid modulo 2^16 (the sampling thread writes, threads read): a
+// thread the listing found before its first event keeps that timer rather than arm a second,
+// which would sample it twice until the next scan took its own in (600 threads of 1 ms at once:
+// 30% more samples than their CPU time; session 17). Two live tids that share a mark cost at
+// most that double sampling, for one of them, until the next scan.
+#define SCAN_MARKS (1u << 16)
+static _Atomic uint32_t scan_armed[SCAN_MARKS];
+static bool marks_used; // some mark was set: the array's pages are ours to clear
+
+static void scan_marks_reset(void) {
+    if (!marks_used)
+        return; // untouched pages stay unmapped (a fork child of a perf-sampled program)
+    for (uint32_t i = 0; i < SCAN_MARKS; i++)
+        atomic_store_explicit(&scan_armed[i], 0, memory_order_relaxed);
+    marks_used = false;
+}
+
+static void scan_mark_clear(uint32_t tid) {
+    uint32_t want = tid;
+    atomic_compare_exchange_strong_explicit(&scan_armed[tid & (SCAN_MARKS - 1)], &want, 0,
+                                            memory_order_relaxed, memory_order_relaxed);
+}
 
 // ---- the signal stays ours (docs/design.md#cpu-samples) ----------------------------------------
 //
@@ -260,6 +301,113 @@ static void delete_timer(tthread_t *t) {
     syscall(SYS_timer_delete, t->timer);
 }
 
+// Held for a few stores (or, by the sampling thread, one copy of the queue): where it is taken
+// the holder may have been preempted, so waiters give the CPU up rather than spin on it.
+static void queue_lock_take(void) {
+    for (unsigned i = 0; atomic_flag_test_and_set_explicit(&queue_lock, memory_order_acquire);
+         i++) {
+        if (i < 64)
+            __builtin_ia32_pause();
+        else
+            sched_yield();
+    }
+}
+
+static void queue_lock_give(void) {
+    atomic_flag_clear_explicit(&queue_lock, memory_order_release);
+}
+
+static uint32_t tab_home(uint32_t tid) {
+    return (tid * 0x9E3779B1u) & (tab_cap - 1);
+}
+
+// tid's slot in the table: its entry, or the empty slot where it would go.
+static tthread_t *tab_slot(uint32_t tid) {
+    uint32_t i = tab_home(tid);
+    while (tab[i].tid != 0 && tab[i].tid != tid)
+        i = (i + 1) & (tab_cap - 1);
+    return &tab[i];
+}
+
+// The table rebuilt into a fresh array of cap slots, keeping the entries keep() says; the
+// others' timers are deleted. False (table unchanged) when out of memory for a larger table.
+static bool tab_rebuild(uint32_t cap, bool reap) {
+    tthread_t *to = cap == tab_cap ? tab_spare : hp_mem_map((size_t)cap * sizeof *to);
+    tthread_t *spare = cap == tab_cap ? tab : hp_mem_map((size_t)cap * sizeof *to);
+    if (!to || !spare) {
+        if (cap != tab_cap) {
+            if (to)
+                hp_mem_unmap(to, (size_t)cap * sizeof *to);
+            if (spare)
+                hp_mem_unmap(spare, (size_t)cap * sizeof *to);
+        }
+        return false;
+    }
+    memset(to, 0, (size_t)cap * sizeof *to);
+    tthread_t *from = tab;
+    uint32_t from_cap = tab_cap, n = 0;
+    for (uint32_t i = 0; i < from_cap; i++) {
+        if (from[i].tid == 0)
+            continue;
+        if (reap && from[i].scan != scan_no) {
+            delete_timer(&from[i]);
+            scan_mark_clear(from[i].tid);
+            continue;
+        }
+        uint32_t j = (from[i].tid * 0x9E3779B1u) & (cap - 1);
+        while (to[j].tid != 0)
+            j = (j + 1) & (cap - 1);
+        to[j] = from[i];
+        n++;
+    }
+    if (cap != tab_cap && from) {
+        hp_mem_unmap(from, (size_t)from_cap * sizeof *from);
+        hp_mem_unmap(tab_spare, (size_t)from_cap * sizeof *from);
+    }
+    tab = to;
+    tab_spare = spare;
+    tab_cap = cap;
+    tab_n = n;
+    return true;
+}
+
+// Room for one more entry, the table at most half full after it. False: none (the thread is
+// then not sampled: over MAX_THREADS at once, or out of memory).
+static bool tab_room(void) {
+    if ((tab_n + 1) * 2 <= tab_cap)
+        return true;
+    return tab_cap < 2 * MAX_THREADS && tab_rebuild(tab_cap ? tab_cap * 2 : 1024, false);
+}
+
+// The entry for tid's timer: a new one, or in place of an older one for the same tid, whose
+// timer is deleted (the scan's for a thread that has since armed its own; or the timer of an
+// earlier thread that had the same tid, bound to that thread and no use to this one).
+static void tab_put(uint32_t tid, int timer) {
+    if (!tab_room()) {
+        syscall(SYS_timer_delete, timer);
+        return;
+    }
+    tthread_t *t = tab_slot(tid);
+    if (t->tid == tid) {
+        delete_timer(t);
+        scan_mark_clear(tid);
+    } else {
+        tab_n++;
+    }
+    *t = (tthread_t){tid, timer, scan_no};
+}
+
+// Moves the timers threads armed on themselves into the table. Sampling thread only.
+static void take_queue(void) {
+    queue_lock_take();
+    unsigned n = n_queued;
+    memcpy(taken, queue, n * sizeof *queue);
+    n_queued = 0;
+    queue_lock_give();
+    for (unsigned i = 0; i < n; i++)
+        tab_put(taken[i].tid, taken[i].timer);
+}
+
 static bool is_ours(uint32_t tid) {
     char path[64] = "/proc/self/task/", num[16], comm[32] = {0};
     int n = 0;
@@ -277,9 +425,9 @@ static bool is_ours(uint32_t tid) {
     return r > 0 && strncmp(comm, "heapprof-", 9) == 0;
 }
 
-static void arm(uint32_t tid) {
-    if (n_threads == MAX_THREADS || is_ours(tid))
-        return;
+// A timer on thread tid's CPU-time clock that signals that thread, armed. False: none (the
+// thread has exited).
+static bool make_timer(uint32_t tid, int *timer_out) {
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
@@ -290,15 +438,56 @@ static void arm(uint32_t tid) {
     clockid_t clk = (clockid_t)((~(uint32_t)tid << 3) | 6);
     int timer;
     if (syscall(SYS_timer_create, clk, &sev, &timer) != 0)
-        return; // it exited meanwhile
+        return false; // it exited meanwhile
+    // The kernel checks CPU-time timers at its ticks (4 ms at CONFIG_HZ 250), so a thread that
+    // runs for less than a tick is sampled only if the first expiry has passed at the tick that
+    // meets it. Where the period is shorter than a tick (the default 997/s) every tick a thread
+    // runs through fires, so a first expiry of a microsecond gives a 1 ms thread its one chance
+    // in four, as a long thread gets a sample a tick (with the full period first: 1 sample in
+    // ~30 for 600 threads of 1 ms against a thread with their CPU time, session 17). A longer
+    // period starts at a random phase instead, which leaves no thread a head start.
+    uint64_t first = period <= 4000000u
+                         ? 1000u
+                         : 1u + (uint64_t)(tid * 0x9E3779B97F4A7C15ull >> 33) % period;
     struct itimerspec its;
-    its.it_interval.tv_sec = its.it_value.tv_sec = (time_t)(period / 1000000000u);
-    its.it_interval.tv_nsec = its.it_value.tv_nsec = (long)(period % 1000000000u);
+    its.it_interval.tv_sec = (time_t)(period / 1000000000u);
+    its.it_interval.tv_nsec = (long)(period % 1000000000u);
+    its.it_value.tv_sec = (time_t)(first / 1000000000u);
+    its.it_value.tv_nsec = (long)(first % 1000000000u);
     if (syscall(SYS_timer_settime, timer, 0, &its, NULL) != 0) {
         syscall(SYS_timer_delete, timer);
-        return;
+        return false;
     }
-    threads[n_threads++] = (tthread_t){tid, timer, true};
+    *timer_out = timer;
+    return true;
+}
+
+static void arm(uint32_t tid) {
+    int timer;
+    if (is_ours(tid) || !make_timer(tid, &timer))
+        return;
+    tab_put(tid, timer);
+    tthread_t *t = tab ? tab_slot(tid) : NULL;
+    if (t && t->tid == tid && t->timer == timer) { // in the table (else deleted: no room)
+        marks_used = true;
+        atomic_store_explicit(&scan_armed[tid & (SCAN_MARKS - 1)], tid, memory_order_relaxed);
+    }
+}
+
+void hp_cpu_timer_thread_start(uint32_t tid) {
+    if (!atomic_load_explicit(&active, memory_order_acquire) ||
+        atomic_load_explicit(&scan_armed[tid & (SCAN_MARKS - 1)], memory_order_relaxed) == tid)
+        return;
+    int timer;
+    if (!make_timer(tid, &timer))
+        return;
+    queue_lock_take();
+    bool kept = atomic_load_explicit(&active, memory_order_relaxed) && n_queued < QUEUE_MAX;
+    if (kept)
+        queue[n_queued++] = (tthread_t){tid, timer, 0};
+    queue_lock_give();
+    if (!kept) // sampling stopped meanwhile, or the queue is full: the listing will find it
+        syscall(SYS_timer_delete, timer);
 }
 
 struct linux_dirent64 {
@@ -319,11 +508,18 @@ bool hp_cpu_timer_scan(uint32_t self_tid, const char **reason) {
         hp_cpu_timer_close();
         return false;
     }
+    take_queue();
+    // Threads that allocate have armed their own timers; the listing finds those that do not
+    // and those that are gone. With thousands of threads it is long (a system call per ~100
+    // threads, and a lookup each): it is then made less often, one call in 1 + threads / 512.
+    if (scans_to_skip) {
+        scans_to_skip--;
+        return true;
+    }
     int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return true;
-    for (unsigned i = 0; i < n_threads; i++)
-        threads[i].seen = false;
+    scan_no++;
     static char buf[16384]; // the sampling thread's only
     long n;
     while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
@@ -336,25 +532,23 @@ bool hp_cpu_timer_scan(uint32_t self_tid, const char **reason) {
                 continue;
             while (*p >= '0' && *p <= '9')
                 tid = tid * 10 + (uint32_t)(*p++ - '0');
-            if (tid == self_tid)
+            if (tid == self_tid || tid == 0)
                 continue;
-            bool known = false;
-            for (unsigned i = 0; i < n_threads && !known; i++)
-                if (threads[i].tid == tid)
-                    known = threads[i].seen = true;
-            if (!known)
+            tthread_t *t = tab ? tab_slot(tid) : NULL;
+            if (t && t->tid == tid)
+                t->scan = scan_no;
+            else
                 arm(tid);
         }
     }
     close(fd);
-    for (unsigned i = 0; i < n_threads;) {
-        if (!threads[i].seen) {
-            delete_timer(&threads[i]);
-            threads[i] = threads[--n_threads];
-        } else {
-            i++;
-        }
-    }
+    // the timers of threads that are gone (rebuilt rather than deleted in place: open addressing)
+    bool gone = false;
+    for (uint32_t i = 0; i < tab_cap && !gone; i++)
+        gone = tab[i].tid != 0 && tab[i].scan != scan_no;
+    if (gone)
+        tab_rebuild(tab_cap, true);
+    scans_to_skip = tab_n / SCAN_THREADS;
     return true;
 }
 
@@ -373,13 +567,30 @@ uint64_t hp_cpu_timer_lost(void) {
 }
 
 void hp_cpu_timer_close(void) {
+    queue_lock_take();
     atomic_store_explicit(&active, 0, memory_order_release);
-    for (unsigned i = 0; i < n_threads; i++)
-        delete_timer(&threads[i]);
-    n_threads = 0;
+    for (unsigned i = 0; i < n_queued; i++)
+        delete_timer(&queue[i]);
+    n_queued = 0;
+    queue_lock_give();
+    for (uint32_t i = 0; i < tab_cap; i++)
+        if (tab[i].tid != 0)
+            delete_timer(&tab[i]);
+    if (tab)
+        memset(tab, 0, (size_t)tab_cap * sizeof *tab);
+    tab_n = 0;
+    scans_to_skip = 0;
+    scan_marks_reset();
 }
 
 void hp_cpu_timer_fork_child(void) {
+    // the parent's timers are not the child's (timers are not inherited), nor its lock holder
     atomic_store(&active, 0);
-    n_threads = 0;
+    atomic_flag_clear(&queue_lock);
+    n_queued = 0;
+    if (tab)
+        memset(tab, 0, (size_t)tab_cap * sizeof *tab);
+    tab_n = 0;
+    scans_to_skip = 0;
+    scan_marks_reset();
 }
