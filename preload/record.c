@@ -500,7 +500,7 @@ void hp_record_thread_exit(void *arg) {
         // (queued, here) before the next owner's reset (TSan, hp_pipeline_stress short_threads).
         hp_tbuf_nudge_slow(r);
     }
-    atomic_store_explicit(&r->closed, 1, memory_order_release);
+    hp_tbuf_close(r);
     if (entered)
         hp_guard_leave();
 }

@@ -46,6 +46,8 @@ typedef struct hp_ring {
     uint32_t tid; // 0: the CPU sampler's ring
     _Atomic int closed; // owner thread ran its exit hook; the flusher reaps the ring once it is gone
     struct hp_ring *next;      // the registry (tbuf.c); only the flusher unlinks
+    struct hp_ring *prev;      // the registry's other way (under its lock): unlinked in place
+    struct hp_ring *closed_next; // tbuf.c's stack of closed rings, then the reaper's list
     struct hp_ring *work_next; // the pipeline's work list (pipeline.c)
     uint64_t sync_head;        // flusher-private: head when the current watermark was taken
     uint64_t pooled_ns;        // in tbuf.c's pool of ended threads' rings: since when
@@ -62,8 +64,13 @@ hp_ring_t *hp_tbuf_new(uint32_t tid);
 // so the flusher may walk a snapshot without the lock; others lock around the walk.
 hp_ring_t *hp_tbuf_list_lock(void);
 void hp_tbuf_list_unlock(void);
-// Unlinks rings for which dead(ring) is true and frees them (into tbuf.c's pool for the next
-// threads, or unmapped), and unmaps pooled rings unused for a second. Caller is the flusher.
+// The owner thread's exit hook is done with r (its last records appended): marks it closed and
+// hands it to the reaper, which then asks only closed rings whether they can go.
+void hp_tbuf_close(hp_ring_t *r);
+// Of the closed rings, unlinks those for which dead(ring) is true and frees them (into tbuf.c's
+// pool for the next threads, or unmapped), and unmaps pooled rings unused for a second. Only
+// closed rings are visited: the rings of threads still alive cost it nothing. Caller is the
+// flusher.
 void hp_tbuf_reap(bool (*dead)(hp_ring_t *));
 // In a fork child: forgets every ring (they belong to the parent) and reinitialises the lock.
 void hp_tbuf_forget_all(void);

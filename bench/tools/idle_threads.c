@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// idle_threads N S: N threads alive at once, each sleeping S seconds, then joined. Nothing to
-// profile: what a CPU sampler costs a process by its thread count alone (bench/timer_threads.sh).
+// idle_threads N S: N threads alive at once, each making one allocation (so that the profiler
+// knows it: a ring, a timer) and then sleeping S seconds, then joined. Next to nothing to
+// profile: what a profiler costs a process by its thread count alone (bench/timer_threads.sh).
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,9 @@
 static unsigned secs;
 
 static void *idle(void *arg) {
+    char *volatile p = malloc(32); // volatile: not elided with its free
     sleep(secs);
+    free(p);
     return arg;
 }
 
