@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# bench/timer_threads.sh: what the CPU-time timer fallback (HEAPPROF_CPU=timer, the source where
-# perf_event_paranoid refuses perf events) costs a process by its number of threads alone:
-# bench/tools/idle_threads N S keeps N threads alive for S seconds, run under heapprof with
-# HEAPPROF_CPU=0 and =timer (and, with --base-lib, the same two with another build), in turn,
-# R rounds; prints the median user and system CPU seconds of each. The difference timer - 0 is
-# the sampling thread's listing of /proc/self/task and its table of timers.
+# bench/timer_threads.sh: what heapprof costs a process by its number of threads alone, with
+# and without the CPU-time timer fallback (HEAPPROF_CPU=timer, the source where
+# perf_event_paranoid refuses perf events): bench/tools/idle_threads N S keeps N threads alive
+# (one allocation each, then asleep) for S seconds, run under heapprof with HEAPPROF_CPU=0 and
+# =timer (and, with --base-lib, the same two with another build), in turn, R rounds; prints the
+# median user and system CPU seconds of each. HEAPPROF_CPU=0 against the plain program is the
+# pipeline's per-thread work (the flusher's walks over the rings); timer - 0 is the sampling
+# thread's listing of /proc/self/task and its table of timers.
 # Usage: bench/timer_threads.sh [--threads N] [--secs S] [--runs R] [--lib PATH] [--base-lib PATH]
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
