@@ -96,6 +96,7 @@ typedef struct seg {
 typedef struct tqueue {
     uint32_t tid;
     size_t thread_idx; // latest entry in r->threads for this tid, or SIZE_MAX
+    bool ended;        // a THREAD_END came after the tid's latest THREAD_START
     seg_t *segs;       // segs[s_head, s_tail): the queue, oldest first
     size_t s_head, s_tail, s_cap;
 } tqueue_t;
@@ -177,8 +178,11 @@ struct reader {
     hmap_t module_top;
     size_t *module_below;
     size_t module_below_cap;
+    // Kept only when asked (reader_keep_threads: the tests); no output names threads, and a
+    // trace of a server that makes a thread per request would grow it by ~55 bytes a thread.
     reader_thread_t *threads;
     size_t n_threads, threads_cap;
+    bool keep_threads;
 
     const char *exe;
     const char **argv;
@@ -579,6 +583,9 @@ static uint64_t def_module_unload(reader_t *r, const hpt_rec_t *rec) {
 }
 
 static void def_thread_start(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uint32_t tid) {
+    q->ended = false;
+    if (!r->keep_threads)
+        return;
     r->threads = xgrow(r->threads, &r->threads_cap, r->n_threads + 1, sizeof *r->threads);
     reader_thread_t *t = &r->threads[r->n_threads];
     t->tid = tid;
@@ -590,6 +597,7 @@ static void def_thread_start(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uin
 
 static void def_thread_end(reader_t *r, tqueue_t *q, const hpt_rec_t *rec, uint32_t tid) {
     (void)tid;
+    q->ended = true;
     if (q->thread_idx != SIZE_MAX)
         r->threads[q->thread_idx].end_ns = rec->time_ns;
 }
@@ -1146,7 +1154,7 @@ static void queue_take(reader_t *r, tqueue_t *q, size_t n, reader_event_t *out, 
         // A thread that has ended gives its segment array back once its events are out: a
         // trace of many short threads kept one for every thread it had (~0.9 KiB each; bench/
         // README.md, session 16). A later event of the tid grows a new one.
-        if (q->thread_idx != SIZE_MAX && r->threads[q->thread_idx].end_ns != UINT64_MAX) {
+        if (q->ended) {
             free(q->segs);
             q->segs = NULL;
             q->s_cap = 0;
@@ -1304,6 +1312,8 @@ static int refill(reader_t *r, errmsg_t *err) {
 }
 
 void reader_follow(reader_t *r) { r->follow = true; }
+
+void reader_keep_threads(reader_t *r) { r->keep_threads = true; }
 
 void reader_follow_stop(reader_t *r) {
     r->follow = false;

@@ -134,9 +134,12 @@ int reader_read_process(reader_t *r, errmsg_t *err);
 const uint64_t *reader_stack(const reader_t *r, uint64_t id, uint32_t *n);
 size_t reader_n_stacks(const reader_t *r); // distinct stack ids defined so far
 
-// Modules and threads seen so far, in record order. Valid until the next reader_next.
+// Modules and threads seen so far, in record order. Valid until the next reader_next. Threads
+// are listed only after reader_keep_threads (call it right after reader_open): the list grows
+// with every thread the program ever made, and no output needs it.
 const reader_module_t *reader_modules(const reader_t *r, size_t *n);
 const reader_thread_t *reader_threads(const reader_t *r, size_t *n);
+void reader_keep_threads(reader_t *r);
 
 const hpt_file_hdr_t *reader_header(const reader_t *r);
 const reader_damage_t *reader_damage(const reader_t *r);

@@ -141,6 +141,8 @@ static bool read_events(const char *path, size_t size, bool batches, summary_t *
     errmsg_t err;
     errmsg_init(&err);
     reader_t *r = reader_open(path, &err);
+    if (r)
+        reader_keep_threads(r); // the thread list is read too
     if (!r) {
         check_open_error(&err);
         return false;
@@ -186,6 +188,8 @@ static void read_defs(const char *path, size_t size, unsigned n_first, const sum
     errmsg_t err;
     errmsg_init(&err);
     reader_t *r = reader_open(path, &err);
+    if (r)
+        reader_keep_threads(r); // the thread list is read too
     CHECK(r, "opened once, not twice: %s", err.msg);
     reader_event_t ev;
     for (unsigned i = 0; i < n_first && reader_next(r, &ev, &err) == 1; i++)

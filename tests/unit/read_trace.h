@@ -20,6 +20,7 @@ static inline reader_t *rt_open_built(tb_t *tb, char *path) {
     errmsg_init(&err);
     reader_t *r = reader_open(path, &err);
     cr_assert_not_null(r, "reader_open: %s", err.msg);
+    reader_keep_threads(r); // the tests read the thread list
     return r;
 }
 

@@ -362,6 +362,8 @@ Test(reader, truncated_final_chunk_is_reported_as_truncation, .fini = cleanup) {
     errmsg_t err;
     errmsg_init(&err);
     reader_t *r = reader_open(path, &err);
+    if (r)
+        reader_keep_threads(r); // reader_threads below
     cr_assert_not_null(r);
     evs_t e = read_all(r);
     expect_times(&e, (uint64_t[]){1, 2}, 2);
@@ -384,6 +386,8 @@ Test(reader, partial_chunk_header_at_end_is_truncation, .fini = cleanup) {
     errmsg_t err;
     errmsg_init(&err);
     reader_t *r = reader_open(path, &err);
+    if (r)
+        reader_keep_threads(r); // reader_threads below
     evs_t e = read_all(r);
     expect_times(&e, (uint64_t[]){1, 2}, 2);
     cr_assert(reader_damage(r)->truncated);
@@ -402,6 +406,8 @@ Test(reader, damage_then_truncation_reports_both, .fini = cleanup) {
     errmsg_t err;
     errmsg_init(&err);
     reader_t *r = reader_open(path, &err);
+    if (r)
+        reader_keep_threads(r); // reader_threads below
     evs_t e = read_all(r);
     expect_times(&e, (uint64_t[]){1}, 1);
     const reader_damage_t *d = reader_damage(r);
@@ -537,6 +543,8 @@ static void expect_open_error(const char *p, const char *needle) {
     errmsg_t err;
     errmsg_init(&err);
     reader_t *r = reader_open(p, &err);
+    if (r)
+        reader_keep_threads(r); // reader_threads below
     cr_assert_null(r);
     cr_assert(err.is_set);
     cr_assert_not_null(strstr(err.msg, needle), "message '%s' lacks '%s'", err.msg, needle);
@@ -632,6 +640,8 @@ static read_result_t read_opts(read_opts_t *opt) {
     errmsg_t err;
     errmsg_init(&err);
     reader_t *r = reader_open(path, &err);
+    if (r)
+        reader_keep_threads(r); // reader_threads below
     unsetenv("HEAPPROF_DECODE_THREADS");
     unsetenv("HEAPPROF_READER_BUFFER");
     unsetenv("HEAPPROF_DECODE_SLOTS");
@@ -851,6 +861,8 @@ Test(reader, kept_batches_and_crc_failures_in_decoders_change_nothing, .fini = c
     errmsg_t err;
     errmsg_init(&err);
     reader_t *r = reader_open(path, &err);
+    if (r)
+        reader_keep_threads(r); // reader_threads below
     unsetenv("HEAPPROF_DECODE_THREADS");
     cr_assert_not_null(r, "%s", err.msg);
     const reader_event_t **evs = NULL;
