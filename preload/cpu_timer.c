@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -70,7 +71,7 @@ static unsigned scans_to_skip;
 // however short it lives, instead of from the next listing (~20 ms; a thread per request may
 // be over by then). queue_lock guards the queue and close's switch of `active` to 0, so every
 // such timer is either taken into the table or deleted by the thread that made it.
-static atomic_flag queue_lock = ATOMIC_FLAG_INIT;
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static tthread_t queue[QUEUE_MAX], taken[QUEUE_MAX];
 static unsigned n_queued;
 
@@ -301,20 +302,15 @@ static void delete_timer(tthread_t *t) {
     syscall(SYS_timer_delete, t->timer);
 }
 
-// Held for a few stores (or, by the sampling thread, one copy of the queue): where it is taken
-// the holder may have been preempted, so waiters give the CPU up rather than spin on it.
+// Held for a few stores (or, by the sampling thread, one copy of the queue). A mutex, not a
+// spin: a real-time thread spinning on a lock that a lower-priority thread holds would never
+// let it run (sched_yield gives way to equal priorities only).
 static void queue_lock_take(void) {
-    for (unsigned i = 0; atomic_flag_test_and_set_explicit(&queue_lock, memory_order_acquire);
-         i++) {
-        if (i < 64)
-            __builtin_ia32_pause();
-        else
-            sched_yield();
-    }
+    pthread_mutex_lock(&queue_lock);
 }
 
 static void queue_lock_give(void) {
-    atomic_flag_clear_explicit(&queue_lock, memory_order_release);
+    pthread_mutex_unlock(&queue_lock);
 }
 
 static uint32_t tab_home(uint32_t tid) {
@@ -586,7 +582,8 @@ void hp_cpu_timer_close(void) {
 void hp_cpu_timer_fork_child(void) {
     // the parent's timers are not the child's (timers are not inherited), nor its lock holder
     atomic_store(&active, 0);
-    atomic_flag_clear(&queue_lock);
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER; // the holder may be a thread the child lacks
+    queue_lock = fresh;
     n_queued = 0;
     if (tab)
         memset(tab, 0, (size_t)tab_cap * sizeof *tab);
