@@ -18,6 +18,7 @@
 #include "traceout.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -62,7 +63,12 @@ static _Atomic bool running;
 static _Atomic uint64_t n_events, n_lost, workers_cpu_ns;
 static unsigned most_workers;
 
+// The CPUs the program may run on (its affinity mask: a container's cpuset, taskset), not the
+// host's: workers and drainers beyond them only wait for one another.
 static unsigned cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return (unsigned)CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (unsigned)n : 1;
 }

@@ -24,6 +24,7 @@
 // works only on its own shards' tables; the scans' rounds pass between threads through the mutex.
 #include "model/replay_par.h"
 
+#include "core/cpus.h"
 #include "core/stage_times.h"
 #include "core/xalloc.h"
 
@@ -313,8 +314,8 @@ unsigned replay_par_threads(void) {
         // `report` on 100 M c_churn events, 4 decode workers, rounds of 131,072 events): 4
         // shards 2.42-2.43 s, 8 2.29-2.36 s, 16 2.40-2.52 s (with rounds of 16,384: 2.53-2.58,
         // 2.82-2.98, 3.62-3.86 s).
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        n = cpus <= 2 ? 0 : (unsigned)(cpus / 2);
+        unsigned cpus = cpus_usable(); // a container's or taskset's, not the host's
+        n = cpus <= 2 ? 0 : cpus / 2;
         if (n > REPLAY_PAR_THREADS_DEFAULT)
             n = REPLAY_PAR_THREADS_DEFAULT;
     }
@@ -347,9 +348,9 @@ static void scanner_start(replay_par_t *p, unsigned kind, unsigned part);
 // barrier and the round's end (threads woken together, waiting for the slowest of them) if the
 // shard threads do.
 static void set_spin(replay_par_t *p) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    unsigned all = cpus >= (long)(p->n_threads + p->n_scanners + 1) ? SPIN_PAUSES : 0;
-    unsigned shards = cpus >= (long)p->n_threads ? SPIN_PAUSES : 0;
+    unsigned cpus = cpus_usable(); // where the process may run: spinning on CPUs it lacks stalls
+    unsigned all = cpus >= p->n_threads + p->n_scanners + 1 ? SPIN_PAUSES : 0;
+    unsigned shards = cpus >= p->n_threads ? SPIN_PAUSES : 0;
     atomic_store_explicit(&p->go.spin, all, memory_order_relaxed);
     atomic_store_explicit(&p->parted.spin, shards, memory_order_relaxed);
     atomic_store_explicit(&p->finished.spin, shards, memory_order_relaxed);

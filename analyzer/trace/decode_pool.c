@@ -12,6 +12,7 @@
 // (the next slot filled takes them), so a deep ring holds buffers only for the chunks in it.
 #include "trace/decode_pool.h"
 
+#include "core/cpus.h"
 #include "core/stage_times.h"
 #include "core/xalloc.h"
 
@@ -140,10 +141,10 @@ unsigned decode_pool_default_workers(void) {
         if (!*end)
             return v > MAX_WORKERS ? MAX_WORKERS : (unsigned)v;
     }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned n = cpus_usable(); // a container's or taskset's CPUs, not the host's
     if (n <= 2)
         return 0;
-    return n - 2 > (long)DEFAULT_WORKERS_MAX ? DEFAULT_WORKERS_MAX : (unsigned)(n - 2);
+    return n - 2 > DEFAULT_WORKERS_MAX ? DEFAULT_WORKERS_MAX : n - 2;
 }
 
 // HEAPPROF_DECODE_SLOTS (1-4096): chunks in flight with workers, for side-by-side measurement
