@@ -325,8 +325,9 @@ static tthread_t *tab_slot(uint32_t tid) {
     return &tab[i];
 }
 
-// The table rebuilt into a fresh array of cap slots, keeping the entries keep() says; the
-// others' timers are deleted. False (table unchanged) when out of memory for a larger table.
+// The table rebuilt into a fresh array of cap slots; with reap, only the entries the latest
+// listing showed are kept and the others' timers deleted. False (table unchanged) when out of
+// memory for a larger table.
 static bool tab_rebuild(uint32_t cap, bool reap) {
     tthread_t *to = cap == tab_cap ? tab_spare : hp_mem_map((size_t)cap * sizeof *to);
     tthread_t *spare = cap == tab_cap ? tab : hp_mem_map((size_t)cap * sizeof *to);
