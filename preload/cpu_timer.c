@@ -6,10 +6,9 @@
 // no lock, computes no unwind rule and touches none of the thread's shim state (so it may
 // interrupt the shim itself); it walks with the rules already known and claims a slot with one
 // CAS. Limits: CPU-time
-// timers fire at most at CONFIG_HZ (250/s measured here, cpu-and-flamegraph.md A.2); a thread
-// arms its own timer at its first allocation event (hp_cpu_timer_thread_start), others are
-// found within ~20 ms of their start (longer with thousands of threads); the first samples of
-// new code stop where a rule is missing (the sampling thread computes it for the next ones).
+// timers fire at most at CONFIG_HZ (250/s measured here, cpu-and-flamegraph.md A.2); threads
+// are found within ~20 ms of their start (longer with thousands of threads); the first samples
+// of new code stop where a rule is missing (the sampling thread computes it for the next ones).
 #include "cpu_timer.h"
 
 #include "clock.h"
@@ -20,7 +19,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -36,7 +34,6 @@
 
 #define N_SLOTS 1024u // power of two
 #define MAX_THREADS (1u << 20) // threads with a timer at once (the table's slots: twice that)
-#define QUEUE_MAX 1024u        // timers threads armed on themselves, not yet in the table
 #define SCAN_THREADS 512u      // the listing is skipped one call in (threads / this) more
 
 typedef struct slot {
@@ -47,7 +44,7 @@ typedef struct slot {
 typedef struct tthread {
     uint32_t tid;  // 0: an empty slot
     int timer;     // kernel timer id
-    uint32_t scan; // the last listing that showed the thread (or that took its timer in)
+    uint32_t scan; // the last listing that showed the thread
 } tthread_t;
 
 static slot_t *slots;
@@ -65,38 +62,6 @@ static uint64_t period;
 static tthread_t *tab, *tab_spare; // spare: where a rebuild goes (same capacity)
 static uint32_t tab_cap, tab_n, scan_no;
 static unsigned scans_to_skip;
-
-// Timers threads armed on themselves at their first event (hp_cpu_timer_thread_start), for the
-// sampling thread to take into the table: a thread that allocates is sampled from then on,
-// however short it lives, instead of from the next listing (~20 ms; a thread per request may
-// be over by then). queue_lock guards the queue and close's switch of `active` to 0, so every
-// such timer is either taken into the table or deleted by the thread that made it.
-static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
-static tthread_t queue[QUEUE_MAX], taken[QUEUE_MAX];
-static unsigned n_queued;
-
-// Threads the listing armed, by tid modulo 2^16 (the sampling thread writes, threads read): a
-// thread the listing found before its first event keeps that timer rather than arm a second,
-// which would sample it twice until the next scan took its own in (600 threads of 1 ms at once:
-// 30% more samples than their CPU time; session 17). Two live tids that share a mark cost at
-// most that double sampling, for one of them, until the next scan.
-#define SCAN_MARKS (1u << 16)
-static _Atomic uint32_t scan_armed[SCAN_MARKS];
-static bool marks_used; // some mark was set: the array's pages are ours to clear
-
-static void scan_marks_reset(void) {
-    if (!marks_used)
-        return; // untouched pages stay unmapped (a fork child of a perf-sampled program)
-    for (uint32_t i = 0; i < SCAN_MARKS; i++)
-        atomic_store_explicit(&scan_armed[i], 0, memory_order_relaxed);
-    marks_used = false;
-}
-
-static void scan_mark_clear(uint32_t tid) {
-    uint32_t want = tid;
-    atomic_compare_exchange_strong_explicit(&scan_armed[tid & (SCAN_MARKS - 1)], &want, 0,
-                                            memory_order_relaxed, memory_order_relaxed);
-}
 
 // ---- the signal stays ours (docs/design.md#cpu-samples) ----------------------------------------
 //
@@ -302,17 +267,6 @@ static void delete_timer(tthread_t *t) {
     syscall(SYS_timer_delete, t->timer);
 }
 
-// Held for a few stores (or, by the sampling thread, one copy of the queue). A mutex, not a
-// spin: a real-time thread spinning on a lock that a lower-priority thread holds would never
-// let it run (sched_yield gives way to equal priorities only).
-static void queue_lock_take(void) {
-    pthread_mutex_lock(&queue_lock);
-}
-
-static void queue_lock_give(void) {
-    pthread_mutex_unlock(&queue_lock);
-}
-
 static uint32_t tab_home(uint32_t tid) {
     return (tid * 0x9E3779B1u) & (tab_cap - 1);
 }
@@ -348,7 +302,6 @@ static bool tab_rebuild(uint32_t cap, bool reap) {
             continue;
         if (reap && from[i].scan != scan_no) {
             delete_timer(&from[i]);
-            scan_mark_clear(from[i].tid);
             continue;
         }
         uint32_t j = (from[i].tid * 0x9E3779B1u) & (cap - 1);
@@ -376,33 +329,15 @@ static bool tab_room(void) {
     return tab_cap < 2 * MAX_THREADS && tab_rebuild(tab_cap ? tab_cap * 2 : 1024, false);
 }
 
-// The entry for tid's timer: a new one, or in place of an older one for the same tid, whose
-// timer is deleted (the scan's for a thread that has since armed its own; or the timer of an
-// earlier thread that had the same tid, bound to that thread and no use to this one).
+// The entry for a new timer of thread tid (the listing found no entry for it).
 static void tab_put(uint32_t tid, int timer) {
     if (!tab_room()) {
         syscall(SYS_timer_delete, timer);
         return;
     }
     tthread_t *t = tab_slot(tid);
-    if (t->tid == tid) {
-        delete_timer(t);
-        scan_mark_clear(tid);
-    } else {
-        tab_n++;
-    }
+    tab_n++;
     *t = (tthread_t){tid, timer, scan_no};
-}
-
-// Moves the timers threads armed on themselves into the table. Sampling thread only.
-static void take_queue(void) {
-    queue_lock_take();
-    unsigned n = n_queued;
-    memcpy(taken, queue, n * sizeof *queue);
-    n_queued = 0;
-    queue_lock_give();
-    for (unsigned i = 0; i < n; i++)
-        tab_put(taken[i].tid, taken[i].timer);
 }
 
 static bool is_ours(uint32_t tid) {
@@ -461,30 +396,8 @@ static bool make_timer(uint32_t tid, int *timer_out) {
 
 static void arm(uint32_t tid) {
     int timer;
-    if (is_ours(tid) || !make_timer(tid, &timer))
-        return;
-    tab_put(tid, timer);
-    tthread_t *t = tab ? tab_slot(tid) : NULL;
-    if (t && t->tid == tid && t->timer == timer) { // in the table (else deleted: no room)
-        marks_used = true;
-        atomic_store_explicit(&scan_armed[tid & (SCAN_MARKS - 1)], tid, memory_order_relaxed);
-    }
-}
-
-void hp_cpu_timer_thread_start(uint32_t tid) {
-    if (!atomic_load_explicit(&active, memory_order_acquire) ||
-        atomic_load_explicit(&scan_armed[tid & (SCAN_MARKS - 1)], memory_order_relaxed) == tid)
-        return;
-    int timer;
-    if (!make_timer(tid, &timer))
-        return;
-    queue_lock_take();
-    bool kept = atomic_load_explicit(&active, memory_order_relaxed) && n_queued < QUEUE_MAX;
-    if (kept)
-        queue[n_queued++] = (tthread_t){tid, timer, 0};
-    queue_lock_give();
-    if (!kept) // sampling stopped meanwhile, or the queue is full: the listing will find it
-        syscall(SYS_timer_delete, timer);
+    if (!is_ours(tid) && make_timer(tid, &timer))
+        tab_put(tid, timer);
 }
 
 struct linux_dirent64 {
@@ -505,10 +418,8 @@ bool hp_cpu_timer_scan(uint32_t self_tid, const char **reason) {
         hp_cpu_timer_close();
         return false;
     }
-    take_queue();
-    // Threads that allocate have armed their own timers; the listing finds those that do not
-    // and those that are gone. With thousands of threads it is long (a system call per ~100
-    // threads, and a lookup each): it is then made less often, one call in 1 + threads / 512.
+    // With thousands of threads the listing is long (a system call per ~100 threads, and a
+    // lookup each): it is then made less often, one call in 1 + threads / 512.
     if (scans_to_skip) {
         scans_to_skip--;
         return true;
@@ -564,12 +475,7 @@ uint64_t hp_cpu_timer_lost(void) {
 }
 
 void hp_cpu_timer_close(void) {
-    queue_lock_take();
     atomic_store_explicit(&active, 0, memory_order_release);
-    for (unsigned i = 0; i < n_queued; i++)
-        delete_timer(&queue[i]);
-    n_queued = 0;
-    queue_lock_give();
     for (uint32_t i = 0; i < tab_cap; i++)
         if (tab[i].tid != 0)
             delete_timer(&tab[i]);
@@ -577,18 +483,13 @@ void hp_cpu_timer_close(void) {
         memset(tab, 0, (size_t)tab_cap * sizeof *tab);
     tab_n = 0;
     scans_to_skip = 0;
-    scan_marks_reset();
 }
 
 void hp_cpu_timer_fork_child(void) {
-    // the parent's timers are not the child's (timers are not inherited), nor its lock holder
+    // the parent's timers are not the child's (timers are not inherited)
     atomic_store(&active, 0);
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER; // the holder may be a thread the child lacks
-    queue_lock = fresh;
-    n_queued = 0;
     if (tab)
         memset(tab, 0, (size_t)tab_cap * sizeof *tab);
     tab_n = 0;
     scans_to_skip = 0;
-    scan_marks_reset();
 }
