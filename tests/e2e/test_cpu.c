@@ -9,7 +9,7 @@
 // refuses perf_event_open, the perf-dependent tests skip.
 #include "spawn.h"
 
-#include <sched.h>
+#include "../one_cpu.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -261,15 +261,8 @@ Test(cpu, perf_events_only_on_the_cpus_of_the_affinity_mask, .timeout = 120) {
     // one per CPU of the mask, or fewer where the locked-memory budget ran out for a ring
     cr_expect(fds >= 1 && fds <= cpus, "%d perf events for %d CPUs in the mask", fds, cpus);
     // now from a mask of one CPU, the first of ours (the child inherits it)
-    cpu_set_t mine, one;
-    cr_assert_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
-    CPU_ZERO(&one);
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &mine)) {
-            CPU_SET(c, &one);
-            break;
-        }
-    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    cpu_set_t mine;
+    pin_to_one_cpu(&mine);
     perf_fds(dir, "one", &fds, &cpus);
     sched_setaffinity(0, sizeof mine, &mine);
     cr_expect_eq(cpus, 1);

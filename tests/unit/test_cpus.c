@@ -3,6 +3,7 @@
 // (rounded up), the cgroup v2 line and the v1 "cpu" controller's line of /proc/self/cgroup, and
 // the affinity mask taken over the host's CPU count.
 #include "core/cpus.h"
+#include "../one_cpu.h"
 
 #include <criterion/criterion.h>
 #include <sched.h>
@@ -49,15 +50,8 @@ Test(cpus, the_cgroup1_cpu_line_is_found) {
 
 // Each test runs in a process of its own: the mask set here is the one cpus_usable reads first.
 Test(cpus, the_affinity_mask_bounds_the_count) {
-    cpu_set_t mine, one;
-    cr_assert_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
-    CPU_ZERO(&one);
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &mine)) {
-            CPU_SET(c, &one);
-            break;
-        }
-    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    cpu_set_t mine;
+    pin_to_one_cpu(&mine);
     cr_expect_eq(cpus_usable(), 1);
     cr_expect_eq(cpus_usable(), 1, "computed once");
 }
