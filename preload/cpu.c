@@ -409,31 +409,31 @@ static const char *refusal(int err) {
 // docs/design.md#cpu-samples), so a process allowed 4 CPUs of a 64-CPU host pays for 4.
 // A thread later moved to a CPU outside the mask (sched_setaffinity widening it, which a
 // cpuset forbids) is not sampled there.
-static long sampled_cpus(cpu_set_t *on) {
+// Returns how many CPU numbers to look at (the configured ones, at most MAX_CPUS) and sets
+// *n_on to how many of them are in *on.
+static long sampled_cpus(cpu_set_t *on, long *n_on) {
     long n_conf = sysconf(_SC_NPROCESSORS_CONF);
     if (n_conf < 1)
         n_conf = 1;
     if (n_conf > MAX_CPUS)
         n_conf = MAX_CPUS;
-    if (sched_getaffinity(0, sizeof *on, on) == 0 && CPU_COUNT(on) > 0)
-        return n_conf;
-    CPU_ZERO(on);
-    for (long cpu = 0; cpu < n_conf; cpu++)
-        CPU_SET((int)cpu, on);
+    *n_on = 0;
+    if (sched_getaffinity(0, sizeof *on, on) == 0)
+        for (long cpu = 0; cpu < n_conf; cpu++)
+            *n_on += CPU_ISSET((int)cpu, on) != 0;
+    if (*n_on == 0) { // unreadable, or a mask of CPUs beyond MAX_CPUS only: take them all
+        CPU_ZERO(on);
+        for (long cpu = 0; cpu < n_conf; cpu++)
+            CPU_SET((int)cpu, on);
+        *n_on = n_conf;
+    }
     return n_conf;
 }
 
 // Opens and maps one event per CPU of sampled_cpus. Returns false with reason set.
 static bool open_events(void) {
     cpu_set_t on;
-    long n_conf = sampled_cpus(&on), n_cpus = 0;
-    for (long cpu = 0; cpu < n_conf; cpu++)
-        n_cpus += CPU_ISSET((int)cpu, &on) != 0;
-    if (n_cpus < 1) { // a mask of CPUs beyond MAX_CPUS only: take them all
-        for (long cpu = 0; cpu < n_conf; cpu++)
-            CPU_SET((int)cpu, &on);
-        n_cpus = n_conf;
-    }
+    long n_cpus, n_conf = sampled_cpus(&on, &n_cpus);
     long page = sysconf(_SC_PAGESIZE);
     unsigned pages = RING_PAGES_MAX;
     // keep the whole set within ~4 MiB of locked memory however many CPUs there are

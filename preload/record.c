@@ -492,7 +492,7 @@ void hp_record_thread_exit(void *arg) {
         // Drained now rather than at the next flush, so that the flusher can reap the ring
         // (into the pool the next thread takes it from, tbuf.c) a nap after the thread is gone;
         // only while recording (a stopped pipeline would keep it queued for good). Before
-        // `closed`: the reaper's acquire of it then orders this thread's last touch of the ring
+        // hp_tbuf_close (its `closed`): the reaper's acquire of it then orders this thread's last touch of the ring
         // (queued, here) before the next owner's reset (TSan, hp_pipeline_stress short_threads).
         hp_tbuf_nudge_slow(r);
     }

@@ -9,33 +9,24 @@
 #include <string.h>
 #include <unistd.h>
 
+// quota / period CPUs, rounded up; 0 where either is not positive (no limit).
+static unsigned quota_cpus(long long quota, long long period) {
+    if (quota <= 0 || period <= 0)
+        return 0;
+    long long n = (quota + period - 1) / period;
+    return n > 65536 ? 65536 : (unsigned)n;
+}
+
 unsigned cpus_of_cpu_max(const char *text) {
     char *end;
     if (!strncmp(text, "max", 3))
         return 0;
-    unsigned long long quota = strtoull(text, &end, 10);
+    long long quota = strtoll(text, &end, 10);
     if (end == text || *end != ' ')
         return 0;
     const char *p = end + 1;
-    unsigned long long period = strtoull(p, &end, 10);
-    if (end == p || period == 0 || quota == 0)
-        return 0;
-    unsigned long long n = (quota + period - 1) / period;
-    return n > 65536 ? 65536 : (unsigned)n;
-}
-
-bool cpus_cgroup2_path(const char *text, char *path, unsigned cap) {
-    for (const char *line = text; *line;) {
-        const char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        if (len > 3 && !strncmp(line, "0::", 3) && len - 3 < cap) {
-            memcpy(path, line + 3, len - 3);
-            path[len - 3] = 0;
-            return true;
-        }
-        line += len + (nl != NULL);
-    }
-    return false;
+    long long period = strtoll(p, &end, 10);
+    return end == p ? 0 : quota_cpus(quota, period);
 }
 
 // The whole of a small file (procfs, cgroupfs) into buf, NUL-terminated; false if unreadable.
@@ -56,29 +47,47 @@ static bool read_small(const char *path, char *buf, size_t cap) {
     return true;
 }
 
-bool cpus_cgroup1_cpu_path(const char *text, char *path, unsigned cap) {
+// Whether the controller list [c, end) ("cpu,cpuacct") names ctl.
+static bool names_controller(const char *c, const char *end, const char *ctl) {
+    size_t n = strlen(ctl);
+    while (c <= end) {
+        const char *comma = memchr(c, ',', (size_t)(end - c));
+        const char *e = comma ? comma : end;
+        if ((size_t)(e - c) == n && !strncmp(c, ctl, n))
+            return true;
+        c = e + 1;
+    }
+    return false;
+}
+
+// The path of the first line of /proc/self/cgroup's text ("id:controllers:path") whose
+// controllers name ctl, or with ctl NULL the cgroup v2 line ("0::path"), into path (at most
+// cap bytes with the terminator).
+static bool cgroup_line_path(const char *text, const char *ctl, char *path, unsigned cap) {
     for (const char *line = text; *line;) {
         const char *nl = strchr(line, '\n');
         size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        // "N:controllers:path", the controllers a comma-separated list
         const char *c1 = memchr(line, ':', len);
         const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
-        if (c2) {
-            for (const char *c = c1 + 1; c < c2;) {
-                const char *comma = memchr(c, ',', (size_t)(c2 - c));
-                const char *e = comma ? comma : c2;
-                size_t plen = len - (size_t)(c2 + 1 - line);
-                if (e - c == 3 && !strncmp(c, "cpu", 3) && plen > 0 && plen < cap) {
-                    memcpy(path, c2 + 1, plen);
-                    path[plen] = 0;
-                    return true;
-                }
-                c = e + 1;
-            }
+        size_t plen = c2 ? len - (size_t)(c2 + 1 - line) : 0;
+        bool match = c2 && (ctl ? c2 > c1 + 1 && names_controller(c1 + 1, c2, ctl)
+                                : c1 == line + 1 && line[0] == '0' && c2 == c1 + 1);
+        if (match && plen > 0 && plen < cap) {
+            memcpy(path, c2 + 1, plen);
+            path[plen] = 0;
+            return true;
         }
         line += len + (nl != NULL);
     }
     return false;
+}
+
+bool cpus_cgroup2_path(const char *text, char *path, unsigned cap) {
+    return cgroup_line_path(text, NULL, path, cap);
+}
+
+bool cpus_cgroup1_cpu_path(const char *text, char *path, unsigned cap) {
+    return cgroup_line_path(text, "cpu", path, cap);
 }
 
 // The smallest quota over the cgroup at rel and its parents, as CPUs (0: none), the quota read
@@ -113,12 +122,7 @@ static unsigned v1_quota(const char *dir) {
     snprintf(file, sizeof file, "%s/cpu.cfs_period_us", dir);
     if (!read_small(file, p, sizeof p))
         return 0;
-    long long quota = atoll(q), period = atoll(p); // quota -1: none
-    char text[160];
-    if (quota <= 0 || period <= 0)
-        return 0;
-    snprintf(text, sizeof text, "%lld %lld", quota, period);
-    return cpus_of_cpu_max(text);
+    return quota_cpus(atoll(q), atoll(p)); // quota -1: none
 }
 
 // The CPU quota of this process's cgroup, where one is set: cgroup v2's cpu.max, else v1's
