@@ -6,11 +6,13 @@
 // no lock, computes no unwind rule and touches none of the thread's shim state (so it may
 // interrupt the shim itself); it walks with the rules already known and claims a slot with one
 // CAS. Limits: CPU-time
-// timers fire at most at CONFIG_HZ (250/s measured here, cpu-and-flamegraph.md A.2); threads
-// are found within ~20 ms of their start (longer with thousands of threads); the first samples
-// of new code stop where a rule is missing (the sampling thread computes it for the next ones).
+// timers fire at most at CONFIG_HZ (250/s measured here, cpu-and-flamegraph.md A.2); a thread
+// arms its own timer at its first allocation event (hp_cpu_timer_thread_start), others are
+// found within ~20 ms of their start (longer with thousands of threads); the first samples of
+// new code stop where a rule is missing (the sampling thread computes it for the next ones).
 #include "cpu_timer.h"
 
+#include "altstack.h"
 #include "clock.h"
 #include "guard.h"
 #include "mem.h"
@@ -19,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -34,6 +37,7 @@
 
 #define N_SLOTS 1024u // power of two
 #define MAX_THREADS (1u << 20) // threads with a timer at once (the table's slots: twice that)
+#define QUEUE_MAX 1024u        // timers threads armed on themselves, not yet in the table
 #define SCAN_THREADS 512u      // the listing is skipped one call in (threads / this) more
 
 typedef struct slot {
@@ -43,8 +47,9 @@ typedef struct slot {
 
 typedef struct tthread {
     uint32_t tid;  // 0: an empty slot
-    int timer;     // kernel timer id
-    uint32_t scan; // the last listing that showed the thread
+    int timer;     // kernel timer id (-1: none, in the queue only)
+    uint32_t scan; // the last listing that showed the thread (or that took its timer in)
+    void *alt;     // the alternate signal stack lent to the thread (altstack.h), or NULL
 } tthread_t;
 
 static slot_t *slots;
@@ -63,6 +68,55 @@ static tthread_t *tab, *tab_spare; // spare: where a rebuild goes (same capacity
 static uint32_t tab_cap, tab_n, scan_no;
 static unsigned scans_to_skip;
 
+// Timers threads armed on themselves at their first event (hp_cpu_timer_thread_start), for the
+// sampling thread to take into the table: a thread that allocates is sampled from then on,
+// however short it lives, instead of from the next listing (~20 ms; a thread per request may
+// be over by then). queue_lock guards the queue and close's switch of `active` to 0, so every
+// such timer is either taken into the table or deleted by the thread that made it.
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static tthread_t queue[QUEUE_MAX], taken[QUEUE_MAX];
+static unsigned n_queued;
+
+// Threads the listing armed, by tid modulo 2^16 (the sampling thread writes, threads read): the
+// timer id in the high 32 bits, the tid in the low ones. A thread the listing found before its
+// first event keeps that timer rather than arm a second, which would sample it twice until the
+// next scan took its own in (600 threads of 1 ms at once: 30% more samples than their CPU time;
+// session 17), unless that timer was an earlier thread's of the same tid (listed_for). Two live
+// tids that share a mark cost at most that double sampling, for one of them, until the next
+// scan.
+#define SCAN_MARKS (1u << 16)
+static _Atomic uint64_t scan_armed[SCAN_MARKS];
+static bool marks_used; // some mark was set: the array's pages are ours to clear
+
+static void scan_marks_reset(void) {
+    if (!marks_used)
+        return; // untouched pages stay unmapped (a fork child of a perf-sampled program)
+    for (uint32_t i = 0; i < SCAN_MARKS; i++)
+        atomic_store_explicit(&scan_armed[i], 0, memory_order_relaxed);
+    marks_used = false;
+}
+
+static void scan_mark_clear(uint32_t tid) {
+    _Atomic uint64_t *m = &scan_armed[tid & (SCAN_MARKS - 1)];
+    uint64_t want = atomic_load_explicit(m, memory_order_relaxed);
+    if ((uint32_t)want == tid)
+        atomic_compare_exchange_strong_explicit(m, &want, 0, memory_order_relaxed,
+                                                memory_order_relaxed);
+}
+
+// The listing armed a timer for this very thread (tid, the caller): its mark names the tid and
+// the timer is still armed. A timer made for an earlier thread of the same tid (tids come back
+// once a thread is gone) reads as disarmed: the kernel disarms a thread's CPU-time timers when it
+// exits, and a running periodic timer never reads zero.
+static bool listed_for(uint32_t tid) {
+    uint64_t m = atomic_load_explicit(&scan_armed[tid & (SCAN_MARKS - 1)], memory_order_relaxed);
+    if ((uint32_t)m != tid)
+        return false;
+    struct itimerspec its;
+    return syscall(SYS_timer_gettime, (int)(m >> 32), &its) == 0 &&
+           (its.it_value.tv_sec != 0 || its.it_value.tv_nsec != 0);
+}
+
 // ---- the signal stays ours (docs/design.md#cpu-samples) ----------------------------------------
 //
 // Once picked, our handler stays installed for the rest of the process. The program's
@@ -73,7 +127,8 @@ static unsigned scans_to_skip;
 // Signals that are not our timers' (kill, sigqueue, the program's own timers) are handed to the
 // program's handler as the kernel would: its mask, SA_NODEFER, SA_RESETHAND, SA_SIGINFO; its
 // SIG_DFL terminates, SIG_IGN drops. The handler is installed with SA_RESTART (our samples must
-// never make a system call fail with EINTR) and SA_ONSTACK where the program asked for it.
+// never make a system call fail with EINTR) and SA_ONSTACK (altstack.h): on a thread with an
+// alternate stack, a program's handler for the signal runs there too.
 // Programs that install handlers with the raw system call are still found by the scan.
 
 static struct sigaction prog[2]; // the program's action for sig: prog[prog_gen & 1]
@@ -92,7 +147,10 @@ static void install_ours(int flags_from_prog) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | (flags_from_prog & SA_ONSTACK);
+    // SA_ONSTACK always: a thread that armed its own timer has an alternate stack (its own or
+    // one lent by altstack.c), and the frame must not land on a small stack deep in the shim
+    (void)flags_from_prog;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
     sigfillset(&sa.sa_mask);
     real_sigaction(sig, &sa, NULL);
 }
@@ -264,7 +322,27 @@ bool hp_cpu_timer_open(uint64_t period_ns, const char **reason) {
 }
 
 static void delete_timer(tthread_t *t) {
-    syscall(SYS_timer_delete, t->timer);
+    if (t->timer >= 0)
+        syscall(SYS_timer_delete, t->timer);
+}
+
+// The entry of a thread that is gone (the listing no longer shows it, or its tid came back for
+// another thread): its timer deleted, the stack lent to it back in the pool.
+static void retire(tthread_t *t) {
+    delete_timer(t);
+    scan_mark_clear(t->tid);
+    hp_altstack_give_back(t->alt);
+}
+
+// Held for a few stores (or, by the sampling thread, one copy of the queue). A mutex, not a
+// spin: a real-time thread spinning on a lock that a lower-priority thread holds would never
+// let it run (sched_yield gives way to equal priorities only).
+static void queue_lock_take(void) {
+    pthread_mutex_lock(&queue_lock);
+}
+
+static void queue_lock_give(void) {
+    pthread_mutex_unlock(&queue_lock);
 }
 
 static uint32_t tab_home(uint32_t tid) {
@@ -301,7 +379,7 @@ static bool tab_rebuild(uint32_t cap, bool reap) {
         if (from[i].tid == 0)
             continue;
         if (reap && from[i].scan != scan_no) {
-            delete_timer(&from[i]);
+            retire(&from[i]);
             continue;
         }
         uint32_t j = (from[i].tid * 0x9E3779B1u) & (cap - 1);
@@ -329,15 +407,58 @@ static bool tab_room(void) {
     return tab_cap < 2 * MAX_THREADS && tab_rebuild(tab_cap ? tab_cap * 2 : 1024, false);
 }
 
-// The entry for a new timer of thread tid (the listing found no entry for it).
-static void tab_put(uint32_t tid, int timer) {
+// The entry for tid's timer: a new one, or in place of an older one for the same tid, which is
+// retired (the scan's timer for a thread that has since armed its own; or the entry of an
+// earlier thread that had the same tid: its timer bound to that thread and no use to this one,
+// its stack free since that thread is gone). alt: the stack lent to the thread, or NULL. Without
+// room the timer is deleted, and a stack lent stays with its thread, out of the pool for good.
+static void tab_put(uint32_t tid, int timer, void *alt) {
     if (!tab_room()) {
         syscall(SYS_timer_delete, timer);
         return;
     }
     tthread_t *t = tab_slot(tid);
-    tab_n++;
-    *t = (tthread_t){tid, timer, scan_no};
+    if (t->tid == tid) {
+        if (t->alt == alt)
+            t->alt = NULL; // the same thread's: not given back
+        retire(t);
+    } else {
+        tab_n++;
+    }
+    *t = (tthread_t){tid, timer, scan_no, alt};
+}
+
+static bool make_timer(uint32_t tid, int *timer_out);
+
+// Moves the timers threads armed on themselves into the table, and the stacks lent to threads
+// the listing had armed into their entries. Sampling thread only.
+static void take_queue(void) {
+    queue_lock_take();
+    unsigned n = n_queued;
+    memcpy(taken, queue, n * sizeof *queue);
+    n_queued = 0;
+    queue_lock_give();
+    for (unsigned i = 0; i < n; i++) {
+        const tthread_t *q = &taken[i];
+        if (q->timer >= 0) {
+            tab_put(q->tid, q->timer, q->alt);
+            continue;
+        }
+        // the listing's timer is the thread's (listed_for): its entry takes the stack
+        tthread_t *t = tab ? tab_slot(q->tid) : NULL;
+        if (t && t->tid == q->tid) {
+            if (t->alt != q->alt)
+                hp_altstack_give_back(t->alt); // an earlier thread's of the tid: gone
+            t->alt = q->alt;
+            continue;
+        }
+        // its entry went meanwhile (no room at the listing): armed now, with its stack noted
+        int timer;
+        if (make_timer(q->tid, &timer))
+            tab_put(q->tid, timer, q->alt);
+        else
+            hp_altstack_give_back(q->alt); // it exited: the kernel no longer uses the stack
+    }
 }
 
 static bool is_ours(uint32_t tid) {
@@ -396,8 +517,42 @@ static bool make_timer(uint32_t tid, int *timer_out) {
 
 static void arm(uint32_t tid) {
     int timer;
-    if (!is_ours(tid) && make_timer(tid, &timer))
-        tab_put(tid, timer);
+    if (is_ours(tid) || !make_timer(tid, &timer))
+        return;
+    tab_put(tid, timer, NULL);
+    tthread_t *t = tab ? tab_slot(tid) : NULL;
+    if (t && t->tid == tid && t->timer == timer) { // in the table (else deleted: no room)
+        marks_used = true;
+        atomic_store_explicit(&scan_armed[tid & (SCAN_MARKS - 1)],
+                              (uint64_t)(uint32_t)timer << 32 | tid, memory_order_relaxed);
+    }
+}
+
+void hp_cpu_timer_thread_start(uint32_t tid) {
+    if (!atomic_load_explicit(&active, memory_order_acquire))
+        return;
+    // First an alternate stack for the signal's frame (a program's 16 KiB stack may be deep in
+    // the shim's cold paths now); without one the thread is left to the listing, as before.
+    void *alt;
+    if (!hp_altstack_lend(&alt))
+        return;
+    int timer = -1;
+    if (!listed_for(tid) && !make_timer(tid, &timer)) {
+        hp_altstack_unlend(alt);
+        return;
+    }
+    if (timer < 0 && !alt)
+        return; // the listing's timer, the program's stack: nothing for the table to know
+    queue_lock_take();
+    bool kept = atomic_load_explicit(&active, memory_order_relaxed) && n_queued < QUEUE_MAX;
+    if (kept)
+        queue[n_queued++] = (tthread_t){tid, timer, 0, alt};
+    queue_lock_give();
+    if (!kept) { // sampling stopped meanwhile, or the queue is full: the listing will find it
+        if (timer >= 0)
+            syscall(SYS_timer_delete, timer);
+        hp_altstack_unlend(alt);
+    }
 }
 
 struct linux_dirent64 {
@@ -418,8 +573,10 @@ bool hp_cpu_timer_scan(uint32_t self_tid, const char **reason) {
         hp_cpu_timer_close();
         return false;
     }
-    // With thousands of threads the listing is long (a system call per ~100 threads, and a
-    // lookup each): it is then made less often, one call in 1 + threads / 512.
+    take_queue();
+    // Threads that allocate have armed their own timers; the listing finds those that do not
+    // and those that are gone. With thousands of threads it is long (a system call per ~100
+    // threads, and a lookup each): it is then made less often, one call in 1 + threads / 512.
     if (scans_to_skip) {
         scans_to_skip--;
         return true;
@@ -475,7 +632,14 @@ uint64_t hp_cpu_timer_lost(void) {
 }
 
 void hp_cpu_timer_close(void) {
+    queue_lock_take();
     atomic_store_explicit(&active, 0, memory_order_release);
+    for (unsigned i = 0; i < n_queued; i++)
+        delete_timer(&queue[i]);
+    n_queued = 0;
+    queue_lock_give();
+    // the stacks lent stay with their threads, which may still be running on them: out of the
+    // pool for good (at most its cap; the memory is mostly untouched)
     for (uint32_t i = 0; i < tab_cap; i++)
         if (tab[i].tid != 0)
             delete_timer(&tab[i]);
@@ -483,13 +647,19 @@ void hp_cpu_timer_close(void) {
         memset(tab, 0, (size_t)tab_cap * sizeof *tab);
     tab_n = 0;
     scans_to_skip = 0;
+    scan_marks_reset();
 }
 
 void hp_cpu_timer_fork_child(void) {
-    // the parent's timers are not the child's (timers are not inherited)
+    // the parent's timers are not the child's (timers are not inherited), nor its lock holder
     atomic_store(&active, 0);
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER; // the holder may be a thread the child lacks
+    queue_lock = fresh;
+    n_queued = 0;
+    hp_altstack_fork_child(); // the other threads' stacks are free: those threads are not here
     if (tab)
         memset(tab, 0, (size_t)tab_cap * sizeof *tab);
     tab_n = 0;
     scans_to_skip = 0;
+    scan_marks_reset();
 }

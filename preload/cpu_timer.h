@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The CPU-sampling fallback when perf events are refused: a timer on each thread's CPU-time
-// clock, armed from the sampling thread (no thread hook), a signal handler that walks the
+// clock, armed by each thread at its first allocation and from the sampling thread's listing of
+// /proc/self/task (no pthread_create hook), a signal handler that walks the
 // live stack with known unwind rules only and leaves the sample in a lock-free slot array.
 // cpu.c runs it; interpose.c hands it the program's sigaction calls. See
 // docs/design.md#cpu-samples.
@@ -29,6 +30,13 @@ bool hp_cpu_timer_open(uint64_t period_ns, const char **reason);
 // threads that are gone; false with *reason set when the program took the signal over (all
 // timers are then deleted). Sampling thread only.
 bool hp_cpu_timer_scan(uint32_t self_tid, const char **reason);
+
+// The calling thread (tid, its first recorded event): makes sure it has an alternate signal
+// stack (altstack.h; without one it is left to the listing), then arms a timer on its own
+// CPU-time clock at once, for the sampling thread to take in at its next scan, so a thread that
+// lives less than a scan's interval is sampled too. Nothing when the timer is not sampling. Runs
+// inside malloc: a few system calls, no allocation; locks held for a few stores.
+void hp_cpu_timer_thread_start(uint32_t tid);
 
 // Takes the oldest sample the handler left; false when there is none. Sampling thread only.
 bool hp_cpu_timer_next(hp_cpu_tsample_t *out);

@@ -270,6 +270,82 @@ Test(cpu, perf_events_only_on_the_cpus_of_the_affinity_mask, .timeout = 120) {
     free(dir);
 }
 
+// short_threads (tests/e2e/progs) under the CPU-time timer: CPU-time samples in short_burn (N
+// threads of a few ms) and long_burn (the main thread, as much CPU in all).
+static void short_vs_long(const char *dir, const char *tag, const char *ms, const char *n,
+                          const char *at_once, long long *s, long long *l) {
+    static const char *const env[] = {"HEAPPROF_CPU=timer", NULL};
+    char prog[4200], trace[4200];
+    snprintf(prog, sizeof prog, "%s/short_threads", E2E_PROGS);
+    snprintf(trace, sizeof trace, "%s/short_threads.%s.hpt", dir, tag);
+    char *argv[] = {prog, (char *)ms, (char *)n, (char *)at_once, NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, env, NULL), 0, "%s", prog);
+    char *f = folded(trace, "cpu");
+    *s = tally(f, "short_burn", "main").with_fn;
+    *l = tally(f, "long_burn", "main").with_fn;
+    free(f);
+}
+
+// A thread arms its own CPU-time timer at its first allocation, and the first expiry comes at
+// the first tick it runs through: threads that live a few ms (fewer than the sampling thread's
+// listing interval, ~20 ms, or a kernel tick) are sampled by their CPU time as a long thread is.
+// Found only by the listing, they got 1-11 samples in short_burn against ~68 in long_burn (60
+// threads of 5 ms), and 600 at once ~83 against ~144 (sessions 16-17); 600 at once also grow
+// the table of timers.
+Test(cpu, timer_samples_short_threads_by_their_cpu_time, .timeout = 180) {
+    char *dir = e2e_tmpdir("cpu_short");
+    struct {
+        const char *tag, *ms, *n, *at_once;
+    } runs[] = {{"seq", "300", "60", "1"}, {"wide", "600", "600", "600"}};
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        long long s = 0, l = 0;
+        short_vs_long(dir, runs[i].tag, runs[i].ms, runs[i].n, runs[i].at_once, &s, &l);
+        cr_assert_geq(l, 20, "%s: %lld samples in long_burn (the timer did not sample)",
+                      runs[i].tag, l);
+        // the same CPU time both ways: within a factor of two (a thread sampled twice, or
+        // found late, falls outside it)
+        cr_expect(s * 2 >= l && s <= 2 * l,
+                  "%s: %lld samples in short threads, %lld in the long one", runs[i].tag, s, l);
+    }
+    free(dir);
+}
+
+// altstacks's line (tests/e2e/progs/altstacks.c) run preloaded with `env`.
+static void altstacks(const char *dir, const char *tag, const char *const *env, size_t *plain,
+                      char own[16], char small[16]) {
+    char prog[4200], trace[4200];
+    snprintf(prog, sizeof prog, "%s/altstacks", E2E_PROGS);
+    snprintf(trace, sizeof trace, "%s/altstacks.%s.hpt", dir, tag);
+    char *argv[] = {prog, NULL};
+    e2e_run_opts_t o = {.out_template = trace, .env = env, .timeout_s = 60};
+    char *out = NULL;
+    cr_assert_eq(e2e_run(argv, &o, &out, NULL, NULL), 0, "%s", prog);
+    cr_assert_eq(sscanf(out, "plain=%zu own=%15s small=%15s", plain, own, small), 3, "%s", out);
+    free(out);
+}
+
+// Under the CPU-time timer a thread arms its own timer at its first allocation, and the
+// signal's frame goes on an alternate stack: one lent by the shim where the thread has none (a
+// 16 KiB thread stack may be deep in the shim's cold paths when the first expiry comes), the
+// program's own where it has one large enough; a program's is never replaced. Without the timer
+// nothing is lent.
+Test(cpu, timer_threads_get_an_alternate_signal_stack_and_keep_their_own, .timeout = 120) {
+    char *dir = e2e_tmpdir("cpu_altstacks");
+    static const char *const timer[] = {"HEAPPROF_CPU=timer", NULL};
+    static const char *const off[] = {"HEAPPROF_CPU=0", NULL};
+    size_t plain = 0;
+    char own[16], small[16];
+    altstacks(dir, "timer", timer, &plain, own, small);
+    cr_expect_geq(plain, 32 * 1024, "a thread with no stack of its own was lent %zu bytes", plain);
+    cr_expect_str_eq(own, "KEPT");
+    cr_expect_str_eq(small, "KEPT");
+    altstacks(dir, "off", off, &plain, own, small);
+    cr_expect_eq(plain, 0, "without the timer a thread was lent %zu bytes", plain);
+    cr_expect_str_eq(own, "KEPT");
+    cr_expect_str_eq(small, "KEPT");
+    free(dir);
+}
+
 static const char *const alloc_keys[] = {"blocks", "bytes", "frees", "peak_bytes", "peak_blocks",
                                          "end_bytes", "end_blocks", NULL};
 
