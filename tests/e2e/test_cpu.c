@@ -235,17 +235,25 @@ Test(cpu, folded_totals_equal_report_totals_for_every_metric, .timeout = 120) {
     free(dir);
 }
 
-// perf_fds's line run preloaded with perf events (HEAPPROF_CPU=perf): *fds perf descriptors,
-// *cpus CPUs in its affinity mask.
-static void perf_fds(const char *dir, const char *tag, int *fds, int *cpus) {
-    static const char *const env[] = {"HEAPPROF_CPU=perf", NULL};
+// What tests/e2e/progs/`name` prints, run preloaded with `env` (its trace DIR/name.TAG.hpt);
+// the caller frees it.
+static char *prog_output(const char *dir, const char *name, const char *tag,
+                         const char *const *env) {
     char prog[4200], trace[4200];
-    snprintf(prog, sizeof prog, "%s/perf_fds", E2E_PROGS);
-    snprintf(trace, sizeof trace, "%s/perf_fds.%s.hpt", dir, tag);
+    snprintf(prog, sizeof prog, "%s/%s", E2E_PROGS, name);
+    snprintf(trace, sizeof trace, "%s/%s.%s.hpt", dir, name, tag);
     char *argv[] = {prog, NULL};
     e2e_run_opts_t o = {.out_template = trace, .env = env, .timeout_s = 60};
     char *out = NULL;
     cr_assert_eq(e2e_run(argv, &o, &out, NULL, NULL), 0, "%s", prog);
+    return out;
+}
+
+// perf_fds's line run preloaded with perf events (HEAPPROF_CPU=perf): *fds perf descriptors,
+// *cpus CPUs in its affinity mask.
+static void perf_fds(const char *dir, const char *tag, int *fds, int *cpus) {
+    static const char *const env[] = {"HEAPPROF_CPU=perf", NULL};
+    char *out = prog_output(dir, "perf_fds", tag, env);
     cr_assert_eq(sscanf(out, "perf_fds=%d cpus=%d", fds, cpus), 2, "%s", out);
     free(out);
 }
@@ -313,13 +321,7 @@ Test(cpu, timer_samples_short_threads_by_their_cpu_time, .timeout = 180) {
 // altstacks's line (tests/e2e/progs/altstacks.c) run preloaded with `env`.
 static void altstacks(const char *dir, const char *tag, const char *const *env, size_t *plain,
                       char own[16], char small[16]) {
-    char prog[4200], trace[4200];
-    snprintf(prog, sizeof prog, "%s/altstacks", E2E_PROGS);
-    snprintf(trace, sizeof trace, "%s/altstacks.%s.hpt", dir, tag);
-    char *argv[] = {prog, NULL};
-    e2e_run_opts_t o = {.out_template = trace, .env = env, .timeout_s = 60};
-    char *out = NULL;
-    cr_assert_eq(e2e_run(argv, &o, &out, NULL, NULL), 0, "%s", prog);
+    char *out = prog_output(dir, "altstacks", tag, env);
     cr_assert_eq(sscanf(out, "plain=%zu own=%15s small=%15s", plain, own, small), 3, "%s", out);
     free(out);
 }
