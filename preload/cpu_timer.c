@@ -329,8 +329,8 @@ static void delete_timer(tthread_t *t) {
 // The entry of a thread that is gone (the listing no longer shows it, or its tid came back for
 // another thread): its timer deleted, the stack lent to it back in the pool.
 static void retire(tthread_t *t) {
+    scan_mark_clear(t->tid); // first: a thread reading the mark must not meet a reused timer id
     delete_timer(t);
-    scan_mark_clear(t->tid);
     hp_altstack_give_back(t->alt);
 }
 
