@@ -88,6 +88,10 @@ void hp_config_load(void) {
     parse_u32("HEAPPROF_CHUNK_KB", 1, 1024, &hp_config.chunk_kb);
     hp_config.test_drain_delay_ms = 0;
     parse_u32("HEAPPROF_TEST_DRAIN_DELAY_MS", 0, 10000, &hp_config.test_drain_delay_ms);
+    hp_config.cpu_switch = true;
+    parse_bool("HEAPPROF_CPU_SWITCH", &hp_config.cpu_switch);
+    hp_config.test_cpu_switch_after = 0;
+    parse_u32("HEAPPROF_TEST_CPU_SWITCH_AFTER", 0, 1u << 30, &hp_config.test_cpu_switch_after);
     const char *clk = getenv("HEAPPROF_CLOCK");
     hp_config.clock_tsc = true;
     if (clk && !strcmp(clk, "mono"))

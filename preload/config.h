@@ -39,6 +39,9 @@ typedef struct hp_config {
     uint32_t chunk_kb;      // HEAPPROF_CHUNK_KB: most raw bytes of records per chunk, in KiB
     uint32_t test_drain_delay_ms; // HEAPPROF_TEST_DRAIN_DELAY_MS: workers and the flusher sleep
                                   // this long before each drain (tests of back-pressure only)
+    bool cpu_switch;        // HEAPPROF_CPU_SWITCH=0: perf events are never given up for the timer
+    uint32_t test_cpu_switch_after; // HEAPPROF_TEST_CPU_SWITCH_AFTER: switch once this many
+                                    // threads have started, whatever their rate (tests only)
     bool clock_tsc;         // HEAPPROF_CLOCK=mono: event times from the vDSO only (clock.h)
     bool attached;          // recording started mid-run by `heapprof attach` (not from the environment)
     uint32_t sample_bytes;  // HEAPPROF_SAMPLE_BYTES: mean bytes between samples; 0 = record all

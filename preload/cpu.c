@@ -77,9 +77,15 @@ static _Atomic bool stop_req;
 static hp_ring_t *out;       // our record ring (the writer drains it)
 static hpt_dstate_t out_enc; // its delta state
 static uint64_t mono_to_rel; // CLOCK_MONOTONIC of the trace start: sample time - this = record time
-static int source = HPT_CPU_OFF;
+static _Atomic int source = HPT_CPU_OFF; // the sampling thread switches it (perf -> timer)
 static uint32_t hz;
-static const char *reason = "";
+static const char *reason = ""; // the sampling thread's while it runs (others read it after joining it)
+static _Atomic uint64_t threads_started; // first events of threads (hp_cpu_thread_start)
+// With the timer, each signal stands for a kernel tick of the thread's CPU time (the timer fires
+// at most once a tick): it is written as `hz` x tick samples (~4 at 997/s and 250 ticks a
+// second), in 1/1024ths with the remainder carried, so a count means the same CPU time with
+// either source and a trace that switched adds them up (docs/design.md#cpu-samples).
+static uint32_t per_signal_q10 = 1024, carry_q10;
 static uint64_t n_samples, n_lost;
 static uint8_t rec_buf[REC_MAX]; // one record copied out of a ring (they wrap); thread-private
 
@@ -201,12 +207,29 @@ static void drain_timer(void) {
         if (ts.want_pc)
             hp_unwind_prepare(ts.want_pc);
         uint32_t n = ts.n_frames < hp_config.max_frames ? ts.n_frames : hp_config.max_frames;
-        put_sample(ts.time_ns, ts.tid, intern(ts.frames, n));
+        uint32_t id = intern(ts.frames, n);
+        carry_q10 += per_signal_q10;
+        for (; carry_q10 >= 1024; carry_q10 -= 1024)
+            put_sample(ts.time_ns, ts.tid, id);
     }
+}
+
+// per_signal_q10 for the timer: the kernel's tick (the resolution of its coarse clock, 1 / HZ)
+// times the samples asked a second; 1 where the period is a tick or longer (each signal is
+// then one period).
+static void timer_weight(void) {
+    struct timespec res;
+    uint64_t tick = clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0
+                        ? (uint64_t)res.tv_sec * 1000000000u + (uint64_t)res.tv_nsec
+                        : 0;
+    uint64_t q = tick ? tick * hz * 1024u / 1000000000u : 1024u;
+    per_signal_q10 = q < 1024u ? 1024u : q > (1u << 20) ? (1u << 20) : (uint32_t)q;
+    carry_q10 = 0;
 }
 
 static void timer_main(void) {
     uint32_t self = (uint32_t)syscall(SYS_gettid);
+    timer_weight();
     for (unsigned k = 0;; k++) {
         bool stopping = atomic_load_explicit(&stop_req, memory_order_acquire) ||
                         atomic_load_explicit(&hp_state, memory_order_relaxed) != HP_STATE_ON;
@@ -323,6 +346,99 @@ static void close_ring(cpu_ring_t *c) {
     c->fd = -1;
 }
 
+// ---- perf events given up for the timer when threads come too fast ---------------------------
+
+void hp_cpu_thread_start(uint32_t tid) {
+    atomic_fetch_add_explicit(&threads_started, 1, memory_order_relaxed);
+    hp_cpu_timer_thread_start(tid);
+}
+
+bool hp_cpu_perf_too_dear(uint64_t threads, uint64_t window_ns, unsigned n_cpus) {
+    return window_ns > 0 &&
+           (double)threads * n_cpus * HP_CPU_INHERIT_NS > HP_CPU_SWITCH_SHARE * (double)window_ns;
+}
+
+// The sampling thread's watch over the thread rate: windows of a second; the switch comes after
+// two dear ones in a row, so that a pool started at once (a burst, once) keeps perf events.
+#define SWITCH_WINDOW_NS 1000000000u
+typedef struct switch_watch {
+    uint64_t window_start, threads_at_start;
+    unsigned dear_windows;
+    bool off; // decided: no switch (HEAPPROF_CPU=perf, HEAPPROF_CPU_SWITCH=0, or it failed)
+} switch_watch_t;
+
+static bool switch_due(switch_watch_t *w) {
+    if (w->off || hp_config.cpu == HP_CPU_PERF || !hp_config.cpu_switch)
+        return false;
+    uint64_t threads = atomic_load_explicit(&threads_started, memory_order_relaxed);
+    if (hp_config.test_cpu_switch_after)
+        return threads >= hp_config.test_cpu_switch_after;
+    uint64_t now = hp_clock_mono_ns();
+    if (!w->window_start) {
+        w->window_start = now;
+        w->threads_at_start = threads;
+        return false;
+    }
+    if (now - w->window_start < SWITCH_WINDOW_NS)
+        return false;
+    bool dear = hp_cpu_perf_too_dear(threads - w->threads_at_start, now - w->window_start,
+                                     n_rings);
+    w->dear_windows = dear ? w->dear_windows + 1 : 0;
+    w->window_start = now;
+    w->threads_at_start = threads;
+    if (w->dear_windows < 2)
+        return false;
+    w->off = true; // tried once, whatever comes of it
+    return true;
+}
+
+// Sampling thread: the perf events disabled, drained and closed, the timer opened, a CPU_INFO
+// that says so. False (the perf events enabled again, kept for good) if the timer cannot open.
+static bool switch_to_timer(void) {
+    static char why[256];
+    uint64_t threads = atomic_load_explicit(&threads_started, memory_order_relaxed);
+    for (unsigned i = 0; i < n_rings; i++)
+        if (ring_fd_ok(&rings[i]))
+            ioctl(rings[i].fd, PERF_EVENT_IOC_DISABLE, 0);
+    for (unsigned i = 0; i < n_rings; i++)
+        drain(&rings[i]);
+    const char *err = "";
+    if (!hp_cpu_timer_open(1000000000u / hz, &err)) {
+        for (unsigned i = 0; i < n_rings; i++)
+            if (ring_fd_ok(&rings[i]))
+                ioctl(rings[i].fd, PERF_EVENT_IOC_ENABLE, 0);
+        return false;
+    }
+    // closing the events tears down every thread's inherited copy: new threads cost no more
+    for (unsigned i = 0; i < n_rings; i++)
+        close_ring(&rings[i]);
+    unsigned n_cpus = n_rings;
+    n_rings = 0;
+    // no stdio in the shim: the text put together from its parts
+    char n_threads[24], n_cpu[24], pct[24];
+    const char *parts[] = {"perf events given up for the CPU-time timer after ",
+                           hp_diag_u64(n_threads, threads),
+                           " threads: at the rate threads were made, their copies of the events "
+                           "of the ",
+                           hp_diag_u64(n_cpu, n_cpus),
+                           " sampled CPUs cost the kernel more than ",
+                           hp_diag_u64(pct, (uint64_t)(HP_CPU_SWITCH_SHARE * 100 + 0.5)),
+                           "% of a CPU"};
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+        size_t l = strlen(parts[i]);
+        if (l > sizeof why - 1 - at)
+            l = sizeof why - 1 - at;
+        memcpy(why + at, parts[i], l);
+        at += l;
+    }
+    why[at] = 0;
+    reason = why;
+    atomic_store(&source, HPT_CPU_TIMER);
+    write_info();
+    return true;
+}
+
 static void *cpu_main(void *arg) {
     (void)arg;
     hp_tls_guard = 1; // libdw's allocations (rules for new code) pass through unrecorded
@@ -340,6 +456,7 @@ static void *cpu_main(void *arg) {
         return NULL;
     }
     struct pollfd pfd[MAX_CPUS + 1];
+    switch_watch_t sw = {0};
     for (;;) {
         unsigned n = 0;
         bool any_hup = false;
@@ -374,6 +491,10 @@ static void *cpu_main(void *arg) {
         }
         if (stopping)
             break;
+        if (switch_due(&sw) && switch_to_timer()) {
+            timer_main();
+            return NULL;
+        }
     }
     for (unsigned i = 0; i < n_rings; i++)
         if (ring_fd_ok(&rings[i]))
@@ -522,7 +643,8 @@ static bool open_events(void) {
 static const char *timer_reason(const char *why) {
     static char buf[384];
     static const char tail[] = "; CPU samples come from the per-thread CPU-time timer fallback "
-                               "(at most the kernel tick rate, e.g. 250/s)";
+                               "(a signal a kernel tick at most, e.g. 250/s, each counted as "
+                               "the samples of a tick at the asked rate)";
     size_t n = strcspn(why, ";");
     if (n > sizeof buf - sizeof tail)
         n = sizeof buf - sizeof tail;
@@ -563,6 +685,7 @@ void hp_cpu_start(void) {
     hz = hp_config.cpu_hz;
     source = HPT_CPU_OFF;
     n_samples = n_lost = 0;
+    atomic_store_explicit(&threads_started, 0, memory_order_relaxed);
     mono_to_rel = hp_clock_mono_ns() - hp_state_now();
     out_enc = (hpt_dstate_t){0};
     atomic_store(&go, 0);

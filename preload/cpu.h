@@ -30,6 +30,20 @@ void hp_cpu_before_exec(void);
 // creates a thread.
 void hp_cpu_exec_failed(void);
 
+// The calling thread's first event (record.c): counted, for the choice between perf events and
+// the timer (hp_cpu_perf_too_dear), and with the timer sampling, its own timer armed at once.
+// Runs inside malloc; cold.
+void hp_cpu_thread_start(uint32_t tid);
+
+// perf events inherited by every new thread cost the kernel a copy per sampled CPU at the
+// thread's creation and end (~4.4 us each on the 2-vCPU VM, bench/thread_churn.sh). True when
+// `threads` started in `window_ns` on `n_cpus` sampled CPUs would have cost more than
+// HP_CPU_SWITCH_SHARE of one CPU that way: the sampling thread then switches to the CPU-time
+// timer, whose cost a thread does not grow with the CPUs (docs/design.md#cpu-samples).
+#define HP_CPU_INHERIT_NS 4400u
+#define HP_CPU_SWITCH_SHARE 0.02
+bool hp_cpu_perf_too_dear(uint64_t threads, uint64_t window_ns, unsigned n_cpus);
+
 // fork child: the parent's events, rings and thread are not ours; forget them (closes the
 // fds, unmaps the rings). The child starts its own sampling with its trace.
 void hp_cpu_fork_child(void);

@@ -15,7 +15,7 @@
 #include "record.h"
 
 #include "config.h"
-#include "cpu_timer.h"
+#include "cpu.h"
 #include "debug.h"
 #include "diag.h"
 #include "guard.h"
@@ -105,9 +105,9 @@ HP_NOINLINE HP_COLD static hp_ring_t *thread_start(void) {
     HP_ASSERT((size_t)(p - buf) <= sizeof buf);
     hp_tbuf_append(r, buf, (size_t)(p - buf));
     hp_tbuf_idle(r);
-    // with the CPU-time timer sampling, the thread's own timer now: a short thread is over
-    // before the sampling thread's next listing would find it
-    hp_cpu_timer_thread_start(tid);
+    // counted for the CPU sampler's choice of source; with the CPU-time timer sampling, the
+    // thread's own timer now: a short thread is over before the next listing would find it
+    hp_cpu_thread_start(tid);
     return r;
 }
 

@@ -348,6 +348,67 @@ Test(cpu, timer_threads_get_an_alternate_signal_stack_and_keep_their_own, .timeo
     free(dir);
 }
 
+// switch_source (tests/e2e/progs/switch_source.c) with `env`, waiting at most wait_ms for the
+// switch: its line's two numbers, and the samples in before_switch and after_switch.
+static void switch_run(const char *dir, const char *tag, const char *const *env,
+                       const char *wait_ms, int *perf_at_start, int *switched, long long *before,
+                       long long *after, json_t **stats) {
+    char prog[4200], trace[4200];
+    snprintf(prog, sizeof prog, "%s/switch_source", E2E_PROGS);
+    snprintf(trace, sizeof trace, "%s/switch_source.%s.hpt", dir, tag);
+    char *argv[] = {prog, "300", (char *)wait_ms, NULL};
+    e2e_run_opts_t o = {.out_template = trace, .env = env, .timeout_s = 120};
+    char *out = NULL;
+    cr_assert_eq(e2e_run(argv, &o, &out, NULL, NULL), 0, "%s", prog);
+    cr_assert_eq(sscanf(out, "perf_at_start=%d switched=%d", perf_at_start, switched), 2, "%s",
+                 out);
+    free(out);
+    char *f = folded(trace, "cpu");
+    *before = tally(f, "before_switch", "main").with_fn;
+    *after = tally(f, "after_switch", "main").with_fn;
+    free(f);
+    *stats = e2e_stats(trace, "switch_source");
+}
+
+// Perf events inherited by every thread cost the kernel a copy per sampled CPU at each thread's
+// creation and end; where threads come fast the sampler gives them up for the CPU-time timer
+// (the rate rule is test_cpu.c's in tests/unit; HEAPPROF_TEST_CPU_SWITCH_AFTER=2 triggers it at
+// the second thread). The timer counts each tick as the samples of a tick at the asked rate, so
+// the same CPU time gets as many samples on both sides of the switch (with one sample a signal
+// after_switch had ~1/4 of before_switch's). HEAPPROF_CPU_SWITCH=0 keeps perf events.
+Test(cpu, perf_events_are_given_up_for_the_timer_with_samples_of_the_same_weight,
+     .timeout = 240) {
+    char *dir = e2e_tmpdir("cpu_switch");
+    static const char *const on[] = {"HEAPPROF_TEST_CPU_SWITCH_AFTER=2", NULL};
+    static const char *const off[] = {"HEAPPROF_TEST_CPU_SWITCH_AFTER=2", "HEAPPROF_CPU_SWITCH=0",
+                                      NULL};
+    int at_start = 0, switched = 0;
+    long long before = 0, after = 0;
+    json_t *s = NULL;
+    switch_run(dir, "on", on, "20000", &at_start, &switched, &before, &after, &s);
+    if (at_start == 0) {
+        json_decref(s);
+        cr_skip_test("perf_event_open unavailable here (no events were opened)");
+    }
+    cr_expect_eq(switched, 1, "the perf events were not closed within 20 s");
+    json_t *cpu = json_object_get(s, "cpu");
+    cr_expect_str_eq(json_string_value(json_object_get(cpu, "source")), "timer");
+    const char *why = json_string_value(json_object_get(cpu, "reason"));
+    cr_expect(why && strstr(why, "given up"), "reason: %s", why ? why : "(none)");
+    cr_expect_geq(before, 30, "%lld samples before the switch", before);
+    cr_expect_geq(after, 30, "%lld samples after the switch", after);
+    cr_expect(before <= 2 * after && after <= 2 * before,
+              "the same CPU time: %lld samples with perf events, %lld with the timer", before,
+              after);
+    json_decref(s);
+    switch_run(dir, "off", off, "1000", &at_start, &switched, &before, &after, &s);
+    cr_expect_eq(switched, 0, "HEAPPROF_CPU_SWITCH=0 and the perf events were closed");
+    cpu = json_object_get(s, "cpu");
+    cr_expect_str_eq(json_string_value(json_object_get(cpu, "source")), "perf");
+    json_decref(s);
+    free(dir);
+}
+
 static const char *const alloc_keys[] = {"blocks", "bytes", "frees", "peak_bytes", "peak_blocks",
                                          "end_bytes", "end_blocks", NULL};
 

@@ -235,3 +235,20 @@ Test(cpu, signal_walk_uses_known_rules_only_and_asks_for_the_rest) {
     cr_expect_geq(n, 3);
     cr_expect_eq(f[1], ret);
 }
+
+// ---- perf events or the timer: the thread-rate rule (hp_cpu_perf_too_dear) ----
+
+// Each new thread costs the kernel HP_CPU_INHERIT_NS for each sampled CPU's event; the switch
+// comes where that passes HP_CPU_SWITCH_SHARE of one CPU over the window: 2% of a second is
+// 20 ms, i.e. ~2,273 threads a second on 2 CPUs and ~71 on 64.
+Test(cpu, perf_is_given_up_when_thread_copies_pass_the_share) {
+    const uint64_t sec = 1000000000u;
+    cr_expect_not(hp_cpu_perf_too_dear(2272, sec, 2));
+    cr_expect(hp_cpu_perf_too_dear(2273, sec, 2));
+    cr_expect_not(hp_cpu_perf_too_dear(71, sec, 64));
+    cr_expect(hp_cpu_perf_too_dear(72, sec, 64));
+    cr_expect_not(hp_cpu_perf_too_dear(71 * 3, 3 * sec, 64), "a rate, not a count");
+    cr_expect_not(hp_cpu_perf_too_dear(0, sec, 64));
+    cr_expect_not(hp_cpu_perf_too_dear(1000000, 0, 64), "no window: nothing to judge");
+    cr_expect_not(hp_cpu_perf_too_dear(1000000, sec, 0), "no events: nothing to give up");
+}
