@@ -392,9 +392,26 @@ static bool switch_due(switch_watch_t *w) {
     return true;
 }
 
+// Held across a switch, and by hp_cpu_before_exec while it reads the source: a timer armed just
+// before an exec would leave a signal pending for the new image, whose default action for it is
+// to terminate. exec_pending: no switch from then on (until the exec fails).
+static pthread_mutex_t switch_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool exec_pending;
+
 // Sampling thread: the perf events disabled, drained and closed, the timer opened, a CPU_INFO
-// that says so. False (the perf events enabled again, kept for good) if the timer cannot open.
+// that says so. False (the perf events enabled again, kept for good) if the timer cannot open,
+// or an exec is under way.
+static bool switch_locked(void);
+
 static bool switch_to_timer(void) {
+    pthread_mutex_lock(&switch_lock);
+    bool ok = !exec_pending && switch_locked();
+    pthread_mutex_unlock(&switch_lock);
+    return ok;
+}
+
+// switch_to_timer's work, under switch_lock.
+static bool switch_locked(void) {
     static char why[256];
     uint64_t threads = atomic_load_explicit(&threads_started, memory_order_relaxed);
     for (unsigned i = 0; i < n_rings; i++)
@@ -782,8 +799,13 @@ static bool paused_for_exec;
 
 void hp_cpu_before_exec(void) {
     // a timer signal still queued when the image is replaced would meet the default action
-    // (terminate): delete the timers first (perf events go by themselves: remove_on_exec)
-    if (source != HPT_CPU_TIMER || !thread_started || !stop_thread())
+    // (terminate): delete the timers first (perf events go by themselves: remove_on_exec); and
+    // no switch to the timer from now on, nor one half done while the source is read
+    pthread_mutex_lock(&switch_lock);
+    exec_pending = true;
+    int src = source;
+    pthread_mutex_unlock(&switch_lock);
+    if (src != HPT_CPU_TIMER || !thread_started || !stop_thread())
         return;
     char drop;
     while (stop_fd_ok(stop_fd[0]) && read(stop_fd[0], &drop, 1) == 1)
@@ -792,6 +814,9 @@ void hp_cpu_before_exec(void) {
 }
 
 void hp_cpu_exec_failed(void) {
+    pthread_mutex_lock(&switch_lock);
+    exec_pending = false;
+    pthread_mutex_unlock(&switch_lock);
     if (!paused_for_exec)
         return;
     paused_for_exec = false;
@@ -812,6 +837,9 @@ void hp_cpu_exec_failed(void) {
 }
 
 void hp_cpu_fork_child(void) {
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER; // the holder may be a thread the child lacks
+    switch_lock = fresh;
+    exec_pending = false;
     hp_cpu_timer_fork_child();
     // The parent's thread does not exist here; its rings and fds are copies we must drop (the
     // parent keeps its own). out was freed with the other rings (hp_tbuf_forget_all).
