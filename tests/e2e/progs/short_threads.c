@@ -4,37 +4,23 @@
 // MS / N ms of CPU in short_burn: as much CPU in short threads, each over in a few ms, as in the
 // long one. A CPU profiler that finds threads late gives short_burn fewer samples; with C in the
 // hundreds, heapprof's table of timers grows while they run (test_cpu.c).
+#include "cpu_burn.h"
+
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-static volatile uint64_t sink;
-
-static uint64_t cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static __attribute__((noinline)) void spin_until(uint64_t end) {
-    uint64_t x = sink;
-    while (cpu_ns() < end)
-        for (int i = 0; i < 1000; i++)
-            x = x * 6364136223846793005u + 1442695040888963407u;
-    sink = x;
-}
-
 // (the store after the call keeps each a frame of its own: no tail call into spin_until)
 static __attribute__((noinline)) void long_burn(uint64_t ns) {
-    spin_until(cpu_ns() + ns);
-    sink++;
+    spin_until(burn_cpu_ns() + ns, 1000);
+    burn_sink++;
 }
 
 static __attribute__((noinline)) void short_burn(uint64_t ns) {
-    spin_until(cpu_ns() + ns);
-    sink += 2; // not long_burn's body, which identical code folding would merge it with
+    spin_until(burn_cpu_ns() + ns, 1000);
+    burn_sink += 2; // not long_burn's body, which identical code folding would merge it with
 }
 
 static uint64_t each_ns;
