@@ -7,10 +7,13 @@
 #     thread and tears it down at its end. bench/tools/perf_inherit.c creates and joins threads
 #     while carrying K such events; the slope is the cost per event, so per CPU of the machine.
 #  2. bench/workloads/thread_churn (THREADS short threads, AT_ONCE at a time, ALLOCS pairs each)
-#     plain, under heapprof as it comes (CPU samples by perf), with HEAPPROF_CPU=timer (a
-#     CPU-time timer per thread instead: nothing inherited), with HEAPPROF_CPU=0, and under
-#     heaptrack; ROUNDS rounds in a rotating order; the median added wall and CPU (user + sys)
-#     per thread, each against the plain run of its own round.
+#     plain, under heapprof as it comes (CPU samples by perf events, given up for the timer
+#     once threads come fast for two seconds: docs/design.md#cpu-samples), with
+#     HEAPPROF_CPU_SWITCH=0 (noswitch: perf events kept whatever the rate), with
+#     HEAPPROF_CPU=timer (a CPU-time timer per thread instead: nothing inherited), with
+#     HEAPPROF_CPU=0, and under heaptrack; ROUNDS rounds in a rotating order; the median added
+#     wall and CPU (user + sys) per thread, each against the plain run of its own round. A run
+#     shorter than two seconds never switches: heapprof and noswitch are then the same.
 # Usage: bench/thread_churn.sh [--threads N] [--allocs K] [--at-once A] [--runs R]
 #                              [--events 0,1,2,4,8,16,32,64] [--lib PATH] [--no-heaptrack]
 set -u
@@ -69,6 +72,7 @@ run() { # tool -> "wall user sys" of one run
     case $1 in
     plain) ;;
     heapprof) pre=(env HEAPPROF_QUIET=1 HEAPPROF_OUT="$TMP/t.%p.hpt" LD_PRELOAD="$LIB") ;;
+    noswitch) pre=(env HEAPPROF_QUIET=1 HEAPPROF_OUT="$TMP/t.%p.hpt" HEAPPROF_CPU_SWITCH=0 LD_PRELOAD="$LIB") ;;
     timer) pre=(env HEAPPROF_QUIET=1 HEAPPROF_OUT="$TMP/t.%p.hpt" HEAPPROF_CPU=timer LD_PRELOAD="$LIB") ;;
     nocpu) pre=(env HEAPPROF_QUIET=1 HEAPPROF_OUT="$TMP/t.%p.hpt" HEAPPROF_CPU=0 LD_PRELOAD="$LIB") ;;
     heaptrack) pre=(heaptrack -o "$TMP/ht") ;;
@@ -78,7 +82,7 @@ run() { # tool -> "wall user sys" of one run
     rm -f "$TMP"/t.*.hpt "$TMP"/ht.*
     cat "$TMP/time"
 }
-tools=(plain heapprof timer nocpu)
+tools=(plain heapprof noswitch timer nocpu)
 [ $USE_HT = 1 ] && tools+=(heaptrack)
 echo "2. thread_churn $N $K $A: $N threads, $A at a time, $K malloc/free pairs each; $RUNS rounds"
 : >"$TMP/rounds"
