@@ -25,13 +25,12 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static void *made[POOL_MAX]; // every stack mapped, lent or free (the fork child's list)
 static void *free_stacks[POOL_MAX];
 static unsigned n_made, n_free;
-static size_t frame_bytes, stack_bytes, guard_bytes; // set once, under the lock
+static size_t frame_bytes, stack_bytes, guard_bytes; // set once (sizes_once)
+static pthread_once_t sizes_once = PTHREAD_ONCE_INIT;
 
 // The kernel's signal frame on this CPU (its vector state: ~1.8 KiB with AVX2, ~3.5 KiB with
 // AVX-512), as glibc reports it from the kernel's AT_MINSIGSTKSZ.
 static void sizes(void) {
-    if (stack_bytes)
-        return;
     long frame = sysconf(_SC_MINSIGSTKSZ);
     long page = sysconf(_SC_PAGESIZE);
     frame_bytes = frame > 0 ? (size_t)frame : 4096u; // an AVX-512 frame, where glibc cannot say
@@ -56,7 +55,6 @@ static void *map_stack(void) {
 static void *take(void) {
     void *s = NULL;
     pthread_mutex_lock(&lock);
-    sizes();
     if (n_free) {
         s = free_stacks[--n_free];
     } else if (n_made < POOL_MAX && (s = map_stack()) != NULL) {
@@ -69,14 +67,10 @@ static void *take(void) {
 bool hp_altstack_lend(void **lent) {
     *lent = NULL;
     stack_t cur;
-    if (sigaltstack(NULL, &cur) != 0)
+    if (sigaltstack(NULL, &cur) != 0 || pthread_once(&sizes_once, sizes) != 0)
         return false;
-    pthread_mutex_lock(&lock);
-    sizes();
-    size_t need = frame_bytes + HANDLER_ROOM;
-    pthread_mutex_unlock(&lock);
     if (!(cur.ss_flags & SS_DISABLE))
-        return cur.ss_size >= need; // the program's: ours would replace it
+        return cur.ss_size >= frame_bytes + HANDLER_ROOM; // the program's: ours would replace it
     void *s = take();
     if (!s)
         return false;

@@ -398,62 +398,52 @@ static bool switch_due(switch_watch_t *w) {
 static pthread_mutex_t switch_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool exec_pending;
 
+// ioctl `req` (enable, disable) on every event still ours.
+static void events_ioctl(unsigned long req) {
+    for (unsigned i = 0; i < n_rings; i++)
+        if (ring_fd_ok(&rings[i]))
+            ioctl(rings[i].fd, req, 0);
+}
+
+static void drain_all(void) {
+    for (unsigned i = 0; i < n_rings; i++)
+        drain(&rings[i]);
+}
+
 // Sampling thread: the perf events disabled, drained and closed, the timer opened, a CPU_INFO
 // that says so. False (the perf events enabled again, kept for good) if the timer cannot open,
 // or an exec is under way.
-static bool switch_locked(void);
-
 static bool switch_to_timer(void) {
+    static char why[256];
     pthread_mutex_lock(&switch_lock);
-    bool ok = !exec_pending && switch_locked();
+    bool ok = !exec_pending;
+    if (ok) {
+        events_ioctl(PERF_EVENT_IOC_DISABLE);
+        drain_all();
+        const char *err = "";
+        ok = hp_cpu_timer_open(1000000000u / hz, &err);
+        if (!ok)
+            events_ioctl(PERF_EVENT_IOC_ENABLE);
+    }
+    if (ok) {
+        // closing the events tears down every thread's inherited copy: new threads cost no more
+        unsigned n_cpus = n_rings;
+        for (unsigned i = 0; i < n_rings; i++)
+            close_ring(&rings[i]);
+        n_rings = 0;
+        char n_threads[24], n_cpu[24], pct[24];
+        hp_diag_join(why, sizeof why, "perf events given up for the CPU-time timer after ",
+                     hp_diag_u64(n_threads, atomic_load(&threads_started)),
+                     " threads: at the rate threads were made, their copies of the events of the ",
+                     hp_diag_u64(n_cpu, n_cpus), " sampled CPUs cost the kernel more than ",
+                     hp_diag_u64(pct, (uint64_t)(HP_CPU_SWITCH_SHARE * 100 + 0.5)), "% of a CPU",
+                     (char *)NULL);
+        reason = why;
+        atomic_store(&source, HPT_CPU_TIMER);
+        write_info();
+    }
     pthread_mutex_unlock(&switch_lock);
     return ok;
-}
-
-// switch_to_timer's work, under switch_lock.
-static bool switch_locked(void) {
-    static char why[256];
-    uint64_t threads = atomic_load_explicit(&threads_started, memory_order_relaxed);
-    for (unsigned i = 0; i < n_rings; i++)
-        if (ring_fd_ok(&rings[i]))
-            ioctl(rings[i].fd, PERF_EVENT_IOC_DISABLE, 0);
-    for (unsigned i = 0; i < n_rings; i++)
-        drain(&rings[i]);
-    const char *err = "";
-    if (!hp_cpu_timer_open(1000000000u / hz, &err)) {
-        for (unsigned i = 0; i < n_rings; i++)
-            if (ring_fd_ok(&rings[i]))
-                ioctl(rings[i].fd, PERF_EVENT_IOC_ENABLE, 0);
-        return false;
-    }
-    // closing the events tears down every thread's inherited copy: new threads cost no more
-    for (unsigned i = 0; i < n_rings; i++)
-        close_ring(&rings[i]);
-    unsigned n_cpus = n_rings;
-    n_rings = 0;
-    // no stdio in the shim: the text put together from its parts
-    char n_threads[24], n_cpu[24], pct[24];
-    const char *parts[] = {"perf events given up for the CPU-time timer after ",
-                           hp_diag_u64(n_threads, threads),
-                           " threads: at the rate threads were made, their copies of the events "
-                           "of the ",
-                           hp_diag_u64(n_cpu, n_cpus),
-                           " sampled CPUs cost the kernel more than ",
-                           hp_diag_u64(pct, (uint64_t)(HP_CPU_SWITCH_SHARE * 100 + 0.5)),
-                           "% of a CPU"};
-    size_t at = 0;
-    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
-        size_t l = strlen(parts[i]);
-        if (l > sizeof why - 1 - at)
-            l = sizeof why - 1 - at;
-        memcpy(why + at, parts[i], l);
-        at += l;
-    }
-    why[at] = 0;
-    reason = why;
-    atomic_store(&source, HPT_CPU_TIMER);
-    write_info();
-    return true;
 }
 
 static void *cpu_main(void *arg) {
@@ -513,11 +503,8 @@ static void *cpu_main(void *arg) {
             return NULL;
         }
     }
-    for (unsigned i = 0; i < n_rings; i++)
-        if (ring_fd_ok(&rings[i]))
-            ioctl(rings[i].fd, PERF_EVENT_IOC_DISABLE, 0);
-    for (unsigned i = 0; i < n_rings; i++)
-        drain(&rings[i]);
+    events_ioctl(PERF_EVENT_IOC_DISABLE);
+    drain_all();
     write_info();
     return NULL;
 }
@@ -750,8 +737,7 @@ void hp_cpu_start(void) {
         reason[0])
         hp_diag_line(reason, (char *)NULL); // perf was refused: say which fallback runs
     if (source != HPT_CPU_OFF) {
-        for (unsigned i = 0; i < n_rings; i++)
-            ioctl(rings[i].fd, PERF_EVENT_IOC_ENABLE, 0);
+        events_ioctl(PERF_EVENT_IOC_ENABLE);
         atomic_store_explicit(&go, 1, memory_order_release);
     } else {
         atomic_store_explicit(&go, 2, memory_order_release);
