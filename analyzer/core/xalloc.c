@@ -53,26 +53,6 @@ char *xstrdup(const char *s) {
     return memcpy(xmalloc(n), s, n);
 }
 
-void *xgrow_lines(void *p, size_t *cap, size_t need, size_t elem_bytes) {
-    if (need <= *cap)
-        return p;
-    size_t c = *cap ? *cap : 16;
-    while (c < need) {
-        if (c > SIZE_MAX / 2)
-            oom(SIZE_MAX);
-        c *= 2;
-    }
-    if (elem_bytes && c > SIZE_MAX / elem_bytes)
-        oom(SIZE_MAX);
-    free(p);
-    size_t bytes = c * elem_bytes;
-    void *q = NULL;
-    if (posix_memalign(&q, 64, bytes > 64 ? bytes : 64) != 0)
-        oom(bytes);
-    *cap = c;
-    return q;
-}
-
 void *xgrow(void *p, size_t *cap, size_t need, size_t elem_bytes) {
     if (need <= *cap)
         return p;

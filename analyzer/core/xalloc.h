@@ -18,8 +18,5 @@ char *xstrdup(const char *s);
 // at least doubling, and updates *cap; the new tail is uninitialised. Usage:
 // `v = xgrow(v, &cap, n + 1, sizeof *v);`
 void *xgrow(void *p, size_t *cap, size_t need, size_t elem_bytes);
-// xgrow for scratch written anew before each use: the contents are not kept, and the array
-// starts on a 64-byte line (so that threads writing neighbouring parts share no line).
-void *xgrow_lines(void *p, size_t *cap, size_t need, size_t elem_bytes);
 
 #endif

@@ -811,14 +811,14 @@ void growth_scan_links(growth_t *g, const reader_event_t *const *ev, size_t n,
     scan_touch(g, t, round);
     for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = ev[i];
-        const replay_found_t *f = &found[REPLAY_RES(i)];
+        const replay_found_t *f = &found[i];
         if (e->kind == READER_ALLOC) {
             if (e->tid != tid) {
                 t = thread_of(g, tid = e->tid);
                 scan_touch(g, t, round);
             }
             if (f->had)
-                scan_gone(g, t, tid, &cw[REPLAY_RES(i)]); // replaced without a free, as in the live table
+                scan_gone(g, t, tid, &cw[i]); // replaced without a free, as in the live table
             gblock_t b; // on_alloc writes all but the head's stack, which nothing reads
             b.head.size = e->size;
             b.head.time_ns = e->time_ns;
@@ -829,8 +829,8 @@ void growth_scan_links(growth_t *g, const reader_event_t *const *ev, size_t n,
                 t = thread_of(g, tid = e->tid);
                 scan_touch(g, t, round);
             }
-            scan_gone(g, t, tid, &cw[REPLAY_RES(i)]);
-            *op++ = (uint32_t)i << SCAN_BITS | scan_free(g, t, e, f, &cw[REPLAY_RES(i)], q);
+            scan_gone(g, t, tid, &cw[i]);
+            *op++ = (uint32_t)i << SCAN_BITS | scan_free(g, t, e, f, &cw[i], q);
         } else if (e->kind == READER_THREAD_END) {
             gthread_t *gone = thread_take(g, e->tid);
             if (gone && gone->scanned == round) { // in `touched`: scan_keep still reads it
@@ -885,8 +885,8 @@ void growth_scan_chains(growth_t *g, const reader_event_t *const *ev, size_t n,
             note_changed(g, e->addr, round << 32 | i, co.origin, co.chain);
             continue;
         }
-        const replay_found_t *f = &found[REPLAY_RES(i)];
-        const replay_cwords_t *w = &cw[REPLAY_RES(i)];
+        const replay_found_t *f = &found[i];
+        const replay_cwords_t *w = &cw[i];
         chain_origin_t co = scan_words(g, w);
         if (op & SCAN_PENDING) {
             *pending_of(g, e->tid) = scan_block(f, w, co);

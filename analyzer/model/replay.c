@@ -951,7 +951,7 @@ void replay_shard_find(replay_t *rp, const reader_event_t *const *ev, const uint
         }
         uint32_t i = idx[k];
         const reader_event_t *e = ev[i];
-        replay_found_t *f = &found[REPLAY_RES(i)];
+        replay_found_t *f = &found[i];
         if (e->kind == READER_ALLOC) {
             bool existed;
             uint32_t v = live_table_put_index(t, e->addr, &existed);
@@ -959,7 +959,7 @@ void replay_shard_find(replay_t *rp, const reader_event_t *const *ev, const uint
             if (__builtin_expect(existed, 0)) {
                 *f = (replay_found_t){b->size, b->time_ns, b->stack, 1};
                 if (words)
-                    cw[REPLAY_RES(i)] = *cwords_of(b);
+                    cw[i] = *cwords_of(b);
             } else {
                 *f = (replay_found_t){0, 0, 0, 0};
             }
@@ -985,7 +985,7 @@ void replay_shard_find(replay_t *rp, const reader_event_t *const *ev, const uint
                 const live_block_t *b = live_table_value(t, (uint32_t)v);
                 *f = (replay_found_t){b->size, b->time_ns, b->stack, 1};
                 if (words)
-                    cw[REPLAY_RES(i)] = *cwords_of((live_block_t *)b);
+                    cw[i] = *cwords_of((live_block_t *)b);
             } else {
                 *f = (replay_found_t){0, 0, 0, 0};
             }
@@ -1128,7 +1128,7 @@ static inline __attribute__((always_inline)) void scan_order_loop(replay_t *rp,
     uint64_t last_time = rp->t.last_time_ns;
     for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = ev[i];
-        const replay_found_t *f = &found[REPLAY_RES(i)];
+        const replay_found_t *f = &found[i];
         if (e->kind == READER_ALLOC) {
             last_time = e->time_ns > last_time ? e->time_ns : last_time;
             scan_order_alloc(rp, &ot, &w, i, e, f, !verdicts || verdict[i], site_of,
@@ -1181,7 +1181,7 @@ static inline __attribute__((always_inline)) void scan_peak_loop(replay_t *rp,
     r->epoch0 = rp->pk.epoch;
     for (size_t i = 0; i < n; i++) {
         const reader_event_t *e = ev[i];
-        const replay_found_t *f = &found[REPLAY_RES(i)];
+        const replay_found_t *f = &found[i];
         unsigned k = peak_kind[e->kind];
         // a counted block taken out (had and BLOCK_COUNTED are 0 or 1)
         uint64_t taken = f->had & (f->stack >> 63) & k;
@@ -1270,7 +1270,7 @@ static inline __attribute__((always_inline)) void scan_apply_loop(replay_t *rp, 
             n_events++;
             continue;
         }
-        const replay_found_t *f = &found[REPLAY_RES(i)];
+        const replay_found_t *f = &found[i];
         const live_block_t b = {f->size, f->time_ns, f->stack};
         if (o & REPLAY_OP_TOUCH_LIVE) {
             // no change of live counts, no snapshot (as on_touch_live)

@@ -224,14 +224,6 @@ typedef struct replay_found {
     uint64_t had;                  // 1: a block was there (freed, or replaced by an allocation)
 } replay_found_t;
 
-// Where event i's found and cw lie in a round's arrays (replay_par.c allocates them on 64-byte
-// lines): at i, or with HEAPPROF_RESULT_LINES at 2i, a line an event, so that no two shard
-// threads write one line (events next to each other are most often other shards').
-#ifndef HEAPPROF_RESULT_LINES
-#define HEAPPROF_RESULT_LINES 0
-#endif
-#define REPLAY_RES(i) ((size_t)(i) << (HEAPPROF_RESULT_LINES ? 1 : 0))
-
 // A companion applied in the ordered scan (growth.c on shard threads, replay_par_set_growth)
 // keeps these words per block in the shard's table, beside the block (replay_shard_keep_words):
 // the shard writes them when it stores an allocation and hands them to the scan in cw[i] with

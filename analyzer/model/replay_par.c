@@ -774,8 +774,8 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     const unsigned d = p->depth;
     round_buf_t *b = &p->buf[k % d];
     const size_t n_ops = 2 * n;
-    bool grow = b->ev_cap < n || b->found_cap < REPLAY_RES(n) || b->site_of_cap < n || b->ops_cap < n_ops ||
-                b->bump_cap < n + 1 || (p->growth && b->cw_cap < REPLAY_RES(n)) ||
+    bool grow = b->ev_cap < n || b->found_cap < n || b->site_of_cap < n || b->ops_cap < n_ops ||
+                b->bump_cap < n + 1 || (p->growth && b->cw_cap < n) ||
                 (p->keep && b->verdict_cap < n);
     // b was round k - D's: its scans must be done with it. To grow it, every scan must be done
     // (the order's scans of rounds k - D + 1 .. k - 1 read b's site_of, and all read the
@@ -790,13 +790,12 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     if (grow) {
         if (b->ev_cap < n)
             b->ev = xgrow(b->ev, &b->ev_cap, n, sizeof *b->ev);
-        // a line an event or two (REPLAY_RES), from a line's start
-        if (b->found_cap < REPLAY_RES(n))
-            b->found = xgrow_lines(b->found, &b->found_cap, REPLAY_RES(n), sizeof *b->found);
+        if (b->found_cap < n)
+            b->found = xgrow(b->found, &b->found_cap, n, sizeof *b->found);
         if (b->site_of_cap < n)
             b->site_of = xgrow(b->site_of, &b->site_of_cap, n, sizeof *b->site_of);
-        if (p->growth && b->cw_cap < REPLAY_RES(n))
-            b->cw = xgrow_lines(b->cw, &b->cw_cap, REPLAY_RES(n), sizeof *b->cw);
+        if (p->growth && b->cw_cap < n)
+            b->cw = xgrow(b->cw, &b->cw_cap, n, sizeof *b->cw);
         if (p->keep && b->verdict_cap < n)
             b->verdict = xgrow(b->verdict, &b->verdict_cap, n, sizeof *b->verdict);
         if (b->ops_cap < n_ops)
