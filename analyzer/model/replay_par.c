@@ -120,6 +120,8 @@ typedef struct shard_thread {
     size_t count[REPLAY_PAR_THREADS_MAX]; // of each shard's indexes in part
     uint64_t ns_go, ns_parted, ns_work; // HEAPPROF_STAGE_TIMES=2: waiting for a round, at the
                                         // partition's barrier, working (replay_par_finish)
+    uint64_t at_start, at_parted, at_end; // and when, in this round, it started, reached the
+                                          // barrier and finished (wait_round sums the spreads)
     pthread_t thread;
 } shard_thread_t;
 
@@ -215,6 +217,10 @@ struct replay_par {
     bool timing;        // HEAPPROF_STAGE_TIMES=2: the threads time their waits
     uint64_t ns_wait_scans, ns_wait_shards; // the caller's: for round k - D's scans, for the
                                              // other shard threads of its round
+    // HEAPPROF_STAGE_TIMES=2, summed over rounds: from the round's publication (at_go) to its
+    // shard threads' starts (the mean and the last), and the spreads of their arrivals at the
+    // barrier and of their ends: late wake-ups and uneven shares, told apart
+    uint64_t at_go, ns_lag_mean, ns_lag_max, ns_parted_spread, ns_end_spread;
     unsigned depth;    // with sites: rounds in flight, D (2..REPLAY_DEPTH_MAX)
     round_buf_t buf[REPLAY_DEPTH_MAX]; // with sites: round k's in buf[k % depth]
     growth_t *growth;  // replay_par_set_growth: growth in a scan, its words in shards
@@ -347,10 +353,15 @@ static void scanner_start(replay_par_t *p, unsigned kind, unsigned part);
 // make it) if the shard threads, the scans and the reading thread all fit on the CPUs; at the
 // barrier and the round's end (threads woken together, waiting for the slowest of them) if the
 // shard threads do.
+// HEAPPROF_REPLAY_SPIN (0 to 2^24): the pauses instead of SPIN_PAUSES, for measuring on a
+// many-core machine whether rounds wait for threads to wake (HEAPPROF_STAGE_TIMES=2 prints the
+// lags); the CPUs still decide whether to spin at all.
 static void set_spin(replay_par_t *p) {
+    static _Atomic bool warned;
+    unsigned pauses = count_env("HEAPPROF_REPLAY_SPIN", 0, 1u << 24, SPIN_PAUSES, &warned);
     unsigned cpus = cpus_usable(); // where the process may run: spinning on CPUs it lacks stalls
-    unsigned all = cpus >= p->n_threads + p->n_scanners + 1 ? SPIN_PAUSES : 0;
-    unsigned shards = cpus >= p->n_threads ? SPIN_PAUSES : 0;
+    unsigned all = cpus >= p->n_threads + p->n_scanners + 1 ? pauses : 0;
+    unsigned shards = cpus >= p->n_threads ? pauses : 0;
     atomic_store_explicit(&p->go.spin, all, memory_order_relaxed);
     atomic_store_explicit(&p->parted.spin, shards, memory_order_relaxed);
     atomic_store_explicit(&p->finished.spin, shards, memory_order_relaxed);
@@ -433,6 +444,7 @@ static void work(replay_par_t *p, shard_thread_t *th) {
     th->part_stride = stride;
     memcpy(th->count, count, sizeof count);
     uint64_t t0 = p->timing ? stage_clock_ns() : 0;
+    th->at_parted = t0;
     ww_arrive(&p->parted, (uint32_t)(p->round * nt));
     ww_wait_reach(&p->parted, (uint32_t)(p->round * nt));
     if (p->timing)
@@ -475,8 +487,11 @@ static void *shard_main(void *arg) {
         uint64_t t1 = p->timing ? stage_clock_ns() : 0;
         work(p, th);
         if (p->timing) {
+            uint64_t t2 = stage_clock_ns();
             th->ns_go += t1 - t0;
-            th->ns_work += stage_clock_ns() - t1;
+            th->ns_work += t2 - t1;
+            th->at_start = t1;
+            th->at_end = t2;
         }
         ww_arrive(&p->finished, (uint32_t)(p->round * p->n_finishers));
     }
@@ -697,13 +712,19 @@ static void publish_round(replay_par_t *p, size_t n_segs, size_t n, uint64_t rou
     p->n = n;
     p->round = round;
     p->in_flight = true;
+    if (p->timing)
+        p->at_go = stage_clock_ns();
     atomic_store(&p->go.v, (uint32_t)round);
     ww_wake(&p->go);
     if (p->caller_works) {
         uint64_t t0 = p->timing ? stage_clock_ns() : 0;
         work(p, &p->threads[0]);
-        if (p->timing)
-            p->threads[0].ns_work += stage_clock_ns() - t0;
+        if (p->timing) {
+            uint64_t t1 = stage_clock_ns();
+            p->threads[0].ns_work += t1 - t0;
+            p->threads[0].at_start = t0;
+            p->threads[0].at_end = t1;
+        }
     }
 }
 
@@ -714,13 +735,36 @@ static void give_back_round(replay_par_t *p, round_buf_t *b) {
     b->n_gone = 0;
 }
 
+// HEAPPROF_STAGE_TIMES=2: the round's shard threads' start lags and the spreads of their
+// barrier arrivals and ends (each thread wrote its times before it arrived at `finished`).
+static void note_spreads(replay_par_t *p) {
+    uint64_t lag_sum = 0, lag_max = 0, part_lo = UINT64_MAX, part_hi = 0, end_lo = UINT64_MAX,
+             end_hi = 0;
+    for (unsigned i = 0; i < p->n_threads; i++) {
+        const shard_thread_t *th = &p->threads[i];
+        uint64_t lag = th->at_start > p->at_go ? th->at_start - p->at_go : 0;
+        lag_sum += lag;
+        lag_max = lag > lag_max ? lag : lag_max;
+        part_lo = th->at_parted < part_lo ? th->at_parted : part_lo;
+        part_hi = th->at_parted > part_hi ? th->at_parted : part_hi;
+        end_lo = th->at_end < end_lo ? th->at_end : end_lo;
+        end_hi = th->at_end > end_hi ? th->at_end : end_hi;
+    }
+    p->ns_lag_mean += lag_sum / p->n_threads;
+    p->ns_lag_max += lag_max;
+    p->ns_parted_spread += part_hi - part_lo;
+    p->ns_end_spread += end_hi - end_lo;
+}
+
 // Waits for the published round's shard threads, then gives back the batches it copied from
 // (totals), or passes them to its round buffer (sites: the scans read them later).
 static void wait_round(replay_par_t *p) {
     uint64_t t0 = p->timing ? stage_clock_ns() : 0;
     ww_wait_reach(&p->finished, (uint32_t)(p->round * p->n_finishers));
-    if (p->timing)
+    if (p->timing) {
         p->ns_wait_shards += stage_clock_ns() - t0;
+        note_spreads(p);
+    }
     p->in_flight = false;
     if (p->sites) {
         // the round's events stay where they are until its scans are done: its buffer keeps
@@ -1004,6 +1048,12 @@ static void print_waits(const replay_par_t *p) {
             (unsigned long long)p->round,
             p->caller_works ? "works on shards (thread 0)" : "lists rounds", p->ns_wait_scans / 1e9,
             p->depth, p->ns_wait_shards / 1e9);
+    double r = p->round ? (double)p->round : 1;
+    fprintf(stderr, "replay waits: a round's shard threads started %.1f us after it was published "
+                    "(the last %.1f), reached the partition's barrier within %.1f us of the "
+                    "first and finished within %.1f us of the first (means a round)\n",
+            p->ns_lag_mean / r / 1e3, p->ns_lag_max / r / 1e3, p->ns_parted_spread / r / 1e3,
+            p->ns_end_spread / r / 1e3);
     for (unsigned i = 0; i < p->n_threads; i++) {
         const shard_thread_t *th = &p->threads[i];
         fprintf(stderr, "replay waits: shard thread %u worked %.3f s, waited %.3f for a round, "
