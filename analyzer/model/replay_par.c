@@ -40,6 +40,13 @@
 #include <unistd.h>
 
 #define REPLAY_PAR_THREADS_DEFAULT 8u // without HEAPPROF_REPLAY_THREADS: see replay_par_threads
+// Shards a replay thread, by default (HEAPPROF_REPLAY_SHARDS, 1 to 4): the threads take a
+// round's parts and shards as they come (claim), so the parts of a thread that starts a round
+// late are sorted by the others, and with more shards than threads its shards too. More than
+// one a thread cost 10% on 2 CPUs (4 replay threads, `report` on 20 M events: 1.26 s against
+// 1.14-1.17); on many cores it is to be measured (docs/design.md#replay-threads).
+#define SHARDS_PER_THREAD 1u
+#define REPLAY_SHARDS_MAX (REPLAY_PAR_THREADS_MAX * 4u)
 #define ROUND_MIN 131072u     // events a round gathers before it starts (round_min_env)
 #define ROUND_MAX (1u << 20)  // events a round takes at most (its indexes are 32-bit)
 _Static_assert(ROUND_MAX <= 1u << REPLAY_OP_SHIFT, "an op holds its event's index below its bits");
@@ -113,17 +120,21 @@ static void ww_arrive(waitword_t *w, uint32_t target) {
 
 typedef struct shard_thread {
     struct replay_par *p;
-    unsigned first, step; // thread `first` of `step`: it works on shards first, first + step,
-                          // ... < n_shards, and lists and sorts the round's part `first`
-    uint32_t *part;       // its part's event indexes by shard: shard s's at s * part_stride
-    size_t part_cap, part_stride;
-    size_t count[REPLAY_PAR_THREADS_MAX]; // of each shard's indexes in part
     uint64_t ns_go, ns_parted, ns_work; // HEAPPROF_STAGE_TIMES=2: waiting for a round, at the
                                         // partition's barrier, working (replay_par_finish)
-    uint64_t at_start, at_parted, at_end; // and when, in this round, it started, reached the
-                                          // barrier and finished (wait_round sums the spreads)
+    // and when, in round at_round, it started, reached the barrier and finished (note_spreads;
+    // atomic: a thread late for a round may still write them while the caller reads)
+    _Atomic uint64_t at_round, at_start, at_parted, at_end;
     pthread_t thread;
 } shard_thread_t;
+
+// One part of a round (events [n * q / parts, n * (q + 1) / parts) for part q): its event
+// indexes sorted by shard, shard s's at s * stride, count[s] of them.
+typedef struct part {
+    uint32_t *idx;
+    size_t cap, stride;
+    size_t count[REPLAY_SHARDS_MAX];
+} part_t;
 
 // Events waiting for a round: a batch kept for p (replay_par_events_kept), events copied
 // into p->held (at held_off), or the caller's own during replay_par_events.
@@ -175,22 +186,29 @@ typedef struct round_seg {
 
 struct replay_par {
     replay_t *into;
-    replay_t *shards[REPLAY_PAR_THREADS_MAX];
+    replay_t *shards[REPLAY_SHARDS_MAX];
     unsigned n_shards, shard_bits;
     shard_thread_t threads[REPLAY_PAR_THREADS_MAX]; // [0]: the caller's thread, if caller_works
     unsigned n_threads;                              // working on shards, the caller's included
     bool caller_works; // the caller's thread is threads[0] and its rounds run one at a time;
                        // else (sites, every thread made) it gathers round k + 1 while the
                        // shard threads do round k (complete_round)
-    unsigned n_finishers; // threads that add to `finished` each round
-    bool in_flight;       // round `round` published, not yet complete_round'd
+    bool in_flight;    // round `round` published, not yet complete_round'd
+    part_t parts[REPLAY_PAR_THREADS_MAX];
+    unsigned n_parts; // a round's parts: one a thread
 
     // The shard threads' rounds, without a lock: the caller's thread writes the round below,
-    // then sets `go` to the round's number; every thread lists and sorts its part, meets the
-    // others at `parted` (round * n_threads arrivals), applies its shards' events and, but
-    // for the caller's, adds one to `finished` (round * (n_threads - 1)).
+    // then sets `go` to the round's number r; each thread then claims parts of round r (the
+    // counter part_claim, from (r - 1) * n_parts up), lists and sorts each, adding one to
+    // `parted` for each; once `parted` reaches r * n_parts it claims shards the same way
+    // (shard_claim) and applies each one's events, adding one to `finished` for each: round r
+    // is done when `finished` reaches r * n_shards. A thread late for a round finds its
+    // claims taken and goes back to wait. The counters only grow, and a claim is a compare-
+    // and-swap below the round's end, so a thread late for round r never takes a claim of r + 1.
     waitword_t go, parted, finished;
-    _Atomic bool stop;
+    _Alignas(64) _Atomic uint64_t part_claim;
+    _Alignas(64) _Atomic uint64_t shard_claim;
+    _Alignas(64) _Atomic bool stop;
 
     // the current round: its events lie in segs (the kept batches where they are, held,
     // the caller's array); the threads note where each lies in rptr (sites) or copy them to tev
@@ -306,6 +324,16 @@ static unsigned apply_parts_env(unsigned dflt) {
     return count_env("HEAPPROF_REPLAY_APPLY", 1, REPLAY_SCAN_PARTS_MAX, dflt, &warned);
 }
 
+// HEAPPROF_REPLAY_SHARDS: shards a replay thread, 1 to 4 (rounded down to a power of two;
+// every figure is the same with any), else SHARDS_PER_THREAD.
+static unsigned shards_env(void) {
+    static _Atomic bool warned;
+    unsigned n = count_env("HEAPPROF_REPLAY_SHARDS", 1, 4, SHARDS_PER_THREAD, &warned);
+    while (n & (n - 1))
+        n &= n - 1;
+    return n;
+}
+
 unsigned replay_par_threads(void) {
     unsigned n;
     const char *env = getenv("HEAPPROF_REPLAY_THREADS");
@@ -377,12 +405,12 @@ static inline __attribute__((always_inline)) uint64_t round_addr(const replay_pa
     return p->sites ? p->rptr[i]->addr : p->tev[i].addr;
 }
 
-// Sorts the indexes of the round's events [lo, hi) by shard into th->part (shard s's at
+// Sorts the indexes of the round's events [lo, hi) by shard into pt->idx (shard s's at
 // s * stride), counting them in count.
-static inline void sort_range(const replay_par_t *p, shard_thread_t *th, size_t stride,
-                              size_t lo, size_t hi, size_t *count) {
+static inline void sort_range(const replay_par_t *p, part_t *pt, size_t stride, size_t lo,
+                              size_t hi, size_t *count) {
     const unsigned bits = p->shard_bits;
-    uint32_t *part = th->part;
+    uint32_t *part = pt->idx;
     if (p->n_shards == 2) { // no table of cursors: the common small case, one compare an event
         uint32_t *a = part, *c = part + stride;
         size_t na = count[0], nc = count[1];
@@ -405,7 +433,7 @@ static inline void sort_range(const replay_par_t *p, shard_thread_t *th, size_t 
 
 // Notes where events [lo, hi) of the round lie in its pieces (rptr; totals: copies them to tev),
 // a chunk at a time, and sorts each chunk's indexes by shard right after.
-static void copy_part(replay_par_t *p, shard_thread_t *th, size_t stride, size_t lo, size_t hi,
+static void copy_part(replay_par_t *p, part_t *pt, size_t stride, size_t lo, size_t hi,
                       size_t *count) {
     const round_seg_t *g = p->segs, *end = p->segs + p->n_segs;
     while (g < end && g->at + g->n <= lo)
@@ -421,55 +449,86 @@ static void copy_part(replay_par_t *p, shard_thread_t *th, size_t stride, size_t
             } else {
                 memcpy(p->tev + c, g->ev + (c - g->at), (e - c) * sizeof *p->tev);
             }
-            sort_range(p, th, stride, c, e, count);
+            sort_range(p, pt, stride, c, e, count);
         }
     }
 }
 
-// Thread th's part of a round: it lists part `first` of the round's events (the scans read
-// them where they lie: the batches go back once the scans are done) and sorts the part's
-// indexes by shard; once every
-// thread has (`parted`), it applies its shards' indexes from every part, part after part (so
-// in stream order): each event is looked at once for its shard, by one thread, whatever the
-// number of threads.
-static void work(replay_par_t *p, shard_thread_t *th) {
-    const size_t n = p->n;
-    const unsigned nt = th->step, n_shards = p->n_shards;
-    size_t lo = n * th->first / nt, hi = n * (th->first + 1) / nt;
-    size_t stride = hi - lo;
-    if (th->part_cap < n_shards * stride + 1) // + 1: never NULL, even for an empty part
-        th->part = xgrow(th->part, &th->part_cap, n_shards * stride + 1, sizeof *th->part);
-    size_t count[REPLAY_PAR_THREADS_MAX] = {0};
-    copy_part(p, th, stride, lo, hi, count);
-    th->part_stride = stride;
-    memcpy(th->count, count, sizeof count);
+// The next claim of `counter` below `end` (a claim is its value before one is added), or
+// UINT64_MAX when none is left.
+static inline uint64_t claim(_Atomic uint64_t *counter, uint64_t end) {
+    uint64_t c = atomic_load_explicit(counter, memory_order_relaxed);
+    while (c < end)
+        if (atomic_compare_exchange_weak(counter, &c, c + 1))
+            return c;
+    return UINT64_MAX;
+}
+
+// Lists part q of the round (the scans read the events where they lie: the batches go back
+// once the scans are done) and sorts its indexes by shard.
+static void list_part(replay_par_t *p, unsigned q) {
+    part_t *pt = &p->parts[q];
+    const size_t n = p->n, np = p->n_parts, n_shards = p->n_shards;
+    size_t lo = n * q / np, hi = n * (q + 1) / np, stride = hi - lo;
+    if (pt->cap < n_shards * stride + 1) // + 1: never NULL, even for an empty part
+        pt->idx = xgrow(pt->idx, &pt->cap, n_shards * stride + 1, sizeof *pt->idx);
+    size_t count[REPLAY_SHARDS_MAX] = {0};
+    copy_part(p, pt, stride, lo, hi, count);
+    pt->stride = stride;
+    memcpy(pt->count, count, n_shards * sizeof *count);
+}
+
+// Applies shard s's events of round r from every part, part after part (so in stream order):
+// each event is looked at once for its shard, by one thread, whatever the number of threads.
+static void apply_shard(replay_par_t *p, unsigned s, uint64_t r) {
+    round_buf_t *b = &p->buf[r % p->depth];
+    if (p->sites) {
+        // round - D's sites and words: b's site_of still holds them, and gfix
+        replay_shard_fix(p->shards[s], b->site_of, r);
+        if (p->growth)
+            replay_shard_fix_words(p->shards[s], s, p->gfix, p->n_gfix);
+    }
+    for (unsigned q = 0; q < p->n_parts; q++) {
+        const part_t *pt = &p->parts[q];
+        const uint32_t *idx = pt->idx + s * pt->stride;
+        size_t m = pt->count[s];
+        if (!m)
+            continue;
+        if (!p->sites)
+            replay_shard_events(p->shards[s], p->tev, idx, m, p->steps, r);
+        else
+            replay_shard_find(p->shards[s], p->rptr, idx, m, p->keep ? b->verdict : NULL,
+                              b->found, r, b->cw);
+    }
+}
+
+// Thread th's share of round r (go's value when it looked): the parts it claims, then, once
+// every part is sorted (`parted`), the shards it claims. Nothing of the round is read before
+// a claim succeeds: a thread that comes after the round's last claim may already see the next
+// round's fields, and must not work on them as round r's.
+static void work(replay_par_t *p, shard_thread_t *th, uint64_t r) {
+    const uint64_t np = p->n_parts, ns = p->n_shards;
+    const uint64_t t_start = p->timing ? stage_clock_ns() : 0;
+    for (uint64_t c; (c = claim(&p->part_claim, r * np)) != UINT64_MAX;) {
+        list_part(p, (unsigned)(c - (r - 1) * np));
+        ww_arrive(&p->parted, (uint32_t)(r * np));
+    }
     uint64_t t0 = p->timing ? stage_clock_ns() : 0;
-    th->at_parted = t0;
-    ww_arrive(&p->parted, (uint32_t)(p->round * nt));
-    ww_wait_reach(&p->parted, (uint32_t)(p->round * nt));
+    ww_wait_reach(&p->parted, (uint32_t)(r * np));
     if (p->timing)
         th->ns_parted += stage_clock_ns() - t0;
-
-    round_buf_t *b = &p->buf[p->round % p->depth];
-    for (unsigned s = th->first; s < n_shards; s += nt) {
-        if (p->sites) {
-            // round - D's sites and words: b's site_of still holds them, and gfix
-            replay_shard_fix(p->shards[s], b->site_of, p->round);
-            if (p->growth)
-                replay_shard_fix_words(p->shards[s], s, p->gfix, p->n_gfix);
+    bool noted = false;
+    for (uint64_t c; (c = claim(&p->shard_claim, r * ns)) != UINT64_MAX;) {
+        if (p->timing && !noted) { // note_spreads reads them once `finished` says the round ended
+            noted = true;
+            atomic_store_explicit(&th->at_start, t_start, memory_order_relaxed);
+            atomic_store_explicit(&th->at_parted, t0, memory_order_relaxed);
+            atomic_store_explicit(&th->at_round, r, memory_order_relaxed);
         }
-        for (unsigned t = 0; t < nt; t++) {
-            const shard_thread_t *o = &p->threads[t];
-            const uint32_t *idx = o->part + s * o->part_stride;
-            size_t m = o->count[s];
-            if (!m)
-                continue;
-            if (!p->sites)
-                replay_shard_events(p->shards[s], p->tev, idx, m, p->steps, p->round);
-            else
-                replay_shard_find(p->shards[s], p->rptr, idx, m, p->keep ? b->verdict : NULL,
-                                  b->found, p->round, b->cw);
-        }
+        apply_shard(p, (unsigned)(c - (r - 1) * ns), r);
+        if (p->timing)
+            atomic_store_explicit(&th->at_end, stage_clock_ns(), memory_order_relaxed);
+        ww_arrive(&p->finished, (uint32_t)(r * ns));
     }
 }
 
@@ -485,15 +544,11 @@ static void *shard_main(void *arg) {
         if (atomic_load(&p->stop))
             break;
         uint64_t t1 = p->timing ? stage_clock_ns() : 0;
-        work(p, th);
+        work(p, th, seen);
         if (p->timing) {
-            uint64_t t2 = stage_clock_ns();
             th->ns_go += t1 - t0;
-            th->ns_work += t2 - t1;
-            th->at_start = t1;
-            th->at_end = t2;
+            th->ns_work += stage_clock_ns() - t1;
         }
-        ww_arrive(&p->finished, (uint32_t)(p->round * p->n_finishers));
     }
     return NULL;
 }
@@ -508,7 +563,9 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     while (n_threads & (n_threads - 1))
         n_threads &= n_threads - 1;
     p->into = into;
-    p->n_shards = n_threads;
+    p->n_shards = n_threads * shards_env();
+    if (p->n_shards > REPLAY_SHARDS_MAX)
+        p->n_shards = REPLAY_SHARDS_MAX;
     while ((1u << p->shard_bits) < p->n_shards)
         p->shard_bits++;
     p->keep = keep;
@@ -533,7 +590,7 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     if (attr_ok)
         (void)pthread_attr_setstacksize(&attr, WORKER_STACK_BYTES);
     p->n_threads = 1; // the caller's
-    for (unsigned i = 1; i < p->n_shards; i++) {
+    for (unsigned i = 1; i < n_threads; i++) {
         p->threads[i].p = p;
         if (pthread_create(&p->threads[i].thread, attr_ok ? &attr : NULL, shard_main,
                            &p->threads[i]) != 0)
@@ -544,20 +601,15 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     // caller's thread then lists the next round while the shards work (complete_round)
     p->threads[0].p = p; // the others' was set before they started, and they read it at once
     p->caller_works = true;
-    if (p->sites && p->n_threads == p->n_shards && p->n_shards > 1 &&
+    if (p->sites && p->n_threads == n_threads && n_threads > 1 &&
         pthread_create(&p->threads[0].thread, attr_ok ? &attr : NULL, shard_main,
                        &p->threads[0]) == 0)
         p->caller_works = false;
     if (attr_ok)
         pthread_attr_destroy(&attr);
-    p->n_finishers = p->n_threads - (p->caller_works ? 1 : 0);
-    // thread i works on shards i, i + n_threads, ...: with fewer threads than shards the
-    // caller's thread and the others share the rest (set before the first round starts:
-    // the others read it once `go` tells them of one)
-    for (unsigned i = 0; i < p->n_threads; i++) {
-        p->threads[i].first = i;
-        p->threads[i].step = p->n_threads;
-    }
+    // a part a thread that works on rounds (set before the first round starts: the others
+    // read it once `go` tells them of one)
+    p->n_parts = p->n_threads;
     if (p->sites) { // the apply parts once growth is known (start_apply)
         scanner_start(p, SCAN_ORDER, 0);
         scanner_start(p, SCAN_PEAK, 0);
@@ -568,7 +620,7 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
 
 // The sites' figures on their apply threads, started before the first round (or at the finish
 // of a replay that had none), once replay_par_set_growth has said whether growth's two passes
-// run beside them: 1 thread with growth or below 4 shards, else 2, or HEAPPROF_REPLAY_APPLY.
+// run beside them: 1 thread with growth or below 4 replay threads, else 2, or HEAPPROF_REPLAY_APPLY.
 // Each apply thread reads only its sites' events, so one more splits the work but adds a
 // thread beside the others. c_churn at 8 shards (session 13): 2 parts ~39 instructions an
 // event each, 1 part ~63, the order pass ~49, growth's links ~59; `report` (growth on) on
@@ -578,7 +630,7 @@ static void start_apply(replay_par_t *p) {
     if (!p->sites || p->apply_started)
         return;
     p->apply_started = true;
-    replay_scan_split(p->into, apply_parts_env(p->growth || p->n_shards < 4 ? 1 : 2));
+    replay_scan_split(p->into, apply_parts_env(p->growth || p->n_threads < 4 ? 1 : 2));
     for (unsigned k = 0; k < replay_scan_parts(p->into); k++)
         scanner_start(p, SCAN_APPLY, k);
     set_spin(p);
@@ -718,13 +770,9 @@ static void publish_round(replay_par_t *p, size_t n_segs, size_t n, uint64_t rou
     ww_wake(&p->go);
     if (p->caller_works) {
         uint64_t t0 = p->timing ? stage_clock_ns() : 0;
-        work(p, &p->threads[0]);
-        if (p->timing) {
-            uint64_t t1 = stage_clock_ns();
-            p->threads[0].ns_work += t1 - t0;
-            p->threads[0].at_start = t0;
-            p->threads[0].at_end = t1;
-        }
+        work(p, &p->threads[0], round);
+        if (p->timing)
+            p->threads[0].ns_work += stage_clock_ns() - t0;
     }
 }
 
@@ -740,17 +788,27 @@ static void give_back_round(replay_par_t *p, round_buf_t *b) {
 static void note_spreads(replay_par_t *p) {
     uint64_t lag_sum = 0, lag_max = 0, part_lo = UINT64_MAX, part_hi = 0, end_lo = UINT64_MAX,
              end_hi = 0;
+    unsigned n = 0;
     for (unsigned i = 0; i < p->n_threads; i++) {
-        const shard_thread_t *th = &p->threads[i];
-        uint64_t lag = th->at_start > p->at_go ? th->at_start - p->at_go : 0;
+        shard_thread_t *th = &p->threads[i];
+        // a thread that applied no shard of this round (or has not said so yet) is left out
+        if (atomic_load_explicit(&th->at_round, memory_order_relaxed) != p->round)
+            continue;
+        uint64_t start = atomic_load_explicit(&th->at_start, memory_order_relaxed),
+                 parted = atomic_load_explicit(&th->at_parted, memory_order_relaxed),
+                 end = atomic_load_explicit(&th->at_end, memory_order_relaxed);
+        uint64_t lag = start > p->at_go ? start - p->at_go : 0;
+        n++;
         lag_sum += lag;
         lag_max = lag > lag_max ? lag : lag_max;
-        part_lo = th->at_parted < part_lo ? th->at_parted : part_lo;
-        part_hi = th->at_parted > part_hi ? th->at_parted : part_hi;
-        end_lo = th->at_end < end_lo ? th->at_end : end_lo;
-        end_hi = th->at_end > end_hi ? th->at_end : end_hi;
+        part_lo = parted < part_lo ? parted : part_lo;
+        part_hi = parted > part_hi ? parted : part_hi;
+        end_lo = end < end_lo ? end : end_lo;
+        end_hi = end > end_hi ? end : end_hi;
     }
-    p->ns_lag_mean += lag_sum / p->n_threads;
+    if (!n)
+        return;
+    p->ns_lag_mean += lag_sum / n;
     p->ns_lag_max += lag_max;
     p->ns_parted_spread += part_hi - part_lo;
     p->ns_end_spread += end_hi - end_lo;
@@ -760,7 +818,7 @@ static void note_spreads(replay_par_t *p) {
 // (totals), or passes them to its round buffer (sites: the scans read them later).
 static void wait_round(replay_par_t *p) {
     uint64_t t0 = p->timing ? stage_clock_ns() : 0;
-    ww_wait_reach(&p->finished, (uint32_t)(p->round * p->n_finishers));
+    ww_wait_reach(&p->finished, (uint32_t)(p->round * p->n_shards));
     if (p->timing) {
         p->ns_wait_shards += stage_clock_ns() - t0;
         note_spreads(p);
@@ -1100,9 +1158,8 @@ void replay_par_finish(replay_par_t *p) {
         replay_set_peak(p->into, p->peak_bytes, p->peak_blocks, p->peak_time_ns);
     else
         replay_scan_merge(p->into);
-    for (unsigned i = 0; i < p->n_threads; i++) {
-        free(p->threads[i].part);
-    }
+    for (unsigned q = 0; q < p->n_parts; q++)
+        free(p->parts[q].idx);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->scan_go);
     pthread_cond_destroy(&p->scanned);

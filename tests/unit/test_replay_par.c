@@ -286,8 +286,12 @@ Test(replay_par, random_streams_match_one_thread) {
                     size_t m = rounds[k][1] < 64 ? n / 40 : n;
                     if (m != n)
                         one_thread(&want, ev, m, keep);
+                    // shards a thread: 1, 2 at 4 threads (8 shards), 4 at 16 (64, the most)
+                    setenv("HEAPPROF_REPLAY_SHARDS", threads == 16 ? "4" : threads == 4 ? "2" : "1",
+                           1);
                     parallel(&got, ev, m, keep, threads, rounds[k][0], rounds[k][1], 0,
                              seed * 31 + k);
+                    unsetenv("HEAPPROF_REPLAY_SHARDS");
                     char what[96];
                     snprintf(what, sizeof what, "seed %llu, filter %d, %u threads, rounds %zu",
                              (unsigned long long)seed, filtered, threads, rounds[k][1]);
@@ -465,10 +469,13 @@ Test(replay_par, random_streams_match_one_thread_per_site) {
                     for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
                         if (threads == 16)
                             setenv("HEAPPROF_REPLAY_APPLY", "4", 1);
+                        if (threads == 4) // 16 shards, taken by 4 threads as they come
+                            setenv("HEAPPROF_REPLAY_SHARDS", "4", 1);
                         size_t m = rounds[k][1] < 64 ? n / 40 : n;
                         replay_t *want = one_thread_rp(ev, m, mode, keep);
                         replay_t *got = parallel_rp(ev, m, mode, keep, threads, rounds[k][0],
                                                     rounds[k][1], 0, seed * 31 + k, 2);
+                        unsetenv("HEAPPROF_REPLAY_SHARDS");
                         char what[112];
                         snprintf(what, sizeof what,
                                  "seed %llu, mode %u, filter %d, %u threads, rounds %zu",
@@ -884,8 +891,11 @@ Test(replay_par, random_growth_matches_one_thread) {
                 for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
                     size_t m = rounds[k][1] < 64 ? n / 40 : n;
                     growth_t *want = m == n ? full : growth_one_thread(ev, m, keep, short_ns);
+                    if (threads == 8) // growth's words fixed in 32 shards
+                        setenv("HEAPPROF_REPLAY_SHARDS", "4", 1);
                     growth_t *got = growth_parallel(ev, m, keep, short_ns, threads, rounds[k][0],
                                                     rounds[k][1], seed * 31 + k, 2);
+                    unsetenv("HEAPPROF_REPLAY_SHARDS");
                     char what[96];
                     snprintf(what, sizeof what, "seed %llu, filter %d, %u threads, rounds %zu",
                              (unsigned long long)seed, filtered, threads, rounds[k][1]);
