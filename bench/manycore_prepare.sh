@@ -6,9 +6,12 @@
 # of its own, copied into the bundle as .manycore/heapprof/bin/heapprof.NAME, which
 # bench/manycore_call.sh runs beside the new one with --alt NAME=.manycore/heapprof/bin/heapprof.NAME.
 # The other builds link the same libraries as the new one (the bundle carries those); a revision
-# that needs others is refused by its own cmake. Prints the manycore_call.sh options to pass.
-# Usage: bash bench/manycore_prepare.sh [NAME=REV]...
-#   e.g.  bash bench/manycore_prepare.sh base=a0a1167 regions=wip-shard-regions
+# that needs others is refused by its own cmake. NAME:VAR=VAL[,VAR=VAL...] makes
+# .manycore/heapprof/bin/heapprof.NAME a wrapper that runs the new build with those settings
+# (the environment knobs of the analyzer, side by side in one call). Prints the
+# manycore_call.sh options to pass.
+# Usage: bash bench/manycore_prepare.sh [NAME=REV | NAME:VAR=VAL[,VAR=VAL]]...
+#   e.g.  bash bench/manycore_prepare.sh base=f17d2b0 s4:HEAPPROF_REPLAY_SHARDS=4
 # Needs what bundle.sh needs (a build of this checkout, or it builds one) and git.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,9 +19,9 @@ BUNDLE="$ROOT/../shared/tools/manycore/bundle.sh"
 [ -f "$BUNDLE" ] || { echo "manycore_prepare.sh: no $BUNDLE" >&2; exit 1; }
 for a in "$@"; do
     case "$a" in
-    -h | --help) sed -n 3,12p "$0"; exit 0 ;;
-    *=*) ;;
-    *) echo "manycore_prepare.sh: expected NAME=REV, got $a" >&2; exit 2 ;;
+    -h | --help) sed -n 3,15p "$0"; exit 0 ;;
+    *:*=* | *=*) ;;
+    *) echo "manycore_prepare.sh: expected NAME=REV or NAME:VAR=VAL, got $a" >&2; exit 2 ;;
     esac
 done
 cd "$ROOT"
@@ -27,6 +30,21 @@ BIN="$ROOT/.manycore/heapprof/bin"
 [ -x "$BIN/heapprof" ] || { echo "manycore_prepare.sh: bundle.sh left no $BIN/heapprof" >&2; exit 1; }
 alts=()
 for a in "$@"; do
+    if [[ $a =~ ^([A-Za-z0-9_-]+):([A-Za-z_][A-Za-z0-9_]*=.*)$ ]]; then
+        name=${BASH_REMATCH[1]} sets=${BASH_REMATCH[2]}
+        w="$BIN/heapprof.$name"
+        {
+            echo '#!/bin/sh'
+            echo "# manycore_prepare.sh: the bundle's heapprof with $sets"
+            printf 'exec env'
+            IFS=, read -r -a kv <<<"$sets"
+            for s in "${kv[@]}"; do printf " %q" "$s"; done
+            printf ' "$(dirname "$0")/heapprof" "$@"\n'
+        } >"$w"
+        chmod +x "$w"
+        alts+=("--alt $name=.manycore/heapprof/bin/heapprof.$name")
+        continue
+    fi
     name=${a%%=*} rev=${a#*=}
     case "$name" in '' | *[!A-Za-z0-9_-]*) echo "manycore_prepare.sh: bad name '$name'" >&2; exit 2 ;; esac
     git rev-parse --verify --quiet "$rev^{commit}" >/dev/null ||
