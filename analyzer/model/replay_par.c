@@ -40,11 +40,12 @@
 #include <unistd.h>
 
 #define REPLAY_PAR_THREADS_DEFAULT 8u // without HEAPPROF_REPLAY_THREADS: see replay_par_threads
-// Shards a replay thread, by default (HEAPPROF_REPLAY_SHARDS, 1 to 4): the threads take a
-// round's parts and shards as they come (claim), so the parts of a thread that starts a round
-// late are sorted by the others, and with more shards than threads its shards too. More than
-// one a thread cost 10% on 2 CPUs (4 replay threads, `report` on 20 M events: 1.26 s against
-// 1.14-1.17); on many cores it is to be measured (docs/design.md#replay-threads).
+// Shards a replay thread, by default (HEAPPROF_REPLAY_SHARDS, 1 to 4): each thread claims its
+// own parts and shards of a round, then what others left (claim), so the part of a thread that
+// starts a round late is sorted by the others, and with more shards than threads its shards
+// taken too. More than one a thread cost ~10% on 2 CPUs (4 replay threads, `report` on 20 M
+// events: 1.73 s against 1.57-1.59); on many cores it is to be measured
+// (docs/design.md#replay-threads).
 #define SHARDS_PER_THREAD 1u
 #define REPLAY_SHARDS_MAX (REPLAY_PAR_THREADS_MAX * 4u)
 #define ROUND_MIN 131072u     // events a round gathers before it starts (round_min_env)
@@ -198,16 +199,19 @@ struct replay_par {
     unsigned n_parts; // a round's parts: one a thread
 
     // The shard threads' rounds, without a lock: the caller's thread writes the round below,
-    // then sets `go` to the round's number r; each thread then claims parts of round r (the
-    // counter part_claim, from (r - 1) * n_parts up), lists and sorts each, adding one to
-    // `parted` for each; once `parted` reaches r * n_parts it claims shards the same way
-    // (shard_claim) and applies each one's events, adding one to `finished` for each: round r
-    // is done when `finished` reaches r * n_shards. A thread late for a round finds its
-    // claims taken and goes back to wait. The counters only grow, and a claim is a compare-
-    // and-swap below the round's end, so a thread late for round r never takes a claim of r + 1.
+    // then sets `go` to the round's number r; each thread then claims parts of round r, its
+    // own first (part t for thread t), then any other still unclaimed, lists and sorts each,
+    // adding one to `parted` for each; once `parted` reaches r * n_parts it claims shards the
+    // same way (its own: s = t, t + n_threads, ...; then the others') and applies each one's
+    // events, adding one to `finished` for each: round r is done when `finished` reaches
+    // r * n_shards. So when every thread comes in time each does its own, as if they were
+    // fixed (its shards' tables stay in its core's cache); a thread late for a round finds its
+    // own taken by the others and goes back to wait. A claim is a compare-and-swap of the
+    // part's or shard's last claimed round from r - 1 to r, so a thread late for round r
+    // never takes one of r + 1.
     waitword_t go, parted, finished;
-    _Alignas(64) _Atomic uint64_t part_claim;
-    _Alignas(64) _Atomic uint64_t shard_claim;
+    _Alignas(64) _Atomic uint64_t part_round[REPLAY_PAR_THREADS_MAX];
+    _Alignas(64) _Atomic uint64_t shard_round[REPLAY_SHARDS_MAX];
     _Alignas(64) _Atomic bool stop;
 
     // the current round: its events lie in segs (the kept batches where they are, held,
@@ -454,14 +458,12 @@ static void copy_part(replay_par_t *p, part_t *pt, size_t stride, size_t lo, siz
     }
 }
 
-// The next claim of `counter` below `end` (a claim is its value before one is added), or
-// UINT64_MAX when none is left.
-static inline uint64_t claim(_Atomic uint64_t *counter, uint64_t end) {
-    uint64_t c = atomic_load_explicit(counter, memory_order_relaxed);
-    while (c < end)
-        if (atomic_compare_exchange_weak(counter, &c, c + 1))
-            return c;
-    return UINT64_MAX;
+// Claims a part or shard for round r: true if this thread is the one that moved its last
+// claimed round from r - 1 to r.
+static inline bool claim(_Atomic uint64_t *last, uint64_t r) {
+    uint64_t want = r - 1;
+    return atomic_load_explicit(last, memory_order_relaxed) == want &&
+           atomic_compare_exchange_strong(last, &want, r);
 }
 
 // Lists part q of the round (the scans read the events where they lie: the batches go back
@@ -503,14 +505,18 @@ static void apply_shard(replay_par_t *p, unsigned s, uint64_t r) {
 }
 
 // Thread th's share of round r (go's value when it looked): the parts it claims, then, once
-// every part is sorted (`parted`), the shards it claims. Nothing of the round is read before
-// a claim succeeds: a thread that comes after the round's last claim may already see the next
-// round's fields, and must not work on them as round r's.
+// every part is sorted (`parted`), the shards it claims, its own first. Nothing of the round
+// is read before a claim succeeds: a thread that comes after the round's last claim may
+// already see the next round's fields, and must not work on them as round r's.
 static void work(replay_par_t *p, shard_thread_t *th, uint64_t r) {
-    const uint64_t np = p->n_parts, ns = p->n_shards;
+    const unsigned np = p->n_parts, ns = p->n_shards, nt = p->n_threads;
+    const unsigned t = (unsigned)(th - p->threads);
     const uint64_t t_start = p->timing ? stage_clock_ns() : 0;
-    for (uint64_t c; (c = claim(&p->part_claim, r * np)) != UINT64_MAX;) {
-        list_part(p, (unsigned)(c - (r - 1) * np));
+    for (unsigned k = 0; k < np; k++) {
+        unsigned q = (t + k) % np;
+        if (!claim(&p->part_round[q], r))
+            continue;
+        list_part(p, q);
         ww_arrive(&p->parted, (uint32_t)(r * np));
     }
     uint64_t t0 = p->timing ? stage_clock_ns() : 0;
@@ -518,18 +524,21 @@ static void work(replay_par_t *p, shard_thread_t *th, uint64_t r) {
     if (p->timing)
         th->ns_parted += stage_clock_ns() - t0;
     bool noted = false;
-    for (uint64_t c; (c = claim(&p->shard_claim, r * ns)) != UINT64_MAX;) {
-        if (p->timing && !noted) { // note_spreads reads them once `finished` says the round ended
-            noted = true;
-            atomic_store_explicit(&th->at_start, t_start, memory_order_relaxed);
-            atomic_store_explicit(&th->at_parted, t0, memory_order_relaxed);
-            atomic_store_explicit(&th->at_round, r, memory_order_relaxed);
+    for (unsigned k = 0; k < nt; k++) // thread t's shards, then t + 1's, ...
+        for (unsigned s = (t + k) % nt; s < ns; s += nt) {
+            if (!claim(&p->shard_round[s], r))
+                continue;
+            if (p->timing && !noted) { // note_spreads reads them once `finished` says the round ended
+                noted = true;
+                atomic_store_explicit(&th->at_start, t_start, memory_order_relaxed);
+                atomic_store_explicit(&th->at_parted, t0, memory_order_relaxed);
+                atomic_store_explicit(&th->at_round, r, memory_order_relaxed);
+            }
+            apply_shard(p, s, r);
+            if (p->timing)
+                atomic_store_explicit(&th->at_end, stage_clock_ns(), memory_order_relaxed);
+            ww_arrive(&p->finished, (uint32_t)(r * ns));
         }
-        apply_shard(p, (unsigned)(c - (r - 1) * ns), r);
-        if (p->timing)
-            atomic_store_explicit(&th->at_end, stage_clock_ns(), memory_order_relaxed);
-        ww_arrive(&p->finished, (uint32_t)(r * ns));
-    }
 }
 
 static void *shard_main(void *arg) {
