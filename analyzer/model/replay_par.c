@@ -237,6 +237,8 @@ struct replay_par {
     bool sites;        // REPLAY_SITES: shards find, the scans apply (replay_scan_order)
     bool apply_started; // with sites: the apply scanners run (start_apply, at the first round)
     bool timing;        // HEAPPROF_STAGE_TIMES=2: the threads time their waits
+    unsigned idle;      // HEAPPROF_TEST_REPLAY_IDLE=T: thread T claims nothing, so that the
+                        // others take its part and shards every round (tests); else UINT_MAX
     uint64_t ns_wait_scans, ns_wait_shards; // the caller's: for round k - D's scans, for the
                                              // other shard threads of its round
     // HEAPPROF_STAGE_TIMES=2, summed over rounds: from the round's publication (at_go) to its
@@ -511,6 +513,8 @@ static void apply_shard(replay_par_t *p, unsigned s, uint64_t r) {
 static void work(replay_par_t *p, shard_thread_t *th, uint64_t r) {
     const unsigned np = p->n_parts, ns = p->n_shards, nt = p->n_threads;
     const unsigned t = (unsigned)(th - p->threads);
+    if (t == p->idle)
+        return;
     const uint64_t t_start = p->timing ? stage_clock_ns() : 0;
     for (unsigned k = 0; k < np; k++) {
         unsigned q = (t + k) % np;
@@ -581,6 +585,8 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     p->keep_ctx = keep_ctx;
     p->round_min = round_min_env();
     p->timing = stage_times_level() >= 2;
+    const char *idle = getenv("HEAPPROF_TEST_REPLAY_IDLE");
+    p->idle = idle && *idle ? (unsigned)strtoul(idle, NULL, 10) : UINT_MAX;
     p->round_max = ROUND_MAX;
     p->sites = mode & (REPLAY_SITES | REPLAY_DHAT);
     p->depth = p->sites ? depth_env() : DEPTH_TOTALS;
@@ -619,6 +625,8 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     // a part a thread that works on rounds (set before the first round starts: the others
     // read it once `go` tells them of one)
     p->n_parts = p->n_threads;
+    if (p->n_threads < 2) // alone, a thread that claims nothing would leave the round undone
+        p->idle = UINT_MAX;
     if (p->sites) { // the apply parts once growth is known (start_apply)
         scanner_start(p, SCAN_ORDER, 0);
         scanner_start(p, SCAN_PEAK, 0);

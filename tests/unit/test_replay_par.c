@@ -1071,3 +1071,32 @@ Test(replay_par, apply_parts_from_the_environment) {
     }
     unsetenv("HEAPPROF_REPLAY_APPLY");
 }
+
+// A thread that takes no part in any round (HEAPPROF_TEST_REPLAY_IDLE): the others claim its
+// part and its shards every round, in totals and with sites (where thread 0 is a shard thread
+// too), with one shard a thread and with four.
+Test(replay_par, a_thread_that_never_comes_leaves_its_share_to_the_others) {
+    enum { N = 20000 };
+    static reader_event_t ev[N];
+    size_t n = random_stream(ev, N, 7);
+    replay_totals_t want, got;
+    one_thread(&want, ev, n, NULL);
+    replay_t *want_sites = one_thread_rp(ev, n, REPLAY_SITES, NULL);
+    static const char *const shards[] = {"1", "4"};
+    static const char *const idle[] = {"0", "1", "3"};
+    for (size_t i = 0; i < 2; i++)
+        for (size_t j = 0; j < 3; j++) {
+            setenv("HEAPPROF_REPLAY_SHARDS", shards[i], 1);
+            setenv("HEAPPROF_TEST_REPLAY_IDLE", idle[j], 1);
+            char what[96];
+            snprintf(what, sizeof what, "%s shards a thread, thread %s idle", shards[i], idle[j]);
+            parallel(&got, ev, n, NULL, 4, 100, 1000, 0, 11);
+            expect_same(&want, &got, what);
+            replay_t *sites = parallel_rp(ev, n, REPLAY_SITES, NULL, 4, 100, 1000, 0, 11, 2);
+            expect_same_sites(want_sites, sites, what);
+            replay_free(sites);
+        }
+    unsetenv("HEAPPROF_REPLAY_SHARDS");
+    unsetenv("HEAPPROF_TEST_REPLAY_IDLE");
+    replay_free(want_sites);
+}
