@@ -104,6 +104,18 @@ static void *run(void *arg) {
         pthread_cond_signal(&ra->not_empty);
         pthread_mutex_unlock(&ra->lock);
     }
+    // The whole trace is read, and the caller still has up to a ring of batches to replay:
+    // its spare work now (until done or readahead_free), where it used to wait for the caller
+    // to finish and then do it on the caller's thread (a report's symbols: the DWARF of every
+    // module its stacks pass through, libc's too where its debug file is installed).
+    while (got == 0 && idle_work) {
+        pthread_mutex_lock(&ra->lock);
+        bool stop = ra->stop;
+        pthread_mutex_unlock(&ra->lock);
+        if (stop)
+            break;
+        idle_work = ra->idle(ra->idle_ctx, ra->r);
+    }
     return NULL;
 }
 

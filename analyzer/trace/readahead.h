@@ -15,9 +15,10 @@
 
 typedef struct readahead readahead_t;
 
-// Work the reading thread may do while the caller is behind (every batch slot full): called
-// there, with the reader (which it may read from, not advance), until it returns false for
-// nothing left to do now. It runs only while the thread would otherwise wait.
+// Work the reading thread may do while the caller is behind (every batch slot full, or the
+// trace read to its end): called there, with the reader (which it may read from, not
+// advance), until it returns false for nothing left to do now. It runs only while the thread
+// would otherwise wait.
 typedef bool (*readahead_idle_fn)(void *ctx, reader_t *r);
 
 // Starts reading r on a new thread. Falls back to reading on the caller's thread when no thread
