@@ -18,10 +18,12 @@
 // (replay_par_events_kept), and the round is handed over as the list of its pieces: no thread
 // copies an event with sites (session 14: the copy was ~20% of a shard thread's instructions;
 // totals still copy, their rounds go one at a time). Each thread notes where the events of one part
-// of the round lie and sorts that part's indexes by shard; after a barrier it reads its shards'
+// of the round lie and sorts that part's indexes by shard; after a barrier it reads a shard's
 // indexes from every part, part after part, and only those events, so no event is looked at by
-// every thread. The shard threads meet at counters (spin, then futex), not at the lock; a thread
-// works only on its own shards' tables; the scans' rounds pass between threads through the mutex.
+// every thread. A thread claims its own part and shards first, then those another left (one
+// that starts the round late: `claim`), so one shard's table is worked on by one thread at a
+// time. The shard threads meet at counters (spin, then futex), not at the lock; the scans'
+// rounds pass between threads through the mutex.
 #include "model/replay_par.h"
 
 #include "core/cpus.h"

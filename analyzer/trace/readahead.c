@@ -105,9 +105,9 @@ static void *run(void *arg) {
         pthread_mutex_unlock(&ra->lock);
     }
     // The whole trace is read, and the caller still has up to a ring of batches to replay:
-    // its spare work now (until done or readahead_free), where it used to wait for the caller
-    // to finish and then do it on the caller's thread (a report's symbols: the DWARF of every
-    // module its stacks pass through, libc's too where its debug file is installed).
+    // its spare work now (until done or readahead_free) rather than after replay on the
+    // caller's thread (a report's symbols: the DWARF of every module its stacks pass through,
+    // libc's too where its debug file is installed, ~0.1 s to inflate).
     while (got == 0 && idle_work) {
         pthread_mutex_lock(&ra->lock);
         bool stop = ra->stop;
