@@ -72,7 +72,10 @@ static unsigned scans_to_skip;
 // sampling thread to take into the table: a thread that allocates is sampled from then on,
 // however short it lives, instead of from the next listing (~20 ms; a thread per request may
 // be over by then). queue_lock guards the queue and close's switch of `active` to 0, so every
-// such timer is either taken into the table or deleted by the thread that made it.
+// such timer is either taken into the table or deleted by the thread that made it. It is held
+// for a few stores (or, by the sampling thread, one copy of the queue); a mutex, not a spin: a
+// real-time thread spinning on a lock that a lower-priority thread holds would never let it run
+// (sched_yield gives way to equal priorities only).
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static tthread_t queue[QUEUE_MAX], taken[QUEUE_MAX];
 static unsigned n_queued;
@@ -143,13 +146,13 @@ static int real_sigaction(int s, const struct sigaction *act, struct sigaction *
 
 static void on_signal(int signo, siginfo_t *si, void *ucv);
 
-static void install_ours(int flags_from_prog) {
+static void install_ours(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;
-    // SA_ONSTACK always: a thread that armed its own timer has an alternate stack (its own or
-    // one lent by altstack.c), and the frame must not land on a small stack deep in the shim
-    (void)flags_from_prog;
+    // SA_ONSTACK always, whatever the program asked: a thread that armed its own timer has an
+    // alternate stack (its own or one lent by altstack.c), and the frame must not land on a
+    // small stack deep in the shim
     sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
     sigfillset(&sa.sa_mask);
     real_sigaction(sig, &sa, NULL);
@@ -187,7 +190,7 @@ bool hp_cpu_timer_sigaction(int s, const struct sigaction *act, struct sigaction
     prog_read(&cur);
     if (act) {
         prog_write(act, true);
-        install_ours(act->sa_flags);
+        install_ours();
     }
     if (old)
         *old = cur;
@@ -214,7 +217,7 @@ static void forward(int signo, siginfo_t *si, void *ucv) {
         sigaddset(&one, signo);
         pthread_sigmask(SIG_UNBLOCK, &one, NULL);
         syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), signo);
-        install_ours(a.sa_flags); // not reached unless the signal was blocked after all
+        install_ours(); // not reached unless the signal was blocked after all
         return;
     }
     if (a.sa_flags & SA_RESETHAND) {
@@ -305,7 +308,7 @@ bool hp_cpu_timer_open(uint64_t period_ns, const char **reason) {
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
         prog[0] = prog[1] = dfl; // what the program would find: nothing installed
-        install_ours(0);
+        install_ours();
         struct sigaction now;
         if (real_sigaction(sig, NULL, &now) != 0 || !(now.sa_flags & SA_SIGINFO) ||
             now.sa_sigaction != on_signal) {
@@ -332,17 +335,6 @@ static void retire(tthread_t *t) {
     scan_mark_clear(t->tid); // first: a thread reading the mark must not meet a reused timer id
     delete_timer(t);
     hp_altstack_give_back(t->alt);
-}
-
-// Held for a few stores (or, by the sampling thread, one copy of the queue). A mutex, not a
-// spin: a real-time thread spinning on a lock that a lower-priority thread holds would never
-// let it run (sched_yield gives way to equal priorities only).
-static void queue_lock_take(void) {
-    pthread_mutex_lock(&queue_lock);
-}
-
-static void queue_lock_give(void) {
-    pthread_mutex_unlock(&queue_lock);
 }
 
 static uint32_t tab_home(uint32_t tid) {
@@ -433,11 +425,11 @@ static bool make_timer(uint32_t tid, int *timer_out);
 // Moves the timers threads armed on themselves into the table, and the stacks lent to threads
 // the listing had armed into their entries. Sampling thread only.
 static void take_queue(void) {
-    queue_lock_take();
+    pthread_mutex_lock(&queue_lock);
     unsigned n = n_queued;
     memcpy(taken, queue, n * sizeof *queue);
     n_queued = 0;
-    queue_lock_give();
+    pthread_mutex_unlock(&queue_lock);
     for (unsigned i = 0; i < n; i++) {
         const tthread_t *q = &taken[i];
         if (q->timer >= 0) {
@@ -543,11 +535,11 @@ void hp_cpu_timer_thread_start(uint32_t tid) {
     }
     if (timer < 0 && !alt)
         return; // the listing's timer, the program's stack: nothing for the table to know
-    queue_lock_take();
+    pthread_mutex_lock(&queue_lock);
     bool kept = atomic_load_explicit(&active, memory_order_relaxed) && n_queued < QUEUE_MAX;
     if (kept)
         queue[n_queued++] = (tthread_t){tid, timer, 0, alt};
-    queue_lock_give();
+    pthread_mutex_unlock(&queue_lock);
     if (!kept) { // sampling stopped meanwhile, or the queue is full: the listing will find it
         if (timer >= 0)
             syscall(SYS_timer_delete, timer);
@@ -632,12 +624,12 @@ uint64_t hp_cpu_timer_lost(void) {
 }
 
 void hp_cpu_timer_close(void) {
-    queue_lock_take();
+    pthread_mutex_lock(&queue_lock);
     atomic_store_explicit(&active, 0, memory_order_release);
     for (unsigned i = 0; i < n_queued; i++)
         delete_timer(&queue[i]);
     n_queued = 0;
-    queue_lock_give();
+    pthread_mutex_unlock(&queue_lock);
     // the stacks lent stay with their threads, which may still be running on them: out of the
     // pool for good (at most its cap; the memory is mostly untouched)
     for (uint32_t i = 0; i < tab_cap; i++)

@@ -235,15 +235,21 @@ Test(cpu, folded_totals_equal_report_totals_for_every_metric, .timeout = 120) {
     free(dir);
 }
 
-// What tests/e2e/progs/`name` prints, run preloaded with `env` (its trace DIR/name.TAG.hpt);
-// the caller frees it.
+// What tests/e2e/progs/`name` prints, run with the arguments args (NULL-terminated; NULL:
+// none) preloaded with `env`, its trace written to `trace` (DIR/name.TAG.hpt); the caller frees
+// it.
 static char *prog_output(const char *dir, const char *name, const char *tag,
-                         const char *const *env) {
-    char prog[4200], trace[4200];
+                         const char *const *args, const char *const *env, int timeout_s,
+                         char trace[4200]) {
+    char prog[4200];
     snprintf(prog, sizeof prog, "%s/%s", E2E_PROGS, name);
-    snprintf(trace, sizeof trace, "%s/%s.%s.hpt", dir, name, tag);
-    char *argv[] = {prog, NULL};
-    e2e_run_opts_t o = {.out_template = trace, .env = env, .timeout_s = 60};
+    snprintf(trace, 4200, "%s/%s.%s.hpt", dir, name, tag);
+    char *argv[8] = {prog};
+    for (size_t i = 0; args && args[i]; i++) {
+        cr_assert(i + 2 < sizeof argv / sizeof *argv, "too many arguments for %s", name);
+        argv[i + 1] = (char *)args[i];
+    }
+    e2e_run_opts_t o = {.out_template = trace, .env = env, .timeout_s = timeout_s};
     char *out = NULL;
     cr_assert_eq(e2e_run(argv, &o, &out, NULL, NULL), 0, "%s", prog);
     return out;
@@ -253,7 +259,8 @@ static char *prog_output(const char *dir, const char *name, const char *tag,
 // *cpus CPUs in its affinity mask.
 static void perf_fds(const char *dir, const char *tag, int *fds, int *cpus) {
     static const char *const env[] = {"HEAPPROF_CPU=perf", NULL};
-    char *out = prog_output(dir, "perf_fds", tag, env);
+    char trace[4200];
+    char *out = prog_output(dir, "perf_fds", tag, NULL, env, 60, trace);
     cr_assert_eq(sscanf(out, "perf_fds=%d cpus=%d", fds, cpus), 2, "%s", out);
     free(out);
 }
@@ -283,11 +290,9 @@ Test(cpu, perf_events_only_on_the_cpus_of_the_affinity_mask, .timeout = 120) {
 static void short_vs_long(const char *dir, const char *tag, const char *ms, const char *n,
                           const char *at_once, long long *s, long long *l) {
     static const char *const env[] = {"HEAPPROF_CPU=timer", NULL};
-    char prog[4200], trace[4200];
-    snprintf(prog, sizeof prog, "%s/short_threads", E2E_PROGS);
-    snprintf(trace, sizeof trace, "%s/short_threads.%s.hpt", dir, tag);
-    char *argv[] = {prog, (char *)ms, (char *)n, (char *)at_once, NULL};
-    cr_assert_eq(e2e_run_preloaded(argv, trace, env, NULL), 0, "%s", prog);
+    const char *const args[] = {ms, n, at_once, NULL};
+    char trace[4200];
+    free(prog_output(dir, "short_threads", tag, args, env, 60, trace));
     char *f = folded(trace, "cpu");
     *s = tally(f, "short_burn", "main").with_fn;
     *l = tally(f, "long_burn", "main").with_fn;
@@ -321,7 +326,8 @@ Test(cpu, timer_samples_short_threads_by_their_cpu_time, .timeout = 180) {
 // altstacks's line (tests/e2e/progs/altstacks.c) run preloaded with `env`.
 static void altstacks(const char *dir, const char *tag, const char *const *env, size_t *plain,
                       char own[16], char small[16]) {
-    char *out = prog_output(dir, "altstacks", tag, env);
+    char trace[4200];
+    char *out = prog_output(dir, "altstacks", tag, NULL, env, 60, trace);
     cr_assert_eq(sscanf(out, "plain=%zu own=%15s small=%15s", plain, own, small), 3, "%s", out);
     free(out);
 }
@@ -353,13 +359,9 @@ Test(cpu, timer_threads_get_an_alternate_signal_stack_and_keep_their_own, .timeo
 static void switch_run(const char *dir, const char *tag, const char *const *env,
                        const char *wait_ms, int *perf_at_start, int *switched, long long *before,
                        long long *after, json_t **stats) {
-    char prog[4200], trace[4200];
-    snprintf(prog, sizeof prog, "%s/switch_source", E2E_PROGS);
-    snprintf(trace, sizeof trace, "%s/switch_source.%s.hpt", dir, tag);
-    char *argv[] = {prog, "300", (char *)wait_ms, NULL};
-    e2e_run_opts_t o = {.out_template = trace, .env = env, .timeout_s = 120};
-    char *out = NULL;
-    cr_assert_eq(e2e_run(argv, &o, &out, NULL, NULL), 0, "%s", prog);
+    const char *const args[] = {"300", wait_ms, NULL};
+    char trace[4200];
+    char *out = prog_output(dir, "switch_source", tag, args, env, 120, trace);
     cr_assert_eq(sscanf(out, "perf_at_start=%d switched=%d", perf_at_start, switched), 2, "%s",
                  out);
     free(out);
