@@ -2,14 +2,15 @@
 // Replay on shard threads. One round per batch: the caller's thread publishes a round and every
 // shard thread applies its shards' events and writes their steps (totals) or what they found
 // (sites). With sites the caller's thread has no shard of its own (when every thread could be
-// made): it lists round k + 1 from the reader's batches while the shards do round k, and completes
-// round k (hands it to the scans) before it publishes k + 1; in totals mode it is shard thread 0.
+// made): it publishes round k + 1 as soon as round k - 1 is complete, so the shard threads go
+// from round k to k + 1 without waiting for it, then hands round k to the scans once its shards
+// are done, and lists round k + 2 from the reader's batches; in totals mode it is shard thread 0.
 // Totals: once all are done the caller's thread adds the steps up in order for the global peak, and
 // the next round starts (lock-step: the scan is a few additions an event). Sites: the scans
 // (replay_scan_order and replay_scan_peak side by side, then replay_scan_apply by part of the
 // sites; growth_scan_links, then growth_scan_chains) run on threads of their own and overlap the
 // shards' next round, so a round costs the slowest of them instead of their sum: with D rounds in
-// flight (HEAPPROF_REPLAY_DEPTH, 3 by default) round k uses buffers [k % D] (a pointer to each of
+// flight (HEAPPROF_REPLAY_DEPTH, 4 by default) round k uses buffers [k % D] (a pointer to each of
 // its events where it lies, the batches it took the last events of, the finds, the sites, the
 // order's ops, the peak's new peaks and the verdicts), and round k starts once the scans of round
 // k - D are done with them (round k - D's batches go back to the reader then); its shards first
@@ -39,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define REPLAY_PAR_THREADS_DEFAULT 8u // without HEAPPROF_REPLAY_THREADS: see replay_par_threads
@@ -57,8 +59,9 @@ _Static_assert(ROUND_MAX <= 1u << REPLAY_OP_SHIFT, "an op holds its event's inde
 // c_churn events, 4 decode workers and 8 replay threads, medians of 2) took 2.09 s at depth 2,
 // 1.91 at 3 and 1.95 at 4 (194 / 211 / 229 MiB); session 12: 2.21, 2.10, 2.10. (e2e_growth's
 // failure in session 12 was growth's time bound under load, not the depth: replay threads
-// never run on 2 CPUs.)
-#define DEPTH_DEFAULT 3u
+// never run on 2 CPUs.) Since session 20 round k is published while the shards finish k - 1,
+// a round earlier than before, so the scans keep the slack they had at 3 with 4.
+#define DEPTH_DEFAULT 4u
 #define DEPTH_TOTALS 2u // totals (no sites) run one round at a time: the depth is not used
 #define WORKER_STACK_BYTES (256u << 10)
 // A thread that waits for the next round, the round's partition or the shards' end spins this
@@ -125,9 +128,11 @@ typedef struct shard_thread {
     struct replay_par *p;
     uint64_t ns_go, ns_parted, ns_work; // HEAPPROF_STAGE_TIMES=2: waiting for a round, at the
                                         // partition's barrier, working (replay_par_finish)
-    // and when, in round at_round, it started, reached the barrier and finished (note_spreads;
-    // atomic: a thread late for a round may still write them while the caller reads)
-    _Atomic uint64_t at_round, at_start, at_parted, at_end;
+    // and when, in round at_round, it started, reached the barrier and finished, and when it
+    // had ended the round before (note_spreads; atomic: a thread late for a round may still
+    // write them while the caller reads)
+    _Atomic uint64_t at_round, at_start, at_parted, at_end, at_free;
+    uint64_t free_since; // when its last work() returned (its own)
     pthread_t thread;
 } shard_thread_t;
 
@@ -187,6 +192,22 @@ typedef struct round_seg {
     size_t at, n;
 } round_seg_t;
 
+// A published round as the shard threads read it. Rounds alternate between two of these, so
+// that round r + 1 can be published, listed and found while round r's last shards finish:
+// the shard threads go from one round to the next without waiting for the caller's thread
+// (pub_of). Round r's is written before it is published and stays until round r is complete
+// (round r + 2 is published only then).
+typedef struct pub_round {
+    round_seg_t *segs; // the round's pieces (the caller's listing, swapped in at publication)
+    size_t n_segs, seg_cap;
+    size_t n;                    // events
+    const reader_event_t **rptr; // sites: the round's events by index (its round buffer's ev)
+    const replay_cfix_t *gfix;   // with growth: the changed words of round - D, for the shards
+    size_t n_gfix;
+    uint64_t at_go; // HEAPPROF_STAGE_TIMES=2: when it was published
+    part_t parts[REPLAY_PAR_THREADS_MAX]; // a part a thread: listed, then read by shard
+} pub_round_t;
+
 struct replay_par {
     replay_t *into;
     replay_t *shards[REPLAY_SHARDS_MAX];
@@ -195,41 +216,41 @@ struct replay_par {
     unsigned n_threads;                              // working on shards, the caller's included
     bool caller_works; // the caller's thread is threads[0] and its rounds run one at a time;
                        // else (sites, every thread made) it gathers round k + 1 while the
-                       // shard threads do round k (complete_round)
-    bool in_flight;    // round `round` published, not yet complete_round'd
-    part_t parts[REPLAY_PAR_THREADS_MAX];
+                       // shard threads do rounds k - 1 and k (complete_rounds)
     unsigned n_parts; // a round's parts: one a thread
 
-    // The shard threads' rounds, without a lock: the caller's thread writes the round below,
-    // then sets `go` to the round's number r; each thread then claims parts of round r, its
-    // own first (part t for thread t), then any other still unclaimed, lists and sorts each,
-    // adding one to `parted` for each; once `parted` reaches r * n_parts it claims shards the
-    // same way (its own: s = t, t + n_threads, ...; then the others') and applies each one's
-    // events, adding one to `finished` for each: round r is done when `finished` reaches
-    // r * n_shards. So when every thread comes in time each does its own, as if they were
-    // fixed (its shards' tables stay in its core's cache); a thread late for a round finds its
-    // own taken by the others and goes back to wait. A claim is a compare-and-swap of the
-    // part's or shard's last claimed round from r - 1 to r, so a thread late for round r
-    // never takes one of r + 1.
-    waitword_t go, parted, finished;
-    _Alignas(64) _Atomic uint64_t part_round[REPLAY_PAR_THREADS_MAX];
+    // The shard threads' rounds, without a lock: the caller's thread writes round r into
+    // pub[r & 1], then sets `go` to r; each thread goes through every round up to `go` in
+    // turn. In round r it claims parts, its own first (part t for thread t), then any other
+    // still unclaimed, lists and sorts each, adding one to `parted[r & 1]` for each; once every
+    // part of r is listed (parted_target) it claims shards the same way (its own: s = t, t +
+    // n_threads, ...; then the others') and applies each one's events, adding one to
+    // `finished[r & 1]` for each: round r is complete when every shard has applied it. So when
+    // every thread comes in time each does its own, as if they were fixed (its shards' tables
+    // stay in its core's cache); a thread late for a round finds its own taken by the others
+    // and goes on. A part's claim is a compare-and-swap of its last claimed round of that
+    // parity from r - 2 to r; a shard's, of its last claimed round from r - 1 to r, once its
+    // last applied round (shard_done) is r - 1: shards apply rounds in order, and a thread late
+    // for round r never takes a part or shard of a later one. Round r + 1 is published while r
+    // runs (once r - 1 is complete: pub[] and the counters alternate), so a thread that ends
+    // its share of r finds the next round waiting, and no thread waits for the caller's
+    // between rounds (sites; totals run one round at a time).
+    waitword_t go, parted[2], finished[2];
+    _Alignas(64) _Atomic uint64_t part_round[2][REPLAY_PAR_THREADS_MAX];
     _Alignas(64) _Atomic uint64_t shard_round[REPLAY_SHARDS_MAX];
+    _Alignas(64) _Atomic uint64_t shard_done[REPLAY_SHARDS_MAX];
     _Alignas(64) _Atomic bool stop;
 
-    // the current round: its events lie in segs (the kept batches where they are, held,
-    // the caller's array); the threads note where each lies in rptr (sites) or copy them to tev
-    // (totals), one part each, as they sort them
-    uint64_t round; // rounds started
-    const round_seg_t *segs;
-    size_t n_segs;
-    const reader_event_t **rptr; // sites: the round's events by index (buf[round % depth].ev)
-    size_t n;
+    // rounds r - 1 and r as published: their events lie in pub's segs (the kept batches where
+    // they are, held, the caller's array); the threads note where each lies in rptr (sites) or
+    // copy them to tev (totals), one part each, as they sort them
+    uint64_t round;    // rounds published
+    uint64_t complete; // rounds whose shards are done (complete_rounds): round - 1 or round
+    pub_round_t pub[2];
     reader_event_t *tev; // totals: the round's copy
     size_t tev_cap;
     round_seg_t *seg_list; // the next round's pieces, being listed (next_round)
     size_t seg_cap;
-    round_seg_t *run_segs; // the published round's (segs points here): the two swap
-    size_t run_seg_cap;
     replay_step_t *steps;
     size_t steps_cap;
     uint8_t *verdict; // totals with a filter: keep's answer per event of the round
@@ -241,17 +262,18 @@ struct replay_par {
     bool timing;        // HEAPPROF_STAGE_TIMES=2: the threads time their waits
     unsigned idle;      // HEAPPROF_TEST_REPLAY_IDLE=T: thread T claims nothing, so that the
                         // others take its part and shards every round (tests); else UINT_MAX
+    unsigned slow;      // HEAPPROF_TEST_REPLAY_SLOW=T: thread T pauses after each shard it
+                        // applies, so that the others meet its shards still at the round
+                        // before (tests; the figures do not depend on it); else UINT_MAX
     uint64_t ns_wait_scans, ns_wait_shards; // the caller's: for round k - D's scans, for the
                                              // other shard threads of its round
-    // HEAPPROF_STAGE_TIMES=2, summed over rounds: from the round's publication (at_go) to its
-    // shard threads' starts (the mean and the last), and the spreads of their arrivals at the
-    // barrier and of their ends: late wake-ups and uneven shares, told apart
-    uint64_t at_go, ns_lag_mean, ns_lag_max, ns_parted_spread, ns_end_spread;
+    // HEAPPROF_STAGE_TIMES=2, summed over rounds: from the round's publication (its at_go) to
+    // its shard threads' starts (the mean and the last), and the spreads of their arrivals at
+    // the barrier and of their ends: late wake-ups and uneven shares, told apart
+    uint64_t ns_lag_mean, ns_lag_max, ns_parted_spread, ns_end_spread;
     unsigned depth;    // with sites: rounds in flight, D (2..REPLAY_DEPTH_MAX)
     round_buf_t buf[REPLAY_DEPTH_MAX]; // with sites: round k's in buf[k % depth]
     growth_t *growth;  // replay_par_set_growth: growth in a scan, its words in shards
-    const replay_cfix_t *gfix; // with growth: the changed words of round - D, for the shards
-    size_t n_gfix;
 
     // with sites, the scans of the rounds the shards finished, each on a thread of its own
     // (scan_main; the caller's thread runs them in turn when none could be made)
@@ -271,10 +293,10 @@ struct replay_par {
     size_t pend_head, n_pend, pend_cap, n_pend_ev;
     reader_event_t *held; // copies of events the caller could not leave (replay_par_events)
     size_t n_held, held_cap;
-    void **gone; // batches whose last events the next round copies (being listed)
+    void **gone; // batches whose last events the next round takes (being listed)
     size_t n_gone, gone_cap;
-    void **run_gone; // the published round's, given back once it is complete: the two swap
-    size_t n_run_gone, run_gone_cap;
+    void **run_gone; // totals: the published round's, given back once it is complete: the two
+    size_t n_run_gone, run_gone_cap; // swap (sites: its round buffer keeps them)
     replay_batch_done_fn batch_done;
     void *batch_ctx;
 
@@ -399,31 +421,45 @@ static void set_spin(replay_par_t *p) {
     unsigned all = cpus >= p->n_threads + p->n_scanners + 1 ? pauses : 0;
     unsigned shards = cpus >= p->n_threads ? pauses : 0;
     atomic_store_explicit(&p->go.spin, all, memory_order_relaxed);
-    atomic_store_explicit(&p->parted.spin, shards, memory_order_relaxed);
-    atomic_store_explicit(&p->finished.spin, shards, memory_order_relaxed);
+    for (unsigned k = 0; k < 2; k++) {
+        atomic_store_explicit(&p->parted[k].spin, shards, memory_order_relaxed);
+        atomic_store_explicit(&p->finished[k].spin, shards, memory_order_relaxed);
+    }
 }
 
 // Events a thread lists (or copies), then sorts by shard, at a time: the sort reads them while
 // their lines are still in L1 (one pass over the part, not two).
 #define COPY_CHUNK 512u
 
+// Round r's published fields.
+static inline pub_round_t *pub_of(replay_par_t *p, uint64_t r) { return &p->pub[r & 1]; }
+
+// What parted[r & 1] and finished[r & 1] count for round r, in parts or shards: each counter
+// goes up by one for every part (shard) of every round of its parity, and rounds r and r + 2
+// never run at once (r + 2 is published once r is complete), so round r is listed (complete)
+// when its counter reaches the rounds of r's parity up to r, times the parts (shards).
+static inline uint32_t round_target(uint64_t r, unsigned per_round) {
+    return (uint32_t)((r + 1) / 2 * per_round);
+}
+
 // The address of the round's event i, wherever the round keeps it.
 static inline __attribute__((always_inline)) uint64_t round_addr(const replay_par_t *p,
+                                                                 const pub_round_t *pr,
                                                                  size_t i) {
-    return p->sites ? p->rptr[i]->addr : p->tev[i].addr;
+    return p->sites ? pr->rptr[i]->addr : p->tev[i].addr;
 }
 
 // Sorts the indexes of the round's events [lo, hi) by shard into pt->idx (shard s's at
 // s * stride), counting them in count.
-static inline void sort_range(const replay_par_t *p, part_t *pt, size_t stride, size_t lo,
-                              size_t hi, size_t *count) {
+static inline void sort_range(const replay_par_t *p, const pub_round_t *pr, part_t *pt,
+                              size_t stride, size_t lo, size_t hi, size_t *count) {
     const unsigned bits = p->shard_bits;
     uint32_t *part = pt->idx;
     if (p->n_shards == 2) { // no table of cursors: the common small case, one compare an event
         uint32_t *a = part, *c = part + stride;
         size_t na = count[0], nc = count[1];
         for (size_t i = lo; i < hi; i++) {
-            bool odd = replay_shard_of(round_addr(p, i), bits);
+            bool odd = replay_shard_of(round_addr(p, pr, i), bits);
             a[na] = (uint32_t)i;
             c[nc] = (uint32_t)i;
             na += !odd;
@@ -433,7 +469,7 @@ static inline void sort_range(const replay_par_t *p, part_t *pt, size_t stride, 
         count[1] = nc;
     } else {
         for (size_t i = lo; i < hi; i++) {
-            unsigned s = replay_shard_of(round_addr(p, i), bits);
+            unsigned s = replay_shard_of(round_addr(p, pr, i), bits);
             part[s * stride + count[s]++] = (uint32_t)i;
         }
     }
@@ -441,9 +477,9 @@ static inline void sort_range(const replay_par_t *p, part_t *pt, size_t stride, 
 
 // Notes where events [lo, hi) of the round lie in its pieces (rptr; totals: copies them to tev),
 // a chunk at a time, and sorts each chunk's indexes by shard right after.
-static void copy_part(replay_par_t *p, part_t *pt, size_t stride, size_t lo, size_t hi,
-                      size_t *count) {
-    const round_seg_t *g = p->segs, *end = p->segs + p->n_segs;
+static void copy_part(replay_par_t *p, const pub_round_t *pr, part_t *pt, size_t stride,
+                      size_t lo, size_t hi, size_t *count) {
+    const round_seg_t *g = pr->segs, *end = pr->segs + pr->n_segs;
     while (g < end && g->at + g->n <= lo)
         g++;
     for (; g < end && g->at < hi; g++) {
@@ -453,33 +489,33 @@ static void copy_part(replay_par_t *p, part_t *pt, size_t stride, size_t lo, siz
             if (p->sites) { // where they lie: the batches stay until the round's scans are done
                 const reader_event_t *src = g->ev + (c - g->at);
                 for (size_t j = c; j < e; j++)
-                    p->rptr[j] = src++;
+                    pr->rptr[j] = src++;
             } else {
                 memcpy(p->tev + c, g->ev + (c - g->at), (e - c) * sizeof *p->tev);
             }
-            sort_range(p, pt, stride, c, e, count);
+            sort_range(p, pr, pt, stride, c, e, count);
         }
     }
 }
 
 // Claims a part or shard for round r: true if this thread is the one that moved its last
-// claimed round from r - 1 to r.
-static inline bool claim(_Atomic uint64_t *last, uint64_t r) {
-    uint64_t want = r - 1;
-    return atomic_load_explicit(last, memory_order_relaxed) == want &&
-           atomic_compare_exchange_strong(last, &want, r);
+// claimed round from `from` to r.
+static inline bool claim(_Atomic uint64_t *last, uint64_t from, uint64_t r) {
+    return atomic_load_explicit(last, memory_order_relaxed) == from &&
+           atomic_compare_exchange_strong(last, &from, r);
 }
 
-// Lists part q of the round (the scans read the events where they lie: the batches go back
+// Lists part q of round r (the scans read the events where they lie: the batches go back
 // once the scans are done) and sorts its indexes by shard.
-static void list_part(replay_par_t *p, unsigned q) {
-    part_t *pt = &p->parts[q];
-    const size_t n = p->n, np = p->n_parts, n_shards = p->n_shards;
+static void list_part(replay_par_t *p, uint64_t r, unsigned q) {
+    pub_round_t *pr = pub_of(p, r);
+    part_t *pt = &pr->parts[q];
+    const size_t n = pr->n, np = p->n_parts, n_shards = p->n_shards;
     size_t lo = n * q / np, hi = n * (q + 1) / np, stride = hi - lo;
     if (pt->cap < n_shards * stride + 1) // + 1: never NULL, even for an empty part
         pt->idx = xgrow(pt->idx, &pt->cap, n_shards * stride + 1, sizeof *pt->idx);
     size_t count[REPLAY_SHARDS_MAX] = {0};
-    copy_part(p, pt, stride, lo, hi, count);
+    copy_part(p, pr, pt, stride, lo, hi, count);
     pt->stride = stride;
     memcpy(pt->count, count, n_shards * sizeof *count);
 }
@@ -488,14 +524,15 @@ static void list_part(replay_par_t *p, unsigned q) {
 // each event is looked at once for its shard, by one thread, whatever the number of threads.
 static void apply_shard(replay_par_t *p, unsigned s, uint64_t r) {
     round_buf_t *b = &p->buf[r % p->depth];
+    const pub_round_t *pr = pub_of(p, r);
     if (p->sites) {
         // round - D's sites and words: b's site_of still holds them, and gfix
         replay_shard_fix(p->shards[s], b->site_of, r);
         if (p->growth)
-            replay_shard_fix_words(p->shards[s], s, p->gfix, p->n_gfix);
+            replay_shard_fix_words(p->shards[s], s, pr->gfix, pr->n_gfix);
     }
     for (unsigned q = 0; q < p->n_parts; q++) {
-        const part_t *pt = &p->parts[q];
+        const part_t *pt = &pr->parts[q];
         const uint32_t *idx = pt->idx + s * pt->stride;
         size_t m = pt->count[s];
         if (!m)
@@ -503,15 +540,16 @@ static void apply_shard(replay_par_t *p, unsigned s, uint64_t r) {
         if (!p->sites)
             replay_shard_events(p->shards[s], p->tev, idx, m, p->steps, r);
         else
-            replay_shard_find(p->shards[s], p->rptr, idx, m, p->keep ? b->verdict : NULL,
+            replay_shard_find(p->shards[s], pr->rptr, idx, m, p->keep ? b->verdict : NULL,
                               b->found, r, b->cw);
     }
 }
 
-// Thread th's share of round r (go's value when it looked): the parts it claims, then, once
-// every part is sorted (`parted`), the shards it claims, its own first. Nothing of the round
-// is read before a claim succeeds: a thread that comes after the round's last claim may
-// already see the next round's fields, and must not work on them as round r's.
+// Thread th's share of round r: the parts it claims, then, once every part is sorted
+// (`parted`), the shards it claims, its own first. Nothing of the round is read before a
+// claim succeeds: a thread that comes after the round's last claim may already see round
+// r + 2's fields in pub_of(r), and must not work on them as round r's. A shard still applying
+// round r - 1 is left to the thread applying it, which comes to round r next.
 static void work(replay_par_t *p, shard_thread_t *th, uint64_t r) {
     const unsigned np = p->n_parts, ns = p->n_shards, nt = p->n_threads;
     const unsigned t = (unsigned)(th - p->threads);
@@ -520,46 +558,56 @@ static void work(replay_par_t *p, shard_thread_t *th, uint64_t r) {
     const uint64_t t_start = p->timing ? stage_clock_ns() : 0;
     for (unsigned k = 0; k < np; k++) {
         unsigned q = (t + k) % np;
-        if (!claim(&p->part_round[q], r))
+        if (!claim(&p->part_round[r & 1][q], r - 2, r))
             continue;
-        list_part(p, q);
-        ww_arrive(&p->parted, (uint32_t)(r * np));
+        list_part(p, r, q);
+        ww_arrive(&p->parted[r & 1], round_target(r, np));
     }
     uint64_t t0 = p->timing ? stage_clock_ns() : 0;
-    ww_wait_reach(&p->parted, (uint32_t)(r * np));
+    ww_wait_reach(&p->parted[r & 1], round_target(r, np));
     if (p->timing)
         th->ns_parted += stage_clock_ns() - t0;
     bool noted = false;
     for (unsigned k = 0; k < nt; k++) // thread t's shards, then t + 1's, ...
         for (unsigned s = (t + k) % nt; s < ns; s += nt) {
-            if (!claim(&p->shard_round[s], r))
+            if (atomic_load_explicit(&p->shard_done[s], memory_order_acquire) != r - 1 ||
+                !claim(&p->shard_round[s], r - 1, r))
                 continue;
             if (p->timing && !noted) { // note_spreads reads them once `finished` says the round ended
                 noted = true;
                 atomic_store_explicit(&th->at_start, t_start, memory_order_relaxed);
+                atomic_store_explicit(&th->at_free, th->free_since, memory_order_relaxed);
                 atomic_store_explicit(&th->at_parted, t0, memory_order_relaxed);
                 atomic_store_explicit(&th->at_round, r, memory_order_relaxed);
             }
             apply_shard(p, s, r);
             if (p->timing)
                 atomic_store_explicit(&th->at_end, stage_clock_ns(), memory_order_relaxed);
-            ww_arrive(&p->finished, (uint32_t)(r * ns));
+            if (t == p->slow)
+                nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
+            atomic_store_explicit(&p->shard_done[s], r, memory_order_release);
+            ww_arrive(&p->finished[r & 1], round_target(r, ns));
         }
+    if (p->timing)
+        th->free_since = stage_clock_ns();
 }
 
 static void *shard_main(void *arg) {
     shard_thread_t *th = arg;
     replay_par_t *p = th->p;
     (void)pthread_setname_np(pthread_self(), "hp-shard"); // HEAPPROF_STAGE_TIMES=2, perf
-    uint32_t seen = 0;
+    uint64_t done = 0; // rounds this thread went through
     for (;;) {
         uint64_t t0 = p->timing ? stage_clock_ns() : 0;
-        ww_wait(&p->go, seen);
-        seen = atomic_load(&p->go.v);
+        ww_wait(&p->go, (uint32_t)done);
         if (atomic_load(&p->stop))
             break;
+        uint32_t go = atomic_load(&p->go.v);
         uint64_t t1 = p->timing ? stage_clock_ns() : 0;
-        work(p, th, seen);
+        // every round in turn, also those others did while this thread was away: a shard of
+        // round r whose r - 1 this thread applied is its to take (work)
+        while ((uint32_t)done != go)
+            work(p, th, ++done);
         if (p->timing) {
             th->ns_go += t1 - t0;
             th->ns_work += stage_clock_ns() - t1;
@@ -589,6 +637,8 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     p->timing = stage_times_level() >= 2;
     const char *idle = getenv("HEAPPROF_TEST_REPLAY_IDLE");
     p->idle = idle && *idle ? (unsigned)strtoul(idle, NULL, 10) : UINT_MAX;
+    const char *slow = getenv("HEAPPROF_TEST_REPLAY_SLOW");
+    p->slow = slow && *slow ? (unsigned)strtoul(slow, NULL, 10) : UINT_MAX;
     p->round_max = ROUND_MAX;
     p->sites = mode & (REPLAY_SITES | REPLAY_DHAT);
     p->depth = p->sites ? depth_env() : DEPTH_TOTALS;
@@ -627,6 +677,8 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     // a part a thread that works on rounds (set before the first round starts: the others
     // read it once `go` tells them of one)
     p->n_parts = p->n_threads;
+    for (unsigned q = 0; q < REPLAY_PAR_THREADS_MAX; q++) // round 1's claims move them from -1
+        atomic_init(&p->part_round[1][q], UINT64_MAX);
     if (p->n_threads < 2) // alone, a thread that claims nothing would leave the round undone
         p->idle = UINT_MAX;
     if (p->sites) { // the apply parts once growth is known (start_apply)
@@ -760,31 +812,42 @@ static void wait_scans(replay_par_t *p, uint64_t upto) {
 }
 
 // Publishes round `round` over the pieces p->seg_list[0..n_segs) (n events in all) and the
-// batches p->gone it takes the last events of (both lists move to run_*, so the next round can
-// be listed meanwhile); the caller's thread works on its share if it has one. No lock: the
-// round is written before `go` changes, and read by the others after.
+// batches p->gone it takes the last events of (the pieces move to its pub_round, the batches
+// to its round buffer (sites) or run_gone (totals), so the next round can be listed
+// meanwhile); the caller's thread works on its share if it has one. No lock: the round is
+// written before `go` changes, and read by the others after. Round round - 2 must be complete.
 static void publish_round(replay_par_t *p, size_t n_segs, size_t n, uint64_t round) {
-    round_seg_t *segs = p->run_segs;
-    size_t seg_cap = p->run_seg_cap;
-    p->run_segs = p->seg_list;
-    p->run_seg_cap = p->seg_cap;
+    pub_round_t *pr = pub_of(p, round);
+    round_seg_t *segs = pr->segs;
+    size_t seg_cap = pr->seg_cap;
+    pr->segs = p->seg_list;
+    pr->seg_cap = p->seg_cap;
     p->seg_list = segs;
     p->seg_cap = seg_cap;
-    void **gone = p->run_gone;
-    size_t gone_cap = p->run_gone_cap;
-    p->run_gone = p->gone;
-    p->run_gone_cap = p->gone_cap;
-    p->n_run_gone = p->n_gone;
-    p->gone = gone;
-    p->gone_cap = gone_cap;
+    pr->n_segs = n_segs;
+    pr->n = n;
+    if (p->sites) {
+        // the round's events stay where they are until its scans are done: its buffer keeps
+        // the batches (give_back_round)
+        round_buf_t *b = &p->buf[round % p->depth];
+        if (p->n_gone) {
+            b->gone = xgrow(b->gone, &b->gone_cap, b->n_gone + p->n_gone, sizeof *b->gone);
+            memcpy(b->gone + b->n_gone, p->gone, p->n_gone * sizeof *b->gone);
+            b->n_gone += p->n_gone;
+        }
+    } else {
+        void **gone = p->run_gone;
+        size_t gone_cap = p->run_gone_cap;
+        p->run_gone = p->gone;
+        p->run_gone_cap = p->gone_cap;
+        p->n_run_gone = p->n_gone;
+        p->gone = gone;
+        p->gone_cap = gone_cap;
+    }
     p->n_gone = 0;
-    p->segs = p->run_segs;
-    p->n_segs = n_segs;
-    p->n = n;
     p->round = round;
-    p->in_flight = true;
     if (p->timing)
-        p->at_go = stage_clock_ns();
+        pr->at_go = stage_clock_ns();
     atomic_store(&p->go.v, (uint32_t)round);
     ww_wake(&p->go);
     if (p->caller_works) {
@@ -802,21 +865,27 @@ static void give_back_round(replay_par_t *p, round_buf_t *b) {
     b->n_gone = 0;
 }
 
-// HEAPPROF_STAGE_TIMES=2: the round's shard threads' start lags and the spreads of their
-// barrier arrivals and ends (each thread wrote its times before it arrived at `finished`).
-static void note_spreads(replay_par_t *p) {
+// HEAPPROF_STAGE_TIMES=2: round r's shard threads' start lags and the spreads of their
+// barrier arrivals and ends (each thread wrote its times before it arrived at `finished`; one
+// already at round r + 1 is left out).
+static void note_spreads(replay_par_t *p, uint64_t r) {
     uint64_t lag_sum = 0, lag_max = 0, part_lo = UINT64_MAX, part_hi = 0, end_lo = UINT64_MAX,
              end_hi = 0;
+    const uint64_t at_go = pub_of(p, r)->at_go;
     unsigned n = 0;
     for (unsigned i = 0; i < p->n_threads; i++) {
         shard_thread_t *th = &p->threads[i];
         // a thread that applied no shard of this round (or has not said so yet) is left out
-        if (atomic_load_explicit(&th->at_round, memory_order_relaxed) != p->round)
+        if (atomic_load_explicit(&th->at_round, memory_order_relaxed) != r)
             continue;
         uint64_t start = atomic_load_explicit(&th->at_start, memory_order_relaxed),
+                 free = atomic_load_explicit(&th->at_free, memory_order_relaxed),
                  parted = atomic_load_explicit(&th->at_parted, memory_order_relaxed),
                  end = atomic_load_explicit(&th->at_end, memory_order_relaxed);
-        uint64_t lag = start > p->at_go ? start - p->at_go : 0;
+        // from when it could have started: the round's publication, or if it was still at the
+        // round before then (the next is published while one runs), its end of that
+        const uint64_t from = free > at_go ? free : at_go;
+        uint64_t lag = start > from ? start - from : 0;
         n++;
         lag_sum += lag;
         lag_max = lag > lag_max ? lag : lag_max;
@@ -833,65 +902,55 @@ static void note_spreads(replay_par_t *p) {
     p->ns_end_spread += end_hi - end_lo;
 }
 
-// Waits for the published round's shard threads, then gives back the batches it copied from
-// (totals), or passes them to its round buffer (sites: the scans read them later).
-static void wait_round(replay_par_t *p) {
-    uint64_t t0 = p->timing ? stage_clock_ns() : 0;
-    ww_wait_reach(&p->finished, (uint32_t)(p->round * p->n_shards));
-    if (p->timing) {
-        p->ns_wait_shards += stage_clock_ns() - t0;
-        note_spreads(p);
-    }
-    p->in_flight = false;
-    if (p->sites) {
-        // the round's events stay where they are until its scans are done: its buffer keeps
-        // the batches (give_back_round)
-        round_buf_t *b = &p->buf[p->round % p->depth];
-        if (p->n_run_gone) {
-            b->gone = xgrow(b->gone, &b->gone_cap, b->n_gone + p->n_run_gone, sizeof *b->gone);
-            memcpy(b->gone + b->n_gone, p->run_gone, p->n_run_gone * sizeof *b->gone);
-            b->n_gone += p->n_run_gone;
+// Waits until every published round up to `upto` is complete; then each goes to its scans
+// (sites: the caller's thread runs those that have no thread) or gives back the batches it
+// copied from (totals). Rounds complete in order: each shard applies them in turn.
+static void complete_rounds(replay_par_t *p, uint64_t upto) {
+    if (upto > p->round)
+        upto = p->round;
+    while (p->complete < upto) {
+        const uint64_t k = p->complete + 1;
+        uint64_t t0 = p->timing ? stage_clock_ns() : 0;
+        ww_wait_reach(&p->finished[k & 1], round_target(k, p->n_shards));
+        if (p->timing) {
+            p->ns_wait_shards += stage_clock_ns() - t0;
+            note_spreads(p, k);
         }
-    } else {
-        for (size_t i = 0; i < p->n_run_gone; i++)
-            p->batch_done(p->batch_ctx, p->run_gone[i]);
-    }
-    p->n_run_gone = 0;
-}
-
-// With sites: the published round's shards done, its scans may start (and the caller's thread
-// runs those that have no thread). Nothing if no round is in flight.
-static void complete_round(replay_par_t *p) {
-    if (!p->in_flight)
-        return;
-    wait_round(p);
-    const uint64_t k = p->round;
-    pthread_mutex_lock(&p->lock);
-    p->ready = k;
-    pthread_cond_broadcast(&p->scan_go);
-    pthread_mutex_unlock(&p->lock);
-    for (unsigned i = 0; i < p->n_scanners; i++) {
-        scanner_t *sc = &p->scanners[i];
-        if (sc->threaded)
+        p->complete = k;
+        if (!p->sites) {
+            for (size_t i = 0; i < p->n_run_gone; i++)
+                p->batch_done(p->batch_ctx, p->run_gone[i]);
+            p->n_run_gone = 0;
             continue;
+        }
         pthread_mutex_lock(&p->lock);
-        while (scan_avail(p, sc) < k) // an apply after an order on its own thread
-            pthread_cond_wait(&p->scanned, &p->lock);
+        p->ready = k;
+        pthread_cond_broadcast(&p->scan_go);
         pthread_mutex_unlock(&p->lock);
-        scan_round(p, sc, k);
-        pthread_mutex_lock(&p->lock);
-        scan_mark_done(p, sc, k);
-        pthread_mutex_unlock(&p->lock);
+        for (unsigned i = 0; i < p->n_scanners; i++) {
+            scanner_t *sc = &p->scanners[i];
+            if (sc->threaded)
+                continue;
+            pthread_mutex_lock(&p->lock);
+            while (scan_avail(p, sc) < k) // an apply after an order on its own thread
+                pthread_cond_wait(&p->scanned, &p->lock);
+            pthread_mutex_unlock(&p->lock);
+            scan_round(p, sc, k);
+            pthread_mutex_lock(&p->lock);
+            scan_mark_done(p, sc, k);
+            pthread_mutex_unlock(&p->lock);
+        }
     }
 }
 
-// One round of n events in seg_list with sites: the shards find round k while the scans of
-// rounds k - D + 1 .. k - 1 may still run; then the scans get round k, and the caller's thread
-// goes on.
+// One round of n events in seg_list with sites: published once round k - 2 is complete (its
+// pub_round is k's), so the shards find round k while they may still finish round k - 1 and
+// the scans of rounds k - D + 1 .. k - 2 may still run; then round k - 1 goes to the scans,
+// and the caller's thread goes on to list round k + 1.
 static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     start_apply(p);
-    complete_round(p); // round k - 1's shards, whose fields the next lines overwrite
     uint64_t k = p->round + 1;
+    complete_rounds(p, k - 2); // usually done already: the caller completed it after k - 1
     const unsigned d = p->depth;
     round_buf_t *b = &p->buf[k % d];
     const size_t n_ops = 2 * n;
@@ -900,8 +959,10 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
                 (p->keep && b->verdict_cap < n);
     // b was round k - D's: its scans must be done with it. To grow it, every scan must be done
     // (the order's scans of rounds k - D + 1 .. k - 1 read b's site_of, and all read the
-    // pointers of every buf's); rounds grow rarely, at the start.
+    // pointers of every buf's), so round k - 1 too; rounds grow rarely, at the start.
     uint64_t t0 = p->timing ? stage_clock_ns() : 0;
+    if (grow)
+        complete_rounds(p, k - 1);
     pthread_mutex_lock(&p->lock);
     wait_scans(p, grow ? k - 1 : k >= d ? k - d : 0);
     pthread_mutex_unlock(&p->lock);
@@ -926,7 +987,8 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     }
     b->n = n;
     b->round = k;
-    p->rptr = b->ev;
+    pub_round_t *pr = pub_of(p, k); // round k - 2's, complete
+    pr->rptr = b->ev;
     b->sr = (replay_scan_round_t){.ev = b->ev, .n = n, .round = k, .found = b->found,
                                   .verdict = p->keep ? b->verdict : NULL,
                                   .site_of = b->site_of, .ops = b->ops,
@@ -934,10 +996,12 @@ static void run_sites_round(replay_par_t *p, size_t n_segs, size_t n) {
     if (p->keep)
         set_verdicts(p, b->verdict, n_segs);
     if (p->growth) // round k - D's, which growth keeps until its scan of round k
-        p->gfix = growth_scan_fixes(p->growth, k, &p->n_gfix);
+        pr->gfix = growth_scan_fixes(p->growth, k, &pr->n_gfix);
     publish_round(p, n_segs, n, k);
-    if (p->caller_works)
-        complete_round(p); // else at the next round, or the finish
+    // the caller's thread that worked on round k waits for it; else round k - 1 goes to the
+    // scans now, while the shard threads that are done with it go on with round k (round k,
+    // at the next round, or the finish)
+    complete_rounds(p, p->caller_works ? k : k - 1);
 }
 
 // One round of n events in seg_list: all shards in parallel, then the ordered scan for the
@@ -957,7 +1021,7 @@ static void run_round(replay_par_t *p, size_t n_segs, size_t n) {
         set_verdicts(p, p->verdict, n_segs);
     }
     publish_round(p, n_segs, n, p->round + 1);
-    wait_round(p);
+    complete_rounds(p, p->round); // one round at a time: the steps are read next
 
     // the live totals event by event, in stream order: a peak is taken where a counted
     // allocation strictly exceeds it, as replay.c does, so it is the first moment of the maximum
@@ -1006,7 +1070,7 @@ static void next_round(replay_par_t *p) {
         p->pend_head++;
     }
     p->n_pend_ev -= n;
-    run_round(p, n_segs, n); // its batches go back once it is done with them (wait_round)
+    run_round(p, n_segs, n); // its batches go back once it is done with them (complete_rounds)
     if (p->pend_head == p->n_pend) {
         p->pend_head = p->n_pend = 0;
         p->n_held = 0;
@@ -1033,7 +1097,7 @@ void replay_par_events(replay_par_t *p, const reader_event_t *ev, size_t n) {
     pend_add(p, ev, n, NULL);
     while (p->n_pend_ev && p->n_pend_ev >= p->round_min)
         next_round(p);
-    complete_round(p); // a round in flight may still read held, or ev
+    complete_rounds(p, p->round); // a round in flight may still read held, or ev
     if (p->sites) {
         // and its scans read them where they lie: all done before ev goes back to the caller
         // and held changes (this path is the tests' and the one-off callers': kept batches,
@@ -1127,7 +1191,7 @@ static void print_waits(const replay_par_t *p) {
             p->depth, p->ns_wait_shards / 1e9);
     double r = p->round ? (double)p->round : 1;
     fprintf(stderr, "replay waits: a round's shard threads started %.1f us after it was published "
-                    "(the last %.1f), reached the partition's barrier within %.1f us of the "
+                    "or they were done with the one before (the last %.1f), reached the partition's barrier within %.1f us of the "
                     "first and finished within %.1f us of the first (means a round)\n",
             p->ns_lag_mean / r / 1e3, p->ns_lag_max / r / 1e3, p->ns_parted_spread / r / 1e3,
             p->ns_end_spread / r / 1e3);
@@ -1147,7 +1211,7 @@ static void print_waits(const replay_par_t *p) {
 void replay_par_finish(replay_par_t *p) {
     while (p->n_pend_ev)
         next_round(p);
-    complete_round(p);
+    complete_rounds(p, p->round);
     start_apply(p); // no round ran: the merge still wants the parts it splits into
     atomic_store(&p->stop, true);
     atomic_fetch_add(&p->go.v, 1);
@@ -1177,8 +1241,11 @@ void replay_par_finish(replay_par_t *p) {
         replay_set_peak(p->into, p->peak_bytes, p->peak_blocks, p->peak_time_ns);
     else
         replay_scan_merge(p->into);
-    for (unsigned q = 0; q < p->n_parts; q++)
-        free(p->parts[q].idx);
+    for (unsigned k = 0; k < 2; k++) {
+        for (unsigned q = 0; q < p->n_parts; q++)
+            free(p->pub[k].parts[q].idx);
+        free(p->pub[k].segs);
+    }
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->scan_go);
     pthread_cond_destroy(&p->scanned);
@@ -1197,7 +1264,6 @@ void replay_par_finish(replay_par_t *p) {
     free(p->verdict);
     free(p->tev);
     free(p->seg_list);
-    free(p->run_segs);
     free(p->run_gone);
     free(p->pend);
     free(p->gone);

@@ -47,10 +47,10 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
 void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events);
 
 // Rounds in flight with per-site figures (mode with REPLAY_SITES or REPLAY_DHAT; totals run one
-// round at a time): the shards may find round k while the scans of rounds k - D + 1 .. k - 1
-// have not finished. 2 to REPLAY_DEPTH_MAX (clamped); the default is 2, or
-// HEAPPROF_REPLAY_DEPTH (bad values: a warning on stderr, the default). Every figure is the
-// same at any depth. Call before the first event.
+// round at a time): the shards may find round k while they finish round k - 1 and the scans of
+// rounds k - D + 1 .. k - 2 have not finished. 2 to REPLAY_DEPTH_MAX (clamped); the default is
+// 4, or HEAPPROF_REPLAY_DEPTH (bad values: a warning on stderr, the default). Every figure is
+// the same at any depth. Call before the first event.
 void replay_par_set_depth(replay_par_t *p, unsigned depth);
 unsigned replay_par_depth(const replay_par_t *p);
 
