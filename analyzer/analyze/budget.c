@@ -58,8 +58,8 @@ static int parse_scaled(const char *s, bool sizes, uint64_t *out) {
     size_t n = strlen(p);
     if (n >= sizeof suf)
         return -1;
-    for (size_t i = 0; i <= n; i++)
-        suf[i] = (char)tolower((unsigned char)p[i]);
+    for (size_t i = 0; i < sizeof suf; i++) // bounded by suf, not n: gcc -O3 then sees no overflow
+        suf[i] = i < n ? (char)tolower((unsigned char)p[i]) : '\0';
     uint64_t scale = 0;
     if (sizes) {
         for (size_t i = 0; i < sizeof units / sizeof *units; i++)
