@@ -936,21 +936,21 @@ void replay_shard_find(replay_t *rp, const reader_event_t *const *ev, const uint
     replay_fix_t *fix = rp->fix[slot] + rp->n_fix[slot], *const fix0 = fix;
     const size_t ahead = PREFETCH_AHEAD, ahead2 = 2 * PREFETCH_AHEAD;
     for (size_t k = 0; k < m && k < ahead2; k++)
-        prefetch_event(ev[idx[k]]);
+        prefetch_event(ev[k]);
     for (size_t k = 0; k < m && k < ahead; k++)
-        live_table_prefetch(t, ev[idx[k]]->addr);
+        live_table_prefetch(t, ev[k]->addr);
     for (size_t k = 0; k < m; k++) {
         if (k + ahead2 < m)
-            prefetch_event(ev[idx[k + ahead2]]);
+            prefetch_event(ev[k + ahead2]);
         if (k + ahead < m)
-            live_table_prefetch(t, ev[idx[k + ahead]]->addr);
+            live_table_prefetch(t, ev[k + ahead]->addr);
         if (deep && k + ahead / 2 < m) {
-            const reader_event_t *later = ev[idx[k + ahead / 2]];
+            const reader_event_t *later = ev[k + ahead / 2];
             if (later->kind != READER_ALLOC)
                 live_table_prefetch_value(t, later->addr);
         }
         uint32_t i = idx[k];
-        const reader_event_t *e = ev[i];
+        const reader_event_t *e = ev[k];
         replay_found_t *f = &found[i];
         if (e->kind == READER_ALLOC) {
             bool existed;

@@ -140,7 +140,11 @@ typedef struct shard_thread {
 // indexes sorted by shard, shard s's at s * stride, count[s] of them.
 typedef struct part {
     uint32_t *idx;
-    size_t cap, stride;
+    // sites: beside each index its event's address, so that a shard reads its own events'
+    // pointers in a row instead of one from each line of the round's pointers (a shard takes
+    // about one event in n_shards: each line of 8 pointers another thread wrote)
+    const reader_event_t **evp;
+    size_t cap, evp_cap, stride;
     size_t count[REPLAY_SHARDS_MAX];
 } part_t;
 
@@ -451,17 +455,27 @@ static inline __attribute__((always_inline)) uint64_t round_addr(const replay_pa
 
 // Sorts the indexes of the round's events [lo, hi) by shard into pt->idx (shard s's at
 // s * stride), counting them in count.
-static inline void sort_range(const replay_par_t *p, const pub_round_t *pr, part_t *pt,
-                              size_t stride, size_t lo, size_t hi, size_t *count) {
+// With sites (ptrs) each index's event pointer goes beside it (part_t's evp).
+static inline __attribute__((always_inline)) void sort_range(const replay_par_t *p,
+                                                             const pub_round_t *pr, part_t *pt,
+                                                             size_t stride, size_t lo, size_t hi,
+                                                             size_t *count, bool ptrs) {
     const unsigned bits = p->shard_bits;
     uint32_t *part = pt->idx;
+    const reader_event_t **evp = pt->evp;
     if (p->n_shards == 2) { // no table of cursors: the common small case, one compare an event
         uint32_t *a = part, *c = part + stride;
+        const reader_event_t **ea = evp, **ec = evp + stride;
         size_t na = count[0], nc = count[1];
         for (size_t i = lo; i < hi; i++) {
-            bool odd = replay_shard_of(round_addr(p, pr, i), bits);
+            const reader_event_t *e = ptrs ? pr->rptr[i] : NULL;
+            bool odd = replay_shard_of(ptrs ? e->addr : round_addr(p, pr, i), bits);
             a[na] = (uint32_t)i;
             c[nc] = (uint32_t)i;
+            if (ptrs) {
+                ea[na] = e;
+                ec[nc] = e;
+            }
             na += !odd;
             nc += odd;
         }
@@ -469,8 +483,12 @@ static inline void sort_range(const replay_par_t *p, const pub_round_t *pr, part
         count[1] = nc;
     } else {
         for (size_t i = lo; i < hi; i++) {
-            unsigned s = replay_shard_of(round_addr(p, pr, i), bits);
-            part[s * stride + count[s]++] = (uint32_t)i;
+            const reader_event_t *e = ptrs ? pr->rptr[i] : NULL;
+            unsigned s = replay_shard_of(ptrs ? e->addr : round_addr(p, pr, i), bits);
+            size_t at = s * stride + count[s]++;
+            part[at] = (uint32_t)i;
+            if (ptrs)
+                evp[at] = e;
         }
     }
 }
@@ -493,7 +511,10 @@ static void copy_part(replay_par_t *p, const pub_round_t *pr, part_t *pt, size_t
             } else {
                 memcpy(p->tev + c, g->ev + (c - g->at), (e - c) * sizeof *p->tev);
             }
-            sort_range(p, pr, pt, stride, c, e, count);
+            if (p->sites)
+                sort_range(p, pr, pt, stride, c, e, count, true);
+            else
+                sort_range(p, pr, pt, stride, c, e, count, false);
         }
     }
 }
@@ -514,6 +535,8 @@ static void list_part(replay_par_t *p, uint64_t r, unsigned q) {
     size_t lo = n * q / np, hi = n * (q + 1) / np, stride = hi - lo;
     if (pt->cap < n_shards * stride + 1) // + 1: never NULL, even for an empty part
         pt->idx = xgrow(pt->idx, &pt->cap, n_shards * stride + 1, sizeof *pt->idx);
+    if (p->sites && pt->evp_cap < n_shards * stride + 1)
+        pt->evp = xgrow(pt->evp, &pt->evp_cap, n_shards * stride + 1, sizeof *pt->evp);
     size_t count[REPLAY_SHARDS_MAX] = {0};
     copy_part(p, pr, pt, stride, lo, hi, count);
     pt->stride = stride;
@@ -540,8 +563,8 @@ static void apply_shard(replay_par_t *p, unsigned s, uint64_t r) {
         if (!p->sites)
             replay_shard_events(p->shards[s], p->tev, idx, m, p->steps, r);
         else
-            replay_shard_find(p->shards[s], pr->rptr, idx, m, p->keep ? b->verdict : NULL,
-                              b->found, r, b->cw);
+            replay_shard_find(p->shards[s], pt->evp + s * pt->stride, idx, m,
+                              p->keep ? b->verdict : NULL, b->found, r, b->cw);
     }
 }
 
@@ -1242,8 +1265,10 @@ void replay_par_finish(replay_par_t *p) {
     else
         replay_scan_merge(p->into);
     for (unsigned k = 0; k < 2; k++) {
-        for (unsigned q = 0; q < p->n_parts; q++)
+        for (unsigned q = 0; q < p->n_parts; q++) {
             free(p->pub[k].parts[q].idx);
+            free(p->pub[k].parts[q].evp);
+        }
         free(p->pub[k].segs);
     }
     pthread_mutex_destroy(&p->lock);

@@ -12,10 +12,11 @@
 // ride along (replay_par_set_growth); the timeline does not.
 // Memory: the live blocks (spread over the shards' tables, + 32 bytes each with growth), one
 // set of thread ids per shard, and the rounds in flight: per event 16 bytes a step (totals, one
-// round) or, D rounds (replay_par_set_depth), 48 a copy of the event + 32 found + 4 site + 9
-// the order's and the peak's per-event results (sites; + 33 words and growth's decision with
-// growth), + 8 per thread (its part's indexes by shard, its shards' list), and the batches of
-// the next round until it starts (kept, or copied by replay_par_events).
+// round) or, D rounds (replay_par_set_depth), 8 a pointer to the event (it stays in its batch)
+// + 32 found + 4 site + 9 the order's and the peak's per-event results (sites; + 33 words and
+// growth's decision with growth), + 12 an event of the two rounds the shards may work on at once (each part's
+// indexes and event pointers by shard), and the batches of the next round until it starts
+// (kept, or copied by replay_par_events).
 #ifndef HEAPPROF_ANALYZER_REPLAY_PAR_H
 #define HEAPPROF_ANALYZER_REPLAY_PAR_H
 
