@@ -266,6 +266,8 @@ struct replay_par {
     bool timing;        // HEAPPROF_STAGE_TIMES=2: the threads time their waits
     unsigned idle;      // HEAPPROF_TEST_REPLAY_IDLE=T: thread T claims nothing, so that the
                         // others take its part and shards every round (tests); else UINT_MAX
+    unsigned make_left; // HEAPPROF_TEST_REPLAY_MAKE=N: only N of replay's threads are made,
+                        // the rest "fail" (tests of the paths without them); else UINT_MAX
     unsigned slow;      // HEAPPROF_TEST_REPLAY_SLOW=T: thread T pauses after each shard it
                         // applies, so that the others meet its shards still at the round
                         // before (tests; the figures do not depend on it); else UINT_MAX
@@ -639,6 +641,23 @@ static void *shard_main(void *arg) {
     return NULL;
 }
 
+// Starts one of replay's threads (small stacks: none recurses). False if it could not be
+// made: the caller's thread then does its work.
+static bool start_thread(replay_par_t *p, pthread_t *thread, void *(*fn)(void *), void *arg) {
+    if (p->make_left == 0)
+        return false;
+    pthread_attr_t attr;
+    bool attr_ok = pthread_attr_init(&attr) == 0;
+    if (attr_ok)
+        (void)pthread_attr_setstacksize(&attr, WORKER_STACK_BYTES);
+    bool made = pthread_create(thread, attr_ok ? &attr : NULL, fn, arg) == 0;
+    if (attr_ok)
+        pthread_attr_destroy(&attr);
+    if (made && p->make_left != UINT_MAX)
+        p->make_left--;
+    return made;
+}
+
 replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
                              replay_keep_fn keep, void *keep_ctx) {
     replay_par_t *p = xcalloc(1, sizeof *p);
@@ -662,6 +681,8 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     p->idle = idle && *idle ? (unsigned)strtoul(idle, NULL, 10) : UINT_MAX;
     const char *slow = getenv("HEAPPROF_TEST_REPLAY_SLOW");
     p->slow = slow && *slow ? (unsigned)strtoul(slow, NULL, 10) : UINT_MAX;
+    const char *make = getenv("HEAPPROF_TEST_REPLAY_MAKE");
+    p->make_left = make && *make ? (unsigned)strtoul(make, NULL, 10) : UINT_MAX;
     p->round_max = ROUND_MAX;
     p->sites = mode & (REPLAY_SITES | REPLAY_DHAT);
     p->depth = p->sites ? depth_env() : DEPTH_TOTALS;
@@ -675,15 +696,10 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->scan_go, NULL);
     pthread_cond_init(&p->scanned, NULL);
-    pthread_attr_t attr;
-    bool attr_ok = pthread_attr_init(&attr) == 0;
-    if (attr_ok)
-        (void)pthread_attr_setstacksize(&attr, WORKER_STACK_BYTES);
     p->n_threads = 1; // the caller's
     for (unsigned i = 1; i < n_threads; i++) {
         p->threads[i].p = p;
-        if (pthread_create(&p->threads[i].thread, attr_ok ? &attr : NULL, shard_main,
-                           &p->threads[i]) != 0)
+        if (!start_thread(p, &p->threads[i].thread, shard_main, &p->threads[i]))
             break;
         p->n_threads++;
     }
@@ -692,11 +708,8 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     p->threads[0].p = p; // the others' was set before they started, and they read it at once
     p->caller_works = true;
     if (p->sites && p->n_threads == n_threads && n_threads > 1 &&
-        pthread_create(&p->threads[0].thread, attr_ok ? &attr : NULL, shard_main,
-                       &p->threads[0]) == 0)
+        start_thread(p, &p->threads[0].thread, shard_main, &p->threads[0]))
         p->caller_works = false;
-    if (attr_ok)
-        pthread_attr_destroy(&attr);
     // a part a thread that works on rounds (set before the first round starts: the others
     // read it once `go` tells them of one)
     p->n_parts = p->n_threads;
@@ -818,13 +831,7 @@ static void *scan_main(void *arg) {
 static void scanner_start(replay_par_t *p, unsigned kind, unsigned part) {
     scanner_t *sc = &p->scanners[p->n_scanners++];
     *sc = (scanner_t){.p = p, .kind = kind, .part = part};
-    pthread_attr_t attr;
-    bool attr_ok = pthread_attr_init(&attr) == 0;
-    if (attr_ok)
-        (void)pthread_attr_setstacksize(&attr, WORKER_STACK_BYTES);
-    sc->threaded = pthread_create(&sc->thread, attr_ok ? &attr : NULL, scan_main, sc) == 0;
-    if (attr_ok)
-        pthread_attr_destroy(&attr);
+    sc->threaded = start_thread(p, &sc->thread, scan_main, sc);
 }
 
 // Waits until every scan has finished round `upto`. Call with the lock held.

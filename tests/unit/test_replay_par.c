@@ -1133,3 +1133,43 @@ Test(replay_par, a_shard_still_at_the_round_before_waits_for_its_thread) {
     replay_free(want_sites);
     replay_free(want_dhat);
 }
+
+// Threads that cannot be made (HEAPPROF_TEST_REPLAY_MAKE=N: only N of replay's threads are
+// made, shard threads first, then the scans' in the order they start): the caller's thread does
+// the rest, a round at a time where it works on shards itself and each scan without a thread
+// after the round, and every figure is the same. 4 threads asked: 0 made (all on the caller's
+// thread), 2 or 3 (fewer shard threads than shards), 4 (every shard thread, no scan thread),
+// then the order, the peak, growth's links and chains, the apply one by one.
+Test(replay_par, threads_that_cannot_be_made_leave_their_work_to_the_caller) {
+    enum { N = 20000 };
+    static reader_event_t ev[N];
+    size_t n = random_stream(ev, N, 21);
+    replay_t *want_sites = one_thread_rp(ev, n, REPLAY_SITES, NULL);
+    replay_t *want_dhat = one_thread_rp(ev, n, REPLAY_SITES | REPLAY_DHAT, NULL);
+    static reader_event_t gev[N];
+    size_t gn = growth_stream(gev, N, 5);
+    growth_t *want_growth = growth_one_thread(gev, gn, NULL, 6);
+    static const char *const make[] = {"0", "2", "3", "4", "5", "6", "7", "8", "9"};
+    for (size_t j = 0; j < sizeof make / sizeof make[0]; j++) {
+        setenv("HEAPPROF_TEST_REPLAY_MAKE", make[j], 1);
+        char what[64];
+        snprintf(what, sizeof what, "%s threads made", make[j]);
+        replay_t *sites = parallel_rp(ev, n, REPLAY_SITES, NULL, 4, 100, 1000, 0, 17, 3);
+        expect_same_sites(want_sites, sites, what);
+        replay_free(sites);
+        replay_t *dhat = parallel_rp(ev, n, REPLAY_SITES | REPLAY_DHAT, NULL, 4, 100, 1000, 0, 17, 2);
+        expect_same_sites(want_dhat, dhat, what);
+        replay_free(dhat);
+        growth_t *got = growth_parallel(gev, gn, NULL, 6, 4, 100, 1000, 19, 4);
+        expect_same_growth(want_growth, got, what);
+        growth_free(got);
+        replay_totals_t want, tot;
+        one_thread(&want, ev, n, NULL);
+        parallel(&tot, ev, n, NULL, 4, 100, 1000, 0, 23);
+        expect_same(&want, &tot, what);
+    }
+    unsetenv("HEAPPROF_TEST_REPLAY_MAKE");
+    replay_free(want_sites);
+    replay_free(want_dhat);
+    growth_free(want_growth);
+}
