@@ -1072,33 +1072,52 @@ Test(replay_par, apply_parts_from_the_environment) {
     unsetenv("HEAPPROF_REPLAY_APPLY");
 }
 
+// With the test knob `knob` at each of `values` and each of `shards` shards a thread, on 4
+// threads in rounds of 100-1000 events: sites, DHAT (with dhat) and totals (with totals) against
+// one thread's.
+static void expect_same_with_knob(const char *knob, const char *const *values, size_t n_values,
+                                  const char *const *shards, size_t n_shards, uint64_t seed,
+                                  bool dhat, bool totals) {
+    enum { N = 20000 };
+    static reader_event_t ev[N];
+    size_t n = random_stream(ev, N, seed);
+    replay_totals_t want, got;
+    one_thread(&want, ev, n, NULL);
+    replay_t *want_sites = one_thread_rp(ev, n, REPLAY_SITES, NULL);
+    replay_t *want_dhat = dhat ? one_thread_rp(ev, n, REPLAY_SITES | REPLAY_DHAT, NULL) : NULL;
+    for (size_t i = 0; i < n_shards; i++)
+        for (size_t j = 0; j < n_values; j++) {
+            setenv("HEAPPROF_REPLAY_SHARDS", shards[i], 1);
+            setenv(knob, values[j], 1);
+            char what[96];
+            snprintf(what, sizeof what, "%s shards a thread, %s=%s", shards[i], knob, values[j]);
+            if (totals) {
+                parallel(&got, ev, n, NULL, 4, 100, 1000, 0, seed + 4);
+                expect_same(&want, &got, what);
+            }
+            replay_t *sites = parallel_rp(ev, n, REPLAY_SITES, NULL, 4, 100, 1000, 0, seed + 4, 2);
+            expect_same_sites(want_sites, sites, what);
+            replay_free(sites);
+            if (dhat) {
+                replay_t *d = parallel_rp(ev, n, REPLAY_SITES | REPLAY_DHAT, NULL, 4, 100, 1000,
+                                          0, seed + 4, 3);
+                expect_same_sites(want_dhat, d, what);
+                replay_free(d);
+            }
+        }
+    unsetenv("HEAPPROF_REPLAY_SHARDS");
+    unsetenv(knob);
+    replay_free(want_sites);
+    if (want_dhat)
+        replay_free(want_dhat);
+}
+
 // A thread that takes no part in any round (HEAPPROF_TEST_REPLAY_IDLE): the others claim its
 // part and its shards every round, in totals and with sites (where thread 0 is a shard thread
 // too), with one shard a thread and with four.
 Test(replay_par, a_thread_that_never_comes_leaves_its_share_to_the_others) {
-    enum { N = 20000 };
-    static reader_event_t ev[N];
-    size_t n = random_stream(ev, N, 7);
-    replay_totals_t want, got;
-    one_thread(&want, ev, n, NULL);
-    replay_t *want_sites = one_thread_rp(ev, n, REPLAY_SITES, NULL);
-    static const char *const shards[] = {"1", "4"};
-    static const char *const idle[] = {"0", "1", "3"};
-    for (size_t i = 0; i < 2; i++)
-        for (size_t j = 0; j < 3; j++) {
-            setenv("HEAPPROF_REPLAY_SHARDS", shards[i], 1);
-            setenv("HEAPPROF_TEST_REPLAY_IDLE", idle[j], 1);
-            char what[96];
-            snprintf(what, sizeof what, "%s shards a thread, thread %s idle", shards[i], idle[j]);
-            parallel(&got, ev, n, NULL, 4, 100, 1000, 0, 11);
-            expect_same(&want, &got, what);
-            replay_t *sites = parallel_rp(ev, n, REPLAY_SITES, NULL, 4, 100, 1000, 0, 11, 2);
-            expect_same_sites(want_sites, sites, what);
-            replay_free(sites);
-        }
-    unsetenv("HEAPPROF_REPLAY_SHARDS");
-    unsetenv("HEAPPROF_TEST_REPLAY_IDLE");
-    replay_free(want_sites);
+    static const char *const shards[] = {"1", "4"}, *const idle[] = {"0", "1", "3"};
+    expect_same_with_knob("HEAPPROF_TEST_REPLAY_IDLE", idle, 3, shards, 2, 7, false, true);
 }
 
 // With sites, round r + 1 is published while round r runs, so a thread done with its share of
@@ -1107,31 +1126,8 @@ Test(replay_par, a_thread_that_never_comes_leaves_its_share_to_the_others) {
 // (HEAPPROF_TEST_REPLAY_SLOW: it pauses after each shard it applies) makes that the common
 // case here, whatever the timing; the figures are the same either way.
 Test(replay_par, a_shard_still_at_the_round_before_waits_for_its_thread) {
-    enum { N = 20000 };
-    static reader_event_t ev[N];
-    size_t n = random_stream(ev, N, 9);
-    replay_t *want_sites = one_thread_rp(ev, n, REPLAY_SITES, NULL);
-    replay_t *want_dhat = one_thread_rp(ev, n, REPLAY_SITES | REPLAY_DHAT, NULL);
-    static const char *const shards[] = {"1", "2"};
-    static const char *const slow[] = {"0", "2"};
-    for (size_t i = 0; i < 2; i++)
-        for (size_t j = 0; j < 2; j++) {
-            setenv("HEAPPROF_REPLAY_SHARDS", shards[i], 1);
-            setenv("HEAPPROF_TEST_REPLAY_SLOW", slow[j], 1);
-            char what[96];
-            snprintf(what, sizeof what, "%s shards a thread, thread %s slow", shards[i], slow[j]);
-            replay_t *sites = parallel_rp(ev, n, REPLAY_SITES, NULL, 4, 100, 1000, 0, 13, 2 + j);
-            expect_same_sites(want_sites, sites, what);
-            replay_free(sites);
-            replay_t *dhat =
-                parallel_rp(ev, n, REPLAY_SITES | REPLAY_DHAT, NULL, 4, 100, 1000, 0, 13, 3);
-            expect_same_sites(want_dhat, dhat, what);
-            replay_free(dhat);
-        }
-    unsetenv("HEAPPROF_REPLAY_SHARDS");
-    unsetenv("HEAPPROF_TEST_REPLAY_SLOW");
-    replay_free(want_sites);
-    replay_free(want_dhat);
+    static const char *const shards[] = {"1", "2"}, *const slow[] = {"0", "2"};
+    expect_same_with_knob("HEAPPROF_TEST_REPLAY_SLOW", slow, 2, shards, 2, 9, true, false);
 }
 
 // Threads that cannot be made (HEAPPROF_TEST_REPLAY_MAKE=N: only N of replay's threads are
@@ -1141,35 +1137,19 @@ Test(replay_par, a_shard_still_at_the_round_before_waits_for_its_thread) {
 // thread), 2 or 3 (fewer shard threads than shards), 4 (every shard thread, no scan thread),
 // then the order, the peak, growth's links and chains, the apply one by one.
 Test(replay_par, threads_that_cannot_be_made_leave_their_work_to_the_caller) {
+    static const char *const one[] = {"1"};
+    static const char *const make[] = {"0", "2", "3", "4", "5", "6", "7", "8", "9"};
     enum { N = 20000 };
-    static reader_event_t ev[N];
-    size_t n = random_stream(ev, N, 21);
-    replay_t *want_sites = one_thread_rp(ev, n, REPLAY_SITES, NULL);
-    replay_t *want_dhat = one_thread_rp(ev, n, REPLAY_SITES | REPLAY_DHAT, NULL);
     static reader_event_t gev[N];
     size_t gn = growth_stream(gev, N, 5);
     growth_t *want_growth = growth_one_thread(gev, gn, NULL, 6);
-    static const char *const make[] = {"0", "2", "3", "4", "5", "6", "7", "8", "9"};
     for (size_t j = 0; j < sizeof make / sizeof make[0]; j++) {
         setenv("HEAPPROF_TEST_REPLAY_MAKE", make[j], 1);
-        char what[64];
-        snprintf(what, sizeof what, "%s threads made", make[j]);
-        replay_t *sites = parallel_rp(ev, n, REPLAY_SITES, NULL, 4, 100, 1000, 0, 17, 3);
-        expect_same_sites(want_sites, sites, what);
-        replay_free(sites);
-        replay_t *dhat = parallel_rp(ev, n, REPLAY_SITES | REPLAY_DHAT, NULL, 4, 100, 1000, 0, 17, 2);
-        expect_same_sites(want_dhat, dhat, what);
-        replay_free(dhat);
         growth_t *got = growth_parallel(gev, gn, NULL, 6, 4, 100, 1000, 19, 4);
-        expect_same_growth(want_growth, got, what);
+        expect_same_growth(want_growth, got, make[j]);
         growth_free(got);
-        replay_totals_t want, tot;
-        one_thread(&want, ev, n, NULL);
-        parallel(&tot, ev, n, NULL, 4, 100, 1000, 0, 23);
-        expect_same(&want, &tot, what);
     }
-    unsetenv("HEAPPROF_TEST_REPLAY_MAKE");
-    replay_free(want_sites);
-    replay_free(want_dhat);
     growth_free(want_growth);
+    expect_same_with_knob("HEAPPROF_TEST_REPLAY_MAKE", make, sizeof make / sizeof make[0], one,
+                          1, 21, true, true);
 }
