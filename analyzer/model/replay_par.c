@@ -140,7 +140,7 @@ typedef struct shard_thread {
 // indexes sorted by shard, shard s's at s * stride, count[s] of them.
 typedef struct part {
     uint32_t *idx;
-    // sites: beside each index its event's address, so that a shard reads its own events'
+    // sites: beside each index the pointer to its event, so that a shard reads its own events'
     // pointers in a row instead of one from each line of the round's pointers (a shard takes
     // about one event in n_shards: each line of 8 pointers another thread wrote)
     const reader_event_t **evp;
@@ -227,7 +227,7 @@ struct replay_par {
     // pub[r & 1], then sets `go` to r; each thread goes through every round up to `go` in
     // turn. In round r it claims parts, its own first (part t for thread t), then any other
     // still unclaimed, lists and sorts each, adding one to `parted[r & 1]` for each; once every
-    // part of r is listed (parted_target) it claims shards the same way (its own: s = t, t +
+    // part of r is listed (round_target) it claims shards the same way (its own: s = t, t +
     // n_threads, ...; then the others') and applies each one's events, adding one to
     // `finished[r & 1]` for each: round r is complete when every shard has applied it. So when
     // every thread comes in time each does its own, as if they were fixed (its shards' tables
@@ -237,7 +237,7 @@ struct replay_par {
     // last applied round (shard_done) is r - 1: shards apply rounds in order, and a thread late
     // for round r never takes a part or shard of a later one. Round r + 1 is published while r
     // runs (once r - 1 is complete: pub[] and the counters alternate), so a thread that ends
-    // its share of r finds the next round waiting, and no thread waits for the caller's
+    // its share of r finds the next round waiting, and no thread waits for the caller's thread
     // between rounds (sites; totals run one round at a time).
     waitword_t go, parted[2], finished[2];
     _Alignas(64) _Atomic uint64_t part_round[2][REPLAY_PAR_THREADS_MAX];
