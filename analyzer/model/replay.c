@@ -102,6 +102,7 @@ struct replay {
     size_t n_fix[REPLAY_DEPTH_MAX], fix_cap[REPLAY_DEPTH_MAX];
     unsigned depth; // replay_shard_set_depth: rounds in flight (2 unless set)
     bool cwords; // a shard's blocks carry replay_cwords_t (replay_shard_keep_words)
+    bool prefetch_results; // replay_shard_prefetch_results
     // a shard's place in the whole stream: the event being replayed (round << 32 | index) and
     // the one of its first sized-free mismatch, so the merge keeps the stream's first
     uint64_t ordinal, mismatch_ordinal;
@@ -884,6 +885,18 @@ void replay_shard_fix(replay_t *rp, const uint32_t *site_of, uint64_t round) {
     rp->n_fix[slot] = 0;
 }
 
+void replay_shard_prefetch_results(replay_t *rp, bool on) { rp->prefetch_results = on; }
+
+// Asks for the line at p to be owned by this core, for a store to come (PREFETCHW; where the
+// CPU lacks it the caller does not ask: replay_par.c checks).
+static inline __attribute__((always_inline)) void prefetch_for_store(const void *p) {
+#if defined(__x86_64__)
+    __asm__ volatile("prefetchw %0" ::"m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1);
+#endif
+}
+
 void replay_shard_keep_words(replay_t *rp) {
     _Static_assert(sizeof(replay_cwords_t) / sizeof(uint64_t) <= REPLAY_COMPANION_WORDS_MAX,
                    "the scan's words must fit replay's companion words");
@@ -921,9 +934,12 @@ static inline __attribute__((always_inline)) void prefetch_event(const reader_ev
     __builtin_prefetch((const char *)(e + 1) - 1);
 }
 
-void replay_shard_find(replay_t *rp, const reader_event_t *const *ev, const uint32_t *idx,
-                       size_t m, const uint8_t *verdict, replay_found_t *found, uint64_t round,
-                       replay_cwords_t *cw) {
+// replay_shard_find's loop, with and without the results' prefetch (pfw: a constant in each
+// copy, so the one without pays nothing for it).
+static inline __attribute__((always_inline)) void
+shard_find(replay_t *rp, const reader_event_t *const *ev, const uint32_t *idx, size_t m,
+           const uint8_t *verdict, replay_found_t *found, uint64_t round, replay_cwords_t *cw,
+           const bool pfw) {
     live_table_t *t = &rp->live;
     const bool words = rp->cwords, dhat = rp->mode & REPLAY_DHAT;
     const unsigned slot = (unsigned)(round % rp->depth);
@@ -942,8 +958,14 @@ void replay_shard_find(replay_t *rp, const reader_event_t *const *ev, const uint
     for (size_t k = 0; k < m; k++) {
         if (k + ahead2 < m)
             prefetch_event(ev[k + ahead2]);
-        if (k + ahead < m)
+        if (k + ahead < m) {
             live_table_prefetch(t, ev[k + ahead]->addr);
+            if (pfw) { // the lines of the results ahead, which other shards' results share
+                prefetch_for_store(&found[idx[k + ahead]]);
+                if (words && ev[k + ahead]->kind == READER_FREE)
+                    prefetch_for_store(&cw[idx[k + ahead]]);
+            }
+        }
         if (deep && k + ahead / 2 < m) {
             const reader_event_t *later = ev[k + ahead / 2];
             if (later->kind != READER_ALLOC)
@@ -997,6 +1019,15 @@ void replay_shard_find(replay_t *rp, const reader_event_t *const *ev, const uint
         }
     }
     rp->n_fix[slot] += (size_t)(fix - fix0);
+}
+
+void replay_shard_find(replay_t *rp, const reader_event_t *const *ev, const uint32_t *idx,
+                       size_t m, const uint8_t *verdict, replay_found_t *found, uint64_t round,
+                       replay_cwords_t *cw) {
+    if (rp->prefetch_results)
+        shard_find(rp, ev, idx, m, verdict, found, round, cw, true);
+    else
+        shard_find(rp, ev, idx, m, verdict, found, round, cw, false);
 }
 
 // The site of a block a shard found: resolved through the site_of of its round (this one or

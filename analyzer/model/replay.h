@@ -245,6 +245,10 @@ typedef struct replay_cfix {
 
 // Makes a shard's blocks carry replay_cwords_t (call before the first event).
 void replay_shard_keep_words(replay_t *rp);
+// replay_shard_find asks for the lines of found[] (and cw[]) a few events ahead to be owned by
+// its core before it stores there (HEAPPROF_REPLAY_PREFETCHW, an experiment for many cores:
+// two events' results share a line, often two shards'). Off unless set.
+void replay_shard_prefetch_results(replay_t *rp, bool on);
 // Applies the fixes of fix[0..n) whose address falls in shard `shard`.
 void replay_shard_fix_words(replay_t *rp, unsigned shard, const replay_cfix_t *fix, size_t n);
 

@@ -32,6 +32,9 @@
 #include "core/xalloc.h"
 
 #include <limits.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -360,6 +363,21 @@ static unsigned apply_parts_env(unsigned dflt) {
     return count_env("HEAPPROF_REPLAY_APPLY", 1, REPLAY_SCAN_PARTS_MAX, dflt, &warned);
 }
 
+// HEAPPROF_REPLAY_PREFETCHW=1: the shards ask for their results' lines ahead of their stores
+// (replay_shard_prefetch_results; an experiment for many cores, where two shards' results
+// share lines), where the CPU has PREFETCHW.
+static bool prefetchw_env(void) {
+    static _Atomic bool warned;
+    if (!count_env("HEAPPROF_REPLAY_PREFETCHW", 0, 1, 0, &warned))
+        return false;
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    return __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 8)); // PRFCHW
+#else
+    return true;
+#endif
+}
+
 // HEAPPROF_REPLAY_SHARDS: shards a replay thread, 1 to 4 (rounded down to a power of two;
 // every figure is the same with any), else SHARDS_PER_THREAD.
 static unsigned shards_env(void) {
@@ -686,12 +704,14 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     p->round_max = ROUND_MAX;
     p->sites = mode & (REPLAY_SITES | REPLAY_DHAT);
     p->depth = p->sites ? depth_env() : DEPTH_TOTALS;
+    const bool pfw = p->sites && prefetchw_env();
     for (unsigned s = 0; s < p->n_shards; s++) {
         // with sites the shards never ask keep: replay_shard_find reads the verdicts itself
         p->shards[s] = keep && !p->sites ? replay_new(verdict_keep, p) : replay_new(NULL, NULL);
         replay_set_mode(p->shards[s], mode);
         replay_set_shard(p->shards[s], p->shard_bits);
         replay_shard_set_depth(p->shards[s], p->depth);
+        replay_shard_prefetch_results(p->shards[s], pfw);
     }
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->scan_go, NULL);

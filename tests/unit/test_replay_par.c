@@ -1153,3 +1153,20 @@ Test(replay_par, threads_that_cannot_be_made_leave_their_work_to_the_caller) {
     expect_same_with_knob("HEAPPROF_TEST_REPLAY_MAKE", make, sizeof make / sizeof make[0], one,
                           1, 21, true, true);
 }
+
+// HEAPPROF_REPLAY_PREFETCHW=1 (the shards ask for their results' lines ahead of their stores,
+// growth's words too): the same figures.
+Test(replay_par, prefetching_the_results_changes_nothing) {
+    static const char *const shards[] = {"1", "2"}, *const on[] = {"1"};
+    expect_same_with_knob("HEAPPROF_REPLAY_PREFETCHW", on, 1, shards, 2, 25, true, false);
+    enum { N = 20000 };
+    static reader_event_t gev[N];
+    size_t gn = growth_stream(gev, N, 6);
+    growth_t *want = growth_one_thread(gev, gn, NULL, 6);
+    setenv("HEAPPROF_REPLAY_PREFETCHW", "1", 1);
+    growth_t *got = growth_parallel(gev, gn, NULL, 6, 4, 100, 1000, 29, 3);
+    unsetenv("HEAPPROF_REPLAY_PREFETCHW");
+    expect_same_growth(want, got, "prefetchw");
+    growth_free(got);
+    growth_free(want);
+}
