@@ -724,7 +724,7 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
         p->n_threads++;
     }
     // with sites and every other thread made, a thread of its own for shard 0 too: the
-    // caller's thread then lists the next round while the shards work (complete_round)
+    // caller's thread then lists the next round while the shards work (complete_rounds)
     p->threads[0].p = p; // the others' was set before they started, and they read it at once
     p->caller_works = true;
     if (p->sites && p->n_threads == n_threads && n_threads > 1 &&
