@@ -155,6 +155,41 @@ typedef struct hp_rent {
     uint64_t t, t2, addr, old, size, align, touched, nz; // THI: t is the high bits
 } hp_rent_t;
 
+// Bytes of the fixed entry of kind k (>= HP_RE_FIRST), 0 for no kind of entry.
+static inline size_t hp_re_bytes(uint8_t k) {
+    switch (k) {
+    case HP_RE_ALLOC + HPT_REC_MALLOC:
+    case HP_RE_ALLOC + HPT_REC_CALLOC:
+        return 21;
+    case HP_RE_ALLOC64 + HPT_REC_MALLOC:
+    case HP_RE_ALLOC64 + HPT_REC_CALLOC:
+        return 25;
+    case HP_RE_ALLOC64 + HPT_REC_ALIGNED:
+        return 33;
+    case HP_RE_FREE_NONE:
+        return 13;
+    case HP_RE_FREE32 + 0:
+    case HP_RE_FREE32 + 1:
+    case HP_RE_FREE32 + 2:
+    case HP_RE_FREE32 + 3:
+        return 21;
+    case HP_RE_FREE64 + 0:
+    case HP_RE_FREE64 + 1:
+    case HP_RE_FREE64 + 2:
+    case HP_RE_FREE64 + 3:
+    case HP_RE_FREE_SIZED:
+        return 29;
+    case HP_RE_REALLOC:
+        return HP_RE_REALLOC_BYTES;
+    case HP_RE_TBASE:
+        return HP_RE_TBASE_BYTES;
+    case HP_RE_THI:
+        return HP_RE_THI_BYTES;
+    default:
+        return 0;
+    }
+}
+
 // Reads the fixed entry at p (*p >= HP_RE_FIRST), its time's high bits t_hi (the last THI's).
 // Returns the byte after it, or NULL if it runs past end or its kind is unknown.
 static inline __attribute__((always_inline)) const uint8_t *
