@@ -262,10 +262,11 @@ void replay_shard_set_depth(replay_t *rp, unsigned depth);
 // % D) whose site was still open, from that round's site_of (the scans of round - D + 1 and later
 // may still be running: their blocks stay marked). Then replay_shard_find: for the events
 // *ev[0], ..., *ev[m - 1], the round's events idx[0], ..., idx[m - 1] (this shard's, in stream
-// order, picked by the caller, each where it lies: replay_par copies none) takes out freed blocks, stores
-// allocated ones (verdict: keep's answer per event, NULL: all count) and writes found[i]; with
-// words (replay_shard_keep_words) also cw[i] where a block was found. round: the round's number (>=
-// 1), for the serials and the marks' slot. rp: made with the scan's mode, replay_set_shard.
+// order, picked by the caller, each where it lies: replay_par copies none) takes out freed
+// blocks, stores allocated ones (verdict: keep's answer per event, NULL: all count) and writes
+// found[i]; with words (replay_shard_keep_words) also cw[i] where a block was found. round: the
+// round's number (>= 1), for the serials and the marks' slot. rp: made with the scan's mode,
+// replay_set_shard.
 void replay_shard_fix(replay_t *rp, const uint32_t *site_of, uint64_t round);
 void replay_shard_find(replay_t *rp, const reader_event_t *const *ev, const uint32_t *idx,
                        size_t m, const uint8_t *verdict, replay_found_t *found, uint64_t round,

@@ -466,16 +466,9 @@ static inline uint32_t round_target(uint64_t r, unsigned per_round) {
     return (uint32_t)((r + 1) / 2 * per_round);
 }
 
-// The address of the round's event i, wherever the round keeps it.
-static inline __attribute__((always_inline)) uint64_t round_addr(const replay_par_t *p,
-                                                                 const pub_round_t *pr,
-                                                                 size_t i) {
-    return p->sites ? pr->rptr[i]->addr : p->tev[i].addr;
-}
-
 // Sorts the indexes of the round's events [lo, hi) by shard into pt->idx (shard s's at
-// s * stride), counting them in count.
-// With sites (ptrs) each index's event pointer goes beside it (part_t's evp).
+// s * stride), counting them in count. With sites (ptrs) the events lie where rptr says and each
+// index's pointer goes beside it (part_t's evp); totals read their copy in tev.
 static inline __attribute__((always_inline)) void sort_range(const replay_par_t *p,
                                                              const pub_round_t *pr, part_t *pt,
                                                              size_t stride, size_t lo, size_t hi,
@@ -489,7 +482,7 @@ static inline __attribute__((always_inline)) void sort_range(const replay_par_t 
         size_t na = count[0], nc = count[1];
         for (size_t i = lo; i < hi; i++) {
             const reader_event_t *e = ptrs ? pr->rptr[i] : NULL;
-            bool odd = replay_shard_of(ptrs ? e->addr : round_addr(p, pr, i), bits);
+            bool odd = replay_shard_of(ptrs ? e->addr : p->tev[i].addr, bits);
             a[na] = (uint32_t)i;
             c[nc] = (uint32_t)i;
             if (ptrs) {
@@ -504,7 +497,7 @@ static inline __attribute__((always_inline)) void sort_range(const replay_par_t 
     } else {
         for (size_t i = lo; i < hi; i++) {
             const reader_event_t *e = ptrs ? pr->rptr[i] : NULL;
-            unsigned s = replay_shard_of(ptrs ? e->addr : round_addr(p, pr, i), bits);
+            unsigned s = replay_shard_of(ptrs ? e->addr : p->tev[i].addr, bits);
             size_t at = s * stride + count[s]++;
             part[at] = (uint32_t)i;
             if (ptrs)
@@ -659,6 +652,12 @@ static void *shard_main(void *arg) {
     return NULL;
 }
 
+// A test knob's number (HEAPPROF_TEST_REPLAY_*), UINT_MAX where unset: tests only, no warning.
+static unsigned test_knob(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? (unsigned)strtoul(v, NULL, 10) : UINT_MAX;
+}
+
 // Starts one of replay's threads (small stacks: none recurses). False if it could not be
 // made: the caller's thread then does its work.
 static bool start_thread(replay_par_t *p, pthread_t *thread, void *(*fn)(void *), void *arg) {
@@ -695,12 +694,9 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     p->keep_ctx = keep_ctx;
     p->round_min = round_min_env();
     p->timing = stage_times_level() >= 2;
-    const char *idle = getenv("HEAPPROF_TEST_REPLAY_IDLE");
-    p->idle = idle && *idle ? (unsigned)strtoul(idle, NULL, 10) : UINT_MAX;
-    const char *slow = getenv("HEAPPROF_TEST_REPLAY_SLOW");
-    p->slow = slow && *slow ? (unsigned)strtoul(slow, NULL, 10) : UINT_MAX;
-    const char *make = getenv("HEAPPROF_TEST_REPLAY_MAKE");
-    p->make_left = make && *make ? (unsigned)strtoul(make, NULL, 10) : UINT_MAX;
+    p->idle = test_knob("HEAPPROF_TEST_REPLAY_IDLE");
+    p->slow = test_knob("HEAPPROF_TEST_REPLAY_SLOW");
+    p->make_left = test_knob("HEAPPROF_TEST_REPLAY_MAKE");
     p->round_max = ROUND_MAX;
     p->sites = mode & (REPLAY_SITES | REPLAY_DHAT);
     p->depth = p->sites ? depth_env() : DEPTH_TOTALS;

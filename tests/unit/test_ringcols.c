@@ -303,3 +303,47 @@ Test(ringcols, damage_is_refused) {
     cr_assert(!hp_rc_rows(ring, n, 1 << 20, rows, sizeof rows, scratch, &pos, &info));
     cr_assert(pos.w.time_ns == 0 && pos.raw_time == 0);
 }
+
+// Every kind of fixed entry the shim writes is as long as hp_re_bytes says (the drain's
+// lookahead steps over entries by it) and as hp_re_read_fixed reads it, which refuses it one
+// byte short.
+Test(ringcols, entry_sizes_agree) {
+    uint8_t buf[64];
+    size_t made[32], n_made = 0;
+    uint8_t kinds[32];
+    static const uint8_t tags[] = {HPT_REC_MALLOC, HPT_REC_CALLOC, HPT_REC_ALIGNED};
+    for (size_t i = 0; i < 3; i++)
+        for (int wide = 0; wide < 2; wide++) {
+            made[n_made] = hp_re_put_alloc(buf, tags[i], 5, 0x1000, 7,
+                                           wide ? 1ull << 40 : 64, 16);
+            kinds[n_made++] = buf[0];
+        }
+    for (int method = -1; method <= 3; method++)
+        for (int wide = 0; wide < 2; wide++) {
+            made[n_made] = hp_re_put_free(buf, 5, 0x1000, method, wide ? 1ull << 40 : 8,
+                                          wide ? 1ull << 41 : 9);
+            kinds[n_made++] = buf[0];
+        }
+    made[n_made] = hp_re_put_free_sized(buf, 5, 0x1000, 64, 16);
+    kinds[n_made++] = buf[0];
+    made[n_made] = hp_re_put_realloc(buf, 5, 6, 7, 0x1000, 0x2000, 64);
+    kinds[n_made++] = buf[0];
+    made[n_made] = hp_re_put_tbase(buf, 5);
+    kinds[n_made++] = buf[0];
+    made[n_made] = hp_re_put_thi(buf, 5);
+    kinds[n_made++] = buf[0];
+    for (size_t i = 0; i < n_made; i++) {
+        // rebuild entry i (buf holds the last one made)
+        memset(buf, 0, sizeof buf);
+        buf[0] = kinds[i];
+        hp_rent_t e;
+        cr_expect_eq(hp_re_bytes(kinds[i]), made[i], "kind 0x%x: %zu bytes made, table %zu",
+                     kinds[i], made[i], hp_re_bytes(kinds[i]));
+        cr_expect_eq(hp_re_read_fixed(buf, buf + made[i], 0, &e), buf + made[i], "kind 0x%x",
+                     kinds[i]);
+        cr_expect_null(hp_re_read_fixed(buf, buf + made[i] - 1, 0, &e), "kind 0x%x short",
+                       kinds[i]);
+    }
+    cr_expect_eq(hp_re_bytes(0xff), 0);
+    cr_expect_eq(n_made, 20u); // 6 allocations, 10 frees, the sized free, realloc, TBASE, THI
+}
