@@ -100,8 +100,14 @@ def mutate(seed: bytes, rng: random.Random) -> bytes:
 COMMANDS = [
     ["report"],
     ["report", "--json"],
+    ["report", "--top", "3", "--short-ms", "0"],
     ["dhat"],
     ["stats"],
+    ["stats", "--json"],
+    ["flame", "--folded", "--metric", "peak"],
+    ["flame", "--folded", "--metric", "leaked"],
+    ["flame", "--folded", "--metric", "temporary"],
+    ["flame", "--folded", "--metric", "growth"],
 ]
 
 ONE = {"HEAPPROF_DECODE_THREADS": "0", "HEAPPROF_REPLAY_THREADS": "0"}

@@ -6,6 +6,7 @@
 #include "analyze/flame.h"
 
 #include "core/fmt.h"
+#include "core/sort.h"
 #include "core/xalloc.h"
 #include "model/growth.h"
 #include "model/sites.h"
@@ -135,7 +136,7 @@ static int cmp_lines(const void *a, const void *b) {
 
 // Sorts v[0..n) and merges equal stacks (values summed); returns the new count.
 static size_t sort_merge(flame_line_t *v, size_t n) {
-    qsort(v, n, sizeof *v, cmp_lines);
+    sort_items(v, n, sizeof *v, cmp_lines);
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         if (o > 0 && strcmp(v[o - 1].stack, v[i].stack) == 0) {

@@ -9,6 +9,7 @@
 #include "analyze/analyze.h"
 #include "core/fmt.h"
 #include "core/hmap.h"
+#include "core/sort.h"
 #include "core/xalloc.h"
 
 #include <stdlib.h>
@@ -177,8 +178,8 @@ int live_refresh(live_t *l, live_snapshot_t *s, errmsg_t *err) {
         uint64_t *slot = hmap_put(&l->prev_bytes, f->stack + 1, NULL);
         *slot = f->bytes;
     }
-    qsort(live, n, sizeof *live, by_key_desc);
-    qsort(rate, n_rate, sizeof *rate, by_key_desc);
+    sort_items(live, n, sizeof *live, by_key_desc);
+    sort_items(rate, n_rate, sizeof *rate, by_key_desc);
     for (size_t i = 0; i < n && s->n_by_live < LIVE_TOP && live[i].key > 0; i++) {
         live_site_t *o = &s->by_live[s->n_by_live++];
         const replay_site_t *f = sites_figures(a->sites, live[i].site);
@@ -203,7 +204,7 @@ int live_refresh(live_t *l, live_snapshot_t *s, errmsg_t *err) {
     growth_sum_t g = {0};
     hmap_init(&g.by_stack, sizeof(uint64_t));
     growth_peek(a->growth, growth_add, &g);
-    qsort(g.v, g.n, sizeof *g.v, by_copied_desc);
+    sort_items(g.v, g.n, sizeof *g.v, by_copied_desc);
     for (size_t i = 0; i < g.n && s->n_growth < LIVE_GROWTH_TOP && g.v[i].bytes_copied > 0; i++) {
         size_t site = analyze_site_of(a, g.v[i].stack);
         if (site == SIZE_MAX)

@@ -6,6 +6,7 @@
 #include "analyze/summary.h"
 
 #include "core/fmt.h"
+#include "core/sort.h"
 #include "core/xalloc.h"
 
 #include <fnmatch.h>
@@ -80,13 +81,13 @@ static int cmp_by_name(const void *a, const void *b) {
 // Puts the sites in their stable order and indexes them by name.
 static void sort_sites(summary_t *s) {
     if (s->n_sites)
-        qsort(s->sites, s->n_sites, sizeof *s->sites, cmp_sites);
+        sort_items(s->sites, s->n_sites, sizeof *s->sites, cmp_sites);
     free(s->by_name);
     s->by_name = xcalloc(s->n_sites ? s->n_sites : 1, sizeof *s->by_name);
     for (size_t i = 0; i < s->n_sites; i++)
         s->by_name[i] = i;
     sort_base = s->sites;
-    qsort(s->by_name, s->n_sites, sizeof *s->by_name, cmp_by_name);
+    sort_items(s->by_name, s->n_sites, sizeof *s->by_name, cmp_by_name);
 }
 
 // The function naming site i, as the report prints it (out_report.c, name_json).
@@ -121,7 +122,7 @@ summary_t *summary_from_analyze(analyze_t *a, const char *const *exclude, size_t
         // the report's temporary total is the sum over its sites
         s->total[SUMMARY_TEMPORARY] += v[SUMMARY_TEMPORARY];
     }
-    qsort(names, n, sizeof *names, cmp_named);
+    sort_items(names, n, sizeof *names, cmp_named);
     s->sites = xcalloc(n ? n : 1, sizeof *s->sites);
     for (size_t i = 0; i < n;) {
         size_t j = i;
@@ -205,7 +206,7 @@ static int cmp_u64(const void *a, const void *b) {
 
 // min or lower median of v[0..n); sorts v
 static uint64_t pick(uint64_t *v, size_t n, bool median) {
-    qsort(v, n, sizeof *v, cmp_u64);
+    sort_items(v, n, sizeof *v, cmp_u64);
     return median ? v[(n - 1) / 2] : v[0];
 }
 
@@ -233,7 +234,7 @@ summary_t *summary_combine(summary_t *const *runs, size_t n, bool median) {
     for (size_t r = 0; r < n; r++)
         for (size_t i = 0; i < runs[r]->n_sites; i++)
             names[n_names++] = runs[r]->sites[i].function;
-    qsort(names, n_names, sizeof *names, cmp_str);
+    sort_items(names, n_names, sizeof *names, cmp_str);
     s->sites = xcalloc(cap ? cap : 1, sizeof *s->sites);
     for (size_t i = 0; i < n_names; i++) {
         if (i > 0 && strcmp(names[i], names[i - 1]) == 0)
@@ -303,7 +304,7 @@ static bool *kept_sites(const summary_t *s) {
             order[i] = i;
         sort_base = s->sites;
         keep_metric = (summary_metric_t)m;
-        qsort(order, s->n_sites, sizeof *order, cmp_figure);
+        sort_items(order, s->n_sites, sizeof *order, cmp_figure);
         for (size_t r = 0; r < s->n_sites && r < SUMMARY_KEEP; r++)
             if (s->sites[order[r]].v[m])
                 keep[order[r]] = true;

@@ -8,6 +8,7 @@
 
 #include "analyze/analyze.h"
 #include "core/out_file.h"
+#include "core/sort.h"
 #include "core/xalloc.h"
 #include "out/out.h"
 #include "trace/reader.h"
@@ -168,7 +169,7 @@ static named_t *site_values(analyze_t *a, flame_metric_t m, size_t *n_out) {
             v[n].name = xstrdup(flame_frame_text(text, safe, sizeof safe));
             v[n++].v = fns[i].self;
         }
-        qsort(v, n, sizeof *v, cmp_named);
+        sort_items(v, n, sizeof *v, cmp_named);
         *n_out = n;
         return v;
     }
@@ -192,7 +193,7 @@ static named_t *site_values(analyze_t *a, flame_metric_t m, size_t *n_out) {
         v[n].name = xstrdup(flame_frame_text(text, safe, sizeof safe));
         v[n++].v = x;
     }
-    qsort(v, n, sizeof *v, cmp_named);
+    sort_items(v, n, sizeof *v, cmp_named);
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         if (o > 0 && strcmp(v[o - 1].name, v[i].name) == 0) {
@@ -260,7 +261,7 @@ static void write_table(FILE *out, const cmd_flame_opts_t *o, const flame_t *d, 
         if (x->before != x->after)
             n_changed++;
     }
-    qsort(c, n, sizeof *c, cmp_change);
+    sort_items(c, n, sizeof *c, cmp_change);
     char b1[32], b2[32], b3[40], p[24];
     fprintf(out, "heapprof diff by %s: %s -> %s\n", flame_metric_name(o->metric), o->trace[0],
             o->trace[1]);

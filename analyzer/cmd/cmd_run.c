@@ -4,9 +4,10 @@
 // close-on-exec pipe, signal forwarding, and finding the traces afterwards. Prints nothing.
 #include "cmd/cmd_run.h"
 
+#include "core/sort.h"
 #include "core/xalloc.h"
-#include "trace/reader.h"
 #include "format/hpt_format.h"
+#include "trace/reader.h"
 
 #include <dirent.h>
 #include <elf.h>
@@ -377,9 +378,9 @@ static void find_traces(cmd_run_result_t *res, const char *pattern, pid_t pid,
     }
     closedir(d);
     if (n_own > 1)
-        qsort(res->traces, n_own, sizeof *res->traces, cmp_trace);
+        sort_items(res->traces, n_own, sizeof *res->traces, cmp_trace);
     if (res->n_traces - n_own > 1)
-        qsort(res->traces + n_own, res->n_traces - n_own, sizeof *res->traces, cmp_trace);
+        sort_items(res->traces + n_own, res->n_traces - n_own, sizeof *res->traces, cmp_trace);
     keep_own_tree(res, pid, n_own);
 }
 

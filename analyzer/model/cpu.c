@@ -7,6 +7,7 @@
 
 #include "core/fmt.h"
 #include "core/hmap.h"
+#include "core/sort.h"
 #include "core/xalloc.h"
 #include "model/sites.h"
 
@@ -226,7 +227,7 @@ static size_t rank(cpu_t *c, const name_rows_t *t, cpu_fn_t **out) {
         f[i].self = t->v[i].self;
         f[i].total = t->v[i].total;
     }
-    qsort(f, t->n, sizeof *f, cmp_rank);
+    sort_items(f, t->n, sizeof *f, cmp_rank);
     *out = f;
     return t->n;
 }

@@ -7,6 +7,7 @@
 
 #include "core/fmt.h"
 #include "core/hmap.h"
+#include "core/sort.h"
 #include "core/xalloc.h"
 
 #include <inttypes.h>
@@ -998,7 +999,7 @@ static void finals_figures(site_acc_t *a) {
     uint64_t *sizes = xmalloc(n * sizeof *sizes), size;
     while (hmap_next(&a->finals, &it, &size))
         sizes[k++] = size;
-    qsort(sizes, n, sizeof *sizes, cmp_u64);
+    sort_items(sizes, n, sizeof *sizes, cmp_u64);
     a->s.final_max = sizes[n - 1];
     uint64_t mid = (a->n_finals - 1) / 2; // index of the lower median
     // chains that must end at or below the covering size: ceil(pct% of them)
@@ -1070,7 +1071,7 @@ void growth_finish(growth_t *g) {
     g->n_accs = g->cap_accs = 0;
     hmap_fini(&g->site_of); // it indexed accs; now it indexes the ranked sites
     hmap_init(&g->site_of, sizeof(uint64_t));
-    qsort(g->sites, g->n_sites, sizeof *g->sites, cmp_sites);
+    sort_items(g->sites, g->n_sites, sizeof *g->sites, cmp_sites);
     for (size_t i = 0; i < g->n_sites; i++)
         *(uint64_t *)hmap_put(&g->site_of, g->sites[i].stack, NULL) = i + 1;
 }

@@ -7,6 +7,7 @@
 #include "out/out.h"
 
 #include "core/hmap.h"
+#include "core/sort.h"
 #include "core/xalloc.h"
 #include "model/timeline.h"
 
@@ -75,7 +76,7 @@ static void print_node(FILE *f, const tree_t *t, size_t i, unsigned depth) {
     n = 0;
     for (size_t c = t->v[i].first_child; c; c = t->v[c].next_sibling)
         kids[n++] = &t->v[c];
-    qsort(kids, n, sizeof *kids, cmp_bytes_desc);
+    sort_items(kids, n, sizeof *kids, cmp_bytes_desc);
     fprintf(f, "%*sn%zu: %" PRIu64 " ", (int)depth, "", n, t->v[i].bytes);
     if (i == 0)
         fprintf(f, "(heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n");

@@ -6,6 +6,7 @@
 // text mode; the JSON lists every site with its full stack.
 #include "out/out.h"
 
+#include "core/sort.h"
 #include "core/xalloc.h"
 #include "model/growth.h"
 
@@ -95,7 +96,7 @@ static size_t *ranked_sites(sites_t *s, ranking_t k, bool all, const bool *suppr
             (metric(sites_figures(s, i), k) > 0 && !(k == RANK_END && is_suppressed(suppressed, i))))
             v[kept++] = i;
     sort_by = (sort_ctx_t){s, k};
-    qsort(v, kept, sizeof *v, cmp_sites);
+    sort_items(v, kept, sizeof *v, cmp_sites);
     *n = kept;
     return v;
 }
@@ -323,7 +324,7 @@ static short_row_t *short_rows(analyze_t *a, size_t *n) {
         if (sh.blocks)
             v[kept++] = (short_row_t){i, sh};
     }
-    qsort(v, kept, sizeof *v, cmp_short);
+    sort_items(v, kept, sizeof *v, cmp_short);
     *n = kept;
     return v;
 }

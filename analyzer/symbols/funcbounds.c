@@ -6,6 +6,7 @@
 #include "symbols/funcbounds.h"
 
 #include "core/hmap.h"
+#include "core/sort.h"
 #include "core/xalloc.h"
 
 #include <elfutils/libdw.h>
@@ -174,7 +175,7 @@ void funcbounds_init(funcbounds_t *fb, Elf *elf) {
     }
     hmap_fini(&cies);
     if (fb->n)
-        qsort(fb->r, fb->n, sizeof *fb->r, cmp_range);
+        sort_items(fb->r, fb->n, sizeof *fb->r, cmp_range);
 }
 
 void funcbounds_fini(funcbounds_t *fb) {

@@ -10,6 +10,7 @@
 
 #include "core/arena.h"
 #include "core/hmap.h"
+#include "core/sort.h"
 #include "core/xalloc.h"
 #include "symbols/demangle.h"
 #include "symbols/forwarder.h"
@@ -309,7 +310,7 @@ static cu_index_t *cu_index(symbolize_t *s, Dwarf_Die *cudie) {
     size_t cap = 0;
     index_dies(cudie, &ci->r, &ci->n, &cap, 0);
     if (ci->n)
-        qsort(ci->r, ci->n, sizeof *ci->r, cmp_range);
+        sort_items(ci->r, ci->n, sizeof *ci->r, cmp_range);
     *slot = ci;
     return ci;
 }
