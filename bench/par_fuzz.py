@@ -21,6 +21,7 @@ Usage: bench/par_fuzz.py [--bin build/analyzer/heapprof] [--seed N] [--iters N]
 import argparse
 import os
 import random
+import shlex
 import struct
 import subprocess
 import sys
@@ -108,6 +109,12 @@ COMMANDS = [
     ["flame", "--folded", "--metric", "leaked"],
     ["flame", "--folded", "--metric", "temporary"],
     ["flame", "--folded", "--metric", "growth"],
+    ["massif"],
+    ["view", "-o", "-"],
+    ["pprof", "-o", "-"],
+    ["pprof", "--at", "peak", "-o", "-"],
+    ["diff", "{SEED}"],  # the seed before, the input after
+    ["diff", "{SEED}", "--metric", "blocks", "--folded"],
 ]
 
 ONE = {"HEAPPROF_DECODE_THREADS": "0", "HEAPPROF_REPLAY_THREADS": "0"}
@@ -128,15 +135,21 @@ def many(rng: random.Random):
     return env
 
 
-def run(binary, cmd, path, env_extra, timeout):
+def argv_of(binary, cmd, path, seed_path):
+    argv = [binary] + [seed_path if a == "{SEED}" else a for a in cmd]
+    # the trace where a command takes it: right after the command's name (diff: after BEFORE)
+    argv.insert(3 if cmd[0] == "diff" else 2, path)
+    return argv
+
+
+def run(argv, env_extra, timeout):
     env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "TZ": "UTC"}
     env.update({k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS")})
     env.update(env_extra)
     try:
-        p = subprocess.run([binary] + cmd + [path], env=env, stdin=subprocess.DEVNULL,
-                           capture_output=True, timeout=timeout)
-        err = p.stderr.replace(path.encode(), b"<TRACE>")
-        return p.returncode, p.stdout.replace(path.encode(), b"<TRACE>"), err
+        p = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                           timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired:
         return "timeout", b"", b""
 
@@ -166,10 +179,12 @@ def main():
         path = os.path.join(a.out, "cur.hpt")
         with open(path, "wb") as f:
             f.write(data)
+        seed_path = os.path.join(a.corpus, name)
         cmd = rng.choice(COMMANDS)
         env = many(rng)
-        r1 = run(a.bin, cmd, path, ONE, a.timeout)
-        r2 = run(a.bin, cmd, path, env, a.timeout)
+        argv = argv_of(a.bin, cmd, path, seed_path)
+        r1 = run(argv, ONE, a.timeout)
+        r2 = run(argv, env, a.timeout)
         bad = []
         for tag, r in (("one", r1), ("many", r2)):
             if r[0] == "timeout":
@@ -185,10 +200,11 @@ def main():
             findings += 1
             keep = os.path.join(a.out, f"find-{a.seed}-{it}.hpt")
             os.rename(path, keep)
+            shown = shlex.join(argv_of(a.bin, cmd, keep, seed_path))
+            ones = " ".join(f"{k}={v}" for k, v in ONE.items())
             envs = " ".join(f"{k}={v}" for k, v in env.items())
-            print(f"[{it}] {name}: {'; '.join(bad)}\n    one:  {' '.join(ONE[k] and f'{k}={ONE[k]}' for k in ONE)} "
-                  f"{a.bin} {' '.join(cmd)} {keep}\n    many: {envs} {a.bin} {' '.join(cmd)} {keep}",
-                  flush=True)
+            print(f"[{it}] {name}: {'; '.join(bad)}\n    one:  {ones} {shown}\n"
+                  f"    many: {envs} {shown}", flush=True)
         elif it % 50 == 49:
             print(f"[{it + 1}] ok so far ({findings} findings)", flush=True)
     print(f"par_fuzz: {a.iters} inputs, {findings} findings")
