@@ -17,6 +17,7 @@ tests cover what it finds, once found.
 
 Usage: bench/par_fuzz.py [--bin build/analyzer/heapprof] [--seed N] [--iters N]
                          [--out DIR] [--corpus tests/fuzz/corpus] [--timeout S]
+                         [--only report,view,...]
 """
 import argparse
 import os
@@ -163,7 +164,11 @@ def main():
     ap.add_argument("--out", default="/tmp/par_fuzz")
     ap.add_argument("--corpus", default=os.path.join(root, "tests/fuzz/corpus"))
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--only", default="", help="commands to run, e.g. view,massif")
     a = ap.parse_args()
+    commands = [c for c in COMMANDS if not a.only or c[0] in a.only.split(",")]
+    if not commands:
+        ap.error(f"no command among {a.only}")
     rng = random.Random(a.seed)
     seeds = []
     for name in sorted(os.listdir(a.corpus)):
@@ -180,7 +185,7 @@ def main():
         with open(path, "wb") as f:
             f.write(data)
         seed_path = os.path.join(a.corpus, name)
-        cmd = rng.choice(COMMANDS)
+        cmd = rng.choice(commands)
         env = many(rng)
         argv = argv_of(a.bin, cmd, path, seed_path)
         r1 = run(argv, ONE, a.timeout)

@@ -168,18 +168,19 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     int got;
     uint64_t n_batches = 0, offset = 0;
     warm_t warm = {0};
-    // the live table split over threads (replay_par.h), growth chains in its ordered scan;
-    // the timeline reads replay's sites after each event: one thread for it. A sampled trace's
-    // peak is the estimated heap's (replay_set_sampled), which the shards' exact steps do not
-    // give, and its few events need no threads: one thread too.
+    // the live table split over threads (replay_par.h), growth chains and the timeline in its
+    // ordered scans. A sampled trace's peak is the estimated heap's (replay_set_sampled), which
+    // the shards' exact steps do not give, and its few events need no threads: one thread.
     unsigned par_threads = replay_par_threads();
     replay_par_t *par = NULL;
-    if (!a->timeline && !(h->flags & HPT_FILE_SAMPLED) && par_threads >= 2 &&
-        (!a->growth || !o->totals_only)) {
+    if (!(h->flags & HPT_FILE_SAMPLED) && par_threads >= 2 &&
+        (!a->growth || !o->totals_only) && (!a->timeline || !o->totals_only)) {
         par = replay_par_new(a->rp, rp_mode, par_threads, a->filter ? filter_keep : NULL,
                              a->filter);
         if (a->growth)
             replay_par_set_growth(par, a->growth);
+        if (a->timeline)
+            replay_par_set_timeline(par, a->timeline);
     }
     if (a->growth && !par)
         growth_attach(a->growth, a->rp); // replay's events now feed growth too
@@ -189,10 +190,10 @@ analyze_t *analyze_open_opts(const char *path, const analyze_opts_t *o, FILE *pr
     reader_batch_t *keep = NULL;
     while ((got = par ? readahead_next_keep(ra, &batch, &n, &offset, &keep, err)
                       : readahead_next(ra, &batch, &n, &offset, err)) == 1) {
-        if (a->timeline)
-            timeline_events(a->timeline, a->rp, batch, n);
-        else if (par)
+        if (par)
             replay_par_events_kept(par, batch, n, keep);
+        else if (a->timeline)
+            timeline_events(a->timeline, a->rp, batch, n);
         else
             replay_events(a->rp, batch, n);
         if ((++n_batches & 63) == 0)

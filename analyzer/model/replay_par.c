@@ -181,11 +181,12 @@ typedef struct round_buf {
     replay_scan_round_t sr; // the above for the scans (the peak's epoch0 too)
 } round_buf_t;
 
-enum { SCAN_ORDER, SCAN_PEAK, SCAN_APPLY, SCAN_GROWTH, SCAN_GROWTH_CHAINS };
+enum { SCAN_ORDER, SCAN_PEAK, SCAN_APPLY, SCAN_GROWTH, SCAN_GROWTH_CHAINS, SCAN_TIMELINE };
 
 typedef struct scanner {
     struct replay_par *p;
-    unsigned kind;   // replay_scan_order, _peak, _apply of `part`, growth_scan_links, _chains
+    unsigned kind;   // replay_scan_order, _peak, _apply of `part`, growth_scan_links, _chains,
+                     // timeline_scan
     unsigned part;
     uint64_t done;   // rounds scanned
     uint64_t ns_wait, ns_work; // HEAPPROF_STAGE_TIMES=2: waiting for a round, scanning
@@ -283,15 +284,18 @@ struct replay_par {
     unsigned depth;    // with sites: rounds in flight, D (2..REPLAY_DEPTH_MAX)
     round_buf_t buf[REPLAY_DEPTH_MAX]; // with sites: round k's in buf[k % depth]
     growth_t *growth;  // replay_par_set_growth: growth in a scan, its words in shards
+    timeline_t *timeline; // replay_par_set_timeline: the heap over time, in a scan after the order
+    bool dhat;            // REPLAY_DHAT (the timeline's bytes of malloc(0))
 
     // with sites, the scans of the rounds the shards finished, each on a thread of its own
     // (scan_main; the caller's thread runs them in turn when none could be made)
     pthread_mutex_t lock;
     pthread_cond_t scan_go, scanned; // a round is ready for the scans; a scan finished one
     uint64_t ready;                  // rounds the shards finished
-    // [0]: replay_scan_order, [1]: replay_scan_peak, then replay_scan_apply of each part, then
-    // growth's links and chains (with growth)
-    scanner_t scanners[4 + REPLAY_SCAN_PARTS_MAX];
+    // [0]: replay_scan_order, [1]: replay_scan_peak, then growth's links and chains (with
+    // growth) and the timeline (with one) in the order they were set, and replay_scan_apply of
+    // each part
+    scanner_t scanners[5 + REPLAY_SCAN_PARTS_MAX];
     unsigned growth_links; // the index of growth's links scanner
     unsigned n_scanners;
     bool scan_stop;
@@ -699,6 +703,7 @@ replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
     p->make_left = test_knob("HEAPPROF_TEST_REPLAY_MAKE");
     p->round_max = ROUND_MAX;
     p->sites = mode & (REPLAY_SITES | REPLAY_DHAT);
+    p->dhat = mode & REPLAY_DHAT;
     p->depth = p->sites ? depth_env() : DEPTH_TOTALS;
     const bool pfw = p->sites && prefetchw_env();
     for (unsigned s = 0; s < p->n_shards; s++) {
@@ -764,6 +769,8 @@ static void scan_round(replay_par_t *p, const scanner_t *sc, uint64_t k) {
     round_buf_t *b = &p->buf[k % p->depth];
     if (sc->kind == SCAN_GROWTH) {
         growth_scan_links(p->growth, b->ev, b->n, b->found, b->cw, k);
+    } else if (sc->kind == SCAN_TIMELINE) {
+        timeline_scan(p->timeline, &b->sr, p->dhat);
     } else if (sc->kind == SCAN_GROWTH_CHAINS) {
         growth_scan_chains(p->growth, b->ev, b->n, b->found, b->cw, k);
     } else if (sc->kind == SCAN_APPLY) {
@@ -796,11 +803,12 @@ static uint64_t ordered_done(const replay_par_t *p) {
 }
 
 // The rounds a scanner may scan: those the shards finished, or for the sites' apply those the
-// order and the peak finished, for growth's chains those its links finished. Call with the
-// lock held.
+// order and the peak finished, for growth's chains those its links finished, for the timeline
+// those the order finished (it reads the order's ops). Call with the lock held.
 static uint64_t scan_avail(const replay_par_t *p, const scanner_t *sc) {
     return sc->kind == SCAN_APPLY            ? ordered_done(p)
            : sc->kind == SCAN_GROWTH_CHAINS ? p->scanners[p->growth_links].done
+           : sc->kind == SCAN_TIMELINE      ? p->scanners[SCAN_ORDER].done
                                             : p->ready;
 }
 
@@ -810,7 +818,8 @@ static void *scan_main(void *arg) {
     static const char *const names[] = {[SCAN_ORDER] = "hp-scan-order", [SCAN_PEAK] = "hp-scan-peak",
                                         [SCAN_APPLY] = "hp-scan-apply",
                                         [SCAN_GROWTH] = "hp-growth-links",
-                                        [SCAN_GROWTH_CHAINS] = "hp-growth-chain"};
+                                        [SCAN_GROWTH_CHAINS] = "hp-growth-chain",
+                                        [SCAN_TIMELINE] = "hp-timeline"};
     (void)pthread_setname_np(pthread_self(), names[sc->kind]); // HEAPPROF_STAGE_TIMES=2, perf
     pthread_mutex_lock(&p->lock);
     uint64_t t0 = p->timing ? stage_clock_ns() : 0;
@@ -1205,6 +1214,14 @@ void replay_par_set_growth(replay_par_t *p, growth_t *g) {
     set_spin(p);
 }
 
+void replay_par_set_timeline(replay_par_t *p, timeline_t *tl) {
+    if (!p->sites)
+        return; // the timeline reads the sites' ops
+    p->timeline = tl;
+    scanner_start(p, SCAN_TIMELINE, 0);
+    set_spin(p);
+}
+
 void replay_par_set_depth(replay_par_t *p, unsigned depth) {
     if (!p->sites)
         return; // one round at a time: the caller's thread adds up the steps before the next
@@ -1229,7 +1246,8 @@ void replay_par_set_round(replay_par_t *p, size_t min_events, size_t max_events)
 static void print_waits(const replay_par_t *p) {
     static const char *const kinds[] = {[SCAN_ORDER] = "order", [SCAN_PEAK] = "peak",
                                         [SCAN_APPLY] = "apply", [SCAN_GROWTH] = "growth-links",
-                                        [SCAN_GROWTH_CHAINS] = "growth-chains"};
+                                        [SCAN_GROWTH_CHAINS] = "growth-chains",
+                                        [SCAN_TIMELINE] = "timeline"};
     fprintf(stderr, "replay waits: %llu rounds; the caller %s, waited %.3f s for the scans of "
                     "round k - %u, %.3f for the shard threads\n",
             (unsigned long long)p->round,

@@ -9,7 +9,7 @@
 // totals for the peak (replay_scan_peak), threads by site then apply each site's own figures
 // (replay_scan_apply), and all overlap the shards' next round. Either way every
 // figure is the one-thread replay's, exactly (docs/design.md#replay-threads). Growth chains
-// ride along (replay_par_set_growth); the timeline does not.
+// ride along (replay_par_set_growth), and so does the timeline (replay_par_set_timeline).
 // Memory: the live blocks (spread over the shards' tables, + 32 bytes each with growth), one
 // set of thread ids per shard, and the rounds in flight: per event 16 bytes a step (totals, one
 // round) or, D rounds (replay_par_set_depth), 8 a pointer to the event (it stays in its batch)
@@ -22,6 +22,7 @@
 
 #include "model/growth.h"
 #include "model/replay.h"
+#include "model/timeline.h"
 #include "trace/reader.h"
 
 #include <stddef.h>
@@ -36,7 +37,7 @@ unsigned replay_par_threads(void);
 typedef struct replay_par replay_par_t;
 
 // Replays into `into` (made by replay_new with mode set to `mode`, no events applied, no
-// companion, not fed to timeline.c) on n_threads threads (a power of two >= 2, at most REPLAY_PAR_THREADS_MAX), the caller's
+// companion, not fed to timeline_events) on n_threads threads (a power of two >= 2, at most REPLAY_PAR_THREADS_MAX), the caller's
 // included. keep as for replay_new; it runs on the caller's thread only. If threads cannot be
 // made the caller's thread does their work: slower, the same figures. Allocates (exits on OOM).
 replay_par_t *replay_par_new(replay_t *into, unsigned mode, unsigned n_threads,
@@ -61,6 +62,12 @@ unsigned replay_par_depth(const replay_par_t *p);
 // scans. g: made by growth_new, not attached, fed nothing
 // else; read it after replay_par_finish. Call before the first event.
 void replay_par_set_growth(replay_par_t *p, growth_t *g);
+
+// The heap over time beside the sites (mode with REPLAY_SITES): a scan on a thread of its own
+// reads each round's events and the order's ops after replay_scan_order (timeline_scan), so
+// the timeline comes out as timeline_events would make it on one thread. tl: made by
+// timeline_new, fed nothing else; read it after replay_par_finish. Call before the first event.
+void replay_par_set_timeline(replay_par_t *p, timeline_t *tl);
 
 // Applies ev[0..n) in order (as replay_events). ev needs to stay valid only during the call.
 void replay_par_events(replay_par_t *p, const reader_event_t *ev, size_t n);

@@ -112,19 +112,44 @@ static void snapshot(timeline_t *tl, uint64_t t) {
     tl->changed = false;
 }
 
+// Before an event at time_ns: the run's time so far (events may arrive a little out of order),
+// the grid coarsened to hold it, and the snapshot it may be due (the state before the event).
+static inline uint64_t step_before(timeline_t *tl, uint64_t time_ns) {
+    uint64_t t = time_ns > tl->last_ns ? time_ns : tl->last_ns;
+    tl->last_ns = t;
+    while (t >= TIMELINE_BUCKETS * tl->width_ns) // t / width >= TIMELINE_BUCKETS, no division
+        coarsen(tl);
+    if (t >= tl->next_snap_ns) {
+        uint64_t grid = snap_ns(tl);
+        snapshot(tl, t / grid * grid);
+        tl->next_snap_ns = (t / grid + 1) * grid;
+    }
+    return t;
+}
+
+// After it: the live bytes it left (live) in the curve. t never decreases (step_before), so an
+// event falls in the last bucket or after it: only a new bucket costs a division.
+static inline void step_after(timeline_t *tl, uint64_t t, uint64_t live, bool alloc) {
+    tl->changed |= live != tl->live || alloc;
+    size_t k = tl->n_b && t < tl->n_b * tl->width_ns ? tl->n_b - 1 : (size_t)(t / tl->width_ns);
+    if (k >= tl->n_b) {
+        for (size_t j = tl->n_b; j < k; j++)
+            tl->b[j] = (timeline_point_t){j * tl->width_ns, tl->live, tl->live};
+        tl->b[k] = (timeline_point_t){k * tl->width_ns, live > tl->live ? live : tl->live, live};
+        tl->n_b = k + 1;
+    } else {
+        if (live > tl->b[k].max_bytes)
+            tl->b[k].max_bytes = live;
+        tl->b[k].last_bytes = live;
+    }
+    tl->live = live;
+}
+
 void timeline_events(timeline_t *tl, replay_t *rp, const reader_event_t *ev, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (i + PREFETCH_AHEAD < n)
             replay_prefetch(rp, ev[i + PREFETCH_AHEAD].addr);
-        uint64_t t = ev[i].time_ns > tl->last_ns ? ev[i].time_ns : tl->last_ns;
-        tl->last_ns = t;
-        while (t / tl->width_ns >= TIMELINE_BUCKETS)
-            coarsen(tl);
-        if (t >= tl->next_snap_ns) {
-            uint64_t grid = snap_ns(tl);
-            snapshot(tl, t / grid * grid);
-            tl->next_snap_ns = (t / grid + 1) * grid;
-        }
+        uint64_t t = step_before(tl, ev[i].time_ns);
         replay_event(rp, &ev[i]);
         const replay_totals_t *tot = replay_totals(rp);
         if (ev[i].kind == READER_ALLOC || ev[i].kind == READER_FREE) {
@@ -137,22 +162,116 @@ void timeline_events(timeline_t *tl, replay_t *rp, const reader_event_t *ev, siz
             }
             mirror(tl, rp, replay_last_site(rp));
         }
-        uint64_t live = tot->live_bytes;
-        tl->changed |= live != tl->live || ev[i].kind == READER_ALLOC;
-        size_t k = (size_t)(t / tl->width_ns);
-        if (k >= tl->n_b) {
-            for (size_t j = tl->n_b; j < k; j++)
-                tl->b[j] = (timeline_point_t){j * tl->width_ns, tl->live, tl->live};
-            tl->b[k] =
-                (timeline_point_t){k * tl->width_ns, live > tl->live ? live : tl->live, live};
-            tl->n_b = k + 1;
-        } else {
-            if (live > tl->b[k].max_bytes)
-                tl->b[k].max_bytes = live;
-            tl->b[k].last_bytes = live;
-        }
-        tl->live = live;
+        step_after(tl, t, tot->live_bytes, ev[i].kind == READER_ALLOC);
     }
+}
+
+// Site `site`'s live bytes in the mirror (grown to hold it, new sites at 0).
+static inline uint64_t *site_live(timeline_t *tl, uint32_t site) {
+    if (__builtin_expect(site >= tl->n_sites, 0)) {
+        size_t n = (size_t)site + 1;
+        tl->site_live = xgrow(tl->site_live, &tl->sites_cap, n, sizeof *tl->site_live);
+        memset(tl->site_live + tl->n_sites, 0, (n - tl->n_sites) * sizeof *tl->site_live);
+        tl->n_sites = n;
+    }
+    return &tl->site_live[site];
+}
+
+// Below this time an event changes nothing but its last bucket (no coarsening, no snapshot,
+// no new bucket); 0 before the first bucket.
+static inline uint64_t quiet_until(const timeline_t *tl) {
+    if (!tl->n_b)
+        return 0;
+    uint64_t end = tl->n_b * tl->width_ns; // <= TIMELINE_BUCKETS * width
+    return end < tl->next_snap_ns ? end : tl->next_snap_ns;
+}
+
+// timeline_scan's walk through the round's ops (replay_scan_order's, in event order) and its
+// view of the sites' mirror. Passed by value to the rare path, so that the loop keeps it in
+// registers.
+typedef struct op_walk {
+    const replay_scan_op_t *op, *end;
+    uint32_t next; // the event index of *op; UINT32_MAX past the last
+    uint64_t *sites;
+    size_t n_sites;
+} op_walk_t;
+
+// Event i's ops applied to the mirror and to live (returned), in the order the one-thread
+// replay applies them (a release before the allocation that replaced the block).
+static inline __attribute__((always_inline)) uint64_t
+event_ops(timeline_t *tl, op_walk_t *w, const replay_scan_round_t *r, size_t i, bool dhat,
+          uint64_t live) {
+    const uint32_t index_mask = (1u << REPLAY_OP_SHIFT) - 1;
+    for (; w->next == i; w->op++, w->next = w->op < w->end ? w->op->ev_op & index_mask : UINT32_MAX) {
+        unsigned o = w->op->ev_op >> REPLAY_OP_SHIFT;
+        uint32_t site = w->op->site;
+        if (__builtin_expect(site >= w->n_sites, 0)) {
+            w->sites = site_live(tl, site) - site;
+            w->n_sites = tl->n_sites;
+        }
+        if (o & REPLAY_OP_ALLOC) {
+            uint64_t size = r->ev[i]->size;
+            size += dhat && size == 0;
+            w->sites[site] += size;
+            live += size;
+        } else if (o & (REPLAY_OP_RELEASE | REPLAY_OP_FREE)) {
+            w->sites[site] -= r->found[i].size;
+            live -= r->found[i].size;
+        } // REPLAY_OP_TOUCH_LIVE: a measure, no change of the live bytes
+    }
+    return live;
+}
+
+// An event that may open a bucket, take a snapshot or coarsen the grid, with tl's fields
+// current: the one-thread steps around its ops.
+static __attribute__((noinline)) op_walk_t rare_event(timeline_t *tl, op_walk_t w,
+                                                      const replay_scan_round_t *r, size_t i,
+                                                      bool dhat) {
+    const reader_event_t *e = r->ev[i];
+    uint64_t t = step_before(tl, e->time_ns);
+    uint64_t live = event_ops(tl, &w, r, i, dhat, tl->live);
+    step_after(tl, t, live, e->kind == READER_ALLOC);
+    return w;
+}
+
+void timeline_scan(timeline_t *tl, const replay_scan_round_t *r, bool dhat) {
+    op_walk_t w = {r->ops, r->ops + r->n_ops, UINT32_MAX, tl->site_live, tl->n_sites};
+    if (w.op < w.end)
+        w.next = w.op->ev_op & ((1u << REPLAY_OP_SHIFT) - 1);
+    // What an event changes, in locals (with tl's fields in memory, every write to the mirror
+    // made the compiler load them all again); back in tl around the rare events and at the end.
+    uint64_t last = tl->last_ns, live = tl->live, quiet = quiet_until(tl);
+    bool changed = tl->changed;
+    timeline_point_t cur = tl->n_b ? tl->b[tl->n_b - 1] : (timeline_point_t){0, 0, 0};
+    for (size_t i = 0; i < r->n; i++) {
+        const reader_event_t *e = r->ev[i];
+        uint64_t t = e->time_ns > last ? e->time_ns : last;
+        if (__builtin_expect(t >= quiet, 0)) {
+            tl->last_ns = last;
+            tl->live = live;
+            tl->changed = changed;
+            if (tl->n_b)
+                tl->b[tl->n_b - 1] = cur;
+            w = rare_event(tl, w, r, i, dhat);
+            last = tl->last_ns;
+            live = tl->live;
+            changed = tl->changed;
+            cur = tl->b[tl->n_b - 1];
+            quiet = quiet_until(tl);
+            continue;
+        }
+        last = t;
+        uint64_t before = live;
+        live = event_ops(tl, &w, r, i, dhat, live);
+        changed |= (live != before) | (e->kind == READER_ALLOC);
+        cur.max_bytes = live > cur.max_bytes ? live : cur.max_bytes;
+        cur.last_bytes = live;
+    }
+    tl->last_ns = last;
+    tl->live = live;
+    tl->changed = changed;
+    if (tl->n_b)
+        tl->b[tl->n_b - 1] = cur;
 }
 
 const timeline_point_t *timeline_points(const timeline_t *tl, size_t *n) {

@@ -11,6 +11,7 @@
 #include "model/replay.h"
 #include "trace/reader.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,13 @@ void timeline_free(timeline_t *tl);
 // after each event and taking snapshots of rp's sites as the grid says. Replaces
 // replay_events for a pass that wants a timeline. Hot path; allocates 8 bytes per new site.
 void timeline_events(timeline_t *tl, replay_t *rp, const reader_event_t *ev, size_t n);
+
+// The same from replay's ordered scan (replay_par.c, on a thread of its own): round r's events
+// in stream order, what they do to which site (r's ops, as replay_scan_order listed them) and
+// the blocks the shards found; dhat: replay runs with REPLAY_DHAT (malloc(0) is one byte).
+// Every point and snapshot is the one timeline_events makes of the same events, round after
+// round in order.
+void timeline_scan(timeline_t *tl, const replay_scan_round_t *r, bool dhat);
 
 typedef struct timeline_point {
     uint64_t time_ns;    // start of the bucket

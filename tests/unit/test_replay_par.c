@@ -1172,3 +1172,85 @@ Test(replay_par, prefetching_the_results_changes_nothing) {
     growth_free(got);
     growth_free(want);
 }
+
+// ---- the timeline (timeline.c) in a scan after the order ----
+
+// Every point and snapshot of the timeline, as timeline_events makes them on one thread.
+static void expect_same_timeline(const timeline_t *want, const timeline_t *got, const char *what) {
+    size_t nw, ng;
+    const timeline_point_t *pw = timeline_points(want, &nw), *pg = timeline_points(got, &ng);
+    cr_assert_eq(ng, nw, "%s: points", what);
+    cr_assert_eq(timeline_bucket_ns(got), timeline_bucket_ns(want), "%s: bucket width", what);
+    for (size_t i = 0; i < nw; i++)
+        cr_assert(memcmp(&pw[i], &pg[i], sizeof pw[i]) == 0, "%s: point %zu", what, i);
+    const timeline_snap_t *sw = timeline_snaps(want, &nw), *sg = timeline_snaps(got, &ng);
+    cr_assert_eq(ng, nw, "%s: snapshots", what);
+    for (size_t i = 0; i < nw; i++)
+        cr_assert(memcmp(&sw[i], &sg[i], sizeof sw[i]) == 0, "%s: snapshot %zu", what, i);
+}
+
+// The one-thread timeline of ev[0..n).
+static timeline_t *timeline_one_thread(replay_t *one, const reader_event_t *ev, size_t n) {
+    timeline_t *tl = timeline_new();
+    for (size_t i = 0; i < n; i += 777)
+        timeline_events(tl, one, ev + i, n - i < 777 ? n - i : 777);
+    return tl;
+}
+
+// random_stream's churn (double allocations, unknown frees, reallocs, measures at exit, a
+// filter) spread over ~60 ms, so that the grid coarsens several times and every snapshot slot
+// is used, at 2-8 threads, rounds of one event to whole batches (the small ones on a prefix:
+// each round is a hand-over of threads), depth 2-8.
+Test(replay_par, the_timeline_matches_one_thread) {
+    enum { N = 40000 };
+    static reader_event_t ev[N];
+    static const size_t rounds[][2] = {{1, 1}, {7, 64}, {1000, 1000}, {16384, 1u << 20}};
+    size_t n = random_stream(ev, N, 5);
+    for (size_t i = 0; i < n; i++)
+        ev[i].time_ns = ev[i].time_ns * 1499 + i % 3; // and a little out of order
+    for (unsigned mode = REPLAY_SITES; mode <= (REPLAY_SITES | REPLAY_DHAT); mode += REPLAY_DHAT)
+        for (int filtered = 0; filtered < 2; filtered++) {
+            replay_keep_fn keep = filtered ? keep_even_stacks : NULL;
+            for (unsigned threads = 2; threads <= 8; threads *= 2)
+                for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
+                    size_t m = rounds[k][1] < 100 ? n / 20 : n;
+                    replay_t *one = replay_new(keep, NULL);
+                    replay_set_mode(one, mode);
+                    timeline_t *want = timeline_one_thread(one, ev, m);
+                    if (m == n) {
+                        size_t n_snaps;
+                        (void)timeline_snaps(want, &n_snaps);
+                        cr_assert_gt(timeline_bucket_ns(want), 1000); // the grid coarsened
+                        cr_assert_gt(n_snaps, TIMELINE_SNAPS / 3, "%zu snapshots", n_snaps);
+                    }
+                    replay_t *rp = replay_new(keep, NULL);
+                    replay_set_mode(rp, mode);
+                    replay_par_t *p = replay_par_new(rp, mode, threads, keep, NULL);
+                    replay_par_set_depth(p, 2u << (k % 3));
+                    replay_par_set_round(p, rounds[k][0], rounds[k][1]);
+                    timeline_t *got = timeline_new();
+                    replay_par_set_timeline(p, got);
+                    kept_log_t log;
+                    feed_start(p, &log);
+                    uint64_t seed = 77 + k;
+                    for (size_t i = 0; i < m;) {
+                        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                        size_t b = 1 + (size_t)(seed >> 33) % 3000;
+                        b = b < m - i ? b : m - i;
+                        feed(p, &log, ev + i, b, seed);
+                        i += b;
+                    }
+                    replay_par_finish(p);
+                    feed_check(&log);
+                    char what[96];
+                    snprintf(what, sizeof what, "mode %u, filter %d, %u threads, rounds %zu",
+                             mode, filtered, threads, rounds[k][1]);
+                    expect_same_timeline(want, got, what);
+                    expect_same_sites(one, rp, what);
+                    timeline_free(got);
+                    timeline_free(want);
+                    replay_free(rp);
+                    replay_free(one);
+                }
+        }
+}
