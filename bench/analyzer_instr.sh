@@ -22,7 +22,7 @@
 # could gain on heaptrack_print with every thread on a core of its own, at equal instructions
 # per cycle (issue 18's goal is 10x on >= 8 cores).
 # Usage: bench/analyzer_instr.sh [--trace FILE | --ops N] [--replay R] [--workers W]
-#                                [--command report|stats|dhat] [--cli PATH] [--keep DIR]
+#                                [--command report|stats|dhat|view|massif] [--cli PATH] [--keep DIR]
 #                                [--no-heaptrack]
 #   default: a c_churn trace of --ops 1000000 pairs (2 M events) recorded here, report, R 8, W 4
 # Needs valgrind, build/analyzer/heapprof and (without --trace) build/preload/libheapprof.so
@@ -48,7 +48,9 @@ while [ $# -gt 0 ]; do
     *) echo "analyzer_instr.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
-case "$CMD" in report | stats | dhat) ;; *) echo "analyzer_instr.sh: --command report, stats or dhat" >&2; exit 2 ;; esac
+case "$CMD" in report | stats | dhat | view | massif) ;;
+*) echo "analyzer_instr.sh: --command report, stats, dhat, view or massif" >&2; exit 2 ;;
+esac
 command -v valgrind >/dev/null || { echo "analyzer_instr.sh: needs valgrind" >&2; exit 1; }
 [ -x "$CLI" ] || { echo "analyzer_instr.sh: no $CLI (build first)" >&2; exit 1; }
 OUT="${KEEP:-$(mktemp -d)}"
@@ -68,7 +70,7 @@ EV=$("$CLI" stats "$TRACE" --json | sed -n 's/^  "events": *\([0-9]*\).*/\1/p')
 
 rm -f "$OUT"/cg.*
 args=("$CMD" "$TRACE")
-[ "$CMD" = dhat ] && args+=(-o /dev/null)
+case "$CMD" in dhat | massif) args+=(-o /dev/null) ;; view) args+=(-o "$OUT/view.html") ;; esac
 env HEAPPROF_REPLAY_THREADS="$REPLAY" HEAPPROF_DECODE_THREADS="$WORKERS" \
     valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$OUT/cg.%p" \
     "$CLI" "${args[@]}" >/dev/null 2>&1 || { echo "analyzer_instr.sh: $CMD failed under valgrind" >&2; exit 1; }
@@ -81,7 +83,7 @@ role_of() {
     local f=$1 total=$2 r pat
     for r in "decode:decode_pool.c:worker \\[" "shard:replay_par.c:shard_main \\[" \
         "order:replay_scan_order \\[" "peak:replay_scan_peak \\[" "apply:replay_scan_apply \\[" \
-        "links:growth_scan_links \\[" "chains:growth_scan_chains \\[" \
+        "links:growth_scan_links \\[" "chains:growth_scan_chains \\[" "timeline:timeline_scan \\[" \
         "reader:readahead.c:run \\["; do
         pat=${r#*:}
         if [ "$(incl "$f" "$pat")" -gt $((total / 2)) ]; then
@@ -118,7 +120,7 @@ done
 printf "%s on %s: %d events, %s replay threads, %s decode workers (callgrind; instructions per event)\n" \
     "$CMD" "$(basename "$TRACE")" "$EV" "$REPLAY" "$WORKERS"
 printf "%-8s %8s %10s %10s %10s\n" role threads max sum bound
-for r in caller reader decode shard order peak apply links chains other; do
+for r in caller reader decode shard order peak apply links chains timeline other; do
     [ -n "${n[$r]:-}" ] || continue
     awk -v r="$r" -v k="${n[$r]}" -v m="${max[$r]}" -v s="${sum[$r]}" -v e="$EV" \
         'BEGIN {b = r == "decode" ? s / k : m
