@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# bench/analyzer_scaling.sh: how `heapprof report`, `stats` and `dhat` scale with the analyzer's
-# decode workers (HEAPPROF_DECODE_THREADS) and replay threads (HEAPPROF_REPLAY_THREADS,
-# docs/design.md "Replay across cores"), next to heaptrack_print on the same program's
-# heaptrack trace: issue 18's "report >= 10x heaptrack_print on >= 8 cores" measured in one run.
+# bench/analyzer_scaling.sh: how `heapprof report`, `stats` and `dhat` (with --commands, `view` and
+# `massif` too) scale with the analyzer's decode workers (HEAPPROF_DECODE_THREADS) and replay
+# threads (HEAPPROF_REPLAY_THREADS, docs/design.md "Replay across cores"), next to heaptrack_print
+# on the same program's heaptrack trace: issue 18's "report >= 10x heaptrack_print on >= 8 cores"
+# measured in one run.
 #
 # Records bench/out/bin/c_churn OPS (OPS malloc/free pairs, 2 * OPS events) once under heapprof
 # and once under heaptrack, then for ROUNDS rounds runs heaptrack_print and heapprof report,
@@ -19,7 +20,7 @@
 # machine (NAME: letters and digits).
 #
 # Usage: bench/analyzer_scaling.sh [--ops N] [--runs K] [--workers 0,1,2,4] [--replay 0,2,4]
-#                                   [--depth 2,3,4] [--commands report,stats,dhat] [--cli PATH]
+#                                   [--depth 2,3,4] [--commands report,stats,dhat,view,massif] [--cli PATH]
 #                                   [--alt NAME=PATH]... [--base-cli PATH] [--lib PATH]
 #                                   [--trace FILE.hpt --ht-trace FILE.zst]
 # Without GNU time (the many-core machine has none) CPU comes from bash's `time` and RSS is 0.
@@ -125,7 +126,7 @@ for ((round = 0; round < RUNS; round++)); do
         name=${names[$(((k + round) % n))]}
         case $name in
         heaptrack_print) one "$name" "$HT_PRINT" "$HT_TRACE" ;;
-        *report_w* | stats_w* | dhat_w*)
+        *report_w* | stats_w* | dhat_w* | massif_w* | view_w*)
             [[ $name =~ ^([A-Za-z0-9]+_)?[a-z]+_w([0-9]+)_r([0-9]+)(_d([0-9]+))?$ ]] || continue
             m=("${BASH_REMATCH[@]}")
             cli=$CLI
@@ -136,6 +137,8 @@ for ((round = 0; round < RUNS; round++)); do
             c=${name#"${m[1]}"}
             [ "${c%%_*}" = dhat ] && cmd=(dhat -o "$TMP/dhat.json" "$HP_TRACE")
             [ "${c%%_*}" = report ] && cmd=(report "$HP_TRACE")
+            [ "${c%%_*}" = massif ] && cmd=(massif -o "$TMP/massif.out" "$HP_TRACE")
+            [ "${c%%_*}" = view ] && cmd=(view -o "$TMP/view.html" "$HP_TRACE")
             one "$name" env HEAPPROF_DECODE_THREADS="${m[2]}" \
                 HEAPPROF_REPLAY_THREADS="${m[3]}" "${depth[@]}" "$cli" "${cmd[@]}" ;;
         esac
