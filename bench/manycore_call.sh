@@ -13,17 +13,19 @@
 #      stage times at the widest setting once per depth; with --alt NAME=PATH (repeatable; another
 #      build of heapprof in the bundle, e.g. base=.manycore/heapprof/bin/heapprof.base) every
 #      report setting runs with each too, side by side, and their stage times are printed after
-#      the new build's; --base-cli PATH is --alt base=PATH.
+#      the new build's; --base-cli PATH is --alt base=PATH; with --timeline, `view` and `massif`
+#      (the heap over time) at one replay thread and at the widest setting too.
 # Output under $OUT (the device's result folder), tables on stdout.
 # Usage: bash bench/manycore_call.sh [--budget S] [--ops N] [--workers 4,12] [--replay 0,4,8,16]
 #                                    [--depth 2,3,4] [--commands report] [--runs K] [--skip-bench] [--stages]
 #                                    [--workload "c_threads 8 40000000"]...
 #                                    [--alt NAME=PATH]... [--base-cli PATH] [--skip-analyzer]
+#                                    [--timeline]
 #                                    -- [bench.py args]
 set -u -o pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 M="$ROOT/.manycore"
-OPS=25000000 WORKERS=4,12 REPLAY=0,4,8,16 DEPTH= COMMANDS=report RUNS=2 BUDGET=240 SKIP_BENCH=0 STAGES=0 SKIP_ANALYZER=0
+OPS=25000000 WORKERS=4,12 REPLAY=0,4,8,16 DEPTH= COMMANDS=report RUNS=2 BUDGET=240 SKIP_BENCH=0 STAGES=0 SKIP_ANALYZER=0 TIMELINE=0
 WORKLOADS=()
 ALTS=() # NAME=PATH, for analyzer_scaling.sh --alt
 while [ $# -gt 0 ]; do
@@ -39,10 +41,11 @@ while [ $# -gt 0 ]; do
     --skip-bench) SKIP_BENCH=1 ;;
     --stages) STAGES=1 ;;
     --skip-analyzer) SKIP_ANALYZER=1 ;;
+    --timeline) TIMELINE=1 ;;
     --base-cli) ALTS+=("base=$2"); shift ;;
     --alt) ALTS+=("$2"); shift ;;
     --) shift; break ;;
-    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "manycore_call.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -92,6 +95,12 @@ for wl in "${WORKLOADS[@]}"; do
         "${alt_args[@]}" |
         tee -a "$OUT/analyzer.txt"
     wmax=${WORKERS##*,} rmax=${REPLAY##*,}
+    if [ $TIMELINE = 1 ]; then
+        echo "== the heap over time: view and massif at replay threads 0 and $rmax"
+        env LD_LIBRARY_PATH="$L" bash "$ROOT/bench/analyzer_scaling.sh" --trace "$W/hp.hpt" \
+            --cli "$M/heapprof/bin/heapprof" --runs "$RUNS" --workers "$wmax" --replay "0,$rmax" \
+            --commands view,massif | tee -a "$OUT/analyzer.txt"
+    fi
     wrs=("0 0 " "$wmax $rmax ")
     [ -n "$DEPTH" ] && { wrs=("0 0 "); for d in ${DEPTH//,/ }; do wrs+=("$wmax $rmax $d"); done; }
     for cli in "$M/heapprof/bin/heapprof" "${ALTS[@]#*=}"; do
