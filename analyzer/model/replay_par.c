@@ -274,7 +274,9 @@ struct replay_par {
                         // the rest "fail" (tests of the paths without them); else UINT_MAX
     unsigned slow;      // HEAPPROF_TEST_REPLAY_SLOW=T: thread T pauses after each shard it
                         // applies, so that the others meet its shards still at the round
-                        // before (tests; the figures do not depend on it); else UINT_MAX
+                        // before, and between reading a round and the stop flag, where the
+                        // finish may come (tests; the figures do not depend on it); else
+                        // UINT_MAX
     uint64_t ns_wait_scans, ns_wait_shards; // the caller's: for round k - D's scans, for the
                                              // other shard threads of its round
     // HEAPPROF_STAGE_TIMES=2, summed over rounds: from the round's publication (its at_go) to
@@ -636,13 +638,22 @@ static void *shard_main(void *arg) {
     shard_thread_t *th = arg;
     replay_par_t *p = th->p;
     (void)pthread_setname_np(pthread_self(), "hp-shard"); // HEAPPROF_STAGE_TIMES=2, perf
+    const unsigned t = (unsigned)(th - p->threads);
     uint64_t done = 0; // rounds this thread went through
     for (;;) {
         uint64_t t0 = p->timing ? stage_clock_ns() : 0;
         ww_wait(&p->go, (uint32_t)done);
+        // The round before the stop flag: replay_par_finish sets stop, then raises `go` once
+        // more to wake everyone. Read the other way round, a thread that found stop still unset
+        // and then that last `go` went on to a round that was never published, and waited for
+        // it for ever (test_replay_par hung at the finish's join, session 21). Read this way, a
+        // `go` of the finish's makes the stop flag read after it set (both sequentially
+        // consistent).
+        uint32_t go = atomic_load(&p->go.v);
+        if (t == p->slow) // tests: the finish may come between the two reads
+            nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
         if (atomic_load(&p->stop))
             break;
-        uint32_t go = atomic_load(&p->go.v);
         uint64_t t1 = p->timing ? stage_clock_ns() : 0;
         // every round in turn, also those others did while this thread was away: a shard of
         // round r whose r - 1 this thread applied is its to take (work)

@@ -333,15 +333,19 @@ static replay_t *one_thread_rp(const reader_event_t *ev, size_t n, unsigned mode
 static const unsigned depths[] = {2, 3, 4, 8};
 #define N_DEPTHS (sizeof depths / sizeof depths[0])
 
-static replay_t *parallel_rp(const reader_event_t *ev, size_t n, unsigned mode,
-                             replay_keep_fn keep, unsigned threads, size_t round_min,
-                             size_t round_max, size_t batch, uint64_t seed, unsigned depth) {
+// tl: a timeline fed by the replay's scan too (replay_par_set_timeline), or NULL.
+static replay_t *parallel_rp_timeline(const reader_event_t *ev, size_t n, unsigned mode,
+                                      replay_keep_fn keep, unsigned threads, size_t round_min,
+                                      size_t round_max, size_t batch, uint64_t seed,
+                                      unsigned depth, timeline_t *tl) {
     replay_t *rp = replay_new(keep, NULL);
     replay_set_mode(rp, mode);
     replay_par_t *p = replay_par_new(rp, mode, threads, keep, NULL);
     replay_par_set_depth(p, depth);
     cr_assert_eq(replay_par_depth(p), depth);
     replay_par_set_round(p, round_min, round_max);
+    if (tl)
+        replay_par_set_timeline(p, tl);
     kept_log_t log;
     feed_start(p, &log);
     for (size_t i = 0; i < n;) {
@@ -355,6 +359,13 @@ static replay_t *parallel_rp(const reader_event_t *ev, size_t n, unsigned mode,
     replay_par_finish(p);
     feed_check(&log);
     return rp;
+}
+
+static replay_t *parallel_rp(const reader_event_t *ev, size_t n, unsigned mode,
+                             replay_keep_fn keep, unsigned threads, size_t round_min,
+                             size_t round_max, size_t batch, uint64_t seed, unsigned depth) {
+    return parallel_rp_timeline(ev, n, mode, keep, threads, round_min, round_max, batch, seed,
+                                depth, NULL);
 }
 
 // Every total and every site's every figure, in the same site order.
@@ -1130,6 +1141,35 @@ Test(replay_par, a_shard_still_at_the_round_before_waits_for_its_thread) {
     expect_same_with_knob("HEAPPROF_TEST_REPLAY_SLOW", slow, 2, shards, 2, 9, true, false);
 }
 
+// The finish sets the stop flag, then raises the round counter once more to wake the threads:
+// a thread that reads the counter after that must see the flag, or it takes the raise for a
+// round and waits for it for ever (session 21: test_replay_par hung at the finish's join). The
+// slow thread pauses between its two reads, so that the finish of a replay comes there often:
+// many short replays, in totals and with sites, rounds of 1-3 events. A hang fails by the
+// test's timeout.
+Test(replay_par, a_thread_woken_by_the_finish_stops, .timeout = 120) {
+    enum { N = 600 };
+    static reader_event_t ev[N];
+    size_t n = random_stream(ev, N, 11);
+    replay_totals_t want, got;
+    static const char *const slow[] = {"1", "3"};
+    for (size_t j = 0; j < 2; j++) {
+        setenv("HEAPPROF_TEST_REPLAY_SLOW", slow[j], 1);
+        for (uint64_t k = 0; k < 8; k++) {
+            size_t m = n - k * 37; // the last round's size varies
+            one_thread(&want, ev, m, NULL);
+            parallel(&got, ev, m, NULL, 4, 1, 3, 0, k);
+            expect_same(&want, &got, "totals, a slow thread");
+            replay_t *w = one_thread_rp(ev, m, REPLAY_SITES, NULL);
+            replay_t *sites = parallel_rp(ev, m, REPLAY_SITES, NULL, 4, 1, 3, 0, k, 2);
+            expect_same_sites(w, sites, "sites, a slow thread");
+            replay_free(sites);
+            replay_free(w);
+        }
+    }
+    unsetenv("HEAPPROF_TEST_REPLAY_SLOW");
+}
+
 // Threads that cannot be made (HEAPPROF_TEST_REPLAY_MAKE=N: only N of replay's threads are
 // made, shard threads first, then the scans' in the order they start): the caller's thread does
 // the rest, a round at a time where it works on shards itself and each scan without a thread
@@ -1223,25 +1263,10 @@ Test(replay_par, the_timeline_matches_one_thread) {
                         cr_assert_gt(timeline_bucket_ns(want), 1000); // the grid coarsened
                         cr_assert_gt(n_snaps, TIMELINE_SNAPS / 3, "%zu snapshots", n_snaps);
                     }
-                    replay_t *rp = replay_new(keep, NULL);
-                    replay_set_mode(rp, mode);
-                    replay_par_t *p = replay_par_new(rp, mode, threads, keep, NULL);
-                    replay_par_set_depth(p, 2u << (k % 3));
-                    replay_par_set_round(p, rounds[k][0], rounds[k][1]);
                     timeline_t *got = timeline_new();
-                    replay_par_set_timeline(p, got);
-                    kept_log_t log;
-                    feed_start(p, &log);
-                    uint64_t seed = 77 + k;
-                    for (size_t i = 0; i < m;) {
-                        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-                        size_t b = 1 + (size_t)(seed >> 33) % 3000;
-                        b = b < m - i ? b : m - i;
-                        feed(p, &log, ev + i, b, seed);
-                        i += b;
-                    }
-                    replay_par_finish(p);
-                    feed_check(&log);
+                    replay_t *rp = parallel_rp_timeline(ev, m, mode, keep, threads, rounds[k][0],
+                                                        rounds[k][1], 0, 77 + k, 2u << (k % 3),
+                                                        got);
                     char what[96];
                     snprintf(what, sizeof what, "mode %u, filter %d, %u threads, rounds %zu",
                              mode, filtered, threads, rounds[k][1]);
