@@ -202,7 +202,8 @@ static inline __attribute__((always_inline)) uint64_t
 event_ops(timeline_t *tl, op_walk_t *w, const replay_scan_round_t *r, size_t i, bool dhat,
           uint64_t live) {
     const uint32_t index_mask = (1u << REPLAY_OP_SHIFT) - 1;
-    for (; w->next == i; w->op++, w->next = w->op < w->end ? w->op->ev_op & index_mask : UINT32_MAX) {
+    for (; w->next == i;
+         w->op++, w->next = w->op < w->end ? w->op->ev_op & index_mask : UINT32_MAX) {
         unsigned o = w->op->ev_op >> REPLAY_OP_SHIFT;
         uint32_t site = w->op->site;
         if (__builtin_expect(site >= w->n_sites, 0)) {
