@@ -121,6 +121,25 @@ Test(flame, frame_names_are_made_safe) {
     cr_expect_str_eq(flame_frame_text("ab\xc3\xa9\xc3\xa9", small, sizeof small), "ab\xc3\xa9");
 }
 
+// A trace with no blocks (a program that allocated nothing, or all of it lost to damage) folds
+// to nothing for every metric: its empty list of lines was handed to qsort as NULL, which
+// UBSan (this test's ASan/UBSan build) reports (bench/par_fuzz.py's first find, session 21).
+Test(flame, a_trace_without_blocks_folds_to_nothing, .fini = cleanup) {
+    tb_t *tb = tb_new();
+    tb_begin(tb, HPT_CHUNK_META, 0, 0, 0);
+    const char *argv[] = {"/nonexistent/app"};
+    tb_rec_process(tb, "/nonexistent/app", 1, argv);
+    tb_end(tb, false);
+    cr_assert_eq(tb_write_tmp(tb, path), 0);
+    tb_free(tb);
+    for (flame_metric_t m = FLAME_BYTES; m <= FLAME_CPU; m++)
+        for (int trim = 0; trim < 2; trim++) {
+            char *got = folded(m, trim, NULL);
+            cr_expect_str_eq(got, "", "metric %s", flame_metric_name(m));
+            free(got);
+        }
+}
+
 Test(flame, metric_names) {
     flame_metric_t m;
     errmsg_t err;
