@@ -617,6 +617,11 @@ void replay_site(const replay_t *rp, size_t i, replay_site_t *out) {
     }
 }
 
+uint64_t replay_site_end_bytes(const replay_t *rp, size_t i) {
+    const site_acc_t *s = &rp->sites[i];
+    return rp->sample_interval ? rounded(s->est_live_bytes) : s->live_bytes;
+}
+
 // ---- totals only (the default mode) ----
 
 static void on_alloc(replay_t *rp, const reader_event_t *ev, uint64_t key) {

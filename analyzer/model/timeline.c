@@ -53,11 +53,8 @@ static void mirror(timeline_t *tl, const replay_t *rp, size_t i) {
         memset(tl->site_live + tl->n_sites, 0, (n - tl->n_sites) * sizeof *tl->site_live);
         tl->n_sites = n;
     }
-    if (i < n) {
-        replay_site_t f;
-        replay_site(rp, i, &f);
-        tl->site_live[i] = f.end_bytes; // "as of now", replay.h
-    }
+    if (i < n)
+        tl->site_live[i] = replay_site_end_bytes(rp, i); // "as of now", replay.h
 }
 
 static uint64_t snap_ns(const timeline_t *tl) { return tl->width_ns * BUCKETS_PER_SNAP; }
