@@ -45,14 +45,22 @@ void timeline_free(timeline_t *tl) {
     free(tl);
 }
 
-// Copies site i's live bytes from replay into the mirror (growing it to replay's site count).
-static void mirror(timeline_t *tl, const replay_t *rp, size_t i) {
-    size_t n = replay_n_sites(rp);
-    if (n > tl->n_sites) {
+// Site `site`'s live bytes in the mirror (grown to hold it, new sites at 0).
+static inline uint64_t *site_live(timeline_t *tl, uint32_t site) {
+    if (__builtin_expect(site >= tl->n_sites, 0)) {
+        size_t n = (size_t)site + 1;
         tl->site_live = xgrow(tl->site_live, &tl->sites_cap, n, sizeof *tl->site_live);
         memset(tl->site_live + tl->n_sites, 0, (n - tl->n_sites) * sizeof *tl->site_live);
         tl->n_sites = n;
     }
+    return &tl->site_live[site];
+}
+
+// Copies site i's live bytes from replay into the mirror (growing it to replay's site count).
+static void mirror(timeline_t *tl, const replay_t *rp, size_t i) {
+    size_t n = replay_n_sites(rp);
+    if (n > tl->n_sites)
+        (void)site_live(tl, (uint32_t)(n - 1));
     if (i < n)
         tl->site_live[i] = replay_site_end_bytes(rp, i); // "as of now", replay.h
 }
@@ -161,17 +169,6 @@ void timeline_events(timeline_t *tl, replay_t *rp, const reader_event_t *ev, siz
         }
         step_after(tl, t, tot->live_bytes, ev[i].kind == READER_ALLOC);
     }
-}
-
-// Site `site`'s live bytes in the mirror (grown to hold it, new sites at 0).
-static inline uint64_t *site_live(timeline_t *tl, uint32_t site) {
-    if (__builtin_expect(site >= tl->n_sites, 0)) {
-        size_t n = (size_t)site + 1;
-        tl->site_live = xgrow(tl->site_live, &tl->sites_cap, n, sizeof *tl->site_live);
-        memset(tl->site_live + tl->n_sites, 0, (n - tl->n_sites) * sizeof *tl->site_live);
-        tl->n_sites = n;
-    }
-    return &tl->site_live[site];
 }
 
 // Below this time an event changes nothing but its last bucket (no coarsening, no snapshot,

@@ -198,43 +198,36 @@ static void scan(void) {
     atomic_fetch_add(&sink, acc);
 }
 
-static void phase_mark(unsigned ph, uint64_t t0) {
-    // called by one thread after the barrier: the phase's wall time
-    phase_ns[ph] += (double)(now_ns() - t0);
+static uint64_t phase_t0; // when the phase under way started (written by one thread a phase)
+
+// The end of phase ph: once every thread is there, one of them adds the phase's wall time and
+// starts the next; the second barrier holds the others until it has.
+static void phase_done(int ph) {
+    if (pthread_barrier_wait(&bar) == PTHREAD_BARRIER_SERIAL_THREAD) {
+        uint64_t t = now_ns();
+        if (ph >= 0)
+            phase_ns[ph] += (double)(t - phase_t0);
+        phase_t0 = t;
+    }
+    pthread_barrier_wait(&bar);
 }
 
 static void *worker(void *arg) {
     unsigned id = (unsigned)(uintptr_t)arg;
     for (unsigned r = 0; r < ROUNDS; r++) {
-        static uint64_t t0;
-        if (pthread_barrier_wait(&bar) == PTHREAD_BARRIER_SERIAL_THREAD)
-            t0 = now_ns();
-        pthread_barrier_wait(&bar);
+        phase_done(-1); // the round starts
         if (id < W)
             produce(id, r);
-        if (pthread_barrier_wait(&bar) == PTHREAD_BARRIER_SERIAL_THREAD) {
-            phase_mark(0, t0);
-            t0 = now_ns();
-        }
-        pthread_barrier_wait(&bar);
+        phase_done(0);
         if (id < T)
             partition(id);
-        if (pthread_barrier_wait(&bar) == PTHREAD_BARRIER_SERIAL_THREAD) {
-            phase_mark(1, t0);
-            t0 = now_ns();
-        }
-        pthread_barrier_wait(&bar);
+        phase_done(1);
         if (id < T)
             apply_shard(id);
-        if (pthread_barrier_wait(&bar) == PTHREAD_BARRIER_SERIAL_THREAD) {
-            phase_mark(2, t0);
-            t0 = now_ns();
-        }
-        pthread_barrier_wait(&bar);
+        phase_done(2);
         if (id == n_threads - 1) // a thread of its own, as the ordered scans have
             scan();
-        if (pthread_barrier_wait(&bar) == PTHREAD_BARRIER_SERIAL_THREAD)
-            phase_mark(3, t0);
+        phase_done(3);
     }
     return NULL;
 }
