@@ -9,7 +9,8 @@
 # that needs others is refused by its own cmake. NAME:VAR=VAL[,VAR=VAL...] makes
 # .manycore/heapprof/bin/heapprof.NAME a wrapper that runs the new build with those settings
 # (the environment knobs of the analyzer, side by side in one call). Prints the
-# manycore_call.sh options to pass. Also builds bench/tools/shard_model into the bundle.
+# manycore_call.sh options to pass. Also builds bench/tools/shard_model and clock_context into
+# the bundle.
 # Usage: bash bench/manycore_prepare.sh [NAME=REV | NAME:VAR=VAL[,VAR=VAL]]...
 #   e.g.  bash bench/manycore_prepare.sh base=f17d2b0 s4:HEAPPROF_REPLAY_SHARDS=4
 # Needs what bundle.sh needs (a build of this checkout, or it builds one) and git.
@@ -31,6 +32,8 @@ BIN="$ROOT/.manycore/heapprof/bin"
 # the shard rounds' memory model (bench/shard_model.sh --bin .manycore/heapprof/bin/shard_model):
 # libc alone, so it runs where the bundle runs
 cc -O2 -pthread "$ROOT/bench/tools/shard_model.c" -o "$BIN/shard_model"
+# what a TSC read costs where the shim takes it, modelled (.manycore/heapprof/bin/clock_context)
+cc -O2 "$ROOT/bench/tools/clock_context.c" -o "$BIN/clock_context"
 alts=()
 for a in "$@"; do
     if [[ $a =~ ^([A-Za-z0-9_-]+):([A-Za-z_][A-Za-z0-9_]*=.*)$ ]]; then
