@@ -292,18 +292,49 @@ __attribute__((constructor)) static void hp_lifecycle_init(void) {
         hp_guard_leave();
 }
 
-__attribute__((destructor)) static void hp_lifecycle_fini(void) {
+// The end of recording: samples stop first, so the final flush carries the last of them; then
+// recording stops, the writer flushes everything, writes the TRAILER and its threads end. Later
+// frees pass through.
+static void finish(void) {
     int entered = hp_guard_enter();
-    // Samples stop first, so the writer's final flush carries the last of them.
     hp_cpu_stop();
     int expected = HP_STATE_ON;
-    // Recording stops before the final flush; later frees (other destructors) pass through.
     atomic_compare_exchange_strong(&hp_state, &expected, HP_STATE_FINISHED);
     if (expected == HP_STATE_ON || expected == HP_STATE_DISABLED)
         hp_writer_stop();
     hp_unwind_report();
     if (entered)
         hp_guard_leave();
+}
+
+static void finish_late(void *unused) {
+    (void)unused;
+    if (!hp_lifecycle_is_vfork_child())
+        finish();
+}
+
+extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
+
+// Our destructor runs from the dynamic loader's finalisation (_dl_fini, itself an exit
+// handler), before the destructors of every library initialised before ours, the program's
+// own libraries among them: they are destroyed in the reverse order of their construction and
+// were constructed first. Their static objects' destructors free memory (LLVM's, a C++
+// library's globals), and a trace finished here called those blocks live at exit: leaks DHAT
+// does not see (`tests/e2e/progs/exit_lib.c`). So a preloaded shim asks for one more exit
+// handler from here: glibc runs a handler registered while it runs them once the current one
+// returns, i.e. right after _dl_fini has run every destructor. Not the dso handle of this module
+// (__cxa_finalize would run it with our own destructors), and not when attached (the injector's
+// module finishes in hp_lifecycle_attach_stop or here) or when the handler cannot be added.
+__attribute__((destructor)) static void hp_lifecycle_fini(void) {
+    if (!hp_config.attached && hp_state_is_on() && !hp_lifecycle_is_vfork_child()) {
+        int entered = hp_guard_enter(); // __cxa_atexit may allocate its list
+        int failed = __cxa_atexit(finish_late, NULL, NULL);
+        if (entered)
+            hp_guard_leave();
+        if (!failed)
+            return;
+    }
+    finish();
 }
 
 bool hp_lifecycle_is_vfork_child(void) {
@@ -316,7 +347,7 @@ void hp_lifecycle_before_exit_now(void) {
     // its locks: the last interval is lost rather than risk a deadlock.
     if (hp_lifecycle_is_vfork_child() || hp_tls_guard)
         return;
-    hp_lifecycle_fini(); // what exit() does last: the same trace
+    finish(); // what exit() does last: the same trace
 }
 
 void hp_lifecycle_exec_failed(void) {

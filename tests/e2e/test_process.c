@@ -175,6 +175,26 @@ Test(process, allocations_before_the_shims_constructor_are_all_recorded) {
     free(dir);
 }
 
+// A linked library frees 2,000 blocks as the process is torn down, in its destructor and in
+// an exit handler it registered (as C++ statics are): the loader runs those after the shim's
+// destructor, which used to end the trace there and call the blocks live at exit. The shim now
+// ends it in an exit handler that runs after every library's destructors: all are freed.
+Test(process, frees_in_libraries_destructors_after_the_shims_are_recorded) {
+    char *dir = e2e_tmpdir("exitlib");
+    char trace[4200];
+    snprintf(trace, sizeof trace, "%s/exit.hpt", dir);
+    char *argv[] = {E2E_PROGS "/exit_main", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
+    json_t *s = e2e_stats(trace, "libhp_exit.so");
+    cr_expect_eq(e2e_int(s, "blocks"), 2000);
+    cr_expect_eq(e2e_int(s, "frees"), 2000);
+    cr_expect_eq(e2e_int(s, "end_blocks"), 0, "blocks freed by the library's destructors are "
+                                               "reported live at exit");
+    cr_expect(json_is_true(json_object_get(json_object_get(s, "damage"), "clean_exit")));
+    json_decref(s);
+    free(dir);
+}
+
 // The shim samples the process's resident set at each flush (the SYNC chunks): stats' peak RSS
 // is within 5% of the peak the kernel counted for the process itself (getrusage), on a program
 // whose peak, 64 MiB written and kept, lasts to its exit (issue 22).
