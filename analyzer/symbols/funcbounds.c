@@ -132,7 +132,10 @@ void funcbounds_init(funcbounds_t *fb, Elf *elf) {
     GElf_Shdr sh;
     while ((scn = elf_nextscn(elf, scn))) {
         const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
-        if (name && strcmp(name, ".eh_frame") == 0 && sh.sh_type == SHT_PROGBITS)
+        // lld gives .eh_frame the x86-64 ABI's own type (LLVM's libraries, Chrome, Rust
+        // programs linked with lld); GNU ld and gold PROGBITS
+        if (name && strcmp(name, ".eh_frame") == 0 &&
+            (sh.sh_type == SHT_PROGBITS || sh.sh_type == SHT_X86_64_UNWIND))
             break;
     }
     Elf_Data *data = scn ? elf_getdata(scn, NULL) : NULL;

@@ -10,7 +10,9 @@
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct fn {
@@ -225,4 +227,74 @@ Test(funcbounds, eh_frame_entries_are_the_functions) {
     funcbounds_fini(&fb);
     elf_end(elf);
     close(fd);
+}
+
+// lld gives .eh_frame the type SHT_X86_64_UNWIND (LLVM's own libraries are linked so): the same
+// section under that type gives the same entries. This executable's file, read into memory,
+// with its .eh_frame header's type changed.
+Test(funcbounds, an_eh_frame_of_lld_type_is_read_too) {
+    elf_version(EV_CURRENT);
+    int fd = open("/proc/self/exe", O_RDONLY);
+    cr_assert_geq(fd, 0);
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    char *img = malloc((size_t)st.st_size);
+    cr_assert_not_null(img);
+    cr_assert_eq(pread(fd, img, (size_t)st.st_size, 0), st.st_size);
+    close(fd);
+    Elf *elf = elf_memory(img, (size_t)st.st_size);
+    cr_assert_not_null(elf);
+    funcbounds_t want;
+    funcbounds_init(&want, elf);
+    cr_assert_gt(want.n, 10);
+    elf_end(elf);
+
+    Elf64_Ehdr eh;
+    memcpy(&eh, img, sizeof eh);
+    Elf64_Shdr strtab;
+    memcpy(&strtab, img + eh.e_shoff + (size_t)eh.e_shstrndx * eh.e_shentsize, sizeof strtab);
+    bool patched = false;
+    for (size_t i = 0; i < eh.e_shnum; i++) {
+        char *at = img + eh.e_shoff + i * eh.e_shentsize;
+        Elf64_Shdr sh;
+        memcpy(&sh, at, sizeof sh);
+        if (strcmp(img + strtab.sh_offset + sh.sh_name, ".eh_frame") == 0) {
+            cr_assert_eq(sh.sh_type, SHT_PROGBITS); // as GNU ld made it
+            sh.sh_type = SHT_X86_64_UNWIND;
+            memcpy(at, &sh, sizeof sh);
+            patched = true;
+        }
+    }
+    cr_assert(patched);
+    elf = elf_memory(img, (size_t)st.st_size);
+    cr_assert_not_null(elf);
+    funcbounds_t got;
+    funcbounds_init(&got, elf);
+    cr_expect_eq(got.n, want.n);
+    // and the entries are the functions, as above
+    Elf_Scn *scn = NULL;
+    GElf_Shdr sh;
+    size_t n_checked = 0;
+    while ((scn = elf_nextscn(elf, scn))) {
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+            GElf_Sym sym;
+            const char *name;
+            uint64_t lo, hi;
+            if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+                sym.st_size == 0 || !(name = elf_strptr(elf, sh.sh_link, sym.st_name)) ||
+                strncmp(name, "funcbounds_", 11) != 0)
+                continue;
+            cr_assert(funcbounds_find(&got, sym.st_value + sym.st_size / 2, &lo, &hi), "%s", name);
+            cr_expect(lo == sym.st_value && hi == sym.st_value + sym.st_size, "%s", name);
+            n_checked++;
+        }
+    }
+    cr_expect_geq(n_checked, 3);
+    funcbounds_fini(&want);
+    funcbounds_fini(&got);
+    elf_end(elf);
+    free(img);
 }
