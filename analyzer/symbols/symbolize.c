@@ -15,6 +15,7 @@
 #include "symbols/demangle.h"
 #include "symbols/forwarder.h"
 #include "symbols/funcbounds.h"
+#include "symbols/symindex.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -34,6 +35,9 @@ typedef struct module {
     bool dwarf_checked;
     bool bounds_read;     // bounds holds the module's .eh_frame (read on first need)
     funcbounds_t bounds;  // for symbolize_forwards_to_allocator
+    bool syms_read;       // syms holds the module's symbol table (read on first need)
+    symindex_t syms;
+    hmap_t gap_names;     // symindex's gap key -> libdwfl's name there (NULL: none)
 } module_t;
 
 typedef struct sub_range {
@@ -184,8 +188,12 @@ void symbolize_free(symbolize_t *s) {
     arena_free(&s->arena);
     if (s->dwfl)
         dwfl_end(s->dwfl);
-    for (size_t i = 0; i < s->n_mods; i++)
+    for (size_t i = 0; i < s->n_mods; i++) {
         funcbounds_fini(&s->mods[i].bounds);
+        symindex_fini(&s->mods[i].syms);
+        if (s->mods[i].syms_read)
+            hmap_fini(&s->mods[i].gap_names);
+    }
     free(s->mods);
     free(s->pub);
     free(s);
@@ -434,6 +442,39 @@ static chain_t *new_chain(size_t n) {
     return c;
 }
 
+// The symbol-table symbol holding at (the Dwfl's addresses): its name and [lo, hi), from the
+// module's sorted index where it can tell (symindex.h), else from libdwfl's scan of the whole
+// table. hi == lo: a sizeless symbol. NULL: none.
+static const char *symbol_at(module_t *m, uint64_t at, uint64_t *lo, uint64_t *hi) {
+    if (!m->syms_read) {
+        m->syms_read = true;
+        symindex_build(&m->syms, m->dm);
+        hmap_init(&m->gap_names, sizeof(const char *));
+    }
+    const char *name = NULL;
+    uint64_t gap;
+    symindex_answer_t k = symindex_find(&m->syms, at, &name, lo, hi, &gap);
+    if (k != SYMINDEX_ASK)
+        return name;
+    // in a gap between symbols libdwfl can only name a sizeless label below it: one answer
+    // for every address there (symindex_find), a label with no size
+    const char **known = gap != UINT64_MAX ? hmap_get(&m->gap_names, gap) : NULL;
+    if (known) {
+        *lo = *hi = at;
+        return *known;
+    }
+    GElf_Off off;
+    GElf_Sym sym;
+    name = dwfl_module_addrinfo(m->dm, at, &off, &sym, NULL, NULL, NULL);
+    if (name) {
+        *lo = at - off;
+        *hi = *lo + sym.st_size;
+    }
+    if (gap != UINT64_MAX)
+        *(const char **)hmap_put(&m->gap_names, gap, NULL) = name;
+    return name;
+}
+
 static chain_t *lookup(symbolize_t *s, uint64_t pc) {
     module_t *m = module_of(s, pc);
     symbolize_frame_t base = {.pc = pc};
@@ -492,12 +533,10 @@ static chain_t *lookup(symbolize_t *s, uint64_t pc) {
         if (k + 1 < n)
             c->f[k + 1].file = call_file(s, cudie, &chain[d], &c->f[k + 1].line);
     }
-    // the outermost (real) function: the DIE's name, else the symbol table's. Only then: libdwfl
-    // scans the whole symbol table for every address it is asked about
+    // the outermost (real) function: the DIE's name, else the symbol table's (symbol_at)
     if (!c->f[n - 1].function) {
-        GElf_Off sym_off;
-        GElf_Sym sym;
-        const char *sym_name = dwfl_module_addrinfo(m->dm, at, &sym_off, &sym, NULL, NULL, NULL);
+        uint64_t lo, hi;
+        const char *sym_name = symbol_at(m, at, &lo, &hi);
         if (sym_name)
             c->f[n - 1].function = intern_demangled(s, sym_name);
     }
@@ -610,13 +649,11 @@ static bool code_bounds(void *ctx, uint64_t addr, uint64_t *lo, uint64_t *hi) {
     if (funcbounds_find(&mc->m->bounds, addr, lo, hi))
         return true;
     // no .eh_frame entry (hand-written assembly, -fno-asynchronous-unwind-tables): the symbol
-    GElf_Off off;
-    GElf_Sym sym;
-    if (!dwfl_module_addrinfo(mc->m->dm, addr + mc->bias, &off, &sym, NULL, NULL, NULL) ||
-        sym.st_size == 0 || off >= sym.st_size)
+    uint64_t slo, shi;
+    if (!symbol_at(mc->m, addr + mc->bias, &slo, &shi) || shi <= addr + mc->bias)
         return false;
-    *lo = addr - off;
-    *hi = *lo + sym.st_size;
+    *lo = slo - mc->bias;
+    *hi = shi - mc->bias;
     return true;
 }
 
