@@ -188,6 +188,34 @@ Test(forwarder, code_after_a_call_that_never_returns_does_not_count) {
     cr_expect(CHECK(croak_like, 14));
 }
 
+// Every function symbol of elf named funcbounds_* (our own code: libraries linked in statically
+// may lack unwind tables) has an entry in fb with its bounds: at least 3 (init, fini, find).
+static void expect_symbols_bounds(Elf *elf, const funcbounds_t *fb) {
+    Elf_Scn *scn = NULL;
+    GElf_Shdr sh;
+    size_t n_checked = 0;
+    while ((scn = elf_nextscn(elf, scn))) {
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+            GElf_Sym sym;
+            const char *name;
+            uint64_t lo, hi;
+            if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+                sym.st_size == 0 || sym.st_shndx == SHN_UNDEF ||
+                !(name = elf_strptr(elf, sh.sh_link, sym.st_name)) ||
+                strncmp(name, "funcbounds_", 11) != 0)
+                continue;
+            cr_assert(funcbounds_find(fb, sym.st_value + sym.st_size / 2, &lo, &hi), "%s", name);
+            cr_expect_eq(lo, sym.st_value, "%s", name);
+            cr_expect_eq(hi, sym.st_value + sym.st_size, "%s", name);
+            n_checked++;
+        }
+    }
+    cr_expect_geq(n_checked, 3);
+}
+
 // Every function symbol of this executable with a size: its .eh_frame entry has the same bounds.
 Test(funcbounds, eh_frame_entries_are_the_functions) {
     elf_version(EV_CURRENT);
@@ -198,30 +226,7 @@ Test(funcbounds, eh_frame_entries_are_the_functions) {
     funcbounds_t fb;
     funcbounds_init(&fb, elf);
     cr_assert_gt(fb.n, 10);
-    Elf_Scn *scn = NULL;
-    GElf_Shdr sh;
-    size_t n_checked = 0;
-    while ((scn = elf_nextscn(elf, scn))) {
-        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
-            continue;
-        Elf_Data *d = elf_getdata(scn, NULL);
-        for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
-            GElf_Sym sym;
-            if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-                sym.st_size == 0 || sym.st_shndx == SHN_UNDEF)
-                continue;
-            uint64_t lo, hi;
-            const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
-            // only our own code: libraries linked in statically may lack unwind tables
-            if (!name || strncmp(name, "funcbounds_", 11) != 0)
-                continue;
-            cr_assert(funcbounds_find(&fb, sym.st_value + sym.st_size / 2, &lo, &hi), "%s", name);
-            cr_expect_eq(lo, sym.st_value, "%s", name);
-            cr_expect_eq(hi, sym.st_value + sym.st_size, "%s", name);
-            n_checked++;
-        }
-    }
-    cr_expect_geq(n_checked, 3); // funcbounds_init, _fini, _find
+    expect_symbols_bounds(elf, &fb);
     uint64_t lo, hi;
     cr_expect_not(funcbounds_find(&fb, 0, &lo, &hi));
     funcbounds_fini(&fb);
@@ -271,28 +276,7 @@ Test(funcbounds, an_eh_frame_of_lld_type_is_read_too) {
     funcbounds_t got;
     funcbounds_init(&got, elf);
     cr_expect_eq(got.n, want.n);
-    // and the entries are the functions, as above
-    Elf_Scn *scn = NULL;
-    GElf_Shdr sh;
-    size_t n_checked = 0;
-    while ((scn = elf_nextscn(elf, scn))) {
-        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
-            continue;
-        Elf_Data *d = elf_getdata(scn, NULL);
-        for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
-            GElf_Sym sym;
-            const char *name;
-            uint64_t lo, hi;
-            if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-                sym.st_size == 0 || !(name = elf_strptr(elf, sh.sh_link, sym.st_name)) ||
-                strncmp(name, "funcbounds_", 11) != 0)
-                continue;
-            cr_assert(funcbounds_find(&got, sym.st_value + sym.st_size / 2, &lo, &hi), "%s", name);
-            cr_expect(lo == sym.st_value && hi == sym.st_value + sym.st_size, "%s", name);
-            n_checked++;
-        }
-    }
-    cr_expect_geq(n_checked, 3);
+    expect_symbols_bounds(elf, &got); // and the entries are the functions, as above
     funcbounds_fini(&want);
     funcbounds_fini(&got);
     elf_end(elf);
