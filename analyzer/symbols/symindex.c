@@ -10,6 +10,8 @@
 struct symindex_entry {
     uint64_t lo, hi; // hi == lo: a sizeless symbol (a label)
     const char *name;
+    uint32_t index;  // in the symbol table: among aliases libdwfl keeps the first it meets
+    uint8_t bind;    // STB_*
 };
 
 // A walk down from the address gives up past this many symbols (a symbol that spans much of
@@ -19,6 +21,24 @@ struct symindex_entry {
 static int by_start(const void *a, const void *b) {
     const struct symindex_entry *x = a, *y = b;
     return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+// Of two symbols with the same bounds, the one libdwfl names, or NULL where its versions differ.
+// Every version meets a table's symbols in order and replaces its pick only by one that binds
+// more strongly: a global or weak symbol over a local one, the first of equals (libdwfl since
+// 0.1xx searches the global and weak ones first, then the locals only if none held the
+// address: the same pick). Global against weak differs (the old order ranked weak above global,
+// the newer ranks global first), and other bindings are ranked differently too.
+static const struct symindex_entry *alias_pick(const struct symindex_entry *a,
+                                               const struct symindex_entry *b) {
+    if (a->bind > STB_WEAK || b->bind > STB_WEAK)
+        return NULL;
+    bool a_local = a->bind == STB_LOCAL, b_local = b->bind == STB_LOCAL;
+    if (a_local != b_local)
+        return a_local ? b : a;
+    if (a->bind != b->bind)
+        return NULL; // global and weak
+    return a->index < b->index ? a : b;
 }
 
 static int by_first_word(const void *a, const void *b) {
@@ -74,7 +94,8 @@ void symindex_build(symindex_t *ix, Dwfl_Module *dm) {
         if (!name || !name[0] || shndx == SHN_UNDEF || GELF_ST_TYPE(sym.st_info) == STT_SECTION ||
             GELF_ST_TYPE(sym.st_info) == STT_FILE || GELF_ST_TYPE(sym.st_info) == STT_TLS)
             continue;
-        ix->e[ix->n++] = (struct symindex_entry){addr, addr + sym.st_size, name};
+        ix->e[ix->n++] = (struct symindex_entry){addr, addr + sym.st_size, name, (uint32_t)i,
+                                                 (uint8_t)GELF_ST_BIND(sym.st_info)};
     }
     qsort(ix->e, ix->n, sizeof *ix->e, by_start);
     size_t n_prefix = ix->n ? ix->n : 1;
@@ -123,9 +144,10 @@ symindex_answer_t symindex_find(const symindex_t *ix, uint64_t addr, const char 
         if (++steps > WALK_MAX)
             return SYMINDEX_ASK;
         if (x->hi != x->lo && addr < x->hi) {
-            if (found)
-                return SYMINDEX_ASK; // two sized symbols hold it: libdwfl's rules differ there
-            found = x;
+            if (!found)
+                found = x;
+            else if (x->lo != found->lo || x->hi != found->hi || !(found = alias_pick(found, x)))
+                return SYMINDEX_ASK; // nested symbols, or aliases libdwfl's versions rank apart
         }
     }
     uint64_t label = ix->label[a - 1]; // 1 + the highest label at or below addr, 0: none

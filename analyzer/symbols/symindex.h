@@ -3,10 +3,11 @@
 // by address, for the question libdwfl answers with a scan of the whole table at every call:
 // which symbol holds an address (dwfl_module_addrinfo; LLVM's stripped libraries have ~100 K
 // dynamic symbols, and a trace asks for tens of thousands of addresses). It answers only where
-// every rule libdwfl has had picks the same symbol: exactly one named symbol with a size holds
-// the address, and no sizeless label lies between that symbol's start and the address. Anything
-// else (aliases at one address, nested symbols, assembly labels, a huge symbol far below) is
-// left to libdwfl, so the names are libdwfl's either way (tests/unit/test_symindex.c compares
+// every rule libdwfl has had picks the same symbol: one named symbol with a size holds the
+// address, or several with the same bounds that every version ranks alike (aliases: C++'s
+// complete and base constructors), and no sizeless label lies between their start and the
+// address. Anything else (nested symbols, global against weak aliases, assembly labels, a huge
+// symbol far below) is left to libdwfl, so the names are libdwfl's either way (tests/unit/test_symindex.c compares
 // them address by address).
 #ifndef HEAPPROF_ANALYZER_SYMINDEX_H
 #define HEAPPROF_ANALYZER_SYMINDEX_H
