@@ -259,25 +259,13 @@ static bool before_pipeline(void) {
     return drainer && !drainer->running() && hp_state_is_on();
 }
 
-// A ring that fills before the pipeline runs doubles with its records kept, up to the largest
-// ring (hp_config.ring_bytes) and within the rings' growth budget, instead of dropping what
-// comes next: clang, whose LLVM libraries' static constructors allocate before ours runs, lost
-// ~5,600 events of a 64 KiB ring (`stats`: "shim lost"). The owner alone, holding r->drain: no
-// drainer exists yet, and one that starts meanwhile takes the lock before it reads the ring.
-// A record's bytes keep their position (head and tail count bytes, the ring is indexed by them
-// modulo cap), so they are copied from offsets modulo the old size to offsets modulo the new.
-// False if n more bytes still do not fit.
-static bool grow_keeping(hp_ring_t *r, size_t n) {
-    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-    uint32_t old = r->cap, cap = old;
-    while (h + n - t > cap) {
-        if (cap >= hp_config.ring_bytes)
-            return false;
-        cap *= 2;
-    }
-    if (cap == old)
-        return true;
+// The ring's data moved to a mapping of cap bytes (a power of two above the current size),
+// charged to the rings' growth budget; false (the ring as it was) past the budget or without
+// memory. The records not yet drained keep their positions (head and tail count bytes, the ring
+// is indexed by them modulo cap): each byte is copied from its offset modulo the old size to its
+// offset modulo the new. Owner only, holding r->drain.
+static bool resize(hp_ring_t *r, uint32_t cap) {
+    uint32_t old = r->cap;
     uint64_t budget = GROW_BUDGET > hp_config.ring_bytes ? GROW_BUDGET : hp_config.ring_bytes;
     if (atomic_fetch_add_explicit(&grown_bytes, cap - old, memory_order_relaxed) + (cap - old) >
         budget) {
@@ -289,7 +277,8 @@ static bool grow_keeping(hp_ring_t *r, size_t n) {
         atomic_fetch_sub_explicit(&grown_bytes, cap - old, memory_order_relaxed);
         return false;
     }
-    for (uint64_t pos = t; pos < h;) {
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    for (uint64_t pos = atomic_load_explicit(&r->tail, memory_order_acquire); pos < h;) {
         uint32_t from = (uint32_t)pos & (old - 1), to = (uint32_t)pos & (cap - 1);
         uint64_t len = h - pos;
         if (len > old - from)
@@ -303,7 +292,26 @@ static bool grow_keeping(hp_ring_t *r, size_t n) {
     r->data = data;
     r->cap = cap;
     r->lim = 0; // hp_tbuf_reserve_slow sets it for the new ring
+    HP_ASSERT(cap <= hp_config.ring_bytes && !(cap & (cap - 1)));
     return true;
+}
+
+// A ring that fills before the pipeline runs doubles with its records kept, up to the largest
+// ring (hp_config.ring_bytes) and within the rings' growth budget, instead of dropping what
+// comes next: clang, whose LLVM libraries' static constructors allocate before ours runs, lost
+// ~5,600 events of a 64 KiB ring (`stats`: "shim lost"). The owner alone, holding r->drain: no
+// drainer exists yet, and one that starts meanwhile takes the lock before it reads the ring.
+// False if n more bytes still do not fit.
+static bool grow_keeping(hp_ring_t *r, size_t n) {
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+    uint32_t cap = r->cap;
+    while (h + n - t > cap) {
+        if (cap >= hp_config.ring_bytes)
+            return false;
+        cap *= 2;
+    }
+    return cap == r->cap || resize(r, cap);
 }
 
 // Start-up: room for n more bytes by growth (grow_keeping), under the ring's drain lock.
@@ -361,24 +369,8 @@ uint8_t *hp_tbuf_reserve_slow(hp_ring_t *r, size_t max) {
 static void grow(hp_ring_t *r) {
     HP_ASSERT(atomic_load_explicit(&r->head, memory_order_relaxed) ==
               atomic_load_explicit(&r->tail, memory_order_relaxed));
-    if (r->cap >= hp_config.ring_bytes)
-        return;
-    uint32_t cap = r->cap * 2;
-    uint64_t budget = GROW_BUDGET > hp_config.ring_bytes ? GROW_BUDGET : hp_config.ring_bytes;
-    if (atomic_fetch_add_explicit(&grown_bytes, r->cap, memory_order_relaxed) + r->cap > budget) {
-        atomic_fetch_sub_explicit(&grown_bytes, r->cap, memory_order_relaxed);
-        return;
-    }
-    uint8_t *data = hp_mem_map_parent_only(cap);
-    if (!data) {
-        atomic_fetch_sub_explicit(&grown_bytes, r->cap, memory_order_relaxed);
-        return;
-    }
-    hp_mem_unmap(r->data, r->cap);
-    r->data = data;
-    r->cap = cap;
-    r->lim = 0; // hp_tbuf_reserve_slow sets it for the new ring
-    HP_ASSERT(cap <= hp_config.ring_bytes && !(cap & (cap - 1)));
+    if (r->cap < hp_config.ring_bytes)
+        (void)resize(r, r->cap * 2);
 }
 
 bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {

@@ -457,7 +457,8 @@ static const char *symbol_at(module_t *m, uint64_t at, uint64_t *lo, uint64_t *h
     if (k != SYMINDEX_ASK)
         return name;
     // in a gap between symbols libdwfl can only name a sizeless label below it: one answer
-    // for every address there (symindex_find), a label with no size
+    // for every address there (symindex_find). Only its name is kept: a sizeless symbol's
+    // bounds are given as empty at `at`, which no caller takes for a function's
     const char **known = gap != UINT64_MAX ? hmap_get(&m->gap_names, gap) : NULL;
     if (known) {
         *lo = *hi = at;

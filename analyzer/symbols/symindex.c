@@ -25,9 +25,9 @@ static int by_start(const void *a, const void *b) {
 
 // Of two symbols with the same bounds, the one libdwfl names, or NULL where its versions differ.
 // Every version meets a table's symbols in order and replaces its pick only by one that binds
-// more strongly: a global or weak symbol over a local one, the first of equals (libdwfl since
-// 0.1xx searches the global and weak ones first, then the locals only if none held the
-// address: the same pick). Global against weak differs (the old order ranked weak above global,
+// more strongly: a global or weak symbol over a local one, the first of equals (newer libdwfl
+// searches the global and weak ones first, then the locals only if none held the address: the
+// same pick). Global against weak differs (the old order ranked weak above global,
 // the newer ranks global first), and other bindings are ranked differently too.
 static const struct symindex_entry *alias_pick(const struct symindex_entry *a,
                                                const struct symindex_entry *b) {

@@ -7,8 +7,8 @@
 // address, or several with the same bounds that every version ranks alike (aliases: C++'s
 // complete and base constructors), and no sizeless label lies between their start and the
 // address. Anything else (nested symbols, global against weak aliases, assembly labels, a huge
-// symbol far below) is left to libdwfl, so the names are libdwfl's either way (tests/unit/test_symindex.c compares
-// them address by address).
+// symbol far below) is left to libdwfl, so the names are libdwfl's either way
+// (tests/unit/test_symindex.c compares them address by address).
 #ifndef HEAPPROF_ANALYZER_SYMINDEX_H
 #define HEAPPROF_ANALYZER_SYMINDEX_H
 
@@ -39,8 +39,8 @@ typedef enum symindex_answer {
 // What libdwfl's dwfl_module_addrinfo says of addr (an address in the Dwfl's space): the
 // symbol's name (libdwfl's string, valid while the Dwfl lives) and [lo, hi). Without a sized
 // symbol holding addr, libdwfl falls back to a sizeless label below it, by rules that changed
-// between versions (one at exactly addr; since 0.1xx, the highest one above every symbol's end
-// below addr): NONE only where neither rule finds one.
+// between versions (the older one a label at exactly addr, the newer the highest one above
+// every symbol's end below addr): NONE only where neither rule finds one.
 // *gap: where the answer is ASK because no sized symbol holds addr, a key that every address
 // with the same answer shares (strictly between the same two symbols, in the same section): the
 // caller may keep libdwfl's answer under it; else UINT64_MAX.
