@@ -175,6 +175,32 @@ Test(process, allocations_before_the_shims_constructor_are_all_recorded) {
     free(dir);
 }
 
+// The same library in a program that has jemalloc linked in and exported (rustc does): the
+// loader binds the library's calls to the executable's malloc, which the shim sees only once its
+// entry is hooked. That used to happen at set-up, after the library's constructor: its 20,000
+// blocks were missing and the 10,000 freed later were "frees of unknown addresses". The entry is
+// now armed while the loader relocates the shim, and its first call starts set-up.
+Test(process, allocations_before_the_shims_constructor_through_the_programs_own_malloc) {
+    char *dir = e2e_tmpdir("jeearly");
+    char trace[4200];
+    snprintf(trace, sizeof trace, "%s/early.hpt", dir);
+    char *argv[] = {E2E_PROGS "/je_early", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
+    long long bytes = 0;
+    for (long long i = 0; i < 20000; i++)
+        bytes += i % 4 < 2 ? 16 + i % 64 : 200 + i % 300;
+    json_t *s = e2e_stats(trace, "libhp_early.so");
+    cr_expect_eq(e2e_int(s, "blocks"), 20000);
+    cr_expect_eq(e2e_int(s, "bytes"), bytes);
+    cr_expect_eq(e2e_int(s, "frees"), 20000);
+    cr_expect_eq(e2e_int(s, "end_blocks"), 0);
+    json_decref(s);
+    s = e2e_stats(trace, NULL);
+    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "unknown_frees"), 0);
+    json_decref(s);
+    free(dir);
+}
+
 // A linked library frees 2,000 blocks as the process is torn down, in its destructor and in
 // an exit handler it registered (as C++ statics are): the loader runs those after the shim's
 // destructor, which used to end the trace there and call the blocks live at exit. The shim now
@@ -190,6 +216,26 @@ Test(process, frees_in_libraries_destructors_after_the_shims_are_recorded) {
     cr_expect_eq(e2e_int(s, "frees"), 2000);
     cr_expect_eq(e2e_int(s, "end_blocks"), 0, "blocks freed by the library's destructors are "
                                                "reported live at exit");
+    cr_expect(json_is_true(json_object_get(json_object_get(s, "damage"), "clean_exit")));
+    json_decref(s);
+    free(dir);
+}
+
+// A library registers 200 exit handlers in its constructor, before the program's start
+// registers the loader's _dl_fini: glibc allocated blocks for them (calloc, 32 handlers each)
+// and frees those only after _dl_fini has run, after the shim's destructor and the exit handler
+// it adds there. They were live at exit (clang's and rustc's LLVM: 87 blocks); the trace now
+// ends at stdio's flush, the last thing exit() does: every block is freed, as DHAT sees it.
+Test(process, exit_handler_lists_freed_after_the_loaders_finalisation_are_recorded) {
+    char *dir = e2e_tmpdir("atexit");
+    char trace[4200];
+    snprintf(trace, sizeof trace, "%s/atexit.hpt", dir);
+    char *argv[] = {E2E_PROGS "/atexit_main", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
+    json_t *s = e2e_stats(trace, NULL); // the program allocates nothing else
+    cr_expect_geq(e2e_int(s, "blocks"), 5, "200 handlers take at least 5 blocks of 32");
+    cr_expect_eq(e2e_int(s, "frees"), e2e_int(s, "blocks"));
+    cr_expect_eq(e2e_int(s, "end_blocks"), 0, "glibc's exit-handler lists reported live at exit");
     cr_expect(json_is_true(json_object_get(json_object_get(s, "damage"), "clean_exit")));
     json_decref(s);
     free(dir);
