@@ -8,6 +8,7 @@
 // through the recursion guard.
 #include "unwind.h"
 
+#include "cfi_search.h"
 #include "compiler.h"
 #include "config.h"
 #include "debug.h"
@@ -100,9 +101,11 @@ static Dwarf_CFI *open_cfi(const struct dl_find_object *fo) {
         path = "/proc/self/exe";
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
-        elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+        // private: cfi_search.h may rename a section header in our copy
+        elf = elf_begin(fd, ELF_C_READ_MMAP_PRIVATE, NULL);
         // the mapping stays valid after close
         close(fd);
+        hp_cfi_search_table_first(elf);
     } else if ((uintptr_t)fo->dlfo_map_start <= getauxval(AT_SYSINFO_EHDR) &&
                getauxval(AT_SYSINFO_EHDR) < (uintptr_t)fo->dlfo_map_end) {
         // the vDSO has no file: read its image from memory
