@@ -11,9 +11,10 @@
 // has run, the executable is not relocated yet, no other thread exists), the executable's
 // exported allocator entries get a jump to a stub of ours. Whichever is called first puts every
 // entry back as it was and starts set-up (hp_lifecycle_start_early), which patches them the
-// ordinary way (allocscan.c, patch.c), then goes on to the entry it was called for. Where set-up
-// cannot start yet (ld.so allocating before libc's early initialisation) the entries stay as
-// they were, and set-up waits for the constructor as before.
+// ordinary way (allocscan.c, patch.c), then goes on to the entry it was called for. Set-up puts
+// them back itself first where it starts before any was called (in our constructor), and where
+// it cannot start yet at the first call (ld.so allocating before libc's early initialisation)
+// they stay as they were and set-up waits for the constructor, as before.
 //
 // The resolver runs before this module's own PLT is bound: it calls nothing outside this file
 // (raw system calls; the build compiles it without builtins, stack protector or LTO, so the
@@ -23,12 +24,12 @@
 #include "lifecycle.h"
 
 #include <elf.h>
+#include <fcntl.h>
 #include <link.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
@@ -56,13 +57,18 @@ static bool disarmed;
 
 extern ElfW(Dyn) _DYNAMIC[] __attribute__((visibility("hidden")));
 
-static long raw_mprotect(uintptr_t start, size_t len, int prot) {
+// A system call of up to three arguments, without libc (whose wrappers the resolver cannot call).
+static long raw3(long nr, long a, long b, long c) {
     long r;
     __asm__ volatile("syscall"
                      : "=a"(r)
-                     : "a"((long)SYS_mprotect), "D"(start), "S"(len), "d"((long)prot)
+                     : "a"(nr), "D"(a), "S"(b), "d"(c)
                      : "rcx", "r11", "memory");
     return r;
+}
+
+static long raw_mprotect(uintptr_t start, size_t len, int prot) {
+    return raw3(SYS_mprotect, (long)start, (long)len, prot);
 }
 
 // Makes the bytes [p, p + n) writable (and still executable where the kernel allows), or false.
@@ -226,23 +232,21 @@ static void disarm(void) {
     disarmed = true;
 }
 
-__attribute__((used)) void *hp_early_hit(unsigned k) {
+void hp_early_hook_disarm(void) {
     while (atomic_flag_test_and_set_explicit(&hit_lock, memory_order_acquire))
         __builtin_ia32_pause();
     if (!disarmed)
         disarm();
     atomic_flag_clear_explicit(&hit_lock, memory_order_release);
+}
+
+__attribute__((used)) void *hp_early_hit(unsigned k) {
+    hp_early_hook_disarm();
     // Set-up patches the entries the ordinary way now (or, before libc's early initialisation,
     // declines: the constructor does it then). Its own calls of the host's malloc find the
     // entries as they were.
     hp_lifecycle_start_early();
     return entries[k].fn;
-}
-
-static long raw3(long nr, long a, long b, long c) {
-    long r;
-    __asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
-    return r;
 }
 
 // The executable's program headers, from the auxiliary vector (no libc: getauxval is not bound

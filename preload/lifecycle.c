@@ -133,12 +133,21 @@ static void apply_attach_config(void) {
     hp_config.enabled = true;
 }
 
+// early_hook.c's, in the preloaded module on x86-64 only; weak, so that programs linking the
+// core without it (the unit tests) see NULL.
+extern void hp_early_hook_disarm(void) __attribute__((weak));
+
 // Sets up recording; the first caller wins. Called by the first allocation (libraries
 // initialised before ours allocate too: libstdc++'s emergency exception pool, for one) or by
 // the constructor.
 static void setup_recording(void) {
     if (atomic_exchange(&early_started, true))
         return;
+    // The executable's entries armed before any constructor (early_hook.c) go back to what they
+    // were before anything reads them, allocscan's patching first: set-up may start before any
+    // of them was called (in our constructor), and a jump left there would later undo its patch.
+    if (hp_early_hook_disarm)
+        hp_early_hook_disarm();
     image_pid = getpid();
     // The lower layers' calls up, registered before any ring exists or any event is recorded
     // (also when profiling is off: unit tests drive the rings of a process that does not record).
@@ -364,7 +373,11 @@ extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
 // (__cxa_finalize would run it with our own destructors), and not when attached (the injector's
 // module finishes in hp_lifecycle_attach_stop or here) or when the handler cannot be added.
 __attribute__((destructor)) static void hp_lifecycle_fini(void) {
-    if (!hp_config.attached && hp_state_is_on() && !hp_lifecycle_is_vfork_child()) {
+    // A vfork child that calls exit() (not _exit, as it should) runs the destructors in the
+    // parent's memory: the recording, the writer and its threads are the parent's to end.
+    if (hp_lifecycle_is_vfork_child())
+        return;
+    if (!hp_config.attached && hp_state_is_on()) {
         int entered = hp_guard_enter(); // __cxa_atexit may allocate its list
         int failed = __cxa_atexit(finish_late, NULL, NULL);
         if (entered)

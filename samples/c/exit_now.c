@@ -5,8 +5,11 @@
 //   _Exit   the same with _Exit(0)
 //   vfork   half of them; a vfork child that calls _exit(0) at once (it shares the parent's
 //           memory: it must not flush or stop the parent's writer); the other half; _exit(0)
+//   vfork_exit  the same, the child calling exit(0) (undefined behaviour, which programs commit:
+//           it runs the destructors, the shim's among them, in the parent's memory)
 // Blocks made from this executable (the .expect counts): 100,000 of 16 + i % 64 bytes
 // (i < 100,000), the odd-numbered ones freed at once.
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +32,15 @@ static void allocate(int from, int to) {
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "_exit";
-    if (strcmp(mode, "vfork") == 0) {
+    if (strcmp(mode, "vfork") == 0 || strcmp(mode, "vfork_exit") == 0) {
+        bool clean = strcmp(mode, "vfork") == 0;
         allocate(0, N / 2);
         pid_t pid = vfork();
-        if (pid == 0)
-            _exit(0);
+        if (pid == 0) {
+            if (clean)
+                _exit(0);
+            exit(0);
+        }
         int status = -1;
         if (pid < 0 || waitpid(pid, &status, 0) != pid || status != 0)
             return 2;

@@ -150,6 +150,11 @@ Test(process, underscore_Exit_right_after_100000_allocations_keeps_them_all) {
 Test(process, a_vfork_child_calling_underscore_exit_leaves_the_parents_trace_alone) {
     exit_now_keeps_every_block("vfork");
 }
+// The same child calling exit(): our destructor ran in it, in the parent's memory, and ended the
+// parent's recording (its state, its writer) halfway.
+Test(process, a_vfork_child_calling_exit_leaves_the_parents_trace_alone) {
+    exit_now_keeps_every_block("vfork_exit");
+}
 
 // A library the program links allocates 20,000 blocks in its static constructor, which the
 // loader runs before the preloaded shim's: recording starts at the first of them, and until our

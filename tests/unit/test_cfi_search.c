@@ -60,7 +60,8 @@ static void expect_same_answers(Dwarf_CFI *a, Dwarf_CFI *b, const char *img) {
         if (ra == 0) {
             Dwarf_Addr sa, ea, sb, eb;
             bool sig_a, sig_b;
-            cr_assert_eq(dwarf_frame_info(fa, &sa, &ea, &sig_a), dwarf_frame_info(fb, &sb, &eb, &sig_b));
+            cr_assert_eq(dwarf_frame_info(fa, &sa, &ea, &sig_a),
+                         dwarf_frame_info(fb, &sb, &eb, &sig_b));
             cr_assert(sa == sb && ea == eb, "pc %#lx: FDE ranges differ", (unsigned long)pc);
             found++;
         }
