@@ -150,10 +150,36 @@ Test(process, underscore_Exit_right_after_100000_allocations_keeps_them_all) {
 Test(process, a_vfork_child_calling_underscore_exit_leaves_the_parents_trace_alone) {
     exit_now_keeps_every_block("vfork");
 }
+
 // The same child calling exit(): our destructor ran in it, in the parent's memory, and ended the
 // parent's recording (its state, its writer) halfway.
 Test(process, a_vfork_child_calling_exit_leaves_the_parents_trace_alone) {
     exit_now_keeps_every_block("vfork_exit");
+}
+
+// Runs prog, which links early_lib.c, and checks that every one of its constructor's 20,000
+// blocks is in the trace, freed, and that nothing was lost or freed unseen.
+static void early_blocks_all_recorded(const char *prog) {
+    char *dir = e2e_tmpdir("early");
+    char trace[4200], path[4200];
+    snprintf(trace, sizeof trace, "%s/early.hpt", dir);
+    snprintf(path, sizeof path, "%s/%s", E2E_PROGS, prog);
+    char *argv[] = {path, NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0, "%s", prog);
+    long long bytes = 0; // what early_lib.c asks for
+    for (long long i = 0; i < 20000; i++)
+        bytes += i % 4 < 2 ? 16 + i % 64 : 200 + i % 300;
+    json_t *s = e2e_stats(trace, "libhp_early.so");
+    cr_expect_eq(e2e_int(s, "blocks"), 20000, "%s", prog);
+    cr_expect_eq(e2e_int(s, "bytes"), bytes, "%s", prog);
+    cr_expect_eq(e2e_int(s, "frees"), 20000, "%s", prog);
+    cr_expect_eq(e2e_int(s, "end_blocks"), 0, "%s", prog);
+    json_decref(s);
+    s = e2e_stats(trace, NULL);
+    cr_expect_eq(e2e_int(json_object_get(s, "shim"), "events_lost"), 0, "%s", prog);
+    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "unknown_frees"), 0, "%s", prog);
+    json_decref(s);
+    free(dir);
 }
 
 // A library the program links allocates 20,000 blocks in its static constructor, which the
@@ -162,22 +188,7 @@ Test(process, a_vfork_child_calling_exit_leaves_the_parents_trace_alone) {
 // fit its first 64 KiB (clang lost ~5,600 events so). Now it grows with its records kept, up
 // to the largest ring: every block is in the trace, from its library, and the shim lost none.
 Test(process, allocations_before_the_shims_constructor_are_all_recorded) {
-    char *dir = e2e_tmpdir("early");
-    char trace[4200];
-    snprintf(trace, sizeof trace, "%s/early.hpt", dir);
-    char *argv[] = {E2E_PROGS "/early_init", NULL};
-    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
-    long long bytes = 0; // what early_lib.c asks for
-    for (long long i = 0; i < 20000; i++)
-        bytes += i % 4 < 2 ? 16 + i % 64 : 200 + i % 300;
-    json_t *s = e2e_stats(trace, "libhp_early.so");
-    cr_expect_eq(e2e_int(s, "blocks"), 20000);
-    cr_expect_eq(e2e_int(s, "bytes"), bytes);
-    cr_expect_eq(e2e_int(s, "frees"), 20000);
-    cr_expect_eq(e2e_int(s, "end_blocks"), 0);
-    cr_expect_eq(e2e_int(json_object_get(s, "shim"), "events_lost"), 0);
-    json_decref(s);
-    free(dir);
+    early_blocks_all_recorded("early_init");
 }
 
 // The same library in a program that has jemalloc linked in and exported (rustc does): the
@@ -186,24 +197,7 @@ Test(process, allocations_before_the_shims_constructor_are_all_recorded) {
 // blocks were missing and the 10,000 freed later were "frees of unknown addresses". The entry is
 // now armed while the loader relocates the shim, and its first call starts set-up.
 Test(process, allocations_before_the_shims_constructor_through_the_programs_own_malloc) {
-    char *dir = e2e_tmpdir("jeearly");
-    char trace[4200];
-    snprintf(trace, sizeof trace, "%s/early.hpt", dir);
-    char *argv[] = {E2E_PROGS "/je_early", NULL};
-    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
-    long long bytes = 0;
-    for (long long i = 0; i < 20000; i++)
-        bytes += i % 4 < 2 ? 16 + i % 64 : 200 + i % 300;
-    json_t *s = e2e_stats(trace, "libhp_early.so");
-    cr_expect_eq(e2e_int(s, "blocks"), 20000);
-    cr_expect_eq(e2e_int(s, "bytes"), bytes);
-    cr_expect_eq(e2e_int(s, "frees"), 20000);
-    cr_expect_eq(e2e_int(s, "end_blocks"), 0);
-    json_decref(s);
-    s = e2e_stats(trace, NULL);
-    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "unknown_frees"), 0);
-    json_decref(s);
-    free(dir);
+    early_blocks_all_recorded("je_early");
 }
 
 // A linked library frees 2,000 blocks as the process is torn down, in its destructor and in
