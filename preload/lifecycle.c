@@ -330,8 +330,8 @@ static bool cleanup_armed;
 static ssize_t cleanup_write(void *cookie, const char *buf, size_t n) {
     (void)cookie;
     (void)buf;
-    // once only, and never before finish_late (a program's fflush(NULL) cannot get here first:
-    // the byte is written there)
+    // once only; never before finish_late, which makes the stream (no earlier fflush(NULL)
+    // can reach it)
     if (cleanup_armed && !hp_lifecycle_is_vfork_child()) {
         cleanup_armed = false;
         finish();

@@ -42,6 +42,10 @@ json_t *out_report_cpu_json(analyze_t *a, size_t top);
 // One "allocator" line per allocator the shim found beside libc's (reader_allocators): hooked,
 // or not, and then that its blocks are missing. Nothing for an ordinary program.
 void out_allocators_text(FILE *out, const reader_t *r);
+// The end of the "touched" line where some freed blocks were not measured: the shim fills only
+// the blocks of the malloc it is preloaded over, not those of an allocator it hooks (jemalloc
+// linked into rustc: every block). Nothing where every freed block was measured.
+void out_touch_unmeasured(FILE *out, uint64_t frees, uint64_t measured);
 // A sampled trace's warning line ("sampled    ESTIMATES: ..."); nothing for a full trace.
 void out_stats_sampled_line(FILE *out, const reader_t *r);
 void out_stats_text(FILE *out, const char *trace, const reader_t *r, const replay_totals_t *t,

@@ -536,10 +536,13 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
             fmt_grouped(t->live_blocks, b3), plural(t->live_blocks));
     fprintf(f, "temporary  %s blocks (%s of all) freed before their thread's next allocation\n",
             fmt_grouped(m.temp_blocks, b1), fmt_percent(m.temp_blocks, m.blocks, p1));
-    if (reader_header(r)->flags & HPT_FILE_TOUCH)
-        fprintf(f, "touched    %s of the %s in %s measured blocks (%s)\n", fmt_bytes(m.touched_bytes, b1),
+    if (reader_header(r)->flags & HPT_FILE_TOUCH) {
+        fprintf(f, "touched    %s of the %s in %s measured blocks (%s)", fmt_bytes(m.touched_bytes, b1),
                 fmt_bytes(m.touch_bytes, b2), fmt_grouped(m.touch_blocks, b3),
                 fmt_percent(m.touched_bytes, m.touch_bytes, p1));
+        out_touch_unmeasured(f, t->n_frees, m.touch_blocks);
+        fputc('\n', f);
+    }
     if (a->growth) {
         growth_short_t st = short_total(a);
         char rule[64];

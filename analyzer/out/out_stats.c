@@ -23,6 +23,14 @@ static const char *allocator_status(uint8_t status) {
     }
 }
 
+void out_touch_unmeasured(FILE *out, uint64_t frees, uint64_t measured) {
+    char a[32];
+    if (frees > measured)
+        fprintf(out, "; %s freed blocks not measured (heapprof fills only the blocks of the "
+                     "malloc it is preloaded over)",
+                fmt_grouped(frees - measured, a));
+}
+
 void out_allocators_text(FILE *out, const reader_t *r) {
     size_t n;
     const reader_allocator_t *al = reader_allocators(r, &n);
@@ -86,9 +94,11 @@ void out_stats_text(FILE *out, const char *trace, const reader_t *r, const repla
     out_allocators_text(out, r);
     if (reader_header(r)->flags & HPT_FILE_TOUCH) {
         char p[16];
-        fprintf(out, "touched    %s of the %s in %s freed blocks (%s)\n",
+        fprintf(out, "touched    %s of the %s in %s freed blocks (%s)",
                 fmt_bytes(t->touched_bytes, a), fmt_bytes(t->touch_bytes, b),
                 fmt_grouped(t->touch_blocks, c), fmt_percent(t->touched_bytes, t->touch_bytes, p));
+        out_touch_unmeasured(out, t->n_frees, t->touch_blocks);
+        fputc('\n', out);
     } else {
         fprintf(out, "touched    not measured (HEAPPROF_TOUCH=0)\n");
     }
