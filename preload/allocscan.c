@@ -179,10 +179,11 @@ static uint8_t classify(const char *name, bool exe) {
     for (size_t i = 0; je != name && i < N_OF(je_prefixed_names); i++)
         if (strcmp(je, je_prefixed_names[i].name) == 0)
             return je_prefixed_names[i].role;
-    if (exe)
-        for (size_t i = 0; i < N_OF(libc_names); i++)
-            if (strcmp(name, libc_names[i].name) == 0)
-                return libc_names[i].role;
+    // C++'s operator new and delete count in any module (an allocator's shared library defines
+    // them: decide), libc's other names only in the executable
+    for (size_t i = 0; i < N_OF(libc_names); i++)
+        if ((exe || libc_names[i].role >= HP_HOOK_NEW) && strcmp(name, libc_names[i].name) == 0)
+            return libc_names[i].role;
     return NO_ROLE;
 }
 
@@ -325,21 +326,14 @@ static bool is_alias(const module_t *m, int role) {
     return false;
 }
 
-// Patches every role of family fam defined in m (libc's names count as the family that owns
-// them) and reports the outcome. why_not: set when patching is out of the question.
-static void hook_family(const module_t *m, enum family fam, const char *why_not) {
+// Patches the roles in mask defined in m as family fam's and reports the outcome. why_not:
+// set when patching is out of the question.
+static void hook_roles(const module_t *m, enum family fam, uint64_t mask, const char *why_not) {
     char done[512] = "", failed[768] = "";
     const hp_hook_table_t *t = &hp_hook_table ? &hp_hook_table : NULL;
     for (int role = 0; role < HP_HOOK_N; role++) {
         const hit_t *h = &m->hits[role];
-        enum family rf = role_family((uint8_t)role);
-        if (rf == FAM_MALLOC) {
-            // libc's names (and C++'s) count only where the executable defines malloc's
-            if (!m->exe || !any_of(m, HP_HOOK_MALLOC, HP_HOOK_MEMALIGN))
-                continue;
-            rf = malloc_family(m);
-        }
-        if (!h->addr || rf != fam || is_alias(m, role))
+        if (!(mask >> role & 1) || !h->addr || is_alias(m, role))
             continue;
         const char *why = why_not;
         if (!why && !t)
@@ -378,6 +372,64 @@ static void hook_family(const module_t *m, enum family fam, const char *why_not)
         append(detail, sizeof detail, failed);
         add_finding(HPT_ALLOC_UNHOOKED, family_names[fam], detail);
     }
+}
+
+// Patches every role of family fam defined in m (libc's names count as the family that owns
+// them, and only where the executable defines malloc's).
+static void hook_family(const module_t *m, enum family fam, const char *why_not) {
+    bool libc_named = m->exe && any_of(m, HP_HOOK_MALLOC, HP_HOOK_MEMALIGN);
+    uint64_t mask = 0;
+    for (int role = 0; role < HP_HOOK_N; role++) {
+        enum family rf = role_family((uint8_t)role);
+        if (rf == FAM_MALLOC && libc_named)
+            rf = malloc_family(m);
+        if (rf == fam && (role_family((uint8_t)role) != FAM_MALLOC || libc_named))
+            mask |= 1ull << role;
+    }
+    hook_roles(m, fam, mask, why_not);
+}
+
+// C++'s operator new and delete defined by an allocator's shared library (libjemalloc,
+// libtcmalloc and libmimalloc define them): where the loader binds the program's `new` to that
+// library's, ahead of libstdc++'s (linked before it, or preloaded), its blocks never pass
+// through a malloc, and the shim's malloc saw none of them (a C++ program with libjemalloc:
+// 2 blocks of 380,794). Hooked at their entries like the executable's. The library's malloc
+// and free themselves stay below the shim's, which the loader finds first.
+static void hook_library_cxx(const module_t *m, const char *why_not) {
+    enum family fam = m->tcmalloc                                         ? FAM_TCMALLOC
+                      : any_of(m, HP_HOOK_MALLOCX, HP_HOOK_JE_FREE)       ? FAM_JEMALLOC
+                      : any_of(m, HP_HOOK_MI_MALLOC, HP_HOOK_MI_FREE_SIZE_ALIGNED) ? FAM_MIMALLOC
+                                                                          : FAM_N;
+    if (fam == FAM_N || !m->hits[HP_HOOK_NEW].addr ||
+        (uintptr_t)dlsym(RTLD_DEFAULT, "_Znwm") != m->hits[HP_HOOK_NEW].addr)
+        return; // not an allocator's, or not the `new` the program gets
+    // All or none: new hooked with a delete left out would turn every block into a leak.
+    uint64_t mask = 0;
+    char refused[512] = "";
+    for (int role = HP_HOOK_NEW; role <= HP_HOOK_DELETE_ARRAY_SIZED; role++) {
+        mask |= 1ull << role;
+        const hit_t *h = &m->hits[role];
+        const char *why = why_not;
+        if (!why && h->addr && !is_alias(m, role))
+            why = h->size ? hp_patch_check((const void *)h->addr, h->size)
+                          : "its symbol has no size";
+        if (why && h->addr && !is_alias(m, role) && !refused[0]) {
+            append(refused, sizeof refused, role_name((uint8_t)role));
+            append(refused, sizeof refused, ": ");
+            append(refused, sizeof refused, why);
+        }
+    }
+    if (!refused[0]) {
+        hook_roles(m, fam, mask, why_not);
+        return;
+    }
+    char detail[1024] = "";
+    append(detail, sizeof detail, m->path);
+    append(detail, sizeof detail, " defines the C++ operator new and delete that the program's "
+                                  "calls reach, none hooked (");
+    append(detail, sizeof detail, refused);
+    append(detail, sizeof detail, "): blocks of `new`");
+    add_finding(HPT_ALLOC_UNHOOKED, family_names[fam], detail);
 }
 
 // mimalloc's entry points defined by a shared library: the program's calls to them bind to the
@@ -431,6 +483,8 @@ static void decide(module_t *m, const char *why_not) {
         else if (owner != FAM_MIMALLOC)
             hook_family(m, FAM_MIMALLOC, why_not); // linked in beside another malloc
     }
+    if (!m->exe)
+        hook_library_cxx(m, why_not);
 }
 
 // ---- the scan ----------------------------------------------------------------------------------
