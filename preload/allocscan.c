@@ -9,6 +9,7 @@
 #include "config.h"
 #include "diag.h"
 #include "format/hpt_format.h"
+#include "got_patch.h"
 #include "guard.h"
 #include "patch.h"
 #include "record.h"
@@ -389,6 +390,49 @@ static void hook_family(const module_t *m, enum family fam, const char *why_not)
     hook_roles(m, fam, mask, why_not);
 }
 
+// The library's new and delete reached through their callers' GOT slots instead, where an entry
+// cannot be patched (libjemalloc 5.3's sized delete starts with a conditional branch): every
+// module loaded now gets its slots for them pointed at the wrappers, which call the library's
+// functions. Modules loaded later by dlopen are not (the loader relocates them after telling
+// us they are there: hp_allocscan_dl_state). The shim's own module keeps libstdc++'s.
+static hp_got_hook_t cxx_got_hooks[HP_HOOK_DELETE_ARRAY_SIZED - HP_HOOK_NEW + 1];
+static uintptr_t self_base; // the shim's own load address: never scanned, its slots left alone
+
+static bool cxx_through_got(const module_t *m, enum family fam, const char *refused) {
+    const hp_hook_table_t *t = &hp_hook_table ? &hp_hook_table : NULL;
+    if (!t)
+        return false;
+    size_t n = 0;
+    char names[256] = "";
+    for (int role = HP_HOOK_NEW; role <= HP_HOOK_DELETE_ARRAY_SIZED; role++) {
+        if (!m->hits[role].addr || hooked_at[role])
+            continue;
+        // the library's function itself, as the symbol table gives it (as interpose_mimalloc)
+        void *lib_fn = (void *)m->hits[role].addr;
+        memcpy(t->orig[role], &lib_fn, sizeof lib_fn);
+        cxx_got_hooks[n++] = (hp_got_hook_t){role_name((uint8_t)role),
+                                             (void *)fn_addr(t->wrapper[role])};
+        append(names, sizeof names, names[0] ? ", " : "");
+        append(names, sizeof names, role_name((uint8_t)role));
+    }
+    if (!n || hp_got_patch(cxx_got_hooks, n, (const void *)self_base) == 0)
+        return false;
+    for (int role = HP_HOOK_NEW; role <= HP_HOOK_DELETE_ARRAY_SIZED; role++)
+        if (m->hits[role].addr && !hooked_at[role]) {
+            hooked_at[role] = (const void *)m->hits[role].addr;
+            hooked_now |= 1ull << role;
+        }
+    char detail[1024] = "";
+    append(detail, sizeof detail, names);
+    append(detail, sizeof detail, " of ");
+    append(detail, sizeof detail, m->path);
+    append(detail, sizeof detail, ", through its callers' GOT slots (its entry cannot be patched: ");
+    append(detail, sizeof detail, refused);
+    append(detail, sizeof detail, ")");
+    add_finding(HPT_ALLOC_INTERPOSED, family_names[fam], detail);
+    return true;
+}
+
 // C++'s operator new and delete defined by an allocator's shared library (libjemalloc,
 // libtcmalloc and libmimalloc define them): where the loader binds the program's `new` to that
 // library's, ahead of libstdc++'s (linked before it, or preloaded), its blocks never pass
@@ -423,6 +467,8 @@ static void hook_library_cxx(const module_t *m, const char *why_not) {
         hook_roles(m, fam, mask, why_not);
         return;
     }
+    if (!why_not && !hp_config.attached && cxx_through_got(m, fam, refused))
+        return;
     char detail[1024] = "";
     append(detail, sizeof detail, m->path);
     append(detail, sizeof detail, " defines the C++ operator new and delete that the program's "
@@ -489,7 +535,6 @@ static void decide(module_t *m, const char *why_not) {
 
 // ---- the scan ----------------------------------------------------------------------------------
 
-static uintptr_t self_base; // the shim's own load address: never scanned
 
 static bool skip_module(const char *name) {
     // the C library and the loader are where libc's names should be; the vDSO has no file
