@@ -155,6 +155,14 @@ static uint8_t classify(const char *name, bool exe) {
                 return rust_names[i].role;
         return NO_ROLE;
     }
+    if (name[0] == '_' && name[1] == 'Z') {
+        // C++'s operator new and delete, in any module (an allocator's shared library defines
+        // them: decide); nothing else of ours is C++-mangled
+        for (size_t i = 0; i < N_OF(libc_names); i++)
+            if (libc_names[i].role >= HP_HOOK_NEW && strcmp(name, libc_names[i].name) == 0)
+                return libc_names[i].role;
+        return NO_ROLE;
+    }
     if (name[0] == '_' && name[1] == '_') {
         for (size_t i = 0; i < N_OF(rust_names); i++)
             if (strcmp(name, rust_names[i].name) == 0)
@@ -180,11 +188,10 @@ static uint8_t classify(const char *name, bool exe) {
     for (size_t i = 0; je != name && i < N_OF(je_prefixed_names); i++)
         if (strcmp(je, je_prefixed_names[i].name) == 0)
             return je_prefixed_names[i].role;
-    // C++'s operator new and delete count in any module (an allocator's shared library defines
-    // them: decide), libc's other names only in the executable
-    for (size_t i = 0; i < N_OF(libc_names); i++)
-        if ((exe || libc_names[i].role >= HP_HOOK_NEW) && strcmp(name, libc_names[i].name) == 0)
-            return libc_names[i].role;
+    if (exe) // libc's own names count only in the executable
+        for (size_t i = 0; i < N_OF(libc_names) && libc_names[i].role < HP_HOOK_NEW; i++)
+            if (strcmp(name, libc_names[i].name) == 0)
+                return libc_names[i].role;
     return NO_ROLE;
 }
 
@@ -327,8 +334,22 @@ static bool is_alias(const module_t *m, int role) {
     return false;
 }
 
-// Patches the roles in mask defined in m as family fam's and reports the outcome. why_not:
-// set when patching is out of the question.
+// Why role's entry in m cannot be patched before its bytes are even looked at (why_not: set
+// when patching is out of the question), or NULL.
+static const char *refusal(const module_t *m, int role, const char *why_not,
+                           const hp_hook_table_t *t) {
+    if (why_not)
+        return why_not;
+    if (!t)
+        return "no wrappers in this build";
+    if (hooked_at[role])
+        return "already hooked in another module";
+    if (m->hits[role].size == 0)
+        return "its symbol has no size";
+    return NULL;
+}
+
+// Patches the roles in mask defined in m as family fam's and reports the outcome.
 static void hook_roles(const module_t *m, enum family fam, uint64_t mask, const char *why_not) {
     char done[512] = "", failed[768] = "";
     const hp_hook_table_t *t = &hp_hook_table ? &hp_hook_table : NULL;
@@ -336,13 +357,7 @@ static void hook_roles(const module_t *m, enum family fam, uint64_t mask, const 
         const hit_t *h = &m->hits[role];
         if (!(mask >> role & 1) || !h->addr || is_alias(m, role))
             continue;
-        const char *why = why_not;
-        if (!why && !t)
-            why = "no wrappers in this build";
-        if (!why && hooked_at[role])
-            why = "already hooked in another module";
-        if (!why && h->size == 0)
-            why = "its symbol has no size";
+        const char *why = refusal(m, role, why_not, t);
         if (!why)
             why = hp_patch_entry((void *)h->addr, h->size, fn_addr(t->wrapper[role]),
                                  t->orig[role]);
@@ -382,9 +397,12 @@ static void hook_family(const module_t *m, enum family fam, const char *why_not)
     uint64_t mask = 0;
     for (int role = 0; role < HP_HOOK_N; role++) {
         enum family rf = role_family((uint8_t)role);
-        if (rf == FAM_MALLOC && libc_named)
+        if (rf == FAM_MALLOC) {
+            if (!libc_named)
+                continue;
             rf = malloc_family(m);
-        if (rf == fam && (role_family((uint8_t)role) != FAM_MALLOC || libc_named))
+        }
+        if (rf == fam)
             mask |= 1ull << role;
     }
     hook_roles(m, fam, mask, why_not);
@@ -448,16 +466,18 @@ static void hook_library_cxx(const module_t *m, const char *why_not) {
         (uintptr_t)dlsym(RTLD_DEFAULT, "_Znwm") != m->hits[HP_HOOK_NEW].addr)
         return; // not an allocator's, or not the `new` the program gets
     // All or none: new hooked with a delete left out would turn every block into a leak.
+    const hp_hook_table_t *t = &hp_hook_table ? &hp_hook_table : NULL;
     uint64_t mask = 0;
     char refused[512] = "";
     for (int role = HP_HOOK_NEW; role <= HP_HOOK_DELETE_ARRAY_SIZED; role++) {
         mask |= 1ull << role;
         const hit_t *h = &m->hits[role];
-        const char *why = why_not;
-        if (!why && h->addr && !is_alias(m, role))
-            why = h->size ? hp_patch_check((const void *)h->addr, h->size)
-                          : "its symbol has no size";
-        if (why && h->addr && !is_alias(m, role) && !refused[0]) {
+        if (!h->addr || is_alias(m, role) || refused[0])
+            continue;
+        const char *why = refusal(m, role, why_not, t);
+        if (!why)
+            why = hp_patch_check((const void *)h->addr, h->size);
+        if (why) {
             append(refused, sizeof refused, role_name((uint8_t)role));
             append(refused, sizeof refused, ": ");
             append(refused, sizeof refused, why);

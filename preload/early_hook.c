@@ -67,22 +67,21 @@ static long raw3(long nr, long a, long b, long c) {
     return r;
 }
 
-static long raw_mprotect(uintptr_t start, size_t len, int prot) {
-    return raw3(SYS_mprotect, (long)start, (long)len, prot);
+// mprotect of the whole pages that hold [p, p + n)
+static bool pages_protect(const uint8_t *p, size_t n, int prot) {
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(PAGE - 1);
+    uintptr_t hi = ((uintptr_t)p + n + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
+    return raw3(SYS_mprotect, (long)lo, (long)(hi - lo), prot) == 0;
 }
 
 // Makes the bytes [p, p + n) writable (and still executable where the kernel allows), or false.
 static bool text_writable(const uint8_t *p, size_t n) {
-    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(PAGE - 1);
-    uintptr_t hi = ((uintptr_t)p + n + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
-    return raw_mprotect(lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) == 0 ||
-           raw_mprotect(lo, hi - lo, PROT_READ | PROT_WRITE) == 0;
+    return pages_protect(p, n, PROT_READ | PROT_WRITE | PROT_EXEC) ||
+           pages_protect(p, n, PROT_READ | PROT_WRITE);
 }
 
 static void text_sealed(const uint8_t *p, size_t n) {
-    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(PAGE - 1);
-    uintptr_t hi = ((uintptr_t)p + n + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
-    raw_mprotect(lo, hi - lo, PROT_READ | PROT_EXEC);
+    pages_protect(p, n, PROT_READ | PROT_EXEC);
 }
 
 // Byte loops the compiler must not turn into memcpy/strcmp calls (the file is built with
