@@ -60,6 +60,20 @@ static const struct {
     {"_ZdaPv", HP_HOOK_DELETE_ARRAY},
     {"_ZdlPvm", HP_HOOK_DELETE_SIZED},
     {"_ZdaPvm", HP_HOOK_DELETE_ARRAY_SIZED},
+    {"_ZnwmRKSt9nothrow_t", HP_HOOK_NEW_NOTHROW},
+    {"_ZnamRKSt9nothrow_t", HP_HOOK_NEW_ARRAY_NOTHROW},
+    {"_ZnwmSt11align_val_t", HP_HOOK_NEW_ALIGNED},
+    {"_ZnamSt11align_val_t", HP_HOOK_NEW_ARRAY_ALIGNED},
+    {"_ZnwmSt11align_val_tRKSt9nothrow_t", HP_HOOK_NEW_ALIGNED_NOTHROW},
+    {"_ZnamSt11align_val_tRKSt9nothrow_t", HP_HOOK_NEW_ARRAY_ALIGNED_NOTHROW},
+    {"_ZdlPvRKSt9nothrow_t", HP_HOOK_DELETE_NOTHROW},
+    {"_ZdaPvRKSt9nothrow_t", HP_HOOK_DELETE_ARRAY_NOTHROW},
+    {"_ZdlPvSt11align_val_t", HP_HOOK_DELETE_ALIGNED},
+    {"_ZdaPvSt11align_val_t", HP_HOOK_DELETE_ARRAY_ALIGNED},
+    {"_ZdlPvmSt11align_val_t", HP_HOOK_DELETE_SIZED_ALIGNED},
+    {"_ZdaPvmSt11align_val_t", HP_HOOK_DELETE_ARRAY_SIZED_ALIGNED},
+    {"_ZdlPvSt11align_val_tRKSt9nothrow_t", HP_HOOK_DELETE_ALIGNED_NOTHROW},
+    {"_ZdaPvSt11align_val_tRKSt9nothrow_t", HP_HOOK_DELETE_ARRAY_ALIGNED_NOTHROW},
 },
   rust_names[] = {
       // v0 mangling since Rust 1.80 ends in <len><name>: _RNvCs..._7___rustc12___rust_alloc
@@ -119,7 +133,7 @@ static const char *role_name(uint8_t role) {
 }
 
 static enum family role_family(uint8_t role) {
-    if (role <= HP_HOOK_DELETE_ARRAY_SIZED)
+    if (role <= HP_HOOK_CXX_LAST)
         return FAM_MALLOC;
     if (role <= HP_HOOK_RUST_ALLOC_ZEROED)
         return FAM_RUST;
@@ -261,7 +275,7 @@ static bool scan_file(module_t *m, uintptr_t bias, int *open_errno) {
 typedef struct finding {
     uint8_t status; // enum hpt_alloc_status
     char family[64];
-    char detail[768];
+    char detail[1024]; // C++'s twenty names of operator new and delete and a path fit
 } finding_t;
 
 static finding_t findings[MAX_FINDINGS];
@@ -334,12 +348,64 @@ static bool is_alias(const module_t *m, int role) {
     return false;
 }
 
+// C++'s forms of operator new and delete that a wrapper reads more of than the first argument:
+// the alignment of an aligned new, the size of a sized delete.
+static bool reads_more_args(int role) {
+    switch (role) {
+    case HP_HOOK_NEW_ALIGNED:
+    case HP_HOOK_NEW_ARRAY_ALIGNED:
+    case HP_HOOK_NEW_ALIGNED_NOTHROW:
+    case HP_HOOK_NEW_ARRAY_ALIGNED_NOTHROW:
+    case HP_HOOK_DELETE_SIZED:
+    case HP_HOOK_DELETE_ARRAY_SIZED:
+    case HP_HOOK_DELETE_SIZED_ALIGNED:
+    case HP_HOOK_DELETE_ARRAY_SIZED_ALIGNED:
+        return true;
+    default:
+        return false;
+    }
+}
+
+// Whether two roles take their arguments alike: a form's plain and array names do.
+static bool same_args(int a, int b) {
+    static const int8_t array_of[HP_HOOK_N] = {
+        [HP_HOOK_NEW_ARRAY] = HP_HOOK_NEW,
+        [HP_HOOK_DELETE_ARRAY] = HP_HOOK_DELETE,
+        [HP_HOOK_DELETE_ARRAY_SIZED] = HP_HOOK_DELETE_SIZED,
+        [HP_HOOK_NEW_ARRAY_NOTHROW] = HP_HOOK_NEW_NOTHROW,
+        [HP_HOOK_NEW_ARRAY_ALIGNED] = HP_HOOK_NEW_ALIGNED,
+        [HP_HOOK_NEW_ARRAY_ALIGNED_NOTHROW] = HP_HOOK_NEW_ALIGNED_NOTHROW,
+        [HP_HOOK_DELETE_ARRAY_NOTHROW] = HP_HOOK_DELETE_NOTHROW,
+        [HP_HOOK_DELETE_ARRAY_ALIGNED] = HP_HOOK_DELETE_ALIGNED,
+        [HP_HOOK_DELETE_ARRAY_SIZED_ALIGNED] = HP_HOOK_DELETE_SIZED_ALIGNED,
+        [HP_HOOK_DELETE_ARRAY_ALIGNED_NOTHROW] = HP_HOOK_DELETE_ALIGNED_NOTHROW,
+    };
+    int pa = array_of[a] ? array_of[a] : a, pb = array_of[b] ? array_of[b] : b;
+    return pa == pb;
+}
+
+// A function patched once serves every name it has (is_alias): its wrapper is the first role's,
+// which must read nothing that another name's callers pass differently (an aligned new's
+// alignment read from a plain new's call would be whatever the register held). The plainer
+// forms come first in enum hp_hook_role, so a plain name with a sized one is fine. The role
+// whose arguments differ, or -1.
+static int alias_conflict(const module_t *m, uint64_t mask, int role) {
+    if (!reads_more_args(role))
+        return -1;
+    for (int r = role + 1; r < HP_HOOK_N; r++)
+        if ((mask >> r & 1) && m->hits[r].addr == m->hits[role].addr && !same_args(role, r))
+            return r;
+    return -1;
+}
+
 // Why role's entry in m cannot be patched before its bytes are even looked at (why_not: set
 // when patching is out of the question), or NULL.
-static const char *refusal(const module_t *m, int role, const char *why_not,
+static const char *refusal(const module_t *m, uint64_t mask, int role, const char *why_not,
                            const hp_hook_table_t *t) {
     if (why_not)
         return why_not;
+    if (alias_conflict(m, mask, role) >= 0)
+        return "the same function under another name that takes other arguments";
     if (!t)
         return "no wrappers in this build";
     if (hooked_at[role])
@@ -351,13 +417,13 @@ static const char *refusal(const module_t *m, int role, const char *why_not,
 
 // Patches the roles in mask defined in m as family fam's and reports the outcome.
 static void hook_roles(const module_t *m, enum family fam, uint64_t mask, const char *why_not) {
-    char done[512] = "", failed[768] = "";
+    char done[768] = "", failed[1024] = "";
     const hp_hook_table_t *t = &hp_hook_table ? &hp_hook_table : NULL;
     for (int role = 0; role < HP_HOOK_N; role++) {
         const hit_t *h = &m->hits[role];
         if (!(mask >> role & 1) || !h->addr || is_alias(m, role))
             continue;
-        const char *why = refusal(m, role, why_not, t);
+        const char *why = refusal(m, mask, role, why_not, t);
         if (!why)
             why = hp_patch_entry((void *)h->addr, h->size, fn_addr(t->wrapper[role]),
                                  t->orig[role]);
@@ -373,7 +439,7 @@ static void hook_roles(const module_t *m, enum family fam, uint64_t mask, const 
             append(failed, sizeof failed, why);
         }
     }
-    char detail[1024] = "";
+    char detail[1536] = "";
     if (done[0]) {
         append(detail, sizeof detail, done);
         append(detail, sizeof detail, " in ");
@@ -413,7 +479,7 @@ static void hook_family(const module_t *m, enum family fam, const char *why_not)
 // module loaded now gets its slots for them pointed at the wrappers, which call the library's
 // functions. Modules loaded later by dlopen are not (the loader relocates them after telling
 // us they are there: hp_allocscan_dl_state). The shim's own module keeps libstdc++'s.
-static hp_got_hook_t cxx_got_hooks[HP_HOOK_DELETE_ARRAY_SIZED - HP_HOOK_NEW + 1];
+static hp_got_hook_t cxx_got_hooks[HP_HOOK_CXX_LAST - HP_HOOK_NEW + 1];
 static uintptr_t self_base; // the shim's own load address: never scanned, its slots left alone
 
 static bool cxx_through_got(const module_t *m, enum family fam, const char *refused) {
@@ -421,8 +487,8 @@ static bool cxx_through_got(const module_t *m, enum family fam, const char *refu
     if (!t)
         return false;
     size_t n = 0;
-    char names[256] = "";
-    for (int role = HP_HOOK_NEW; role <= HP_HOOK_DELETE_ARRAY_SIZED; role++) {
+    char names[768] = "";
+    for (int role = HP_HOOK_NEW; role <= HP_HOOK_CXX_LAST; role++) {
         if (!m->hits[role].addr || hooked_at[role])
             continue;
         // the library's function itself, as the symbol table gives it (as interpose_mimalloc)
@@ -435,12 +501,12 @@ static bool cxx_through_got(const module_t *m, enum family fam, const char *refu
     }
     if (!n || hp_got_patch(cxx_got_hooks, n, (const void *)self_base) == 0)
         return false;
-    for (int role = HP_HOOK_NEW; role <= HP_HOOK_DELETE_ARRAY_SIZED; role++)
+    for (int role = HP_HOOK_NEW; role <= HP_HOOK_CXX_LAST; role++)
         if (m->hits[role].addr && !hooked_at[role]) {
             hooked_at[role] = (const void *)m->hits[role].addr;
             hooked_now |= 1ull << role;
         }
-    char detail[1024] = "";
+    char detail[1536] = "";
     append(detail, sizeof detail, names);
     append(detail, sizeof detail, " of ");
     append(detail, sizeof detail, m->path);
@@ -467,14 +533,13 @@ static void hook_library_cxx(const module_t *m, const char *why_not) {
         return; // not an allocator's, or not the `new` the program gets
     // All or none: new hooked with a delete left out would turn every block into a leak.
     const hp_hook_table_t *t = &hp_hook_table ? &hp_hook_table : NULL;
-    uint64_t mask = 0;
-    char refused[512] = "";
-    for (int role = HP_HOOK_NEW; role <= HP_HOOK_DELETE_ARRAY_SIZED; role++) {
-        mask |= 1ull << role;
+    const uint64_t mask = (2ull << HP_HOOK_CXX_LAST) - (1ull << HP_HOOK_NEW);
+    char refused[768] = "";
+    for (int role = HP_HOOK_NEW; role <= HP_HOOK_CXX_LAST; role++) {
         const hit_t *h = &m->hits[role];
         if (!h->addr || is_alias(m, role) || refused[0])
             continue;
-        const char *why = refusal(m, role, why_not, t);
+        const char *why = refusal(m, mask, role, why_not, t);
         if (!why)
             why = hp_patch_check((const void *)h->addr, h->size);
         if (why) {
@@ -489,7 +554,7 @@ static void hook_library_cxx(const module_t *m, const char *why_not) {
     }
     if (!why_not && !hp_config.attached && cxx_through_got(m, fam, refused))
         return;
-    char detail[1024] = "";
+    char detail[1536] = "";
     append(detail, sizeof detail, m->path);
     append(detail, sizeof detail, " defines the C++ operator new and delete that the program's "
                                   "calls reach, none hooked (");
@@ -520,7 +585,7 @@ static void interpose_mimalloc(const module_t *m) {
     }
     if (!names[0])
         return;
-    char detail[1024] = "";
+    char detail[1536] = "";
     append(detail, sizeof detail, names);
     append(detail, sizeof detail, " of ");
     append(detail, sizeof detail, m->path);
@@ -602,7 +667,7 @@ static uint64_t scan_module(const char *name, uintptr_t base, bool exe, const ch
     if (scan_file(&m, base, &open_errno)) {
         decide(&m, why_not);
     } else if (later && open_errno) {
-        char detail[1024] = "";
+        char detail[1536] = "";
         append(detail, sizeof detail, m.path);
         append(detail, sizeof detail, " (loaded by dlopen): its symbol table could not be read, ");
         append(detail, sizeof detail, errno_text(open_errno));

@@ -28,6 +28,21 @@ enum hp_hook_role {
     HP_HOOK_DELETE_ARRAY,
     HP_HOOK_DELETE_SIZED,
     HP_HOOK_DELETE_ARRAY_SIZED,
+    HP_HOOK_NEW_NOTHROW, // the nothrow and aligned forms (C++17's align_val_t), in that order:
+    HP_HOOK_NEW_ARRAY_NOTHROW, // each form's plain name before its array one, so an alias
+    HP_HOOK_NEW_ALIGNED,       // (allocscan.c's is_alias) is hooked under the plainer role
+    HP_HOOK_NEW_ARRAY_ALIGNED,
+    HP_HOOK_NEW_ALIGNED_NOTHROW,
+    HP_HOOK_NEW_ARRAY_ALIGNED_NOTHROW,
+    HP_HOOK_DELETE_NOTHROW,
+    HP_HOOK_DELETE_ARRAY_NOTHROW,
+    HP_HOOK_DELETE_ALIGNED,
+    HP_HOOK_DELETE_ARRAY_ALIGNED,
+    HP_HOOK_DELETE_SIZED_ALIGNED,
+    HP_HOOK_DELETE_ARRAY_SIZED_ALIGNED,
+    HP_HOOK_DELETE_ALIGNED_NOTHROW,
+    HP_HOOK_DELETE_ARRAY_ALIGNED_NOTHROW,
+    HP_HOOK_CXX_LAST = HP_HOOK_DELETE_ARRAY_ALIGNED_NOTHROW,
     HP_HOOK_RUST_ALLOC, // Rust's allocator shims (__rust_alloc, ...), plain or v0-mangled
     HP_HOOK_RUST_DEALLOC,
     HP_HOOK_RUST_REALLOC,

@@ -223,6 +223,61 @@ DELETE_WRAPPER(delete_array, (void *p), (p))
 SIZED_DELETE_WRAPPER(delete_sized)
 SIZED_DELETE_WRAPPER(delete_array_sized)
 
+// The nothrow forms (a failure is NULL: alloc_done records nothing) and C++17's aligned ones
+// (align_val_t is a size_t). The nothrow tag is a reference nothing reads: passed on as it came.
+typedef struct nothrow_tag nothrow_tag_t;
+ORIG(new_nothrow, void *, (size_t, const nothrow_tag_t *));
+ORIG(new_array_nothrow, void *, (size_t, const nothrow_tag_t *));
+ORIG(new_aligned, void *, (size_t, size_t));
+ORIG(new_array_aligned, void *, (size_t, size_t));
+ORIG(new_aligned_nothrow, void *, (size_t, size_t, const nothrow_tag_t *));
+ORIG(new_array_aligned_nothrow, void *, (size_t, size_t, const nothrow_tag_t *));
+ORIG(delete_nothrow, void, (void *, const nothrow_tag_t *));
+ORIG(delete_array_nothrow, void, (void *, const nothrow_tag_t *));
+ORIG(delete_aligned, void, (void *, size_t));
+ORIG(delete_array_aligned, void, (void *, size_t));
+ORIG(delete_sized_aligned, void, (void *, size_t, size_t));
+ORIG(delete_array_sized_aligned, void, (void *, size_t, size_t));
+ORIG(delete_aligned_nothrow, void, (void *, size_t, const nothrow_tag_t *));
+ORIG(delete_array_aligned_nothrow, void, (void *, size_t, const nothrow_tag_t *));
+
+#define NEW_FORM_WRAPPER(name, params, args, align)                                                \
+    HOOK_ENTRY static void *w_##name params {                                                      \
+        if (!enter())                                                                              \
+            return orig_##name args;                                                               \
+        void *p = orig_##name args;                                                                \
+        alloc_done(HPT_REC_MALLOC, p, n, align);                                                   \
+        return p;                                                                                  \
+    }
+NEW_FORM_WRAPPER(new_nothrow, (size_t n, const nothrow_tag_t *nt), (n, nt), 0)
+NEW_FORM_WRAPPER(new_array_nothrow, (size_t n, const nothrow_tag_t *nt), (n, nt), 0)
+NEW_FORM_WRAPPER(new_aligned, (size_t n, size_t al), (n, al), al)
+NEW_FORM_WRAPPER(new_array_aligned, (size_t n, size_t al), (n, al), al)
+NEW_FORM_WRAPPER(new_aligned_nothrow, (size_t n, size_t al, const nothrow_tag_t *nt),
+                 (n, al, nt), al)
+NEW_FORM_WRAPPER(new_array_aligned_nothrow, (size_t n, size_t al, const nothrow_tag_t *nt),
+                 (n, al, nt), al)
+
+DELETE_WRAPPER(delete_nothrow, (void *p, const nothrow_tag_t *nt), (p, nt))
+DELETE_WRAPPER(delete_array_nothrow, (void *p, const nothrow_tag_t *nt), (p, nt))
+DELETE_WRAPPER(delete_aligned, (void *p, size_t al), (p, al))
+DELETE_WRAPPER(delete_array_aligned, (void *p, size_t al), (p, al))
+DELETE_WRAPPER(delete_aligned_nothrow, (void *p, size_t al, const nothrow_tag_t *nt), (p, al, nt))
+DELETE_WRAPPER(delete_array_aligned_nothrow, (void *p, size_t al, const nothrow_tag_t *nt),
+               (p, al, nt))
+#define SIZED_ALIGNED_DELETE_WRAPPER(name)                                                         \
+    HOOK_ENTRY static void w_##name(void *p, size_t n, size_t al) {                                \
+        if (!p || !enter()) {                                                                      \
+            orig_##name(p, n, al);                                                                 \
+            return;                                                                                \
+        }                                                                                          \
+        sized_free_start(p, n, al);                                                                \
+        orig_##name(p, n, al);                                                                     \
+        leave();                                                                                   \
+    }
+SIZED_ALIGNED_DELETE_WRAPPER(delete_sized_aligned)
+SIZED_ALIGNED_DELETE_WRAPPER(delete_array_sized_aligned)
+
 // ---- Rust's allocator shims: a dealloc and a realloc carry the layout ------------------------
 
 ORIG(rust_alloc, void *, (size_t, size_t));
@@ -601,6 +656,20 @@ const hp_hook_table_t hp_hook_table = {
             HOOK(HP_HOOK_DELETE_ARRAY, delete_array),
             HOOK(HP_HOOK_DELETE_SIZED, delete_sized),
             HOOK(HP_HOOK_DELETE_ARRAY_SIZED, delete_array_sized),
+            HOOK(HP_HOOK_NEW_NOTHROW, new_nothrow),
+            HOOK(HP_HOOK_NEW_ARRAY_NOTHROW, new_array_nothrow),
+            HOOK(HP_HOOK_NEW_ALIGNED, new_aligned),
+            HOOK(HP_HOOK_NEW_ARRAY_ALIGNED, new_array_aligned),
+            HOOK(HP_HOOK_NEW_ALIGNED_NOTHROW, new_aligned_nothrow),
+            HOOK(HP_HOOK_NEW_ARRAY_ALIGNED_NOTHROW, new_array_aligned_nothrow),
+            HOOK(HP_HOOK_DELETE_NOTHROW, delete_nothrow),
+            HOOK(HP_HOOK_DELETE_ARRAY_NOTHROW, delete_array_nothrow),
+            HOOK(HP_HOOK_DELETE_ALIGNED, delete_aligned),
+            HOOK(HP_HOOK_DELETE_ARRAY_ALIGNED, delete_array_aligned),
+            HOOK(HP_HOOK_DELETE_SIZED_ALIGNED, delete_sized_aligned),
+            HOOK(HP_HOOK_DELETE_ARRAY_SIZED_ALIGNED, delete_array_sized_aligned),
+            HOOK(HP_HOOK_DELETE_ALIGNED_NOTHROW, delete_aligned_nothrow),
+            HOOK(HP_HOOK_DELETE_ARRAY_ALIGNED_NOTHROW, delete_array_aligned_nothrow),
             HOOK(HP_HOOK_RUST_ALLOC, rust_alloc),
             HOOK(HP_HOOK_RUST_DEALLOC, rust_dealloc),
             HOOK(HP_HOOK_RUST_REALLOC, rust_realloc),
@@ -640,6 +709,20 @@ const hp_hook_table_t hp_hook_table = {
             SLOT(HP_HOOK_DELETE_ARRAY, delete_array),
             SLOT(HP_HOOK_DELETE_SIZED, delete_sized),
             SLOT(HP_HOOK_DELETE_ARRAY_SIZED, delete_array_sized),
+            SLOT(HP_HOOK_NEW_NOTHROW, new_nothrow),
+            SLOT(HP_HOOK_NEW_ARRAY_NOTHROW, new_array_nothrow),
+            SLOT(HP_HOOK_NEW_ALIGNED, new_aligned),
+            SLOT(HP_HOOK_NEW_ARRAY_ALIGNED, new_array_aligned),
+            SLOT(HP_HOOK_NEW_ALIGNED_NOTHROW, new_aligned_nothrow),
+            SLOT(HP_HOOK_NEW_ARRAY_ALIGNED_NOTHROW, new_array_aligned_nothrow),
+            SLOT(HP_HOOK_DELETE_NOTHROW, delete_nothrow),
+            SLOT(HP_HOOK_DELETE_ARRAY_NOTHROW, delete_array_nothrow),
+            SLOT(HP_HOOK_DELETE_ALIGNED, delete_aligned),
+            SLOT(HP_HOOK_DELETE_ARRAY_ALIGNED, delete_array_aligned),
+            SLOT(HP_HOOK_DELETE_SIZED_ALIGNED, delete_sized_aligned),
+            SLOT(HP_HOOK_DELETE_ARRAY_SIZED_ALIGNED, delete_array_sized_aligned),
+            SLOT(HP_HOOK_DELETE_ALIGNED_NOTHROW, delete_aligned_nothrow),
+            SLOT(HP_HOOK_DELETE_ARRAY_ALIGNED_NOTHROW, delete_array_aligned_nothrow),
             SLOT(HP_HOOK_RUST_ALLOC, rust_alloc),
             SLOT(HP_HOOK_RUST_DEALLOC, rust_dealloc),
             SLOT(HP_HOOK_RUST_REALLOC, rust_realloc),

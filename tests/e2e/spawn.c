@@ -233,3 +233,18 @@ json_t *e2e_site(json_t *report, const char *fn) {
     cr_assert(found, "no site named %s", fn);
     return found;
 }
+
+long long e2e_sites_blocks(json_t *report, const char *fn) {
+    json_t *s;
+    size_t i, n = 0;
+    long long blocks = 0;
+    json_array_foreach(json_object_get(report, "sites"), i, s) {
+        const char *f = json_string_value(json_object_get(s, "function"));
+        if (f && strcmp(f, fn) == 0) {
+            blocks += e2e_int(s, "blocks");
+            n++;
+        }
+    }
+    cr_assert(n, "no site named %s", fn);
+    return blocks;
+}

@@ -52,5 +52,8 @@ long long e2e_int(json_t *obj, const char *key);
 // The one site of `heapprof report --json` output whose naming function is fn; asserts there
 // is exactly one.
 json_t *e2e_site(json_t *report, const char *fn);
+// The blocks of every site of report whose function is fn (a function with several call sites);
+// fails if there is none.
+long long e2e_sites_blocks(json_t *report, const char *fn);
 
 #endif

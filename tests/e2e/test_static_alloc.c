@@ -201,6 +201,8 @@ Test(static_alloc, cpp_program_with_tcmalloc_linked_in_is_counted_exactly) {
     expect_exact(rep, &r.c);
     cr_expect_eq(e2e_int(e2e_site(rep, "nodes"), "blocks"), 1000);    // operator new
     cr_expect_eq(e2e_int(e2e_site(rep, "arrays"), "blocks"), 100);    // operator new[]
+    cr_expect_eq(e2e_sites_blocks(rep, "aligned"), 600);   // new(align_val_t)
+    cr_expect_eq(e2e_sites_blocks(rep, "nothrow"), 800);   // new(nothrow), aligned too
     cr_expect_eq(e2e_int(e2e_site(rep, "c_blocks"), "blocks"), 200);  // malloc
     cr_expect(has_allocator(json_object_get(rep, "totals"), "patched", "tcmalloc"));
     json_decref(rep);
@@ -220,6 +222,8 @@ static void cxx_with_shared_allocator(const char *prog, const char *family, cons
     expect_exact(rep, &r.c);
     cr_expect_eq(e2e_int(e2e_site(rep, "nodes"), "blocks"), 1000, "%s", prog); // operator new
     cr_expect_eq(e2e_int(e2e_site(rep, "arrays"), "blocks"), 100, "%s", prog); // operator new[]
+    cr_expect_eq(e2e_sites_blocks(rep, "aligned"), 600, "%s", prog);
+    cr_expect_eq(e2e_sites_blocks(rep, "nothrow"), 800, "%s", prog);
     cr_expect(has_allocator(json_object_get(rep, "totals"), how, family), "%s", prog);
     json_decref(rep);
     run_free(&r);
@@ -321,6 +325,9 @@ Test(static_alloc, an_allocator_that_cannot_be_hooked_is_reported) {
     cr_expect(strstr(r.err, "heapprof: warning: malloc defined by the program: ") &&
                   strstr(r.err, "malloc: a conditional branch among its first instructions") &&
                   strstr(r.err, "missing from the trace"),
+              "%s", r.err);
+    cr_expect(strstr(r.err, "_ZdlPvm: the same function under another name that "
+                            "takes other arguments"),
               "%s", r.err);
     const char *args[] = {"stats", r.trace, NULL};
     char *stats = e2e_heapprof_ok(args);

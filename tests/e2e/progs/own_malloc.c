@@ -2,7 +2,9 @@
 // A program with its own malloc (a bump allocator), whose entry starts with a conditional
 // branch: no jump can be put there without moving a branch, so the shim must refuse to patch it
 // and say so (test_static_alloc.c). free, calloc and realloc have ordinary entries and are
-// hooked. Prints how many blocks main asked for.
+// hooked. One function is both C++'s sized delete and its aligned delete: a wrapper of the
+// first would read as a size what callers of the second pass as an alignment, so the shim must
+// leave it alone too, and say why. Prints how many blocks main asked for.
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +12,7 @@
 
 static _Alignas(16) char arena[1 << 22];
 static size_t used;
-static long n_blocks;
+static long n_blocks, n_deletes;
 
 void *bump_alloc(size_t n);
 void *bump_alloc(size_t n) {
@@ -58,6 +60,16 @@ void *realloc(void *old, size_t n) {
     return p;
 }
 
+// operator delete(void *, size_t) and operator delete(void *, align_val_t), by their mangled
+// names: one function, which ignores its second argument (the arena never reuses)
+void sized_delete(void *p, size_t n) __asm__("_ZdlPvm");
+__attribute__((noinline)) void sized_delete(void *p, size_t n) {
+    __asm__ volatile("" : : "r"(p), "r"(n) : "memory");
+    n_deletes++;
+}
+void aligned_delete(void *p, size_t align) __asm__("_ZdlPvSt11align_val_t")
+    __attribute__((alias("_ZdlPvm")));
+
 int main(void) {
     // the arena also serves the C library (and, under the shim, the shim's libraries): count
     // only the blocks asked for here
@@ -67,7 +79,14 @@ int main(void) {
         mine += (keep[i] = calloc(1, 40)) != NULL;
     for (int i = 0; i < 100; i++)
         free(keep[i]);
-    printf("allocs=%ld reallocs=0 frees=100 arena_blocks_total=%s\n", mine,
+    for (int i = 0; i < 10; i++) { // the arena's own blocks: not the shim's to count
+        void *p = bump_alloc(64);
+        if (i & 1)
+            sized_delete(p, 64);
+        else
+            aligned_delete(p, 64);
+    }
+    printf("allocs=%ld reallocs=0 frees=100 deletes=%ld arena_blocks_total=%s\n", mine, n_deletes,
            n_blocks >= mine ? "ok" : "short");
     return 0;
 }

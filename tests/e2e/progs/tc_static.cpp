@@ -4,6 +4,7 @@
 // and prints the counts, the exact figures the trace must hold.
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <vector>
 
 static long allocs, frees;
@@ -58,6 +59,52 @@ __attribute__((noinline)) static size_t grown(int n) {
     return v.size();
 }
 
+// C++17's aligned new and delete: a type aligned past what plain new gives
+struct alignas(64) Line {
+    long v[8];
+};
+
+__attribute__((noinline)) static long aligned(int n) {
+    long sum = 0;
+    for (int i = 0; i < n; i++) {
+        Line *l = new Line{{i}};
+        Line *a = new Line[3]();
+        sum += l->v[0] + a[2].v[7];
+        keep(l);
+        keep(a);
+        delete l;
+        delete[] a;
+    }
+    allocs += 2 * n;
+    frees += 2 * n;
+    return sum;
+}
+
+// the nothrow forms, plain and aligned
+__attribute__((noinline)) static long nothrow(int n) {
+    long sum = 0;
+    for (int i = 0; i < n; i++) {
+        Node *p = new (std::nothrow) Node{{i, 0, 0, 0}};
+        int *a = new (std::nothrow) int[16]();
+        Line *l = new (std::nothrow) Line{{i}};
+        Line *la = new (std::nothrow) Line[2]();
+        if (!p || !a || !l || !la)
+            std::abort();
+        sum += p->v[0] + a[3] + l->v[0] + la[1].v[0];
+        keep(p);
+        keep(a);
+        keep(l);
+        keep(la);
+        delete p;
+        delete[] a;
+        delete l;
+        delete[] la;
+    }
+    allocs += 4 * n;
+    frees += 4 * n;
+    return sum;
+}
+
 __attribute__((noinline)) static long c_blocks(int n) {
     long sum = 0;
     for (int i = 0; i < n; i++) {
@@ -73,7 +120,8 @@ __attribute__((noinline)) static long c_blocks(int n) {
 }
 
 __attribute__((noinline)) static long workload() {
-    return nodes(1000) + arrays(100) + static_cast<long>(grown(1000)) + c_blocks(200);
+    return nodes(1000) + arrays(100) + static_cast<long>(grown(1000)) + aligned(300) +
+           nothrow(200) + c_blocks(200);
 }
 
 int main() {
