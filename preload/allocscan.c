@@ -475,7 +475,9 @@ static void hook_family(const module_t *m, enum family fam, const char *why_not)
 }
 
 // The library's new and delete reached through their callers' GOT slots instead, where an entry
-// cannot be patched (libjemalloc 5.3's sized delete starts with a conditional branch): every
+// cannot be patched (one that starts with a jrcxz or a call, say: tests/e2e/progs/
+// got_alloc_lib.c; libjemalloc 5.3's sized delete, a conditional branch, was one before the
+// trampoline moved such branches): every
 // module loaded now gets its slots for them pointed at the wrappers, which call the library's
 // functions. Modules loaded later by dlopen are not (the loader relocates them after telling
 // us they are there: hp_allocscan_dl_state). The shim's own module keeps libstdc++'s.

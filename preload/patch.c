@@ -2,7 +2,8 @@
 // Entry patching for allocators the dynamic linker does not route through the shim (allocscan.c).
 // The function's entry becomes a 5-byte `jmp rel32` to a stub within reach; the stub jumps on to
 // the wrapper, and holds the trampoline: the instructions the jump overwrote, relocated by what
-// Capstone says about them, then a jump back behind them. Runs once at start, single-threaded:
+// Capstone says about them (a RIP-relative operand re-aimed, a jump or conditional branch made
+// absolute), then a jump back behind them. Runs once at start, single-threaded:
 // never on the event path. Refuses what it cannot move exactly rather than guess.
 #include "patch.h"
 
@@ -15,7 +16,9 @@
 
 #define JMP_REL32_BYTES 5  // e9 rel32: what the entry gets
 #define JMP_ABS_BYTES 14   // ff 25 00000000 + 8-byte target: from a stub, anywhere
-#define PROLOGUE_MAX 32    // the most bytes of instructions a trampoline holds
+#define PROLOGUE_MAX 32    // the most bytes of fn's first instructions looked at
+#define TRAMP_MAX 96       // the most bytes of code a trampoline holds (its jump back included)
+#define JCC_MOVED_BYTES (2 + JMP_ABS_BYTES) // a moved conditional branch, below
 #define STUB_PAGE 4096u
 #define REACH ((int64_t)INT32_MAX - (int64_t)(1 << 20)) // a rel32's reach, with a margin
 
@@ -94,8 +97,31 @@ static bool rip_relative(const cs_insn *in) {
     return false;
 }
 
+// The condition code (0-15) of a Jcc with a rel8 (70+cc) or rel32 (0f 80+cc) operand, past
+// the prefixes compilers put on branches (the CS/DS branch hints, BND); -1 for any other
+// conditional branch (jrcxz, loop), which has no inverse of the same form.
+static int jcc_condition(const cs_insn *in) {
+    size_t i = 0;
+    while (i < in->size && (in->bytes[i] == 0x2e || in->bytes[i] == 0x3e || in->bytes[i] == 0xf2))
+        i++;
+    if (i < in->size && (in->bytes[i] & 0xf0) == 0x70)
+        return in->bytes[i] & 0x0f;
+    if (i + 1 < in->size && in->bytes[i] == 0x0f && (in->bytes[i + 1] & 0xf0) == 0x80)
+        return in->bytes[i + 1] & 0x0f;
+    return -1;
+}
+
+// A Jcc moved into the trampoline: the opposite condition skips an absolute jump to the
+// branch's target (x86's condition codes come in pairs that differ in their lowest bit), so the
+// target may be anywhere and the fall-through is the next moved instruction.
+static uint8_t *put_jcc_moved(uint8_t *p, int cc, uintptr_t target) {
+    p[0] = (uint8_t)(0x70 | (cc ^ 1));
+    p[1] = JMP_ABS_BYTES;
+    return put_jmp_abs(p + 2, target);
+}
+
 typedef struct plan {
-    uint8_t code[PROLOGUE_MAX + JMP_ABS_BYTES]; // the trampoline, for where it will stand
+    uint8_t code[TRAMP_MAX]; // the trampoline, for where it will stand
     size_t code_len;
     size_t patch_len; // bytes of fn the trampoline stands for (>= JMP_REL32_BYTES)
 } plan_t;
@@ -125,19 +151,40 @@ static const char *relocate(csh cs, const uint8_t *fn, size_t size, uintptr_t at
             why = "a call or return among its first instructions";
             break;
         }
-        if (has_group(in, CS_GRP_JUMP)) {
-            if (in->id != X86_INS_JMP) {
-                why = "a conditional branch among its first instructions";
+        if (has_group(in, CS_GRP_JUMP) && in->id != X86_INS_JMP) {
+            int cc = jcc_condition(in);
+            uint64_t target = branch_target(in);
+            if (cc < 0 || !target) {
+                why = "a conditional branch among its first instructions that cannot be moved";
                 break;
             }
+            if (pl->code_len + JCC_MOVED_BYTES + JMP_ABS_BYTES > TRAMP_MAX) {
+                why = "its first instructions are too long to relocate";
+                break;
+            }
+            // a target among the bytes the jump overwrites is refused by check_targets
+            put_jcc_moved(out, cc, (uintptr_t)target);
+            pl->code_len += JCC_MOVED_BYTES;
+            pl->patch_len += in->size;
+            continue;
+        }
+        if (has_group(in, CS_GRP_JUMP)) {
             ended = true;
             uint64_t target = branch_target(in);
             if (target) { // jmp rel: the same jump, from anywhere
+                if (pl->code_len + JMP_ABS_BYTES > TRAMP_MAX) {
+                    why = "its first instructions are too long to relocate";
+                    break;
+                }
                 put_jmp_abs(out, (uintptr_t)target);
                 pl->code_len += JMP_ABS_BYTES;
                 pl->patch_len += in->size;
                 continue;
             }
+        }
+        if (pl->code_len + in->size + JMP_ABS_BYTES > TRAMP_MAX) {
+            why = "its first instructions are too long to relocate";
+            break;
         }
         memcpy(out, in->bytes, in->size);
         if (rip_relative(in)) {
@@ -159,10 +206,6 @@ static const char *relocate(csh cs, const uint8_t *fn, size_t size, uintptr_t at
         }
         pl->code_len += in->size;
         pl->patch_len += in->size;
-        if (pl->code_len + JMP_ABS_BYTES > PROLOGUE_MAX) {
-            why = "its first instructions are too long to relocate";
-            break;
-        }
     }
     if (!why && pl->patch_len < JMP_REL32_BYTES && (!ended || size < JMP_REL32_BYTES))
         why = "it is shorter than a jump";

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Entry patching (preload/patch.c) on functions of this test, written in assembly so their
 // first instructions are known: a RIP-relative load is moved into the trampoline and still
-// reads the same variable; a branch among the first instructions, a jump back into the patched
+// reads the same variable; a conditional branch among the first instructions (rel8, and rel32
+// with a BND prefix) is moved and still goes both ways; jrcxz, a jump back into the patched
 // bytes and a function shorter than a jump are refused. The ALLOCATOR record round-trips.
 #include "format/hpt_codec.h"
 #include "patch.h"
@@ -35,6 +36,35 @@ __asm__(".text\n"
         "  ret\n"
         ".globl branch_first_end\n"
         "branch_first_end:\n"
+        // far_branch(x) = x ? 7 : 3: `bnd jne rel32` first (the target 200 bytes on), as
+        // glibc built for CET writes its branches
+        ".globl far_branch\n"
+        ".type far_branch, @function\n"
+        "far_branch:\n"
+        "  test %rdi, %rdi\n"
+        "  .byte 0xf2, 0x0f, 0x85\n"
+        "  .long 4f - (. + 4)\n"
+        "  mov $3, %eax\n"
+        "  ret\n"
+        "  .skip 200, 0xcc\n"
+        "4:\n"
+        "  mov $7, %eax\n"
+        "  ret\n"
+        ".globl far_branch_end\n"
+        "far_branch_end:\n"
+        // rcx_first(x): jrcxz has no opposite of its own form: refused
+        ".globl rcx_first\n"
+        ".type rcx_first, @function\n"
+        "rcx_first:\n"
+        "  mov %rdi, %rcx\n"
+        "  jrcxz 5f\n"
+        "  mov $1, %eax\n"
+        "  ret\n"
+        "5:\n"
+        "  xor %eax, %eax\n"
+        "  ret\n"
+        ".globl rcx_first_end\n"
+        "rcx_first_end:\n"
         // loop_back(n): counts to n; its loop jumps back to byte 2, inside the first five
         ".globl loop_back\n"
         ".type loop_back, @function\n"
@@ -91,9 +121,11 @@ __asm__(".text\n"
 
 long rip_load(long x);
 extern const char rip_load_end[], branch_first_end[], loop_back_end[], tiny_end[],
-    jmp_first_end[];
+    jmp_first_end[], far_branch_end[], rcx_first_end[];
 long jmp_first(long x);
 long branch_first(long x);
+long far_branch(long x);
+long rcx_first(long x);
 int loop_back(int n);
 void tiny(void);
 void empty_ret(void);
@@ -151,12 +183,48 @@ Test(patch, a_leading_jump_becomes_an_absolute_one_in_the_trampoline) {
     cr_expect_eq(orig_jmp_first(1), 41, "the trampoline follows the jump");
 }
 
-Test(patch, a_branch_among_the_first_instructions_is_refused) {
-    const void *fn = code((void (*)(void))branch_first);
-    const char *why = hp_patch_check(fn, size_of(fn, branch_first_end));
+static long (*orig_branch_first)(long), (*orig_far_branch)(long);
+
+static long wrapped_branch_first(long x) {
+    return orig_branch_first(x) + 3000;
+}
+
+static long wrapped_far_branch(long x) {
+    return orig_far_branch(x) + 4000;
+}
+
+static void patch_branching(long (*fn)(long), const char *end, long (*w)(long),
+                            long (**orig)(long), long zero, long nonzero, long added) {
+    long (*volatile call)(long) = fn;
+    cr_assert_eq(call(0), zero);
+    cr_assert_eq(call(5), nonzero);
+    const void *at = code((void (*)(void))fn);
+    uintptr_t wa;
+    memcpy(&wa, &w, sizeof wa);
+    const char *why = hp_patch_entry((void *)at, size_of(at, end), wa, orig);
+    cr_assert_null(why, "%s", why);
+    cr_expect_eq(call(0), zero + added, "the entry jumps to the wrapper");
+    cr_expect_eq(call(5), nonzero + added);
+    cr_expect_eq((*orig)(0), zero, "the moved branch taken (or not) as before");
+    cr_expect_eq((*orig)(5), nonzero);
+}
+
+Test(patch, a_conditional_branch_among_the_first_instructions_is_moved) {
+    patch_branching(branch_first, branch_first_end, wrapped_branch_first, &orig_branch_first, 0,
+                    1, 3000);
+}
+
+Test(patch, a_far_conditional_branch_with_a_bnd_prefix_is_moved) {
+    patch_branching(far_branch, far_branch_end, wrapped_far_branch, &orig_far_branch, 3, 7,
+                    4000);
+}
+
+Test(patch, a_jrcxz_among_the_first_instructions_is_refused) {
+    const void *fn = code((void (*)(void))rcx_first);
+    const char *why = hp_patch_check(fn, size_of(fn, rcx_first_end));
     cr_assert_not_null(why);
     cr_expect(strstr(why, "conditional branch"), "%s", why);
-    long (*volatile call)(long) = branch_first;
+    long (*volatile call)(long) = rcx_first;
     cr_expect_eq(call(0), 0);
     cr_expect_eq(call(5), 1);
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// A program with its own malloc (a bump allocator), whose entry starts with a conditional
-// branch: no jump can be put there without moving a branch, so the shim must refuse to patch it
-// and say so (test_static_alloc.c). free, calloc and realloc have ordinary entries and are
-// hooked. One function is both C++'s sized delete and its aligned delete: a wrapper of the
+// A program with its own malloc (a bump allocator), whose entry starts with a jrcxz: no jump
+// can be put there without moving a branch that has no opposite form, so the shim must refuse
+// to patch it and say so (test_static_alloc.c), as it refuses free (a lone return). calloc and
+// realloc have ordinary entries and are hooked. One function is both C++'s sized delete and its aligned delete: a wrapper of the
 // first would read as a size what callers of the second pass as an alignment, so the shim must
 // leave it alone too, and say why. Prints how many blocks main asked for.
 #include <stddef.h>
@@ -26,13 +26,14 @@ void *bump_alloc(size_t n) {
     return p + 16;
 }
 
-// malloc(0) gets a 1-byte block: test and je are the first five bytes
+// malloc(0) gets a 1-byte block: mov and jrcxz are the first five bytes (jrcxz, unlike the
+// other conditional branches, has no opposite form a trampoline could use)
 __asm__(".text\n"
         ".globl malloc\n"
         ".type malloc, @function\n"
         "malloc:\n"
-        "  test %rdi, %rdi\n"
-        "  je 1f\n"
+        "  mov %rdi, %rcx\n"
+        "  jrcxz 1f\n"
         "  jmp bump_alloc\n"
         "1:\n"
         "  mov $1, %edi\n"
