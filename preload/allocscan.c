@@ -159,9 +159,8 @@ static bool v0_ends_with(const char *name, size_t len, const char *want) {
     return tail[nl] == '_' && memcmp(tail + nl + 1, want, wl) == 0;
 }
 
-// The role (or marker) a symbol name stands for; NO_ROLE for anything else. exe: libc's names
-// count only in the executable, the one module the loader looks in before the shim.
-static uint8_t classify(const char *name, bool exe) {
+// The role (or marker) a symbol name stands for; NO_ROLE for anything else.
+static uint8_t classify(const char *name) {
     if (name[0] == '_' && name[1] == 'R') {
         size_t len = strlen(name);
         for (size_t i = 0; i < N_OF(rust_names); i++)
@@ -202,10 +201,11 @@ static uint8_t classify(const char *name, bool exe) {
     for (size_t i = 0; je != name && i < N_OF(je_prefixed_names); i++)
         if (strcmp(je, je_prefixed_names[i].name) == 0)
             return je_prefixed_names[i].role;
-    if (exe) // libc's own names count only in the executable
-        for (size_t i = 0; i < N_OF(libc_names) && libc_names[i].role < HP_HOOK_NEW; i++)
-            if (strcmp(name, libc_names[i].name) == 0)
-                return libc_names[i].role;
+    // libc's own names: hooked where the executable defines them (decide), and in an
+    // allocator's library along with its C++ names (hook_library_cxx)
+    for (size_t i = 0; i < N_OF(libc_names) && libc_names[i].role < HP_HOOK_NEW; i++)
+        if (strcmp(name, libc_names[i].name) == 0)
+            return libc_names[i].role;
     return NO_ROLE;
 }
 
@@ -235,7 +235,7 @@ static void scan_symbols(Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, uintptr_t bi
         const char *name = elf_strptr(e, sh->sh_link, s.st_name);
         if (!name || !name[0])
             continue;
-        uint8_t role = classify(name, m->exe);
+        uint8_t role = classify(name);
         if (role == MARK_RUST_DEFAULT)
             m->rust_default = true;
         else if (role == MARK_TCMALLOC)
@@ -339,11 +339,11 @@ static bool any_of(const module_t *m, int from, int to) {
     return false;
 }
 
-// Whether role's entry is the same function as an earlier role's (an alias: tcmalloc's malloc
-// is tc_malloc, mimalloc's malloc is mi_malloc): patched once, under the first.
-static bool is_alias(const module_t *m, int role) {
+// Whether role's entry is the same function as an earlier role's among those in mask (an alias:
+// tcmalloc's malloc is tc_malloc, its free operator delete): patched once, under the first.
+static bool is_alias(const module_t *m, uint64_t mask, int role) {
     for (int r = 0; r < role; r++)
-        if (m->hits[r].addr == m->hits[role].addr)
+        if ((mask >> r & 1) && m->hits[r].addr == m->hits[role].addr)
             return true;
     return false;
 }
@@ -421,7 +421,7 @@ static void hook_roles(const module_t *m, enum family fam, uint64_t mask, const 
     const hp_hook_table_t *t = &hp_hook_table ? &hp_hook_table : NULL;
     for (int role = 0; role < HP_HOOK_N; role++) {
         const hit_t *h = &m->hits[role];
-        if (!(mask >> role & 1) || !h->addr || is_alias(m, role))
+        if (!(mask >> role & 1) || !h->addr || is_alias(m, mask, role))
             continue;
         const char *why = refusal(m, mask, role, why_not, t);
         if (!why)
@@ -535,23 +535,35 @@ static void hook_library_cxx(const module_t *m, const char *why_not) {
         return; // not an allocator's, or not the `new` the program gets
     // All or none: new hooked with a delete left out would turn every block into a leak.
     const hp_hook_table_t *t = &hp_hook_table ? &hp_hook_table : NULL;
-    const uint64_t mask = (2ull << HP_HOOK_CXX_LAST) - (1ull << HP_HOOK_NEW);
+    const uint64_t cxx = (2ull << HP_HOOK_CXX_LAST) - (1ull << HP_HOOK_NEW);
+    // The library's malloc family too, where it can be: the shim's own malloc is ahead of it
+    // for every other module, but the library's calls of its own functions reach them directly
+    // (tcmalloc's constructor frees two tc_malloc blocks through tc_free, which is also its
+    // operator delete: two "frees of unknown addresses" once delete was hooked). The shim's own
+    // calls of it come with the guard held and pass through, except in sampled mode, where the
+    // shim's malloc passes an allocation it does not sample straight to it, unguarded: the
+    // wrapper would then decide a second time.
+    const uint64_t libc = (2ull << HP_HOOK_MEMALIGN) - 1;
     char refused[768] = "";
-    for (int role = HP_HOOK_NEW; role <= HP_HOOK_CXX_LAST; role++) {
+    bool libc_ok = !why_not && !hp_config.sample_bytes;
+    for (int role = 0; role <= HP_HOOK_CXX_LAST; role++) {
         const hit_t *h = &m->hits[role];
-        if (!h->addr || is_alias(m, role) || refused[0])
+        bool in_cxx = cxx >> role & 1;
+        if (!h->addr || (in_cxx && refused[0]) || (!in_cxx && !libc_ok))
             continue;
-        const char *why = refusal(m, mask, role, why_not, t);
+        const char *why = refusal(m, cxx | libc, role, why_not, t);
         if (!why)
             why = hp_patch_check((const void *)h->addr, h->size);
-        if (why) {
+        if (why && !in_cxx) {
+            libc_ok = false;
+        } else if (why && !is_alias(m, cxx, role)) {
             append(refused, sizeof refused, role_name((uint8_t)role));
             append(refused, sizeof refused, ": ");
             append(refused, sizeof refused, why);
         }
     }
     if (!refused[0]) {
-        hook_roles(m, fam, mask, why_not);
+        hook_roles(m, fam, libc_ok ? cxx | libc : cxx, why_not);
         return;
     }
     if (!why_not && !hp_config.attached && cxx_through_got(m, fam, refused))
