@@ -209,6 +209,26 @@ Test(static_alloc, cpp_program_with_tcmalloc_linked_in_is_counted_exactly) {
     run_free(&r);
 }
 
+// The same program with libjemalloc.a: its sized operator delete, C++'s `delete` of every
+// complete type, starts with a conditional branch (test, je); before the trampoline moved such
+// branches it was refused, and every block a sized delete freed stayed live in the trace.
+Test(static_alloc, cpp_program_with_jemalloc_linked_in_is_counted_exactly) {
+    char *argv[] = {E2E_PROGS "/cxx_je_static", NULL};
+    run_t r = run_both(argv, NULL, 0);
+    cr_expect(!strstr(r.err, "warning"), "%s", r.err);
+    json_t *rep = report_of(r.trace, "workload");
+    expect_exact(rep, &r.c);
+    cr_expect_eq(e2e_sites_blocks(rep, "aligned"), 600);
+    cr_expect_eq(e2e_sites_blocks(rep, "nothrow"), 800);
+    cr_expect(has_allocator(json_object_get(rep, "totals"), "patched", "jemalloc"));
+    json_decref(rep);
+    json_t *s = e2e_stats(r.trace, NULL);
+    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "unknown_frees"), 0);
+    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "sized_free_mismatches"), 0);
+    json_decref(s);
+    run_free(&r);
+}
+
 // The same C++ program with tcmalloc or mimalloc as a shared library linked ahead of libstdc++:
 // the loader binds its `new` and `delete` to the library's, which never pass through a malloc,
 // so the shim saw none of those blocks (2 of 2,002 in a program of 1,000 vectors) until it
