@@ -446,10 +446,31 @@ static const char *refusal(const module_t *m, uint64_t mask, int role, const cha
     return NULL;
 }
 
+static bool is_cxx(int role) {
+    return role >= HP_HOOK_NEW && role <= HP_HOOK_CXX_LAST;
+}
+
+// "C++ operator new and delete (n names)", after a list: C++ has twenty, too many to list.
+static void append_cxx_count(char *buf, size_t cap, int n) {
+    char num[8];
+    int k = 0;
+    for (int v = n; v || !k; v /= 10)
+        num[k++] = (char)('0' + v % 10);
+    char text[64] = "C++ operator new and delete (";
+    size_t l = strlen(text);
+    while (k)
+        text[l++] = num[--k];
+    text[l] = 0;
+    append(buf, cap, buf[0] ? ", " : "");
+    append(buf, cap, text);
+    append(buf, cap, n == 1 ? " name)" : " names)");
+}
+
 // Patches the roles in mask defined in m as family fam's and reports the outcome.
 static void hook_roles(const module_t *m, enum family fam, uint64_t mask, const char *why_not) {
     char done[768] = "", failed[1024] = "";
     const hp_hook_table_t *t = &hp_hook_table ? &hp_hook_table : NULL;
+    uint64_t patched = 0; // roles patched here, aliases not counted
     for (int role = 0; role < HP_HOOK_N; role++) {
         const hit_t *h = &m->hits[role];
         if (!(mask >> role & 1) || !h->addr || is_alias(m, mask, role))
@@ -461,8 +482,11 @@ static void hook_roles(const module_t *m, enum family fam, uint64_t mask, const 
         if (!why) {
             hooked_at[role] = (const void *)h->addr;
             hooked_now |= 1ull << role;
-            append(done, sizeof done, done[0] ? ", " : "");
-            append(done, sizeof done, role_name((uint8_t)role));
+            patched |= 1ull << role;
+            if (!is_cxx(role)) {
+                append(done, sizeof done, done[0] ? ", " : "");
+                append(done, sizeof done, role_name((uint8_t)role));
+            }
         } else {
             append(failed, sizeof failed, failed[0] ? "; " : "");
             append(failed, sizeof failed, role_name((uint8_t)role));
@@ -470,6 +494,16 @@ static void hook_roles(const module_t *m, enum family fam, uint64_t mask, const 
             append(failed, sizeof failed, why);
         }
     }
+    // C++'s names patched, with those that share a patched function (tcmalloc's delete is free)
+    int cxx_names = 0;
+    for (int role = HP_HOOK_NEW; role <= HP_HOOK_CXX_LAST; role++)
+        for (int r = 0; (mask >> role & 1) && m->hits[role].addr && r < HP_HOOK_N; r++)
+            if ((patched >> r & 1) && m->hits[r].addr == m->hits[role].addr) {
+                cxx_names++;
+                break;
+            }
+    if (cxx_names)
+        append_cxx_count(done, sizeof done, cxx_names);
     char detail[1536] = "";
     if (done[0]) {
         append(detail, sizeof detail, done);
@@ -520,7 +554,6 @@ static bool cxx_through_got(const module_t *m, enum family fam, const char *refu
     if (!t)
         return false;
     size_t n = 0;
-    char names[768] = "";
     for (int role = HP_HOOK_NEW; role <= HP_HOOK_CXX_LAST; role++) {
         if (!m->hits[role].addr || hooked_at[role])
             continue;
@@ -529,9 +562,9 @@ static bool cxx_through_got(const module_t *m, enum family fam, const char *refu
         memcpy(t->orig[role], &lib_fn, sizeof lib_fn);
         cxx_got_hooks[n++] = (hp_got_hook_t){role_name((uint8_t)role),
                                              (void *)fn_addr(t->wrapper[role])};
-        append(names, sizeof names, names[0] ? ", " : "");
-        append(names, sizeof names, role_name((uint8_t)role));
     }
+    char names[64] = "";
+    append_cxx_count(names, sizeof names, (int)n);
     if (!n || hp_got_patch(cxx_got_hooks, n, (const void *)self_base) == 0)
         return false;
     for (int role = HP_HOOK_NEW; role <= HP_HOOK_CXX_LAST; role++)
