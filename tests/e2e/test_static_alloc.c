@@ -229,6 +229,39 @@ Test(static_alloc, cpp_program_with_jemalloc_linked_in_is_counted_exactly) {
     run_free(&r);
 }
 
+// The same program with no allocator of its own, libjemalloc preloaded ahead of the shim
+// (LD_PRELOAD="libjemalloc.so.2 libheapprof.so"): the loader binds every malloc to jemalloc's,
+// never to the shim's. Before its malloc family was hooked with its C++ names the C blocks were
+// missing without a word (a C program so run: 0 blocks of 100,002).
+Test(static_alloc, an_allocator_preloaded_ahead_of_the_shim_is_counted_exactly) {
+    char *argv[] = {E2E_PROGS "/cxx_plain", NULL};
+    char dir_trace[4096];
+    char *dir = e2e_tmpdir("static_alloc");
+    snprintf(dir_trace, sizeof dir_trace, "%s/t.hpt", dir);
+    const char *ref_env[] = {"LD_PRELOAD=" E2E_JEMALLOC_SO, NULL};
+    const char *env[] = {"LD_PRELOAD=" E2E_JEMALLOC_SO " " E2E_LIB, NULL};
+    e2e_run_opts_t ref = {.no_preload = true, .env = ref_env, .timeout_s = 120};
+    e2e_run_opts_t o = {.no_preload = true, .env = env, .out_template = dir_trace,
+                        .timeout_s = 120};
+    char *ref_out, *out, *err;
+    cr_assert_eq(e2e_run(argv, &ref, &ref_out, NULL, NULL), 0);
+    cr_assert_eq(e2e_run(argv, &o, &out, &err, NULL), 0, "%s", err);
+    cr_assert_str_eq(out, ref_out);
+    counts_t c = parse_counts(out);
+    json_t *rep = report_of(dir_trace, "workload");
+    expect_exact(rep, &c);
+    cr_expect_eq(e2e_int(e2e_site(rep, "c_blocks"), "blocks"), 200); // malloc
+    cr_expect(has_allocator(json_object_get(rep, "totals"), "patched", "jemalloc"));
+    json_decref(rep);
+    json_t *s = e2e_stats(dir_trace, NULL);
+    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "unknown_frees"), 0);
+    json_decref(s);
+    free(ref_out);
+    free(out);
+    free(err);
+    free(dir);
+}
+
 // The same C++ program with tcmalloc or mimalloc as a shared library linked ahead of libstdc++:
 // the loader binds its `new` and `delete` to the library's, which never pass through a malloc,
 // so the shim saw none of those blocks (2 of 2,002 in a program of 1,000 vectors) until it
