@@ -29,7 +29,7 @@
 // The wrappers (hook_static.c, in the preloaded module only). Weak: absent in the unit tests.
 extern const hp_hook_table_t hp_hook_table __attribute__((weak, visibility("default")));
 
-enum family { FAM_MALLOC, FAM_RUST, FAM_JEMALLOC, FAM_MIMALLOC, FAM_TCMALLOC, FAM_N };
+enum family { FAM_MALLOC, FAM_RUST, FAM_JEMALLOC, FAM_MIMALLOC, FAM_TCMALLOC, FAM_AHEAD, FAM_N };
 
 static const char *const family_names[FAM_N] = {
     [FAM_MALLOC] = "malloc defined by the program",
@@ -37,6 +37,7 @@ static const char *const family_names[FAM_N] = {
     [FAM_JEMALLOC] = "jemalloc",
     [FAM_MIMALLOC] = "mimalloc",
     [FAM_TCMALLOC] = "tcmalloc",
+    [FAM_AHEAD] = "malloc of a library loaded ahead of heapprof",
 };
 
 #define NO_ROLE 0xff
@@ -583,6 +584,48 @@ static bool cxx_through_got(const module_t *m, enum family fam, const char *refu
     return true;
 }
 
+// Whether the module of a comes before b's in the loader's order (or they cannot be told).
+static bool comes_first(void *a, void *b) {
+    Dl_info info;
+    struct link_map *la = NULL, *lb = NULL;
+    if (!dladdr1(a, &info, (void **)&la, RTLD_DL_LINKMAP) ||
+        !dladdr1(b, &info, (void **)&lb, RTLD_DL_LINKMAP))
+        return true;
+    for (const struct link_map *l = _r_debug.r_map; l; l = l->l_next) {
+        if (l == la)
+            return true;
+        if (l == lb)
+            return false;
+    }
+    return true;
+}
+
+// The malloc the loader binds a program's calls to. Programs ask for malloc@GLIBC_2.2.5, which
+// the first module in the loader's order with an unversioned malloc (the shim, jemalloc) or
+// with that version answers: glibc's libc_malloc_debug.so defines only the latter, not as the
+// default version, so an unversioned dlsym passes over it and dlvsym over the unversioned ones;
+// the earlier of the two is the program's.
+static uintptr_t program_malloc(void) {
+    void *any = dlsym(RTLD_DEFAULT, "malloc");
+#if defined(__x86_64__)
+    void *exact = dlvsym(RTLD_DEFAULT, "malloc", "GLIBC_2.2.5");
+#elif defined(__aarch64__)
+    void *exact = dlvsym(RTLD_DEFAULT, "malloc", "GLIBC_2.17");
+#else
+    void *exact = NULL;
+#endif
+    if (!any || !exact)
+        return (uintptr_t)(any ? any : exact);
+    return (uintptr_t)(comes_first(any, exact) ? any : exact);
+}
+
+// Whether m is a library whose malloc the loader gives the program instead of the shim's (one
+// preloaded ahead of it): then the shim's malloc is never called, not even by the shim.
+static bool malloc_ahead(const module_t *m) {
+    return !m->exe && m->hits[HP_HOOK_MALLOC].addr &&
+           program_malloc() == m->hits[HP_HOOK_MALLOC].addr;
+}
+
 // C++'s operator new and delete defined by an allocator's shared library (libjemalloc,
 // libtcmalloc and libmimalloc define them): where the loader binds the program's `new` to that
 // library's, ahead of libstdc++'s (linked before it, or preloaded), its blocks never pass
@@ -609,7 +652,7 @@ static void hook_library_cxx(const module_t *m, const char *why_not) {
     // wrapper would then decide a second time.
     const uint64_t libc = (2ull << HP_HOOK_MEMALIGN) - 1;
     char refused[768] = "";
-    bool libc_ok = !why_not && !hp_config.sample_bytes;
+    bool libc_ok = !why_not && (malloc_ahead(m) || !hp_config.sample_bytes);
     for (int role = 0; role <= HP_HOOK_CXX_LAST; role++) {
         const hit_t *h = &m->hits[role];
         bool in_cxx = cxx >> role & 1;
@@ -694,6 +737,15 @@ static void decide(module_t *m, const char *why_not) {
     }
     if (!m->exe)
         hook_library_cxx(m, why_not);
+    // A library preloaded ahead of the shim (LD_PRELOAD="libjemalloc.so.2 libheapprof.so", or
+    // glibc's libc_malloc_debug.so): every malloc of the program reaches it and none the shim,
+    // whose trace was empty without a word (c_churn: 0 blocks of 100,002). Its malloc family is
+    // patched as an executable's is, where hook_library_cxx has not done so with its C++ names.
+    const uint64_t libc = (2ull << HP_HOOK_MEMALIGN) - 1;
+    if (malloc_ahead(m) && !(hooked_now & libc)) {
+        enum family fam = malloc_family(m);
+        hook_roles(m, fam == FAM_MALLOC ? FAM_AHEAD : fam, libc, why_not);
+    }
 }
 
 // ---- the scan ----------------------------------------------------------------------------------

@@ -229,37 +229,47 @@ Test(static_alloc, cpp_program_with_jemalloc_linked_in_is_counted_exactly) {
     run_free(&r);
 }
 
-// The same program with no allocator of its own, libjemalloc preloaded ahead of the shim
-// (LD_PRELOAD="libjemalloc.so.2 libheapprof.so"): the loader binds every malloc to jemalloc's,
-// never to the shim's. Before its malloc family was hooked with its C++ names the C blocks were
-// missing without a word (a C program so run: 0 blocks of 100,002).
-Test(static_alloc, an_allocator_preloaded_ahead_of_the_shim_is_counted_exactly) {
+// The same program with no allocator of its own, and a library with a malloc preloaded ahead of
+// the shim (LD_PRELOAD="LIB libheapprof.so"): the loader binds every malloc to the library's,
+// never to the shim's. Before the library's malloc family was hooked, the C blocks were missing
+// without a word (a C program so run: 0 blocks of 100,002).
+static void preloaded_ahead(const char *lib, const char *family) {
     char *argv[] = {E2E_PROGS "/cxx_plain", NULL};
-    char dir_trace[4096];
+    char trace[4096], ref_preload[4096], preload[8192];
     char *dir = e2e_tmpdir("static_alloc");
-    snprintf(dir_trace, sizeof dir_trace, "%s/t.hpt", dir);
-    const char *ref_env[] = {"LD_PRELOAD=" E2E_JEMALLOC_SO, NULL};
-    const char *env[] = {"LD_PRELOAD=" E2E_JEMALLOC_SO " " E2E_LIB, NULL};
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    snprintf(ref_preload, sizeof ref_preload, "LD_PRELOAD=%s", lib);
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s %s", lib, E2E_LIB);
+    const char *ref_env[] = {ref_preload, NULL}, *env[] = {preload, NULL};
     e2e_run_opts_t ref = {.no_preload = true, .env = ref_env, .timeout_s = 120};
-    e2e_run_opts_t o = {.no_preload = true, .env = env, .out_template = dir_trace,
-                        .timeout_s = 120};
+    e2e_run_opts_t o = {.no_preload = true, .env = env, .out_template = trace, .timeout_s = 120};
     char *ref_out, *out, *err;
-    cr_assert_eq(e2e_run(argv, &ref, &ref_out, NULL, NULL), 0);
-    cr_assert_eq(e2e_run(argv, &o, &out, &err, NULL), 0, "%s", err);
+    cr_assert_eq(e2e_run(argv, &ref, &ref_out, NULL, NULL), 0, "%s", lib);
+    cr_assert_eq(e2e_run(argv, &o, &out, &err, NULL), 0, "%s: %s", lib, err);
     cr_assert_str_eq(out, ref_out);
     counts_t c = parse_counts(out);
-    json_t *rep = report_of(dir_trace, "workload");
+    json_t *rep = report_of(trace, "workload");
     expect_exact(rep, &c);
-    cr_expect_eq(e2e_int(e2e_site(rep, "c_blocks"), "blocks"), 200); // malloc
-    cr_expect(has_allocator(json_object_get(rep, "totals"), "patched", "jemalloc"));
+    cr_expect_eq(e2e_int(e2e_site(rep, "c_blocks"), "blocks"), 200, "%s", lib); // malloc
+    cr_expect(has_allocator(json_object_get(rep, "totals"), "patched", family), "%s", lib);
     json_decref(rep);
-    json_t *s = e2e_stats(dir_trace, NULL);
-    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "unknown_frees"), 0);
+    json_t *s = e2e_stats(trace, NULL);
+    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "unknown_frees"), 0, "%s", lib);
     json_decref(s);
     free(ref_out);
     free(out);
     free(err);
     free(dir);
+}
+
+Test(static_alloc, an_allocator_preloaded_ahead_of_the_shim_is_counted_exactly) {
+    preloaded_ahead(E2E_JEMALLOC_SO, "jemalloc");
+}
+
+// glibc's libc_malloc_debug.so defines malloc@GLIBC_2.2.5 only, not as the default version:
+// programs bind to it, an unversioned dlsym does not find it (allocscan.c's program_malloc).
+Test(static_alloc, glibcs_malloc_debug_preloaded_ahead_of_the_shim_is_counted_exactly) {
+    preloaded_ahead(E2E_MALLOC_DEBUG_SO, "malloc of a library loaded ahead of heapprof");
 }
 
 // The same C++ program with tcmalloc or mimalloc as a shared library linked ahead of libstdc++:
