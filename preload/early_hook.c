@@ -9,7 +9,8 @@
 //
 // So, earlier still: while the loader relocates this module (an IFUNC resolver; no constructor
 // has run, the executable is not relocated yet, no other thread exists), the executable's
-// exported allocator entries get a jump to a stub of ours. Whichever is called first puts every
+// exported allocator entries get a jump to a stub of ours (or, where the executable has no
+// malloc, those of a library preloaded ahead of this module, whose malloc the program gets). Whichever is called first puts every
 // entry back as it was and starts set-up (hp_lifecycle_start_early), which patches them the
 // ordinary way (allocscan.c, patch.c), then goes on to the entry it was called for. Set-up puts
 // them back itself first where it starts before any was called (in our constructor), and where
@@ -327,19 +328,18 @@ static const struct link_map *main_map_if_preloaded(void) {
     return NULL;
 }
 
-static void arm(void) {
-    const struct link_map *exe = main_map_if_preloaded();
-    dynsyms_t d;
-    if (!exe || !dynsyms_of(exe, &d))
-        return;
+// Arms the entries module m defines, of the names no module armed before it.
+static void arm_module(const struct link_map *m, const dynsyms_t *d) {
     for (unsigned k = 0; k < N_EARLY; k++) {
-        const ElfW(Sym) *s = lookup(&d, early_names[k]);
+        if (entries[k].fn)
+            continue;
+        const ElfW(Sym) *s = lookup(d, early_names[k]);
         // defined here, an ordinary function long enough for the jump (a smaller one would let
         // the jump run into the next function, which might be called before we put it back)
         if (!s || s->st_shndx == SHN_UNDEF || ELF64_ST_TYPE(s->st_info) != STT_FUNC ||
             s->st_size < JUMP_BYTES || !s->st_value)
             continue;
-        uint8_t *fn = (uint8_t *)(exe->l_addr + s->st_value);
+        uint8_t *fn = (uint8_t *)(m->l_addr + s->st_value);
         // one name of several for the same function (tcmalloc's operator delete and its sized
         // form): armed once, or putting the second back would restore the first one's jump
         bool seen = false;
@@ -360,6 +360,29 @@ static void arm(void) {
         copy_bytes(fn, jump, JUMP_BYTES);
         text_sealed(fn, JUMP_BYTES);
         e->fn = fn;
+    }
+}
+
+static void arm(void) {
+    const struct link_map *exe = main_map_if_preloaded();
+    dynsyms_t d;
+    if (!exe || !dynsyms_of(exe, &d))
+        return;
+    arm_module(exe, &d);
+    if (entries[0].fn)
+        return; // the executable's malloc is the program's
+    // A library preloaded ahead of this module (LD_PRELOAD="libjemalloc.so.2 libheapprof.so",
+    // glibc's libc_malloc_debug.so) gets the program's calls of malloc, this module none of
+    // them: its entries are armed as the executable's are, so that what other libraries'
+    // constructors allocate through it before set-up is seen (libstdc++'s first block).
+    for (const struct link_map *m = exe->l_next; m && m->l_ld != _DYNAMIC; m = m->l_next) {
+        if (!dynsyms_of(m, &d))
+            continue;
+        const ElfW(Sym) *s = lookup(&d, "malloc");
+        if (s && s->st_shndx != SHN_UNDEF && s->st_value) {
+            arm_module(m, &d);
+            return;
+        }
     }
 }
 
