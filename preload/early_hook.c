@@ -10,9 +10,10 @@
 // So, earlier still: while the loader relocates this module (an IFUNC resolver; no constructor
 // has run, the executable is not relocated yet, no other thread exists), the executable's
 // exported allocator entries get a jump to a stub of ours (or, where the executable has no
-// malloc, those of a library preloaded ahead of this module, whose malloc the program gets). Whichever is called first puts every
-// entry back as it was and starts set-up (hp_lifecycle_start_early), which patches them the
-// ordinary way (allocscan.c, patch.c), then goes on to the entry it was called for. Set-up puts
+// malloc, those of a library preloaded ahead of this module, whose malloc the program gets).
+// Whichever is called first puts every entry back as it was and starts set-up
+// (hp_lifecycle_start_early), which patches them the ordinary way (allocscan.c, patch.c), then
+// goes on to the entry it was called for. Set-up puts
 // them back itself first where it starts before any was called (in our constructor), and where
 // it cannot start yet at the first call (ld.so allocating before libc's early initialisation)
 // they stay as they were and set-up waits for the constructor, as before.
@@ -368,9 +369,10 @@ static void arm(void) {
     dynsyms_t d;
     if (!exe || !dynsyms_of(exe, &d))
         return;
+    const ElfW(Sym) *own = lookup(&d, "malloc");
     arm_module(exe, &d);
-    if (entries[0].fn)
-        return; // the executable's malloc is the program's
+    if (own && own->st_shndx != SHN_UNDEF && own->st_value)
+        return; // the executable's malloc is the program's, armed or not
     // A library preloaded ahead of this module (LD_PRELOAD="libjemalloc.so.2 libheapprof.so",
     // glibc's libc_malloc_debug.so) gets the program's calls of malloc, this module none of
     // them: its entries are armed as the executable's are, so that what other libraries'

@@ -2,9 +2,10 @@
 // A program with its own malloc (a bump allocator), whose entry starts with a jrcxz: no jump
 // can be put there without moving a branch that has no opposite form, so the shim must refuse
 // to patch it and say so (test_static_alloc.c), as it refuses free (a lone return). calloc and
-// realloc have ordinary entries and are hooked. One function is both C++'s sized delete and its aligned delete: a wrapper of the
-// first would read as a size what callers of the second pass as an alignment, so the shim must
-// leave it alone too, and say why. Prints how many blocks main asked for.
+// realloc have ordinary entries and are hooked. One function is both C++'s sized delete and
+// its aligned delete: a wrapper of the first would read as a size what callers of the second
+// pass as an alignment, so the shim must leave it alone too, and say why. Prints how many
+// blocks main asked for.
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
