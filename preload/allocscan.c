@@ -447,9 +447,9 @@ static const char *refusal(const module_t *m, uint64_t mask, int role, const cha
     return NULL;
 }
 
-static bool is_cxx(int role) {
-    return role >= HP_HOOK_NEW && role <= HP_HOOK_CXX_LAST;
-}
+// The roles of libc's malloc family, and of C++'s operator new and delete.
+#define ROLES_LIBC ((2ull << HP_HOOK_MEMALIGN) - 1)
+#define ROLES_CXX ((2ull << HP_HOOK_CXX_LAST) - (1ull << HP_HOOK_NEW))
 
 // "C++ operator new and delete (n names)", after a list: C++ has twenty, too many to list.
 static void append_cxx_count(char *buf, size_t cap, int n) {
@@ -484,7 +484,7 @@ static void hook_roles(const module_t *m, enum family fam, uint64_t mask, const 
             hooked_at[role] = (const void *)h->addr;
             hooked_now |= 1ull << role;
             patched |= 1ull << role;
-            if (!is_cxx(role)) {
+            if (!(ROLES_CXX >> role & 1)) {
                 append(done, sizeof done, done[0] ? ", " : "");
                 append(done, sizeof done, role_name((uint8_t)role));
             }
@@ -497,12 +497,15 @@ static void hook_roles(const module_t *m, enum family fam, uint64_t mask, const 
     }
     // C++'s names patched, with those that share a patched function (tcmalloc's delete is free)
     int cxx_names = 0;
-    for (int role = HP_HOOK_NEW; role <= HP_HOOK_CXX_LAST; role++)
-        for (int r = 0; (mask >> role & 1) && m->hits[role].addr && r < HP_HOOK_N; r++)
+    for (int role = HP_HOOK_NEW; role <= HP_HOOK_CXX_LAST; role++) {
+        if (!(mask >> role & 1) || !m->hits[role].addr)
+            continue;
+        for (int r = 0; r < HP_HOOK_N; r++)
             if ((patched >> r & 1) && m->hits[r].addr == m->hits[role].addr) {
                 cxx_names++;
                 break;
             }
+    }
     if (cxx_names)
         append_cxx_count(done, sizeof done, cxx_names);
     char detail[1536] = "";
@@ -642,7 +645,7 @@ static void hook_library_cxx(const module_t *m, const char *why_not) {
         return; // not an allocator's, or not the `new` the program gets
     // All or none: new hooked with a delete left out would turn every block into a leak.
     const hp_hook_table_t *t = &hp_hook_table ? &hp_hook_table : NULL;
-    const uint64_t cxx = (2ull << HP_HOOK_CXX_LAST) - (1ull << HP_HOOK_NEW);
+    const uint64_t cxx = ROLES_CXX, libc = ROLES_LIBC;
     // The library's malloc family too, where it can be: the shim's own malloc is ahead of it
     // for every other module, but the library's calls of its own functions reach them directly
     // (tcmalloc's constructor frees two tc_malloc blocks through tc_free, which is also its
@@ -650,7 +653,6 @@ static void hook_library_cxx(const module_t *m, const char *why_not) {
     // calls of it come with the guard held and pass through, except in sampled mode, where the
     // shim's malloc passes an allocation it does not sample straight to it, unguarded: the
     // wrapper would then decide a second time.
-    const uint64_t libc = (2ull << HP_HOOK_MEMALIGN) - 1;
     char refused[768] = "";
     bool libc_ok = !why_not && (malloc_ahead(m) || !hp_config.sample_bytes);
     for (int role = 0; role <= HP_HOOK_CXX_LAST; role++) {
@@ -741,10 +743,9 @@ static void decide(module_t *m, const char *why_not) {
     // glibc's libc_malloc_debug.so): every malloc of the program reaches it and none the shim,
     // whose trace was empty without a word (c_churn: 0 blocks of 100,002). Its malloc family is
     // patched as an executable's is, where hook_library_cxx has not done so with its C++ names.
-    const uint64_t libc = (2ull << HP_HOOK_MEMALIGN) - 1;
-    if (malloc_ahead(m) && !(hooked_now & libc)) {
+    if (malloc_ahead(m) && !(hooked_now & ROLES_LIBC)) {
         enum family fam = malloc_family(m);
-        hook_roles(m, fam == FAM_MALLOC ? FAM_AHEAD : fam, libc, why_not);
+        hook_roles(m, fam == FAM_MALLOC ? FAM_AHEAD : fam, ROLES_LIBC, why_not);
     }
 }
 

@@ -194,18 +194,33 @@ Test(static_alloc, prefixed_jemalloc_beside_libc_malloc_lands_in_one_trace) {
     run_free(&r);
 }
 
-Test(static_alloc, cpp_program_with_tcmalloc_linked_in_is_counted_exactly) {
-    char *argv[] = {E2E_PROGS "/tc_static", NULL};
+// tc_static.cpp's workload under prog, counted exactly: its sites of each form of new, C's
+// malloc, the allocator found (family, "patched" or "interposed"), and nothing freed that was
+// not seen made (libtcmalloc's constructor frees two blocks of its own malloc through the
+// function that is also its operator delete: 2 before its malloc family was hooked along with
+// its C++ names). The run, for more checks (run_free).
+static run_t cxx_workload_counted_exactly(const char *prog, const char *family, const char *how) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", E2E_PROGS, prog);
+    char *argv[] = {path, NULL};
     run_t r = run_both(argv, NULL, 0);
     json_t *rep = report_of(r.trace, "workload");
     expect_exact(rep, &r.c);
-    cr_expect_eq(e2e_int(e2e_site(rep, "nodes"), "blocks"), 1000);    // operator new
-    cr_expect_eq(e2e_int(e2e_site(rep, "arrays"), "blocks"), 100);    // operator new[]
-    cr_expect_eq(e2e_sites_blocks(rep, "aligned"), 600);   // new(align_val_t)
-    cr_expect_eq(e2e_sites_blocks(rep, "nothrow"), 800);   // new(nothrow), aligned too
-    cr_expect_eq(e2e_int(e2e_site(rep, "c_blocks"), "blocks"), 200);  // malloc
-    cr_expect(has_allocator(json_object_get(rep, "totals"), "patched", "tcmalloc"));
+    cr_expect_eq(e2e_int(e2e_site(rep, "nodes"), "blocks"), 1000, "%s", prog); // operator new
+    cr_expect_eq(e2e_int(e2e_site(rep, "arrays"), "blocks"), 100, "%s", prog); // operator new[]
+    cr_expect_eq(e2e_sites_blocks(rep, "aligned"), 600, "%s", prog); // new(align_val_t)
+    cr_expect_eq(e2e_sites_blocks(rep, "nothrow"), 800, "%s", prog); // new(nothrow), aligned too
+    cr_expect_eq(e2e_int(e2e_site(rep, "c_blocks"), "blocks"), 200, "%s", prog); // malloc
+    cr_expect(has_allocator(json_object_get(rep, "totals"), how, family), "%s", prog);
     json_decref(rep);
+    json_t *s = e2e_stats(r.trace, NULL);
+    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "unknown_frees"), 0, "%s", prog);
+    json_decref(s);
+    return r;
+}
+
+Test(static_alloc, cpp_program_with_tcmalloc_linked_in_is_counted_exactly) {
+    run_t r = cxx_workload_counted_exactly("tc_static", "tcmalloc", "patched");
     run_free(&r);
 }
 
@@ -213,17 +228,9 @@ Test(static_alloc, cpp_program_with_tcmalloc_linked_in_is_counted_exactly) {
 // complete type, starts with a conditional branch (test, je); before the trampoline moved such
 // branches it was refused, and every block a sized delete freed stayed live in the trace.
 Test(static_alloc, cpp_program_with_jemalloc_linked_in_is_counted_exactly) {
-    char *argv[] = {E2E_PROGS "/cxx_je_static", NULL};
-    run_t r = run_both(argv, NULL, 0);
+    run_t r = cxx_workload_counted_exactly("cxx_je_static", "jemalloc", "patched");
     cr_expect(!strstr(r.err, "warning"), "%s", r.err);
-    json_t *rep = report_of(r.trace, "workload");
-    expect_exact(rep, &r.c);
-    cr_expect_eq(e2e_sites_blocks(rep, "aligned"), 600);
-    cr_expect_eq(e2e_sites_blocks(rep, "nothrow"), 800);
-    cr_expect(has_allocator(json_object_get(rep, "totals"), "patched", "jemalloc"));
-    json_decref(rep);
     json_t *s = e2e_stats(r.trace, NULL);
-    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "unknown_frees"), 0);
     cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "sized_free_mismatches"), 0);
     json_decref(s);
     run_free(&r);
@@ -288,24 +295,7 @@ Test(static_alloc, glibcs_malloc_debug_preloaded_ahead_of_the_shim_is_counted_ex
 // so the shim saw none of those blocks (2 of 2,002 in a program of 1,000 vectors) until it
 // hooked them in the library.
 static void cxx_with_shared_allocator(const char *prog, const char *family, const char *how) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", E2E_PROGS, prog);
-    char *argv[] = {path, NULL};
-    run_t r = run_both(argv, NULL, 0);
-    json_t *rep = report_of(r.trace, "workload");
-    expect_exact(rep, &r.c);
-    cr_expect_eq(e2e_int(e2e_site(rep, "nodes"), "blocks"), 1000, "%s", prog); // operator new
-    cr_expect_eq(e2e_int(e2e_site(rep, "arrays"), "blocks"), 100, "%s", prog); // operator new[]
-    cr_expect_eq(e2e_sites_blocks(rep, "aligned"), 600, "%s", prog);
-    cr_expect_eq(e2e_sites_blocks(rep, "nothrow"), 800, "%s", prog);
-    cr_expect(has_allocator(json_object_get(rep, "totals"), how, family), "%s", prog);
-    json_decref(rep);
-    // nothing freed that was not seen made: libtcmalloc's constructor frees two blocks of its
-    // own malloc through the function that is also its operator delete (2 before its malloc
-    // family was hooked along with its C++ names)
-    json_t *s = e2e_stats(r.trace, NULL);
-    cr_expect_eq(e2e_int(json_object_get(s, "anomalies"), "unknown_frees"), 0, "%s", prog);
-    json_decref(s);
+    run_t r = cxx_workload_counted_exactly(prog, family, how);
     run_free(&r);
 }
 
