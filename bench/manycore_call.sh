@@ -4,7 +4,10 @@
 # call over the bundle made by ../shared/tools/manycore/bundle.sh (carry [".manycore"]):
 #   1. the manycore bench's sections (default "env threads") with its own options;
 #   2. with --stages: bench/threads.sh (heapprof alone: the per-stage CPU per event, app threads,
-#      pipeline workers, flusher, time waited) at 1..32 threads;
+#      pipeline workers, flusher, time waited) at 1..32 threads; with --clock: what a TSC read
+#      costs there, alone, after cold loads and stores, and in the model of the two hooks
+#      (bench/tools/clock_context, built into the bundle by manycore_prepare.sh; ~25 s: the
+#      Xeon of session 26 waited for the loads in flight before each read);
 #   3. each --workload (default "c_churn OPS", repeatable) recorded once under heapprof and once under heaptrack, then
 #      bench/analyzer_scaling.sh over decode workers x replay threads (report only by default),
 #      beside heaptrack_print, and one report with HEAPPROF_STAGE_TIMES=2 at the widest setting
@@ -17,7 +20,7 @@
 #      (the heap over time) at one replay thread and at the widest setting too.
 # Output under $OUT (the device's result folder), tables on stdout.
 # Usage: bash bench/manycore_call.sh [--budget S] [--ops N] [--workers 4,12] [--replay 0,4,8,16]
-#                                    [--depth 2,3,4] [--commands report] [--runs K] [--skip-bench] [--stages]
+#                                    [--depth 2,3,4] [--commands report] [--runs K] [--skip-bench] [--stages] [--clock]
 #                                    [--workload "c_threads 8 40000000"]...
 #                                    [--alt NAME=PATH]... [--base-cli PATH] [--skip-analyzer]
 #                                    [--timeline]
@@ -25,7 +28,7 @@
 set -u -o pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 M="$ROOT/.manycore"
-OPS=25000000 WORKERS=4,12 REPLAY=0,4,8,16 DEPTH= COMMANDS=report RUNS=2 BUDGET=240 SKIP_BENCH=0 STAGES=0 SKIP_ANALYZER=0 TIMELINE=0
+OPS=25000000 WORKERS=4,12 REPLAY=0,4,8,16 DEPTH= COMMANDS=report RUNS=2 BUDGET=240 SKIP_BENCH=0 STAGES=0 SKIP_ANALYZER=0 TIMELINE=0 CLOCK=0
 WORKLOADS=()
 ALTS=() # NAME=PATH, for analyzer_scaling.sh --alt
 while [ $# -gt 0 ]; do
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift ;;
     --skip-bench) SKIP_BENCH=1 ;;
     --stages) STAGES=1 ;;
+    --clock) CLOCK=1 ;;
     --skip-analyzer) SKIP_ANALYZER=1 ;;
     --timeline) TIMELINE=1 ;;
     --base-cli) ALTS+=("base=$2"); shift ;;
@@ -67,6 +71,15 @@ if [ $STAGES = 1 ]; then
     env LD_LIBRARY_PATH="$L" bash "$ROOT/bench/threads.sh" --no-heaptrack --runs "$RUNS" \
         --prog "$M/workloads/c_threads" --lib "$M/heapprof/lib/libheapprof.so" \
         --cli "$M/heapprof/bin/heapprof" | tee "$OUT/stages.txt"
+fi
+if [ $CLOCK = 1 ]; then
+    cc_bin="$M/heapprof/bin/clock_context"
+    if [ -x "$cc_bin" ]; then
+        echo "== clock: clock_context, the blocks in 4 MiB, then in 64 MiB"
+        { "$cc_bin" 4000000 7 4; "$cc_bin" 2000000 5 64 | grep '^hooks'; } | tee "$OUT/clock.txt"
+    else
+        echo "== clock: no $cc_bin (made by bench/manycore_prepare.sh)"
+    fi
 fi
 [ $SKIP_ANALYZER = 1 ] && exit 0
 [ ${#WORKLOADS[@]} -gt 0 ] || WORKLOADS=("c_churn $OPS")
