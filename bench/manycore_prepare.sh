@@ -13,7 +13,9 @@
 # runs as one more heapprof column with --variant NAME:LD_PRELOAD=<that file> (a variant's
 # environment is applied after the bench sets LD_PRELOAD; the path must be absolute there, so
 # the printed option says $PWD, the checkout's root where run.sh is started). Prints the
-# options to pass. Also builds bench/tools/shard_model and clock_context into the bundle.
+# options to pass. REV may also be a patch file (bench/experiments/*.patch): the build is then
+# of this checkout's HEAD with the patch applied. Also builds bench/tools/shard_model and
+# clock_context into the bundle.
 # Usage: bash bench/manycore_prepare.sh [NAME=REV | NAME:VAR=VAL[,VAR=VAL] | lib:NAME=REV]...
 #   e.g.  bash bench/manycore_prepare.sh base=f17d2b0 s4:HEAPPROF_REPLAY_SHARDS=4 lib:old=HEAD~3
 # Needs what bundle.sh needs (a build of this checkout, or it builds one) and git.
@@ -59,13 +61,21 @@ for a in "$@"; do
     fi
     name=${a%%=*} rev=${a#*=}
     case "$name" in '' | *[!A-Za-z0-9_-]*) echo "manycore_prepare.sh: bad name '$name'" >&2; exit 2 ;; esac
+    patch=
+    if [[ $rev == *.patch ]]; then
+        [ -f "$rev" ] || { echo "manycore_prepare.sh: no patch file $rev" >&2; exit 2; }
+        patch=$(cd "$(dirname "$rev")" && pwd)/$(basename "$rev") rev=HEAD
+    fi
     git rev-parse --verify --quiet "$rev^{commit}" >/dev/null ||
         { echo "manycore_prepare.sh: no revision $rev" >&2; exit 2; }
     wt=$(mktemp -d)
     git worktree add -q --detach "$wt" "$rev"
     # the worktree goes whatever happens below
     trap 'git -C "$ROOT" worktree remove --force "$wt" 2>/dev/null || true' EXIT
-    echo "manycore_prepare.sh: building $name ($rev, $(git rev-parse --short "$rev")) in $wt"
+    if [ -n "$patch" ]; then
+        git -C "$wt" apply "$patch" || { echo "manycore_prepare.sh: $patch does not apply to HEAD" >&2; exit 2; }
+    fi
+    echo "manycore_prepare.sh: building $name ($rev, $(git rev-parse --short "$rev")${patch:+ + $(basename "$patch")}) in $wt"
     cmake -S "$wt" -B "$wt/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPPROF_BUILD_TESTS=OFF \
         -DHEAPPROF_BUILD_SAMPLES=OFF >/dev/null
     if [ $lib = 1 ]; then
