@@ -453,17 +453,10 @@ static const char *refusal(const module_t *m, uint64_t mask, int role, const cha
 
 // "C++ operator new and delete (n names)", after a list: C++ has twenty, too many to list.
 static void append_cxx_count(char *buf, size_t cap, int n) {
-    char num[8];
-    int k = 0;
-    for (int v = n; v || !k; v /= 10)
-        num[k++] = (char)('0' + v % 10);
-    char text[64] = "C++ operator new and delete (";
-    size_t l = strlen(text);
-    while (k)
-        text[l++] = num[--k];
-    text[l] = 0;
+    char num[21];
     append(buf, cap, buf[0] ? ", " : "");
-    append(buf, cap, text);
+    append(buf, cap, "C++ operator new and delete (");
+    append(buf, cap, hp_diag_u64(num, (uint64_t)n));
     append(buf, cap, n == 1 ? " name)" : " names)");
 }
 

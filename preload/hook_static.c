@@ -210,18 +210,19 @@ NEW_WRAPPER(new_array)
     }
 DELETE_WRAPPER(delete, (void *p), (p))
 DELETE_WRAPPER(delete_array, (void *p), (p))
-#define SIZED_DELETE_WRAPPER(name)                                                                 \
-    HOOK_ENTRY static void w_##name(void *p, size_t n) {                                           \
+// A delete that names the block's size n (and, aligned, its alignment al).
+#define SIZED_DELETE_WRAPPER(name, params, args, align)                                            \
+    HOOK_ENTRY static void w_##name params {                                                       \
         if (!p || !enter()) {                                                                      \
-            orig_##name(p, n);                                                                     \
+            orig_##name args;                                                                      \
             return;                                                                                \
         }                                                                                          \
-        sized_free_start(p, n, 0);                                                                 \
-        orig_##name(p, n);                                                                         \
+        sized_free_start(p, n, align);                                                             \
+        orig_##name args;                                                                          \
         leave();                                                                                   \
     }
-SIZED_DELETE_WRAPPER(delete_sized)
-SIZED_DELETE_WRAPPER(delete_array_sized)
+SIZED_DELETE_WRAPPER(delete_sized, (void *p, size_t n), (p, n), 0)
+SIZED_DELETE_WRAPPER(delete_array_sized, (void *p, size_t n), (p, n), 0)
 
 // The nothrow forms (a failure is NULL: alloc_done records nothing) and C++17's aligned ones
 // (align_val_t is a size_t). The nothrow tag is a reference nothing reads: passed on as it came.
@@ -265,18 +266,8 @@ DELETE_WRAPPER(delete_array_aligned, (void *p, size_t al), (p, al))
 DELETE_WRAPPER(delete_aligned_nothrow, (void *p, size_t al, const nothrow_tag_t *nt), (p, al, nt))
 DELETE_WRAPPER(delete_array_aligned_nothrow, (void *p, size_t al, const nothrow_tag_t *nt),
                (p, al, nt))
-#define SIZED_ALIGNED_DELETE_WRAPPER(name)                                                         \
-    HOOK_ENTRY static void w_##name(void *p, size_t n, size_t al) {                                \
-        if (!p || !enter()) {                                                                      \
-            orig_##name(p, n, al);                                                                 \
-            return;                                                                                \
-        }                                                                                          \
-        sized_free_start(p, n, al);                                                                \
-        orig_##name(p, n, al);                                                                     \
-        leave();                                                                                   \
-    }
-SIZED_ALIGNED_DELETE_WRAPPER(delete_sized_aligned)
-SIZED_ALIGNED_DELETE_WRAPPER(delete_array_sized_aligned)
+SIZED_DELETE_WRAPPER(delete_sized_aligned, (void *p, size_t n, size_t al), (p, n, al), al)
+SIZED_DELETE_WRAPPER(delete_array_sized_aligned, (void *p, size_t n, size_t al), (p, n, al), al)
 
 // ---- Rust's allocator shims: a dealloc and a realloc carry the layout ------------------------
 

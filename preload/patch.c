@@ -126,6 +126,12 @@ typedef struct plan {
     size_t patch_len; // bytes of fn the trampoline stands for (>= JMP_REL32_BYTES)
 } plan_t;
 
+// Whether n more bytes of code still leave the trampoline room for its jump back.
+static bool room_for(const plan_t *pl, size_t n) {
+    return pl->code_len + n + JMP_ABS_BYTES <= TRAMP_MAX;
+}
+#define TOO_LONG "its first instructions are too long to relocate"
+
 // Relocates fn's first instructions to run at `at` (the trampoline's address). NULL or why not.
 static const char *relocate(csh cs, const uint8_t *fn, size_t size, uintptr_t at, plan_t *pl) {
     const uint8_t *code = fn;
@@ -158,8 +164,8 @@ static const char *relocate(csh cs, const uint8_t *fn, size_t size, uintptr_t at
                 why = "a conditional branch among its first instructions that cannot be moved";
                 break;
             }
-            if (pl->code_len + JCC_MOVED_BYTES + JMP_ABS_BYTES > TRAMP_MAX) {
-                why = "its first instructions are too long to relocate";
+            if (!room_for(pl, JCC_MOVED_BYTES)) {
+                why = TOO_LONG;
                 break;
             }
             // a target among the bytes the jump overwrites is refused by check_targets
@@ -172,8 +178,8 @@ static const char *relocate(csh cs, const uint8_t *fn, size_t size, uintptr_t at
             ended = true;
             uint64_t target = branch_target(in);
             if (target) { // jmp rel: the same jump, from anywhere
-                if (pl->code_len + JMP_ABS_BYTES > TRAMP_MAX) {
-                    why = "its first instructions are too long to relocate";
+                if (!room_for(pl, 0)) {
+                    why = TOO_LONG;
                     break;
                 }
                 put_jmp_abs(out, (uintptr_t)target);
@@ -182,8 +188,8 @@ static const char *relocate(csh cs, const uint8_t *fn, size_t size, uintptr_t at
                 continue;
             }
         }
-        if (pl->code_len + in->size + JMP_ABS_BYTES > TRAMP_MAX) {
-            why = "its first instructions are too long to relocate";
+        if (!room_for(pl, in->size)) {
+            why = TOO_LONG;
             break;
         }
         memcpy(out, in->bytes, in->size);
