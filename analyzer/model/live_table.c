@@ -13,13 +13,13 @@
 
 #define LIVE_TABLE_MIN_CAP 64u
 #define LIVE_TABLE_MIN_POOL 32u
-// Below this many bytes of slots a table is at most half full, above it 3/4. An insert probes
+// Below this many slots a table is at most half full, above it 3/4. An insert probes
 // ~(1 + 1 / (1 - a)^2) / 2 slots at load a (2.5 at 1/2, 8.5 at 3/4), and a run past the
 // prefetched line costs a miss: tables up to 256 K keys are cheap to keep sparse (at 1 MiB,
 // one-thread `report` on a rust_hashmap_growth trace of 43 K live blocks took ~10% more CPU);
-// big ones keep 3/4 (a 16-byte slot is a quarter of a line, so a run of 4 is one line, and
-// rust_vec_growth's 2.8 M live blocks fit 4 M slots, 64 MiB, instead of 8 M).
-#define LIVE_TABLE_SPARSE_BYTES ((size_t)8 << 20)
+// big ones keep 3/4 (an 8-byte slot is an eighth of a line, so a run of 8 is one line, and
+// rust_vec_growth's 2.8 M live blocks fit 4 M slots, 32 MiB, instead of 8 M).
+#define LIVE_TABLE_SPARSE_SLOTS ((size_t)512 << 10)
 
 // The slots and the pool are probed at random, one slot and one value an event, over hundreds
 // of MiB for the big traces: with 4 KiB pages nearly every probe also missed the TLB
@@ -35,7 +35,7 @@ static void set_cap(live_table_t *t, size_t cap) {
     while (((size_t)1 << bits) < cap)
         bits++;
     t->shift = 32 - bits;
-    t->grow_at = cap * sizeof *t->slots < LIVE_TABLE_SPARSE_BYTES ? cap / 2 : cap / 4 * 3;
+    t->grow_at = cap < LIVE_TABLE_SPARSE_SLOTS ? cap / 2 : cap / 4 * 3;
 }
 
 // Fresh zeroed slots (written, not calloc'd: a fresh mapping read first maps the shared zero
@@ -51,8 +51,9 @@ static live_slot_t *slots_alloc(size_t cap) {
 void live_table_init(live_table_t *t, size_t value_bytes) {
     memset(t, 0, sizeof *t);
     t->value_bytes = value_bytes;
+    t->key_off = (value_bytes + 7) & ~(size_t)7;
     t->vshift = 3;
-    while (((size_t)1 << t->vshift) < value_bytes)
+    while (((size_t)1 << t->vshift) < t->key_off + sizeof(uint64_t))
         t->vshift++;
     set_cap(t, LIVE_TABLE_MIN_CAP);
     t->slots = slots_alloc(t->cap);
@@ -122,7 +123,7 @@ static void rebuild(live_table_t *t, uint64_t seed) {
         if (!old[j].vi)
             continue;
         live_slot_t s = old[j];
-        s.hash = live_table_hash(t, s.key);
+        s.hash = live_table_hash(t, live_table_key_of(t, s.vi));
         place(t, s);
     }
     free(old);
@@ -186,7 +187,8 @@ uint32_t live_table_put_slow(live_table_t *t, uint64_t key, uint32_t hash, bool 
         }
         v = (uint32_t)t->pool_n++;
     }
-    place(t, (live_slot_t){.key = key, .vi = v + 1, .hash = hash});
+    live_table_set_key(t, v, key);
+    place(t, (live_slot_t){.vi = v + 1, .hash = hash});
     t->n++;
     return v;
 }

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: MIT
 // live_table_t: replay's live blocks, address -> a fixed-size value (replay_block_t and a
 // companion's words). Made for that one job (replay.c is its only user): open addressing with
-// linear probing over 16-byte slots (the key, the value's index in a pool, the key's hash), the
-// values in a pool beside, deletion by backward shift. So a put, a take and a get are a few
-// loads inline, a delete moves 16-byte slots and recomputes no hash, a take copies nothing (the
-// value stays in the pool until the next put), a value keeps its index while its key stays
-// (replay's shards remember blocks by index, replay_shard_fix), and a doubling moves slots, not
-// values. Any key is a key, 0 included (an empty slot is one whose index word is 0).
+// linear probing over 8-byte slots (the value's index in a pool and the key's hash), the values
+// in a pool beside, each with its key in its last word, deletion by backward shift. So a put, a
+// take and a get are a few loads inline, a delete moves 8-byte slots and recomputes no hash, a
+// take copies nothing (the value stays in the pool until the next put), a value keeps its index
+// while its key stays (replay's shards remember blocks by index, replay_shard_fix), and a
+// doubling moves slots, not values. The key sits with the value because the value is read
+// anyway when its key is found (the block's size, time and site): a slot that matches the hash
+// costs no line the lookup would not have loaded, and the slots, over a third of the table's
+// bytes with the key in them, are half as many lines (~11-21 bytes less a live block). Any key
+// is a key, 0 included (an empty slot is one whose index word is 0).
 // Keys come from untrusted traces: the hash is seeded, and a put that probes more than
 // LIVE_TABLE_PROBE_MAX slots rebuilds the table with a fresh random seed (at most once per
 // doubling), so keys forged to share one home slot cost linear time, not quadratic.
@@ -20,7 +24,6 @@
 #include <string.h>
 
 typedef struct live_slot {
-    uint64_t key;
     uint32_t vi;   // the value's pool index + 1; 0: an empty slot
     uint32_t hash; // live_table_hash(key): its top bits are the home slot
 } live_slot_t;
@@ -34,9 +37,10 @@ typedef struct live_table {
     size_t grow_at;   // n that makes it double
     uint64_t seed;    // the hash's (0 until a long probe asks for a random one)
     size_t reseed_cap; // cap at the last rebuild under a new seed (one per doubling at most)
-    uint8_t *pool;    // pool_cap values of 1 << vshift bytes
+    uint8_t *pool;    // pool_cap values of 1 << vshift bytes, the key in each one's last word
     unsigned vshift;
     size_t value_bytes;
+    size_t key_off;   // where a value's key is: value_bytes rounded up to a word
     size_t pool_n, pool_cap; // values ever handed out; room
     uint32_t *free; // indexes of values given back, the latest last (reused first: warm lines)
     size_t n_free, free_cap;
@@ -44,8 +48,8 @@ typedef struct live_table {
 
 #define LIVE_TABLE_PROBE_MAX 512u
 
-// value_bytes >= 1; a value gets a power of two of bytes (24 -> 32, 56 -> 64), so none
-// straddles two cache lines. Exits on OOM, like every call below that grows.
+// value_bytes >= 1; a value and its key get a power of two of bytes (24 -> 32, 56 -> 64), so
+// none straddles two cache lines. Exits on OOM, like every call below that grows.
 void live_table_init(live_table_t *t, size_t value_bytes);
 void live_table_fini(live_table_t *t);
 
@@ -61,6 +65,23 @@ static inline uint32_t live_table_hash(const live_table_t *t, uint64_t key) {
 
 static inline void *live_table_value(const live_table_t *t, uint32_t index) {
     return t->pool + ((size_t)index << t->vshift);
+}
+
+// The key of the value a slot names (vi: its index + 1).
+static inline uint64_t live_table_key_of(const live_table_t *t, uint32_t vi) {
+    uint64_t k;
+    memcpy(&k, t->pool + ((size_t)(vi - 1) << t->vshift) + t->key_off, sizeof k);
+    return k;
+}
+static inline void live_table_set_key(live_table_t *t, uint32_t index, uint64_t key) {
+    memcpy(t->pool + ((size_t)index << t->vshift) + t->key_off, &key, sizeof key);
+}
+
+// Whether slot s holds key, whose hash is h: the hash first, so a slot of another key costs
+// no load of its value (a 32-bit hash shared by two keys: one in 2^32).
+static inline bool live_table_slot_is(const live_table_t *t, const live_slot_t *s, uint64_t key,
+                                      uint32_t h) {
+    return s->hash == h && live_table_key_of(t, s->vi) == key;
 }
 
 // The calls named _h take the key's hash from the caller, which must be live_table_hash(t, key)
@@ -80,15 +101,16 @@ static inline __attribute__((always_inline)) void live_table_prefetch(const live
     live_table_prefetch_h(t, live_table_hash(t, key));
 }
 
-// Finds key (whose slot an earlier prefetch should have brought in) and prefetches its value.
-// No effect on the contents.
+// Finds key's slot (which an earlier prefetch should have brought in) by its hash alone and
+// prefetches its value. No effect on the contents.
 static inline __attribute__((always_inline)) void
 live_table_prefetch_value_h(const live_table_t *t, uint64_t key, uint32_t h) {
+    (void)key;
     for (size_t i = h >> t->shift;; i = (i + 1) & t->mask) {
         const live_slot_t *s = &t->slots[i];
         if (!s->vi)
             return;
-        if (s->key == key) {
+        if (s->hash == h) {
             __builtin_prefetch(live_table_value(t, s->vi - 1), 1);
             return;
         }
@@ -106,7 +128,7 @@ static inline int64_t live_table_find_h(const live_table_t *t, uint64_t key, uin
         const live_slot_t *s = &t->slots[i];
         if (!s->vi)
             return -1;
-        if (s->key == key)
+        if (live_table_slot_is(t, s, key, h))
             return (int64_t)s->vi - 1;
     }
 }
@@ -124,7 +146,7 @@ static inline void *live_table_get(const live_table_t *t, uint64_t key) {
 uint32_t live_table_put_slow(live_table_t *t, uint64_t key, uint32_t hash, bool *existed);
 
 // The index of key's value, inserted if absent (*existed says which). A new value's bytes are
-// whatever they were (the caller writes them; live_table_put zeroes them).
+// whatever they were (the caller writes them; live_table_put zeroes them), but for its key.
 static inline uint32_t live_table_put_index_h(live_table_t *t, uint64_t key, uint32_t h,
                                               bool *existed) {
     size_t i = h >> t->shift, probes = 0;
@@ -132,7 +154,7 @@ static inline uint32_t live_table_put_index_h(live_table_t *t, uint64_t key, uin
         live_slot_t *s = &t->slots[i];
         if (!s->vi)
             break;
-        if (s->key == key) {
+        if (live_table_slot_is(t, s, key, h)) {
             *existed = true;
             return s->vi - 1;
         }
@@ -147,7 +169,8 @@ static inline uint32_t live_table_put_index_h(live_table_t *t, uint64_t key, uin
         else
             return live_table_put_slow(t, key, h, existed);
         *existed = false;
-        t->slots[i] = (live_slot_t){.key = key, .vi = v + 1, .hash = h};
+        live_table_set_key(t, v, key);
+        t->slots[i] = (live_slot_t){.vi = v + 1, .hash = h};
         t->n++;
         return v;
     }
@@ -163,20 +186,22 @@ static inline void *live_table_put(live_table_t *t, uint64_t key, bool *existed)
     uint32_t v = live_table_put_index(t, key, existed);
     void *p = live_table_value(t, v);
     if (!*existed) {
-        // the value's whole slot, in stores of a size known here: a loop over value_bytes' words
-        // cost ~55 instructions a put (callgrind, report's replay on c_churn, a 56-byte value)
-        if (t->vshift == 5)
-            memset(p, 0, 32);
-        else if (t->vshift == 6)
-            memset(p, 0, 64);
+        // the value up to its key, in stores of a size known here: a loop over value_bytes'
+        // words cost ~55 instructions a put (callgrind, report's replay on c_churn, a 56-byte
+        // value)
+        if (t->key_off == 24)
+            memset(p, 0, 24);
+        else if (t->key_off == 56)
+            memset(p, 0, 56);
         else
-            memset(p, 0, (size_t)1 << t->vshift);
+            memset(p, 0, t->key_off);
     }
     return p;
 }
 
 // Empties slot i, whose key was just taken out: later members of its probe run move back into
-// the hole when their home does not lie cyclically in (hole, j] (Knuth 6.4 algorithm R).
+// the hole when their home does not lie cyclically in (hole, j] (Knuth 6.4 algorithm R). The
+// values stay where they are.
 static inline void live_table_unlink(live_table_t *t, size_t i) {
     const size_t mask = t->mask;
     const unsigned shift = t->shift;
@@ -200,7 +225,7 @@ static inline int64_t live_table_take_index_h(live_table_t *t, uint64_t key, uin
         live_slot_t *s = &t->slots[i];
         if (!s->vi)
             return -1;
-        if (s->key == key) {
+        if (live_table_slot_is(t, s, key, h)) {
             uint32_t v = s->vi - 1;
             live_table_unlink(t, i);
             t->n--;
