@@ -50,7 +50,6 @@ static live_slot_t *slots_alloc(size_t cap) {
 
 void live_table_init(live_table_t *t, size_t value_bytes) {
     memset(t, 0, sizeof *t);
-    t->value_bytes = value_bytes;
     t->key_off = (value_bytes + 7) & ~(size_t)7;
     t->vshift = 3;
     while (((size_t)1 << t->vshift) < t->key_off + sizeof(uint64_t))

@@ -8,8 +8,8 @@
 // while its key stays (replay's shards remember blocks by index, replay_shard_fix), and a
 // doubling moves slots, not values. The key sits with the value because the value is read
 // anyway when its key is found (the block's size, time and site): a slot that matches the hash
-// costs no line the lookup would not have loaded, and the slots, over a third of the table's
-// bytes with the key in them, are half as many lines (~11-21 bytes less a live block). Any key
+// costs no line the lookup would not have loaded, and the slots, a quarter to a half of the
+// table's bytes with the key in them, are half as many lines (~11-21 bytes less a live block). Any key
 // is a key, 0 included (an empty slot is one whose index word is 0).
 // Keys come from untrusted traces: the hash is seeded, and a put that probes more than
 // LIVE_TABLE_PROBE_MAX slots rebuilds the table with a fresh random seed (at most once per
@@ -39,8 +39,7 @@ typedef struct live_table {
     size_t reseed_cap; // cap at the last rebuild under a new seed (one per doubling at most)
     uint8_t *pool;    // pool_cap values of 1 << vshift bytes, the key in each one's last word
     unsigned vshift;
-    size_t value_bytes;
-    size_t key_off;   // where a value's key is: value_bytes rounded up to a word
+    size_t key_off;   // where a value's key is: the value's bytes rounded up to a word
     size_t pool_n, pool_cap; // values ever handed out; room
     uint32_t *free; // indexes of values given back, the latest last (reused first: warm lines)
     size_t n_free, free_cap;
@@ -101,11 +100,10 @@ static inline __attribute__((always_inline)) void live_table_prefetch(const live
     live_table_prefetch_h(t, live_table_hash(t, key));
 }
 
-// Finds key's slot (which an earlier prefetch should have brought in) by its hash alone and
-// prefetches its value. No effect on the contents.
+// Finds the slot of the key whose hash is h (which an earlier prefetch should have brought in)
+// by the hash alone, and prefetches its value. No effect on the contents.
 static inline __attribute__((always_inline)) void
-live_table_prefetch_value_h(const live_table_t *t, uint64_t key, uint32_t h) {
-    (void)key;
+live_table_prefetch_value_h(const live_table_t *t, uint32_t h) {
     for (size_t i = h >> t->shift;; i = (i + 1) & t->mask) {
         const live_slot_t *s = &t->slots[i];
         if (!s->vi)
@@ -119,7 +117,7 @@ live_table_prefetch_value_h(const live_table_t *t, uint64_t key, uint32_t h) {
 
 static inline __attribute__((always_inline)) void live_table_prefetch_value(const live_table_t *t,
                                                                            uint64_t key) {
-    live_table_prefetch_value_h(t, key, live_table_hash(t, key));
+    live_table_prefetch_value_h(t, live_table_hash(t, key));
 }
 
 // The index of key's value, or -1 if absent.
