@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-__attribute__((noreturn, cold)) static void oom(size_t n) {
+void xalloc_fail(size_t n) {
     fprintf(stderr, "heapprof: out of memory (allocating %zu bytes)\n", n);
     exit(2);
 }
@@ -18,16 +18,16 @@ __attribute__((noreturn, cold)) static void oom(size_t n) {
 void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p)
-        oom(n);
+        xalloc_fail(n);
     return p;
 }
 
 void *xcalloc(size_t n, size_t size) {
     if (size && n > SIZE_MAX / size)
-        oom(SIZE_MAX);
+        xalloc_fail(SIZE_MAX);
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p)
-        oom(n * size);
+        xalloc_fail(n * size);
     return p;
 }
 
@@ -44,7 +44,7 @@ void huge_pages_hint(void *p, size_t bytes) {
 void *xrealloc(void *p, size_t n) {
     void *q = realloc(p, n ? n : 1);
     if (!q)
-        oom(n);
+        xalloc_fail(n);
     return q;
 }
 
@@ -59,11 +59,11 @@ void *xgrow(void *p, size_t *cap, size_t need, size_t elem_bytes) {
     size_t c = *cap ? *cap : 16;
     while (c < need) {
         if (c > SIZE_MAX / 2)
-            oom(SIZE_MAX);
+            xalloc_fail(SIZE_MAX);
         c *= 2;
     }
     if (elem_bytes && c > SIZE_MAX / elem_bytes)
-        oom(SIZE_MAX);
+        xalloc_fail(SIZE_MAX);
     *cap = c;
     return xrealloc(p, c * elem_bytes);
 }

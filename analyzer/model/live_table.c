@@ -3,6 +3,7 @@
 // seed, and the tests' hooks. The per-event paths are inline in live_table.h.
 #include "model/live_table.h"
 
+#include "core/bigmem.h"
 #include "core/xalloc.h"
 
 #include <stdatomic.h>
@@ -22,9 +23,8 @@
 #define LIVE_TABLE_SPARSE_SLOTS ((size_t)512 << 10)
 
 // The slots and the pool are probed at random, one slot and one value an event, over hundreds
-// of MiB for the big traces: with 4 KiB pages nearly every probe also missed the TLB
-// (huge_pages_hint).
-static void want_huge(void *p, size_t bytes) { huge_pages_hint(p, bytes); }
+// of MiB for the big traces: with 4 KiB pages nearly every probe also missed the TLB. So both
+// live in big_alloc's memory, on 2 MiB pages that survive their growth (core/bigmem.h).
 
 static void set_cap(live_table_t *t, size_t cap) {
     if (cap > ((size_t)1 << 31))
@@ -42,8 +42,7 @@ static void set_cap(live_table_t *t, size_t cap) {
 // page, and the write after it is a copy-on-write fault that flushes the TLB of every CPU
 // running the process).
 static live_slot_t *slots_alloc(size_t cap) {
-    live_slot_t *s = xmalloc(cap * sizeof *s);
-    want_huge(s, cap * sizeof *s);
+    live_slot_t *s = big_alloc(cap * sizeof *s);
     memset(s, 0, cap * sizeof *s);
     return s;
 }
@@ -57,14 +56,14 @@ void live_table_init(live_table_t *t, size_t value_bytes) {
     set_cap(t, LIVE_TABLE_MIN_CAP);
     t->slots = slots_alloc(t->cap);
     t->pool_cap = LIVE_TABLE_MIN_POOL;
-    t->pool = xmalloc(t->pool_cap << t->vshift);
+    t->pool = big_alloc(t->pool_cap << t->vshift);
     t->free_cap = t->pool_cap;
     t->free = xmalloc(t->free_cap * sizeof *t->free);
 }
 
 void live_table_fini(live_table_t *t) {
-    free(t->slots);
-    free(t->pool);
+    big_free(t->slots, t->cap * sizeof *t->slots);
+    big_free(t->pool, t->pool_cap << t->vshift);
     free(t->free);
     memset(t, 0, sizeof *t);
 }
@@ -78,7 +77,7 @@ static size_t place(live_table_t *t, live_slot_t s) {
     return i;
 }
 
-// Doubles the slots where they lie: extended by realloc (mremap for the big ones: no copy, never
+// Doubles the slots where they lie: extended by big_realloc (mremap: no copy, never
 // the old table and the new at once). A key's home in the doubled table is twice its old home,
 // or that plus one, so the old slots are taken out from the top down and each put at the end of
 // its new run, which then lies at or above the slot it came from: a run only crosses slots
@@ -87,8 +86,7 @@ static size_t place(live_table_t *t, live_slot_t s) {
 // and goes in at the end. The same as hmap.c's grow_pooled, with the hash kept in the slot.
 static void grow(live_table_t *t) {
     size_t old_cap = t->cap;
-    t->slots = xrealloc(t->slots, 2 * old_cap * sizeof *t->slots);
-    want_huge(t->slots, 2 * old_cap * sizeof *t->slots);
+    t->slots = big_realloc(t->slots, old_cap * sizeof *t->slots, 2 * old_cap * sizeof *t->slots);
     memset(t->slots + old_cap, 0, old_cap * sizeof *t->slots);
     set_cap(t, 2 * old_cap);
     live_slot_t *later = NULL;
@@ -125,7 +123,7 @@ static void rebuild(live_table_t *t, uint64_t seed) {
         s.hash = live_table_hash(t, live_table_key_of(t, s.vi));
         place(t, s);
     }
-    free(old);
+    big_free(old, t->cap * sizeof *old);
 }
 
 // A seed nobody outside can guess: the process's random bytes from the kernel (AT_RANDOM),
@@ -175,11 +173,10 @@ uint32_t live_table_put_slow(live_table_t *t, uint64_t key, uint32_t hash, bool 
         if (t->pool_n == t->pool_cap) {
             if (t->pool_cap >= UINT32_MAX / 2)
                 (void)xmalloc(SIZE_MAX); // 2^31 values of one table: out of memory, in fact
-            // realloc: glibc moves a big block by mremap, without a copy, and the pages past
-            // pool_n are not touched until used
+            // moved by mremap, without a copy, and the pages past pool_n are not touched until
+            // used
+            t->pool = big_realloc(t->pool, t->pool_cap << t->vshift, 2 * t->pool_cap << t->vshift);
             t->pool_cap *= 2;
-            t->pool = xrealloc(t->pool, t->pool_cap << t->vshift);
-            want_huge(t->pool, t->pool_cap << t->vshift);
             // room for every value given back: live_table_take_index never grows it
             t->free = xrealloc(t->free, t->pool_cap * sizeof *t->free);
             t->free_cap = t->pool_cap;
