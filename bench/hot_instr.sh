@@ -9,7 +9,10 @@
 #   app      the program's thread, less the uninstrumented program's (the same two sizes), less
 #            what the thread spent draining its own ring (hp_tbuf_wait_slow: under valgrind the
 #            threads run one at a time, so how often the ring fills varies from run to run)
-#   stack    capture_stack (the walk, the step cache, the stack table), inclusive
+#   stack    the walk and the stack table: hp_unwind*, hp_stacktab_* and new_stack_slow,
+#            inclusive. Until session 28 this was capture_stack inclusive; it is inlined into the
+#            recorder since, and its own lines (the known-step lookup, ~25-35 an allocation on
+#            c_churn, ~70-85 a known step on cpp_mixed) now fall into rest
 #   touch    hp_touch_fill(_fresh) + hp_touch_usable + hp_touch_measure, inclusive
 #   clock    the TSC read and its conversion: the lines of clock.h and state.h (hp_state_now,
 #            inlined into the recorder since session 12; before, the function hp_state_now)
@@ -88,7 +91,7 @@ for w in "${names[@]}"; do
         app="$OUT/hp.$w.$a-01"
         self=$(incl "$app" ':hp_tbuf_wait_slow \\[')
         v[app.$a]=$(($(totals "$app") - self))
-        v[stack.$a]=$(incl "$app" ':capture_stack \\[')
+        v[stack.$a]=$(incl "$app" ':(hp_unwind[a-z_]*|hp_stacktab_[a-z_]*|new_stack_slow)[^ ]* \\[')
         if [ "$LTO" = 1 ]; then
             v[touch.$a]=$(selfsum "$app" "$TOUCH_LINES")
         else

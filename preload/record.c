@@ -184,7 +184,8 @@ static inline bool step_matches(const hp_step_t *e, uint32_t from_id,
     return true;
 }
 
-static inline uint32_t capture_stack(hp_ring_t *r, uint64_t t, const hp_frame_t *from) {
+static inline __attribute__((always_inline)) uint32_t capture_stack(hp_ring_t *r, uint64_t t,
+                                                                   const hp_frame_t *from) {
     uint64_t frames[HPT_MAX_FRAMES];
     bool same;
     hp_unwind_delta_t d;
