@@ -37,9 +37,15 @@ static void *map_aligned(size_t len) {
 void *big_alloc(size_t bytes) {
     if (bytes < BIG_MIN)
         return xmalloc(bytes);
-    void *p = map_aligned(map_len(bytes));
-    if (!p)
-        xalloc_fail(bytes);
+    size_t len = map_len(bytes);
+    void *p = map_aligned(len);
+    if (!p) {
+        // no room for the alignment's extra 2 MiB (an address-space limit): the same length
+        // anywhere, which big_free and big_realloc handle alike, without huge pages
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            xalloc_fail(bytes);
+    }
     return p;
 }
 
@@ -64,13 +70,19 @@ void *big_realloc(void *p, size_t old_bytes, size_t new_bytes) {
     }
     if (mremap(p, ol, nl, 0) != MAP_FAILED) // in place: the mapping keeps its advice
         return p;
-    void *dst = map_aligned(nl);
-    if (!dst)
-        xalloc_fail(new_bytes);
-    void *q = mremap(p, ol, nl, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
-    if (q == MAP_FAILED) {
-        munmap(dst, nl);
-        xalloc_fail(new_bytes);
+    // Moved to a fresh aligned range, which costs the address space of both at once; where that
+    // is refused (an address-space limit counts the reservation whole, a plain move only the
+    // growth) the kernel's own move, anywhere, without keeping huge pages.
+    void *dst = map_aligned(nl), *q;
+    if (dst) {
+        q = mremap(p, ol, nl, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
+        if (q == MAP_FAILED)
+            munmap(dst, nl);
+    }
+    if (!dst || q == MAP_FAILED) {
+        q = mremap(p, ol, nl, MREMAP_MAYMOVE);
+        if (q == MAP_FAILED)
+            xalloc_fail(new_bytes);
     }
     (void)madvise(q, nl, MADV_HUGEPAGE); // the moved range's own advice came along; the rest
     return q;

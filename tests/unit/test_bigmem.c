@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #define MIB ((size_t)1 << 20)
 
@@ -105,4 +107,41 @@ Test(bigmem, growth_keeps_contents_and_advice) {
     p = big_realloc(p, 10 * MIB, 3 * MIB);
     cr_assert(holds(p, 3 * MIB, 42));
     big_free(p, 3 * MIB);
+}
+
+// Pages of address space the process has mapped (/proc/self/statm's first field).
+static size_t vm_pages(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert(f);
+    size_t pages = 0;
+    cr_assert_eq(fscanf(f, "%zu", &pages), 1);
+    fclose(f);
+    return pages;
+}
+
+Test(bigmem, an_address_space_limit_costs_the_alignment_not_the_table) {
+    // a limit that leaves room for the table and its growth, but not for a second copy of its
+    // address range (the aligned move reserves the new range before the old one goes)
+    size_t bytes = 64 * MIB;
+    uint64_t *p = big_alloc(bytes);
+    fill(p, bytes, 5);
+    void *blocker = mmap((uint8_t *)p + bytes, 4096, PROT_READ,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    cr_assert(blocker != MAP_FAILED, "the page after the table is taken already");
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    struct rlimit lim = {.rlim_cur = vm_pages() * page + 80 * MIB, .rlim_max = RLIM_INFINITY};
+    cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
+    uint64_t *q = big_realloc(p, bytes, 2 * bytes); // +64 MiB fits, +130 does not
+    cr_assert(holds(q, bytes, 5));
+    fill(q, 2 * bytes, 6);
+    cr_assert(holds(q, 2 * bytes, 6));
+    big_free(q, 2 * bytes);
+    // and a fresh table that fits only without the alignment's margin
+    lim.rlim_cur = vm_pages() * page + 64 * MIB + MIB;
+    cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
+    uint64_t *r = big_alloc(64 * MIB);
+    fill(r, 64 * MIB, 7);
+    cr_assert(holds(r, 64 * MIB, 7));
+    big_free(r, 64 * MIB);
+    munmap(blocker, 4096);
 }
