@@ -84,7 +84,8 @@ void *big_realloc(void *p, size_t old_bytes, size_t new_bytes) {
         if (q == MAP_FAILED)
             xalloc_fail(new_bytes);
     }
-    (void)madvise(q, nl, MADV_HUGEPAGE); // the moved range's own advice came along; the rest
+    // the old range's advice moved with it; this covers the grown part (and the kernel's move)
+    (void)madvise(q, nl, MADV_HUGEPAGE);
     return q;
 }
 
