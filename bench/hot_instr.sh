@@ -11,8 +11,8 @@
 #            threads run one at a time, so how often the ring fills varies from run to run)
 #   stack    the walk and the stack table: hp_unwind*, hp_stacktab_* and new_stack_slow,
 #            inclusive. Until session 28 this was capture_stack inclusive; it is inlined into the
-#            recorder since, and its own lines (the known-step lookup, ~25-35 an allocation on
-#            c_churn, ~70-85 a known step on cpp_mixed) now fall into rest
+#            recorder since, and its own lines (the known-step lookup: c_churn 122 -> 104 an event
+#            in this column, cpp_mixed 78 -> 66) now fall into rest
 #   touch    hp_touch_fill(_fresh) + hp_touch_usable + hp_touch_measure, inclusive
 #   clock    the TSC read and its conversion: the lines of clock.h and state.h (hp_state_now,
 #            inlined into the recorder since session 12; before, the function hp_state_now)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Memory for the analyzer's big tables probed at random (the live table's slots and values,
-// pooled hash maps): from 8 MiB up, mappings of their own at 2 MiB boundaries, asked for 2 MiB
-// pages, grown without a copy and without losing those pages. glibc's realloc of a big block
+// hmap's slots and pools): from 8 MiB up, mappings of their own at 2 MiB boundaries, asked for
+// 2 MiB pages, grown without a copy and without losing those pages. glibc's realloc of a big block
 // moves it with mremap to wherever the kernel finds room, 4 KiB aligned: the huge pages of the
 // old range then come back mapped 4 KiB at a time, and a table that doubled a few times had
 // most of its memory so (report on rust_vec_growth: 56 of ~400 MB on huge pages). Below 8 MiB

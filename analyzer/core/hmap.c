@@ -10,6 +10,7 @@
 // would be a libc call on the hottest path of the analyzer.
 #include "core/hmap.h"
 
+#include "core/bigmem.h"
 #include "core/xalloc.h"
 
 #include <stdlib.h>
@@ -102,12 +103,10 @@ static void set_cap(hmap_t *h, size_t cap) {
     update_fast_lo(h);
 }
 
-// A pooled table's slots and pool are probed at random, one slot and one value an event, over
-// hundreds of MiB: with 4 KiB pages nearly every probe also missed the TLB (huge_pages_hint).
-static void want_huge(const hmap_t *h, void *p, size_t bytes) {
-    if (h->pooled)
-        huge_pages_hint(p, bytes);
-}
+// A big table's slots and pool are probed at random over hundreds of MiB, where with 4 KiB
+// pages nearly every probe also missed the TLB: both live in big_alloc's memory, on 2 MiB pages
+// that survive their growth (core/bigmem.h; malloc below 8 MiB).
+static size_t slots_bytes(const hmap_t *h) { return h->cap * h->stride * sizeof(uint64_t); }
 
 static void table_alloc(hmap_t *h, size_t cap) {
     // written, not calloc'd: a fresh mapping read first (the slot checks of place) maps the
@@ -115,8 +114,7 @@ static void table_alloc(hmap_t *h, size_t cap) {
     // every CPU running the process (an IPI to the reading thread per 4 KiB page): 16% of
     // report's time on rust_hashmap_growth's growing tables
     size_t bytes = cap * h->stride * sizeof(uint64_t);
-    h->slots = xmalloc(bytes);
-    want_huge(h, h->slots, bytes);
+    h->slots = big_alloc(bytes);
     memset(h->slots, 0, bytes);
     set_cap(h, cap);
 }
@@ -145,8 +143,8 @@ void hmap_fini(hmap_t *h) {
         hmap_fini(h->over);
         free(h->over);
     }
-    free(h->slots);
-    free(h->pool);
+    big_free(h->slots, slots_bytes(h));
+    big_free(h->pool, h->pool_cap * h->vbytes);
     free(h->zero_value);
     free(h->taken);
     memset(h, 0, sizeof *h);
@@ -183,11 +181,10 @@ static uint64_t pool_take(hmap_t *h) {
         return i;
     }
     if (h->pool_n == h->pool_cap) {
-        // realloc, not a fresh block: glibc moves a big one by mremap, without a copy and
-        // without holding both, and the pages past pool_n are not touched until used
+        // grown, not a fresh block: a big one moves by mremap, without a copy and without
+        // holding both, and the pages past pool_n are not touched until used
+        h->pool = big_realloc(h->pool, h->pool_cap * h->vbytes, 2 * h->pool_cap * h->vbytes);
         h->pool_cap *= 2;
-        h->pool = xrealloc(h->pool, h->pool_cap * h->vbytes);
-        want_huge(h, h->pool, h->pool_cap * h->vbytes);
     }
     return h->pool_n++;
 }
@@ -281,7 +278,7 @@ static void rehash(hmap_t *h, size_t new_cap) {
     for (size_t j = 0; j < old_cap; j++)
         if (old[j * stride] != 0)
             place(h, old[j * stride], old + j * stride + 1);
-    free(old);
+    big_free(old, old_cap * stride * sizeof(uint64_t));
     place_all_of(h, old_over);
 }
 
@@ -292,7 +289,7 @@ static void rehash(hmap_t *h, size_t new_cap) {
 static void grow_ordered(hmap_t *h) {
     size_t old_cap = h->cap, stride = h->stride;
     size_t half = old_cap * stride * sizeof(uint64_t);
-    h->slots = xrealloc(h->slots, 2 * half);
+    h->slots = big_realloc(h->slots, half, 2 * half);
     memset((uint8_t *)h->slots + half, 0, half);
     hmap_t *old_over = h->over;
     h->over = NULL;
@@ -319,8 +316,7 @@ static void grow_ordered(hmap_t *h) {
 // differs from a rebuild's.
 static void grow_pooled(hmap_t *h) {
     size_t old_cap = h->cap, bytes = old_cap * 2 * sizeof(uint64_t);
-    h->slots = xrealloc(h->slots, 2 * bytes);
-    want_huge(h, h->slots, 2 * bytes);
+    h->slots = big_realloc(h->slots, bytes, 2 * bytes);
     memset((uint8_t *)h->slots + bytes, 0, bytes);
     set_cap(h, 2 * old_cap);
     size_t mask = h->cap - 1;
@@ -364,8 +360,7 @@ static void to_pooled(hmap_t *h) {
     h->pooled = true;
     h->stride = 2;
     h->pool_cap = old_cap; // >= the keys: the table was at most half full
-    h->pool = xmalloc(h->pool_cap * h->vbytes);
-    want_huge(h, h->pool, h->pool_cap * h->vbytes);
+    h->pool = big_alloc(h->pool_cap * h->vbytes);
     h->pool_n = h->pool_free = h->pool_pending = 0;
     table_alloc(h, old_cap);
     size_t mask = h->cap - 1;
@@ -382,7 +377,7 @@ static void to_pooled(hmap_t *h) {
                    h->vbytes / 8);
         h->pool_n++;
     }
-    free(old);
+    big_free(old, old_cap * old_stride * sizeof(uint64_t));
 }
 
 static void grow(hmap_t *h) {

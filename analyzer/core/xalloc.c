@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 void xalloc_fail(size_t n) {
     fprintf(stderr, "heapprof: out of memory (allocating %zu bytes)\n", n);
@@ -29,16 +28,6 @@ void *xcalloc(size_t n, size_t size) {
     if (!p)
         xalloc_fail(n * size);
     return p;
-}
-
-#define HUGE_PAGE ((size_t)2 << 20)
-void huge_pages_hint(void *p, size_t bytes) {
-    if (bytes < 4 * HUGE_PAGE)
-        return;
-    uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-    uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE_PAGE - 1);
-    if (hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE); // a hint: failure changes nothing
 }
 
 void *xrealloc(void *p, size_t n) {

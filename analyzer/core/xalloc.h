@@ -12,9 +12,6 @@ void *xcalloc(size_t n, size_t size); // also exits if n * size overflows
 void *xrealloc(void *p, size_t n);
 // The one out-of-memory message for n bytes, and exit status 2 (for allocators of their own).
 __attribute__((noreturn, cold)) void xalloc_fail(size_t n);
-// Asks for 2 MiB pages over the whole 2 MiB pages of [p, p + bytes), for a big table probed at
-// random (madvise: this Debian's default leaves them off). Below 8 MiB, or if refused: nothing.
-void huge_pages_hint(void *p, size_t bytes);
 char *xstrdup(const char *s);
 // Returns p (an array of *cap elements of elem_bytes) grown to hold at least need elements,
 // at least doubling, and updates *cap; the new tail is uninitialised. Usage:

@@ -28,7 +28,7 @@
 
 static void set_cap(live_table_t *t, size_t cap) {
     if (cap > ((size_t)1 << 31))
-        (void)xmalloc(SIZE_MAX); // 2^31 slots of one table: out of memory long before, in fact
+        xalloc_fail(SIZE_MAX); // 2^31 slots of one table: out of memory long before, in fact
     t->cap = cap;
     t->mask = cap - 1;
     unsigned bits = 0;
@@ -172,7 +172,7 @@ uint32_t live_table_put_slow(live_table_t *t, uint64_t key, uint32_t hash, bool 
     } else {
         if (t->pool_n == t->pool_cap) {
             if (t->pool_cap >= UINT32_MAX / 2)
-                (void)xmalloc(SIZE_MAX); // 2^31 values of one table: out of memory, in fact
+                xalloc_fail(SIZE_MAX); // 2^31 values of one table: out of memory, in fact
             // moved by mremap, without a copy, and the pages past pool_n are not touched until
             // used
             t->pool = big_realloc(t->pool, t->pool_cap << t->vshift, 2 * t->pool_cap << t->vshift);
