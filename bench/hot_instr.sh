@@ -20,8 +20,18 @@
 #   drain    the shim's other threads (pipeline workers, flusher, CPU sampler), whole, and the
 #            app thread's own drains: turning records into compressed chunks and writing them
 # A function's cost is summed over the source files callgrind splits it into (inlined code).
+# With --cache, callgrind also models the caches of one core of a current server Xeon (48 KiB
+# 12-way L1d, a 2 MiB 16-way L2 as the last level; the lent 16-core Xeon of sessions 26 and 29
+# shows only its 300 MiB L3) and a second table gives the L2
+# misses an event on the app thread, reads and writes (what goes to the L3 or another core's
+# cache there: the Xeon's added cost per event was ~1.5x this VM's where heaptrack's was ~0.9x):
+#   app      the program's thread, less the uninstrumented program's and the thread's own drains
+#   measure  reads of the freed block's lines by the bytes-touched count (touch.c's lines)
+#   fill     writes of the pattern into a new block (touch.c's lines)
+#   entries  writes of the ring entries (ringent.h and tbuf.h inlined into the event path)
+#   rest     app - the three, reads and writes together
 # Usage: bench/hot_instr.sh [--lib PATH] [--only c_churn,cpp_mixed,rust_hashmap_growth,...]
-#                           [--keep DIR]   (callgrind files kept in DIR, for callgrind_annotate)
+#                           [--cache] [--keep DIR]   (callgrind files kept in DIR, for callgrind_annotate)
 # Needs the workloads built (bench/run.sh --build-only), valgrind and build/analyzer/heapprof.
 # A shim built with link-time optimisation (the default since session 15, HEAPPROF_SHIM_LTO)
 # has the touch functions inlined into the entry points, so there touch is counted by source
@@ -39,12 +49,14 @@ LIB="$ROOT/build/preload/libheapprof.so"
 CLI="$ROOT/build/analyzer/heapprof"
 ONLY=c_churn,cpp_mixed,rust_hashmap_growth
 KEEP=""
+CACHE=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --lib) LIB="$2"; shift 2 ;;
     --only) ONLY="$2"; shift 2 ;;
     --keep) KEEP="$2"; shift 2 ;;
-    -h | --help) sed -n 3,19p "$0"; exit 0 ;;
+    --cache) CACHE=1; shift ;;
+    -h | --help) sed -n '3,/^#  *\[--cache\]/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "hot_instr.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -61,9 +73,15 @@ declare -A SIZES=(
 )
 
 . "$HERE/tools/callgrind_sums.sh"
-totals() { cg_totals "$1"; }
-incl() { cg_sum "$1" "$2" yes; }    # inclusive Ir of the functions matching $2
-selfsum() { cg_sum "$1" "$2" no; }  # self Ir of the lines matching $2 (inlined code included)
+totals() { cg_totals "$1" "${2:-}"; }    # $2: the event (Ir unless named)
+incl() { cg_sum "$1" "$2" yes "${3:-}"; } # inclusive Ir (or event $3) of the functions matching $2
+selfsum() { cg_sum "$1" "$2" no "${3:-}"; } # self Ir (or $3) of the lines matching $2 (inlined code too)
+VG_CACHE=()
+[ $CACHE = 1 ] && VG_CACHE=(--cache-sim=yes --D1=49152,12,64 --LL=2097152,16,64)
+# the ring entries as the event path writes them: ringent.h and tbuf.h inlined anywhere but in the
+# drain's write_records
+ENTRY_LINES='preload/(ringent|tbuf)\.h:([^w]|w[^r])'
+CACHE_ROWS=()
 # link-time optimised: the touch functions have no body of their own to count (HOT_INSTR_LINES=1
 # counts by lines on any build, to compare the two ways)
 LTO=${HOT_INSTR_LINES:-0}
@@ -77,13 +95,13 @@ for w in "${names[@]}"; do
     [ -n "$sz" ] && [ -x "$BIN/$w" ] || { echo "$w: unknown or not built" >&2; continue; }
     declare -A v=()
     for a in $sz; do
-        valgrind --tool=callgrind --callgrind-out-file="$OUT/bare.$w.$a" "$BIN/$w" "$a" \
+        valgrind --tool=callgrind "${VG_CACHE[@]}" --callgrind-out-file="$OUT/bare.$w.$a" "$BIN/$w" "$a" \
             >/dev/null 2>&1
         rm -f "$OUT"/run.*.hpt
         # (valgrind's launcher is a process of its own, with a trace of its own: the
         # workload's is the biggest)
         env LD_PRELOAD="$LIB" HEAPPROF_OUT="$OUT/run.%p.hpt" HEAPPROF_QUIET=1 valgrind \
-            --tool=callgrind --separate-threads=yes --callgrind-out-file="$OUT/hp.$w.$a" \
+            --tool=callgrind "${VG_CACHE[@]}" --separate-threads=yes --callgrind-out-file="$OUT/hp.$w.$a" \
             "$BIN/$w" "$a" >/dev/null 2>&1
         tr=$(ls -S "$OUT"/run.*.hpt | head -1)
         v[ev.$a]=$("$CLI" stats "$tr" --json | sed -n 's/^  "events": *\([0-9]*\).*/\1/p')
@@ -103,6 +121,14 @@ for w in "${names[@]}"; do
             [ "$f" = "$app" ] || wk=$((wk + $(totals "$f")))
         done
         v[workers.$a]=$wk
+        if [ $CACHE = 1 ]; then
+            for m in DLmr DLmw; do
+                v[$m.$a]=$(($(totals "$app" $m) - $(incl "$app" ':hp_tbuf_wait_slow \\[' $m) -
+                    $(totals "$OUT/bare.$w.$a" $m)))
+                v[touch$m.$a]=$(selfsum "$app" "$TOUCH_LINES" $m)
+            done
+            v[entries.$a]=$(selfsum "$app" "$ENTRY_LINES" DLmw)
+        fi
     done
     set -- $sz
     s=$1 b=$2
@@ -112,7 +138,19 @@ for w in "${names[@]}"; do
         -v cl="$((${v[clock.$b]} - ${v[clock.$s]}))" -v wk="$((${v[workers.$b]} - ${v[workers.$s]}))" \
         'BEGIN {printf "%-22s %8.0f %8.0f %8.0f %8.0f %8.0f %9.0f\n", w, app / e, st / e, to / e,
                 cl / e, (app - st - to - cl) / e, wk / e}'
+    if [ $CACHE = 1 ]; then
+        d() { echo $((${v[$1.$b]} - ${v[$1.$s]})); }
+        CACHE_ROWS+=("$(awk -v w="$w" -v e="$((${v[ev.$b]} - ${v[ev.$s]}))" -v r="$(d DLmr)" \
+            -v wr="$(d DLmw)" -v me="$(d touchDLmr)" -v fi="$(d touchDLmw)" -v en="$(d entries)" \
+            'BEGIN {printf "%-22s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f", w, r / e, wr / e, me / e,
+                    fi / e, en / e, (r + wr - me - fi - en) / e}')")
+    fi
     unset v
 done
+if [ $CACHE = 1 ]; then
+    printf "\n%-22s %8s %8s %8s %8s %8s %8s   (L2 misses per event, app thread; 2 MiB L2)\n" \
+        workload reads writes measure fill entries rest
+    printf "%s\n" "${CACHE_ROWS[@]}"
+fi
 rm -f "$OUT"/run.*.hpt
 [ -n "$KEEP" ] || rm -rf "$OUT"

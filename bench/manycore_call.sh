@@ -58,6 +58,9 @@ done
 export OUT="${OUT:-/tmp/manycore-out}"
 mkdir -p "$OUT"
 echo "machine: $(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
+# the caches per core (the bench's own env section prints the L3 only): what bench/hot_instr.sh
+# --cache models
+echo "caches: $(lscpu 2>/dev/null | sed -n 's/^ *\(L1d\|L2\|L3\) cache: *\(.*\)/\1 \2/p' | paste -sd ';' -)"
 if [ $SKIP_BENCH = 0 ]; then
     [ $# -gt 0 ] || set -- env threads
     bash "$M/run.sh" --budget "$BUDGET" "$@"
