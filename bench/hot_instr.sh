@@ -24,7 +24,7 @@
 # 12-way L1d, a 2 MiB 16-way L2 as the last level; the lent 16-core Xeon of sessions 26 and 29
 # shows only its 300 MiB L3) and a second table gives the L2
 # misses an event on the app thread, reads and writes (what goes to the L3 or another core's
-# cache there: the Xeon's added cost per event was ~1.5x this VM's where heaptrack's was ~0.9x):
+# cache there: heapprof's added cost per event was 1.2-1.8x this VM's there, heaptrack's ~0.85x):
 #   app      the program's thread, less the uninstrumented program's and the thread's own drains
 #   measure  reads of the freed block's lines by the bytes-touched count (touch.c's lines)
 #   fill     writes of the pattern into a new block (touch.c's lines)
@@ -77,7 +77,7 @@ totals() { cg_totals "$1" "${2:-}"; }    # $2: the event (Ir unless named)
 incl() { cg_sum "$1" "$2" yes "${3:-}"; } # inclusive Ir (or event $3) of the functions matching $2
 selfsum() { cg_sum "$1" "$2" no "${3:-}"; } # self Ir (or $3) of the lines matching $2 (inlined code too)
 VG_CACHE=()
-[ $CACHE = 1 ] && VG_CACHE=(--cache-sim=yes --D1=49152,12,64 --LL=2097152,16,64)
+if [ $CACHE = 1 ]; then VG_CACHE=(--cache-sim=yes --D1=49152,12,64 --LL=2097152,16,64); fi
 # the ring entries as the event path writes them: ringent.h and tbuf.h inlined anywhere but in the
 # drain's write_records
 ENTRY_LINES='preload/(ringent|tbuf)\.h:([^w]|w[^r])'
