@@ -21,8 +21,8 @@
 #            app thread's own drains: turning records into compressed chunks and writing them
 # A function's cost is summed over the source files callgrind splits it into (inlined code).
 # With --cache, callgrind also models the caches of one core of a current server Xeon (48 KiB
-# 12-way L1d, a 2 MiB 16-way L2 as the last level; the lent 16-core Xeon of sessions 26 and 29
-# shows only its 300 MiB L3) and a second table gives the L2
+# 12-way L1d, a 2 MiB 16-way L2 as the last level, or --l2 KIB of another machine, which
+# bench/manycore_call.sh's "caches:" line names) and a second table gives the L2
 # misses an event on the app thread, reads and writes (what goes to the L3 or another core's
 # cache there: heapprof's added cost per event was 1.2-1.8x this VM's there, heaptrack's ~0.85x):
 #   app      the program's thread, less the uninstrumented program's and the thread's own drains
@@ -31,7 +31,7 @@
 #   entries  writes of the ring entries (ringent.h and tbuf.h inlined into the event path)
 #   rest     app - the three, reads and writes together
 # Usage: bench/hot_instr.sh [--lib PATH] [--only c_churn,cpp_mixed,rust_hashmap_growth,...]
-#                           [--cache] [--keep DIR]   (callgrind files kept in DIR, for callgrind_annotate)
+#                           [--cache] [--l2 KIB] [--keep DIR]   (callgrind files kept in DIR, for callgrind_annotate)
 # Needs the workloads built (bench/run.sh --build-only), valgrind and build/analyzer/heapprof.
 # A shim built with link-time optimisation (the default since session 15, HEAPPROF_SHIM_LTO)
 # has the touch functions inlined into the entry points, so there touch is counted by source
@@ -50,12 +50,14 @@ CLI="$ROOT/build/analyzer/heapprof"
 ONLY=c_churn,cpp_mixed,rust_hashmap_growth
 KEEP=""
 CACHE=0
+L2_KIB=2048
 while [ $# -gt 0 ]; do
     case "$1" in
     --lib) LIB="$2"; shift 2 ;;
     --only) ONLY="$2"; shift 2 ;;
     --keep) KEEP="$2"; shift 2 ;;
     --cache) CACHE=1; shift ;;
+    --l2) CACHE=1; L2_KIB="$2"; shift 2 ;;
     -h | --help) sed -n '3,/^#  *\[--cache\]/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "hot_instr.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -77,7 +79,7 @@ totals() { cg_totals "$1" "${2:-}"; }    # $2: the event (Ir unless named)
 incl() { cg_sum "$1" "$2" yes "${3:-}"; } # inclusive Ir (or event $3) of the functions matching $2
 selfsum() { cg_sum "$1" "$2" no "${3:-}"; } # self Ir (or $3) of the lines matching $2 (inlined code too)
 VG_CACHE=()
-if [ $CACHE = 1 ]; then VG_CACHE=(--cache-sim=yes --D1=49152,12,64 --LL=2097152,16,64); fi
+if [ $CACHE = 1 ]; then VG_CACHE=(--cache-sim=yes --D1=49152,12,64 --LL=$((L2_KIB * 1024)),16,64); fi
 # the ring entries as the event path writes them: ringent.h and tbuf.h inlined anywhere but in the
 # drain's write_records
 ENTRY_LINES='preload/(ringent|tbuf)\.h:([^w]|w[^r])'
@@ -148,8 +150,8 @@ for w in "${names[@]}"; do
     unset v
 done
 if [ $CACHE = 1 ]; then
-    printf "\n%-22s %8s %8s %8s %8s %8s %8s   (L2 misses per event, app thread; 2 MiB L2)\n" \
-        workload reads writes measure fill entries rest
+    printf "\n%-22s %8s %8s %8s %8s %8s %8s   (L2 misses per event, app thread; %s KiB L2)\n" \
+        workload reads writes measure fill entries rest "$L2_KIB"
     printf "%s\n" "${CACHE_ROWS[@]}"
 fi
 rm -f "$OUT"/run.*.hpt
