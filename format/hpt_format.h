@@ -34,6 +34,10 @@ typedef struct hpt_file_hdr {
                                    // it found is in ALLOCATOR records (docs/trace-format.md#allocators)
 #define HPT_FILE_ATTACHED 0x10u    // recording started mid-run (`heapprof attach`): frees of blocks
                                    // made before it are expected (docs/trace-format.md#attached)
+#define HPT_FILE_FORKED 0x20u      // the trace of a fork child (before any exec): it inherited the
+                                   // parent's heap, so frees of blocks made before the fork are
+                                   // expected (docs/trace-format.md#forked). A compatible addition
+                                   // to version 5: a reader that ignores it counts them as unknown
 
 #define HPT_CHUNK_MAGIC 0x4b435048u // "HPCK" read as little-endian u32
 

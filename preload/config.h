@@ -44,6 +44,9 @@ typedef struct hp_config {
                                     // threads have started, whatever their rate (tests only)
     bool clock_tsc;         // HEAPPROF_CLOCK=mono: event times from the vDSO only (clock.h)
     bool attached;          // recording started mid-run by `heapprof attach` (not from the environment)
+    uint32_t fork_parent;   // this image is a fork child of that pid (0: it is not): its heap
+                            // began as the parent's (set at the fork, not from the environment;
+                            // an exec starts a new image)
     uint32_t sample_bytes;  // HEAPPROF_SAMPLE_BYTES: mean bytes between samples; 0 = record all
     uint64_t sample_seed;   // HEAPPROF_SAMPLE_SEED (default: the process id), sample.h
 } hp_config_t;

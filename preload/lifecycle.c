@@ -108,6 +108,9 @@ static void fork_child(void) {
     trace_started = false;
     hp_state_set_start_ns(hp_clock_mono_ns());
     image_pid = getpid();
+    // its trace says so (frees of the parent's blocks are expected) and names the parent, which
+    // may be gone by the child's first allocation, when the trace starts
+    hp_config.fork_parent = (uint32_t)getppid();
 }
 
 void hp_lifecycle_before_exec(void) {

@@ -572,7 +572,7 @@ bool hp_writer_start(void) {
     h.start_ns = hp_state_start_ns();
     h.start_unix_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
     h.pid = (uint32_t)getpid();
-    h.ppid = (uint32_t)getppid();
+    h.ppid = hp_config.fork_parent ? hp_config.fork_parent : (uint32_t)getppid();
     if (alloc_scan)
         h.flags |= HPT_FILE_ALLOC_SCAN;
     if (hp_config.touch) {
@@ -581,6 +581,8 @@ bool hp_writer_start(void) {
     }
     if (hp_config.attached)
         h.flags |= HPT_FILE_ATTACHED;
+    if (hp_config.fork_parent)
+        h.flags |= HPT_FILE_FORKED;
     if (hp_config.sample_bytes) {
         h.flags |= HPT_FILE_SAMPLED;
         h.sample_bytes = hp_config.sample_bytes;

@@ -149,6 +149,7 @@ int live_refresh(live_t *l, live_snapshot_t *s, errmsg_t *err) {
     const hpt_file_hdr_t *h = reader_header(a->r);
     s->finished = reader_ended(a->r);
     s->attached = h->flags & HPT_FILE_ATTACHED;
+    s->forked = h->flags & HPT_FILE_FORKED;
     s->pid = h->pid;
     const char *exe = reader_exe(a->r);
     char safe[4 * LIVE_NAME_BYTES];

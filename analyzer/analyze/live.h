@@ -33,6 +33,7 @@ typedef struct live_snapshot {
     bool finished; // the trace is complete: its TRAILER was read (the program exited or was
                    // detached), or its writer is gone (killed) and the rest was read
     bool attached; // the trace started mid-run (heapprof attach)
+    bool forked;   // the trace of a fork child: its heap began as the parent's
     uint32_t pid;
     char exe[LIVE_NAME_BYTES];
     uint64_t time_ns;                 // the program's time of the latest event read

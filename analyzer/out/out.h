@@ -46,6 +46,12 @@ void out_allocators_text(FILE *out, const reader_t *r);
 // the blocks of the malloc it is preloaded over, not those of an allocator it hooks (jemalloc
 // linked into rustc: every block). Nothing where every freed block was measured.
 void out_touch_unmeasured(FILE *out, uint64_t frees, uint64_t measured);
+// The frees of blocks the trace never saw allocated: expected in a trace that began mid-run
+// (heapprof attach: "attached", at_end names the figures taken at the detach) or in a fork
+// child (the parent's blocks: "forked"), where they are counted apart; anything else is an
+// "anomalies" line, with the allocations at live addresses. Nothing when there are none.
+void out_stats_unknown_frees(FILE *out, const reader_t *r, const replay_totals_t *t,
+                             const char *at_end);
 // A sampled trace's warning line ("sampled    ESTIMATES: ..."); nothing for a full trace.
 void out_stats_sampled_line(FILE *out, const reader_t *r);
 void out_stats_text(FILE *out, const char *trace, const reader_t *r, const replay_totals_t *t,

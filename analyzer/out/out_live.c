@@ -79,7 +79,8 @@ void out_live_screen(const char *trace, const live_snapshot_t *s, const char *wh
         return;
     }
     mvprintw(1, 0, "%s (pid %u)%s  t=%.1f s%s", s->exe, s->pid,
-             s->attached ? " attached mid-run" : "", (double)s->time_ns / 1e9,
+             s->attached ? " attached mid-run" : s->forked ? " forked" : "",
+             (double)s->time_ns / 1e9,
              s->finished ? "  [trace complete]" : "");
     mvprintw(2, 0, "live %s in %s blocks   peak %s   allocating %s/s   allocated %s",
              fmt_bytes(s->live_bytes, b1), fmt_grouped(s->live_blocks, b2),

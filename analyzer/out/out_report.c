@@ -570,14 +570,7 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
         fprintf(f, "waited     %.1f ms: the program's threads waited %s times for heapprof to "
                    "write their full buffers\n",
                 tr->wait_ns / 1e6, fmt_grouped(tr->n_waits, b1));
-    bool attached = reader_header(r)->flags & HPT_FILE_ATTACHED;
-    if (attached)
-        fprintf(f, "attached   the trace started mid-run (heapprof attach): %s frees of blocks "
-                   "allocated before it are counted apart; \"at exit\" is at detach\n",
-                fmt_grouped(t->n_unknown_frees, b1));
-    if (t->n_double_allocs || (t->n_unknown_frees && !attached))
-        fprintf(f, "anomalies  %s frees of unknown addresses, %s allocations at live addresses\n",
-                fmt_grouped(t->n_unknown_frees, b1), fmt_grouped(t->n_double_allocs, b2));
+    out_stats_unknown_frees(f, r, t, "at exit");
     if (t->n_sized_mismatches)
         fprintf(f,
                 "sized      %s of %s sized frees named a size other than their block's (the "

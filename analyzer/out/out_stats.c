@@ -44,6 +44,24 @@ void out_allocators_text(FILE *out, const reader_t *r) {
                     : "");
 }
 
+void out_stats_unknown_frees(FILE *out, const reader_t *r, const replay_totals_t *t,
+                             const char *at_end) {
+    const hpt_file_hdr_t *h = reader_header(r);
+    bool attached = h->flags & HPT_FILE_ATTACHED, forked = h->flags & HPT_FILE_FORKED;
+    char a[32], b[32];
+    if (attached)
+        fprintf(out, "attached   the trace started mid-run (heapprof attach): %s frees of blocks "
+                     "allocated before it are counted apart; \"%s\" is at detach\n",
+                fmt_grouped(t->n_unknown_frees, a), at_end);
+    else if (forked)
+        fprintf(out, "forked     the trace of a fork child of pid %" PRIu32 ": %s frees of blocks "
+                     "the parent allocated before the fork are counted apart\n",
+                h->ppid, fmt_grouped(t->n_unknown_frees, a));
+    if (t->n_double_allocs || (t->n_unknown_frees && !attached && !forked))
+        fprintf(out, "anomalies  %s frees of unknown addresses, %s allocations at live addresses\n",
+                fmt_grouped(t->n_unknown_frees, a), fmt_grouped(t->n_double_allocs, b));
+}
+
 void out_stats_sampled_line(FILE *out, const reader_t *r) {
     const hpt_file_hdr_t *h = reader_header(r);
     if (!(h->flags & HPT_FILE_SAMPLED))
@@ -129,14 +147,7 @@ void out_stats_text(FILE *out, const char *trace, const reader_t *r, const repla
     if (d->late_events)
         fprintf(out, "late       %s events arrived after their merge watermark\n",
                 fmt_grouped(d->late_events, a));
-    bool attached = reader_header(r)->flags & HPT_FILE_ATTACHED;
-    if (attached)
-        fprintf(out, "attached   the trace started mid-run (heapprof attach): %s frees of blocks "
-                     "allocated before it are counted apart; \"at end\" is at detach\n",
-                fmt_grouped(t->n_unknown_frees, a));
-    if (t->n_double_allocs || (t->n_unknown_frees && !attached))
-        fprintf(out, "anomalies  %s frees of unknown addresses, %s allocations at live addresses\n",
-                fmt_grouped(t->n_unknown_frees, a), fmt_grouped(t->n_double_allocs, b));
+    out_stats_unknown_frees(out, r, t, "at end");
     if (t->n_sized_mismatches)
         fprintf(out,
                 "sized      %s of %s sized frees named a size other than their block's (the "
@@ -153,6 +164,8 @@ json_t *out_stats_json(const reader_t *r, const replay_totals_t *t, const char *
     json_t *j = json_object();
     const hpt_file_hdr_t *h = reader_header(r);
     json_object_set_new(j, "pid", fmt_json_int(h->pid));
+    // the parent's pid; with "forked", the process the child was forked from
+    json_object_set_new(j, "ppid", fmt_json_int(h->ppid));
     json_object_set_new(j, "exe", reader_exe(r) ? json_string(reader_exe(r)) : json_null());
     // a sampled trace: blocks, bytes, frees, peak_* and end_* are estimates (docs/sampling.md)
     json_object_set_new(j, "sample_bytes", h->flags & HPT_FILE_SAMPLED
@@ -234,6 +247,7 @@ json_t *out_stats_json(const reader_t *r, const replay_totals_t *t, const char *
     json_object_set_new(ja, "sized_unknown_frees", fmt_json_int(t->n_sized_unknown_frees));
     json_object_set_new(j, "anomalies", ja);
     json_object_set_new(j, "attached", json_boolean(h->flags & HPT_FILE_ATTACHED));
+    json_object_set_new(j, "forked", json_boolean(h->flags & HPT_FILE_FORKED));
 
     // shim counters come from the trailer; without one they are unknown, not zero
     const reader_trailer_t *tr = reader_trailer(r);

@@ -39,13 +39,62 @@ Test(process, forked_child_writes_its_own_trace) {
     cr_expect_eq(e2e_int(p, "blocks"), 15);
     cr_expect_eq(e2e_int(p, "bytes"), 1250);
     cr_expect_eq(e2e_int(p, "end_blocks"), 15);
+    cr_expect(json_is_false(json_object_get(p, "forked")));
     json_decref(p);
 
     json_t *c = e2e_stats(child, "forker");
     cr_expect_eq(e2e_int(c, "blocks"), 7, "the child's trace must not repeat the parent's events");
     cr_expect_eq(e2e_int(c, "bytes"), 7000);
     cr_expect_eq(e2e_int(json_object_get(c, "anomalies"), "unknown_frees"), 3);
+    cr_expect(json_is_true(json_object_get(c, "forked")), "the child's trace must say it is one");
+    cr_expect_eq(e2e_int(c, "ppid"), pid);
     json_decref(c);
+
+    // The parent's blocks the child frees are expected there: counted apart, not anomalies.
+    const char *stats[] = {"stats", child, NULL};
+    char *out = e2e_heapprof_ok(stats);
+    char want[128];
+    snprintf(want, sizeof want, "forked     the trace of a fork child of pid %d: 3 frees", pid);
+    cr_expect(strstr(out, want), "stats of the child:\n%s", out);
+    cr_expect(!strstr(out, "anomalies"), "stats of the child:\n%s", out);
+    free(out);
+    free(dir);
+}
+
+// A fork child that execs is a new image: its trace after the exec is nobody's fork child.
+Test(process, a_fork_child_that_execs_starts_a_trace_of_its_own) {
+    char *dir = e2e_tmpdir("forkexec");
+    char tmpl[4096], parent[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
+    char *argv[] = {E2E_PROGS "/forker", "exec", NULL};
+    int pid;
+    cr_assert_eq(e2e_run_preloaded(argv, tmpl, NULL, &pid), 0);
+    snprintf(parent, sizeof parent, "%s/t.%d.hpt", dir, pid);
+    char files[4][4096];
+    cr_assert_eq(traces_in(dir, files, 4), 3, "the parent's, the child's and its new image's");
+    int seen = 0;
+    for (int i = 0; i < 3; i++) {
+        json_t *s = e2e_stats(files[i], NULL);
+        bool forked = json_is_true(json_object_get(s, "forked"));
+        long long blocks = e2e_int(s, "blocks"), unknown =
+            e2e_int(json_object_get(s, "anomalies"), "unknown_frees");
+        if (!strcmp(files[i], parent)) {
+            cr_expect(!forked);
+            cr_expect_eq(blocks, 15);
+            seen |= 1;
+        } else if (blocks == 7) {
+            cr_expect(forked, "%s: the child before its exec", files[i]);
+            cr_expect_eq(unknown, 3);
+            seen |= 2;
+        } else {
+            cr_expect(!forked, "%s: the image the child exec'd", files[i]);
+            cr_expect_eq(blocks, 2);
+            cr_expect_eq(unknown, 0);
+            seen |= 4;
+        }
+        json_decref(s);
+    }
+    cr_expect_eq(seen, 7);
     free(dir);
 }
 

@@ -2,14 +2,25 @@
 // Allocates 10 x 100 B, forks. The child allocates 7 x 1000 B (leaked), frees 3 of the inherited
 // blocks and exits; the parent waits, allocates 5 x 50 B (leaked) and exits.
 // Parent trace: 15 blocks, 1250 B, 15 live at exit. Child trace: 7 blocks, 7000 B, 3 frees of
-// blocks it never saw allocated.
+// blocks it never saw allocated (the parent's: the trace says it is a fork child's).
+// `forker exec`: the same, but the child then execs `forker leaf`, which allocates 2 x 64 B and
+// frees one: a new image, whose trace is no fork child's.
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 static void *volatile keep[32];
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "leaf")) {
+        keep[0] = malloc(64);
+        keep[1] = malloc(64);
+        free(keep[0]);
+        return 0;
+    }
+    bool exec_child = argc > 1 && !strcmp(argv[1], "exec");
     for (int i = 0; i < 10; i++)
         keep[i] = malloc(100);
     pid_t pid = fork();
@@ -20,6 +31,11 @@ int main(void) {
             keep[10 + i] = malloc(1000);
         for (int i = 0; i < 3; i++)
             free(keep[i]);
+        if (exec_child) {
+            char *leaf[] = {argv[0], "leaf", NULL};
+            execv(argv[0], leaf);
+            _exit(2);
+        }
         exit(0);
     }
     int status;
