@@ -64,14 +64,22 @@ static bool ensure_trace(void) {
     pthread_mutex_unlock(&start_lock);
     if (!ok) {
         int on = HP_STATE_ON;
-        atomic_compare_exchange_strong(&hp_state, &on, HP_STATE_DISABLED);
+        hp_state_cas(&on, HP_STATE_DISABLED);
     }
     return ok;
 }
 
 // ---- fork, exec, exit ------------------------------------------------------------------------
 
+// A raw child (hp_state_raw_child: made without these handlers) that forks through glibc takes
+// none of the shim's locks, which a thread of its parent may have held when it was cloned, and
+// its child stays a raw one. Set in prepare, read by the two others: the same in both processes.
+static bool fork_skipped;
+
 static void fork_prepare(void) {
+    fork_skipped = hp_state_raw_child();
+    if (fork_skipped)
+        return;
     int entered = hp_guard_enter();
     // Lock order matches the other users: stacktab -> pipeline -> trace file -> ring list; none
     // is held for more than one chunk's write, so a fork never waits for a whole round. The unwinder's
@@ -85,6 +93,8 @@ static void fork_prepare(void) {
 }
 
 static void fork_parent(void) {
+    if (fork_skipped)
+        return;
     hp_tbuf_list_unlock();
     hp_writer_fork_parent();
     hp_stacktab_fork_parent();
@@ -92,6 +102,8 @@ static void fork_parent(void) {
 }
 
 static void fork_child(void) {
+    if (fork_skipped)
+        return;
     // Only this thread survives. Whatever the parent had buffered is the parent's to write;
     // the child starts an empty trace of its own when it first allocates.
     hp_tbuf_list_unlock();
@@ -111,12 +123,13 @@ static void fork_child(void) {
     // its trace says so (frees of the parent's blocks are expected) and names the parent, which
     // may be gone by the child's first allocation, when the trace starts
     hp_config.fork_parent = (uint32_t)getppid();
+    hp_state_after_fork(); // the kernel wiped the entry points' copy of the state: on again
 }
 
 void hp_lifecycle_before_exec(void) {
     // The trace of this image ends here, cleanly; if exec fails, recording simply goes on and
     // the trailer written at exit supersedes this one.
-    if (hp_lifecycle_is_vfork_child())
+    if (hp_lifecycle_is_vfork_child() || hp_state_raw_child())
         return; // the writer and the timers are the parent's, which goes on
     hp_cpu_before_exec();
     if (hp_state_is_on())
@@ -163,7 +176,7 @@ static void setup_recording(void) {
     hp_state_set_start_ns(hp_clock_mono_ns());
     hp_clock_start();
     if (!hp_config.enabled || !hp_real.malloc) {
-        atomic_store(&hp_state, HP_STATE_DISABLED);
+        hp_state_set(HP_STATE_DISABLED);
         return;
     }
     hp_unwind_init();
@@ -177,7 +190,10 @@ static void setup_recording(void) {
     // Before recording starts, with one thread: allocators the loader does not route through
     // the shim are hooked now, before the program's first call to them (allocscan.h).
     hp_allocscan_run();
-    atomic_store(&hp_state, HP_STATE_ON);
+    // before the state is on: a child cloned from now on without our fork handlers reads it
+    // off and passes through (state.h)
+    hp_state_protect();
+    hp_state_set(HP_STATE_ON);
 }
 
 bool hp_lifecycle_start_early(void) {
@@ -230,11 +246,11 @@ static bool restart_attached(const char **why) {
     hp_modmap_reset();
     pthread_mutex_lock(&start_lock);
     trace_started = false;
-    atomic_store(&hp_state, HP_STATE_ON);
+    hp_state_set(HP_STATE_ON);
     bool ok = start_trace();
     pthread_mutex_unlock(&start_lock);
     if (!ok) {
-        atomic_store(&hp_state, HP_STATE_FINISHED);
+        hp_state_set(HP_STATE_FINISHED);
         *why = "heapprof could not create the trace file";
     }
     return ok;
@@ -272,7 +288,7 @@ bool hp_lifecycle_attach_start(const char *out_path, const char **why) {
     ctor_done = true;
     pthread_mutex_unlock(&start_lock);
     if (!ok) {
-        atomic_store(&hp_state, HP_STATE_DISABLED);
+        hp_state_set(HP_STATE_DISABLED);
         *why = "heapprof could not create the trace file";
         return false;
     }
@@ -282,7 +298,7 @@ bool hp_lifecycle_attach_start(const char *out_path, const char **why) {
 
 void hp_lifecycle_attach_stop(void) {
     int expected = HP_STATE_ON;
-    atomic_compare_exchange_strong(&hp_state, &expected, HP_STATE_FINISHED);
+    hp_state_cas(&expected, HP_STATE_FINISHED);
     if (expected == HP_STATE_ON || expected == HP_STATE_DISABLED)
         hp_writer_stop(); // final flush, TRAILER, the flusher and workers joined
 }
@@ -298,7 +314,7 @@ __attribute__((constructor)) static void hp_lifecycle_init(void) {
         ctor_done = true;
         pthread_mutex_unlock(&start_lock);
         if (!ok)
-            atomic_store(&hp_state, HP_STATE_DISABLED);
+            hp_state_set(HP_STATE_DISABLED);
     }
     ctor_done = true;
     if (entered)
@@ -309,10 +325,12 @@ __attribute__((constructor)) static void hp_lifecycle_init(void) {
 // recording stops, the writer flushes everything, writes the TRAILER and its threads end. Later
 // frees pass through.
 static void finish(void) {
+    if (hp_state_raw_child())
+        return; // the writer, the sampler and their threads are the parent's
     int entered = hp_guard_enter();
     hp_cpu_stop();
     int expected = HP_STATE_ON;
-    atomic_compare_exchange_strong(&hp_state, &expected, HP_STATE_FINISHED);
+    hp_state_cas(&expected, HP_STATE_FINISHED);
     if (expected == HP_STATE_ON || expected == HP_STATE_DISABLED)
         hp_writer_stop();
     hp_unwind_report();

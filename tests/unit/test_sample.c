@@ -108,7 +108,7 @@ Test(sample, overflow_makes_every_free_recorded, .init = setup) {
 // call records nothing, and leaves every other case (not on, a sample point in the block, a
 // block of the set) to the full path's decision.
 Test(sample, skip_only_when_nothing_is_recorded, .init = setup) {
-    atomic_store(&hp_state, HP_STATE_ON);
+    hp_state_set(HP_STATE_ON);
     cr_assert(hp_sample_alloc((size_t)1 << 50)); // seeds this thread's generator
     hp_tls_sample_left = 1000;
     cr_expect(hp_sample_skip_alloc(100));
@@ -126,10 +126,10 @@ Test(sample, skip_only_when_nothing_is_recorded, .init = setup) {
     cr_expect(!hp_sample_skip_free((void *)0x7f3000000000u), "a sampled block");
     cr_expect(hp_sample_free((void *)0x7f3000000000u));
     cr_expect(hp_sample_skip_free((void *)0x7f3000000000u), "no longer in the set");
-    atomic_store(&hp_state, HP_STATE_FINISHED);
+    hp_state_set(HP_STATE_FINISHED);
     cr_expect(!hp_sample_skip_alloc(1), "not recording: the full prologue decides");
     hp_config.sample_bytes = 0;
-    atomic_store(&hp_state, HP_STATE_ON);
+    hp_state_set(HP_STATE_ON);
     cr_expect(!hp_sample_skip_alloc(1), "full mode");
     cr_expect(!hp_sample_skip_free((void *)0x7f3000000000u), "full mode");
 }
