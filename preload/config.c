@@ -79,6 +79,13 @@ void hp_config_load(void) {
     parse_u32("HEAPPROF_ZSTD_LEVEL", 1, 19, &level);
     parse_bool("HEAPPROF_QUIET", &hp_config.quiet);
     parse_bool("HEAPPROF_ENABLE", &hp_config.enabled);
+    // `heapprof run --no-children`: the processes the program starts run without the shim's
+    // threads (heaptrack's default), which a program that must stay single-threaded needs
+    // (Chromium's zygote)
+    hp_config.only_pid = 0;
+    parse_u32("HEAPPROF_ONLY_PID", 0, UINT32_MAX, &hp_config.only_pid);
+    if (hp_config.only_pid && hp_config.only_pid != (uint32_t)getpid())
+        hp_config.enabled = false;
     parse_bool("HEAPPROF_TOUCH", &hp_config.touch);
     parse_u32("HEAPPROF_TOUCH_FILL_MAX", 0, 1u << 30, &hp_config.touch_fill_max);
     parse_u32("HEAPPROF_TOUCH_SAMPLE_BYTES", 64, 1u << 30, &hp_config.touch_sample_bytes);

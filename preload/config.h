@@ -44,6 +44,8 @@ typedef struct hp_config {
                                     // threads have started, whatever their rate (tests only)
     bool clock_tsc;         // HEAPPROF_CLOCK=mono: event times from the vDSO only (clock.h)
     bool attached;          // recording started mid-run by `heapprof attach` (not from the environment)
+    uint32_t only_pid;      // HEAPPROF_ONLY_PID: record only the process of this pid (its exec'd
+                            // images too), pass through in every other (0: record them all)
     uint32_t fork_parent;   // this image is a fork child of that pid (0: it is not): its heap
                             // began as the parent's (set at the fork, not from the environment;
                             // an exec starts a new image)

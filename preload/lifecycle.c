@@ -123,7 +123,11 @@ static void fork_child(void) {
     // its trace says so (frees of the parent's blocks are expected) and names the parent, which
     // may be gone by the child's first allocation, when the trace starts
     hp_config.fork_parent = (uint32_t)getppid();
-    hp_state_after_fork(); // the kernel wiped the entry points' copy of the state: on again
+    // with HEAPPROF_ONLY_PID the child passes through: no trace, no thread of ours
+    int on = HP_STATE_ON;
+    if (hp_config.only_pid)
+        hp_state_cas(&on, HP_STATE_DISABLED);
+    hp_state_after_fork(); // the kernel wiped the entry points' copy of the state: back
 }
 
 void hp_lifecycle_before_exec(void) {

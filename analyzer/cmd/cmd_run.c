@@ -31,7 +31,7 @@
 #define DEFAULT_PATTERN "heapprof.%p.hpt" // the shim's default HEAPPROF_OUT
 
 const char cmd_run_usage[] =
-    "usage: heapprof run [-o TRACE] [--sample-bytes N] [--] CMD [ARGS...]\n"
+    "usage: heapprof run [-o TRACE] [--sample-bytes N] [--no-children] [--] CMD [ARGS...]\n"
     "\n"
     "Runs CMD with libheapprof.so preloaded and records every allocation into a trace.\n"
     "Exits with CMD's exit status (128 + signal if it was killed).\n"
@@ -43,6 +43,9 @@ const char cmd_run_usage[] =
     "                       weighted back up by the analyzer (docs/sampling.md); N in bytes,\n"
     "                       or with a K, M or G suffix (KiB, MiB, GiB), at most 1G; 0 records\n"
     "                       every allocation (default: $HEAPPROF_SAMPLE_BYTES, else 0)\n"
+    "  --no-children        record CMD's own process only (also what it execs), not the\n"
+    "                       processes it starts: they run without heapprof's threads, which\n"
+    "                       a program that must stay single-threaded needs (Chromium's zygote)\n"
     "  -h, --help           this help\n";
 
 // --sample-bytes' value: decimal bytes with an optional K, M or G suffix (powers of 1024), up
@@ -113,6 +116,8 @@ int cmd_run_parse(int argc, char **argv, cmd_run_opts_t *o, errmsg_t *err) {
         } else if (strncmp(a, "--sample-bytes=", 15) == 0) {
             if (parse_sample_bytes(a + 15, o, err) != 0)
                 return -1;
+        } else if (strcmp(a, "--no-children") == 0) {
+            o->no_children = true;
         } else if (strncmp(a, "-o", 2) == 0) {
             o->out = a + 2;
         } else if (a[0] == '-' && a[1] != '\0') {
@@ -407,6 +412,11 @@ __attribute__((noreturn)) static void child_exec(const cmd_run_opts_t *o, const 
         setenv("HEAPPROF_OUT", o->out, 1);
     if (o->sample_bytes[0])
         setenv("HEAPPROF_SAMPLE_BYTES", o->sample_bytes, 1);
+    if (o->no_children) {
+        char pid[16];
+        snprintf(pid, sizeof pid, "%d", (int)getpid()); // the command keeps it through exec
+        setenv("HEAPPROF_ONLY_PID", pid, 1);
+    }
     execvp(o->cmd[0], o->cmd);
     int e = errno;
     ssize_t w = write(err_fd, &e, sizeof e);

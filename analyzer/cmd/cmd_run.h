@@ -20,6 +20,7 @@ typedef struct cmd_run_opts {
     // --sample-bytes: HEAPPROF_SAMPLE_BYTES as a decimal number of bytes (sampled recording,
     // docs/sampling.md); empty keeps the environment's
     char sample_bytes[24];
+    bool no_children; // --no-children: HEAPPROF_ONLY_PID, the command's own process alone
 } cmd_run_opts_t;
 
 typedef struct cmd_run_result {

@@ -313,3 +313,32 @@ Test(process, peak_rss_agrees_with_the_kernels) {
     free(out);
     free(dir);
 }
+
+// `heapprof run --no-children` (HEAPPROF_ONLY_PID): the command's process is recorded, through
+// its exec too, and the processes it starts pass through with no trace and no thread of ours.
+Test(process, no_children_records_the_command_alone) {
+    char *dir = e2e_tmpdir("nochildren");
+    char tmpl[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
+    const char *fork_exec[] = {"run", "-o", tmpl, "--no-children", "--", E2E_PROGS "/forker",
+                               "exec", NULL};
+    char *err = NULL;
+    cr_assert_eq(e2e_heapprof(fork_exec, NULL, &err), 0, "%s", err);
+    free(err);
+    char files[4][4096];
+    cr_assert_eq(traces_in(dir, files, 4), 1, "the parent's trace alone");
+    json_t *p = e2e_stats(files[0], "forker");
+    cr_expect_eq(e2e_int(p, "blocks"), 15);
+    cr_expect_eq(e2e_int(p, "end_blocks"), 15);
+    json_decref(p);
+    free(dir);
+
+    dir = e2e_tmpdir("nochildren_exec");
+    snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
+    const char *exec_self[] = {"run", "-o", tmpl, "--no-children", "--", E2E_PROGS "/execer", NULL};
+    err = NULL;
+    cr_assert_eq(e2e_heapprof(exec_self, NULL, &err), 0, "%s", err);
+    free(err);
+    cr_expect_eq(traces_in(dir, files, 4), 2, "the command's image and the one it exec'd");
+    free(dir);
+}
