@@ -26,10 +26,10 @@ extern _Atomic int hp_state;
 
 // hp_state as this process's entry points see it (hp_state_is_on): a copy on a page of its own,
 // which the kernel zeroes in every child that does not share our memory (MADV_WIPEONFORK,
-// hp_state_protect). A child made without our fork handlers (a raw clone: Chromium's zygote,
-// sandboxes, some runtimes) so reads HP_STATE_OFF and passes every call through, where it
-// used to write into rings it does not have (mapped MADV_DONTFORK) and die; a child of fork()
-// gets the copy back in the fork handler (hp_state_after_fork).
+// hp_state_protect). A child made without our fork handlers (by the clone system call itself,
+// as Chromium's zygote and sandboxes make them) so reads HP_STATE_OFF and passes every call
+// through, where it used to write into rings it does not have (mapped MADV_DONTFORK) and die;
+// a child of fork() gets the copy back in the fork handler (hp_state_after_fork).
 typedef struct hp_state_page {
     _Atomic int seen;
     char pad[4096 - sizeof(_Atomic int)];
