@@ -4,6 +4,7 @@
 #include "spawn.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -22,6 +23,17 @@ char *e2e_tmpdir(const char *tag) {
     char *d = mkdtemp(tmpl);
     cr_assert(d, "mkdtemp %s: %s", tmpl, strerror(errno));
     return strdup(d);
+}
+
+int e2e_traces_in(const char *dir, char out[][4096], int max) {
+    DIR *d = opendir(dir);
+    cr_assert(d, "cannot open %s", dir);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strstr(e->d_name, ".hpt") && n < max)
+            snprintf(out[n++], 4096, "%s/%s", dir, e->d_name);
+    closedir(d);
+    return n;
 }
 
 static int wait_status(pid_t pid) {

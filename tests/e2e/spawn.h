@@ -10,6 +10,9 @@
 // A fresh empty directory for this test; caller frees the string.
 char *e2e_tmpdir(const char *tag);
 
+// The paths of the .hpt files in dir, into out (at most max of them); returns how many.
+int e2e_traces_in(const char *dir, char out[][4096], int max);
+
 // Runs argv (argv[0] a path) with LD_PRELOAD=E2E_LIB, HEAPPROF_OUT=out_template and the extra
 // NULL-terminated "K=V" env entries. Returns the exit status, or 128 + signal. *pid_out gets
 // the child's pid when not NULL.

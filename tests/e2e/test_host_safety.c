@@ -189,17 +189,6 @@ Test(host_safety, recording_resumes_after_a_longjmp_out_of_a_handler_that_interr
     free(dir);
 }
 
-static int hpt_files(const char *dir, char out[][4096], int max) {
-    DIR *d = opendir(dir);
-    cr_assert(d, "cannot open %s", dir);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        if (strstr(e->d_name, ".hpt") && n < max)
-            snprintf(out[n++], 4096, "%s/%s", dir, e->d_name);
-    closedir(d);
-    return n;
-}
-
 // A child cloned by the system call itself (Chromium's zygote, sandboxes) runs none of the
 // parent's fork handlers: it used to write its first event into a ring that fork does not copy
 // and die of SIGSEGV. It and its own fork child now pass every call through (their exit
@@ -220,10 +209,10 @@ Test(host_safety, a_child_cloned_without_fork_handlers_runs_unprofiled_and_unhar
         free(err);
         snprintf(parent, sizeof parent, "%s/t.%d.hpt", dir, pid);
         char files[4][4096];
-        cr_assert_eq(hpt_files(dir, files, 4), 2, "the parent's trace and the exec'd leaf's only");
+        cr_assert_eq(e2e_traces_in(dir, files, 4), 2, "the parent's trace and the exec'd leaf's only");
         for (int i = 0; i < 2; i++) {
-            json_t *s = e2e_stats(files[i], "raw_clone");
             bool is_parent = !strcmp(files[i], parent);
+            json_t *s = e2e_stats(files[i], is_parent ? "raw_clone" : "forker");
             cr_expect_eq(e2e_int(s, "blocks"), is_parent ? 15 : 2, "%s", files[i]);
             cr_expect_eq(e2e_int(s, "bytes"), is_parent ? 1250 : 128, "%s", files[i]);
             cr_expect_eq(e2e_int(s, "frees"), is_parent ? 0 : 1, "%s", files[i]);

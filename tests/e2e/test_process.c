@@ -4,24 +4,11 @@
 #include "spawn.h"
 
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-// Lists the .hpt files of dir other than skip into out (at most max); returns the count.
-static int traces_in(const char *dir, char out[][4096], int max) {
-    DIR *d = opendir(dir);
-    cr_assert(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strstr(e->d_name, ".hpt") && n < max)
-            snprintf(out[n++], 4096, "%s/%s", dir, e->d_name);
-    closedir(d);
-    return n;
-}
 
 Test(process, forked_child_writes_its_own_trace) {
     char *dir = e2e_tmpdir("fork");
@@ -32,7 +19,7 @@ Test(process, forked_child_writes_its_own_trace) {
     cr_assert_eq(e2e_run_preloaded(argv, tmpl, NULL, &pid), 0);
     snprintf(parent, sizeof parent, "%s/t.%d.hpt", dir, pid);
     char files[4][4096];
-    cr_assert_eq(traces_in(dir, files, 4), 2, "expected one trace for the parent, one for the child");
+    cr_assert_eq(e2e_traces_in(dir, files, 4), 2, "expected one trace for the parent, one for the child");
     const char *child = strcmp(files[0], parent) ? files[0] : files[1];
 
     json_t *p = e2e_stats(parent, "forker");
@@ -71,7 +58,7 @@ Test(process, a_fork_child_that_execs_starts_a_trace_of_its_own) {
     cr_assert_eq(e2e_run_preloaded(argv, tmpl, NULL, &pid), 0);
     snprintf(parent, sizeof parent, "%s/t.%d.hpt", dir, pid);
     char files[4][4096];
-    cr_assert_eq(traces_in(dir, files, 4), 3, "the parent's, the child's and its new image's");
+    cr_assert_eq(e2e_traces_in(dir, files, 4), 3, "the parent's, the child's and its new image's");
     int seen = 0;
     for (int i = 0; i < 3; i++) {
         json_t *s = e2e_stats(files[i], NULL);
@@ -173,7 +160,7 @@ static void exit_now_keeps_every_block(const char *mode) {
     int pid;
     cr_assert_eq(e2e_run_preloaded(argv, tmpl, NULL, &pid), 0, "%s", mode);
     char files[4][4096];
-    cr_assert_eq(traces_in(dir, files, 4), 1, "%s: one trace (a vfork child writes none)", mode);
+    cr_assert_eq(e2e_traces_in(dir, files, 4), 1, "%s: one trace (a vfork child writes none)", mode);
     snprintf(trace, sizeof trace, "%s/t.%d.hpt", dir, pid);
     json_t *s = e2e_stats(trace, "exit_now");
     const char *keys[] = {"blocks", "bytes", "frees", "peak_blocks", "peak_bytes", "end_blocks",
@@ -326,7 +313,7 @@ Test(process, no_children_records_the_command_alone) {
     cr_assert_eq(e2e_heapprof(fork_exec, NULL, &err), 0, "%s", err);
     free(err);
     char files[4][4096];
-    cr_assert_eq(traces_in(dir, files, 4), 1, "the parent's trace alone");
+    cr_assert_eq(e2e_traces_in(dir, files, 4), 1, "the parent's trace alone");
     json_t *p = e2e_stats(files[0], "forker");
     cr_expect_eq(e2e_int(p, "blocks"), 15);
     cr_expect_eq(e2e_int(p, "end_blocks"), 15);
@@ -339,6 +326,6 @@ Test(process, no_children_records_the_command_alone) {
     err = NULL;
     cr_assert_eq(e2e_heapprof(exec_self, NULL, &err), 0, "%s", err);
     free(err);
-    cr_expect_eq(traces_in(dir, files, 4), 2, "the command's image and the one it exec'd");
+    cr_expect_eq(e2e_traces_in(dir, files, 4), 2, "the command's image and the one it exec'd");
     free(dir);
 }
