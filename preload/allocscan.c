@@ -55,6 +55,8 @@ static const struct {
     {"posix_memalign", HP_HOOK_POSIX_MEMALIGN},
     {"aligned_alloc", HP_HOOK_ALIGNED_ALLOC},
     {"memalign", HP_HOOK_MEMALIGN},
+    {"valloc", HP_HOOK_VALLOC},
+    {"pvalloc", HP_HOOK_PVALLOC},
     {"_Znwm", HP_HOOK_NEW},
     {"_Znam", HP_HOOK_NEW_ARRAY},
     {"_ZdlPv", HP_HOOK_DELETE},
@@ -176,10 +178,11 @@ static bool could_be_ours(const char *name) {
     case 'f': // free
     case 'j': // je_...
     case 'm': // malloc, memalign, mallocx, mi_...
-    case 'p': // posix_memalign
+    case 'p': // posix_memalign, pvalloc
     case 'r': // realloc, rallocx
     case 's': // sdallocx
     case 't': // tc_malloc
+    case 'v': // valloc
         return true;
     default:
         return false;
@@ -448,7 +451,7 @@ static const char *refusal(const module_t *m, uint64_t mask, int role, const cha
 }
 
 // The roles of libc's malloc family, and of C++'s operator new and delete.
-#define ROLES_LIBC ((2ull << HP_HOOK_MEMALIGN) - 1)
+#define ROLES_LIBC ((2ull << HP_HOOK_PVALLOC) - 1)
 #define ROLES_CXX ((2ull << HP_HOOK_CXX_LAST) - (1ull << HP_HOOK_NEW))
 
 // "C++ operator new and delete (n names)", after a list: C++ has twenty, too many to list.
@@ -521,7 +524,7 @@ static void hook_roles(const module_t *m, enum family fam, uint64_t mask, const 
 // Patches every role of family fam defined in m (libc's names count as the family that owns
 // them, and only where the executable defines malloc's).
 static void hook_family(const module_t *m, enum family fam, const char *why_not) {
-    bool libc_named = m->exe && any_of(m, HP_HOOK_MALLOC, HP_HOOK_MEMALIGN);
+    bool libc_named = m->exe && any_of(m, HP_HOOK_MALLOC, HP_HOOK_PVALLOC);
     uint64_t mask = 0;
     for (int role = 0; role < HP_HOOK_N; role++) {
         enum family rf = role_family((uint8_t)role);
@@ -713,7 +716,7 @@ static void decide(module_t *m, const char *why_not) {
     // The loader finds the executable's malloc before the shim's: nothing reaches us. An
     // executable that defines only operator new and delete (over malloc, as most do) is left
     // alone: its blocks reach the shim's malloc, with their bytes-touched measure.
-    bool libc_named = m->exe && any_of(m, HP_HOOK_MALLOC, HP_HOOK_MEMALIGN);
+    bool libc_named = m->exe && any_of(m, HP_HOOK_MALLOC, HP_HOOK_PVALLOC);
     enum family owner = libc_named ? malloc_family(m) : FAM_N; // whose libc names they are
     if (libc_named)
         hook_family(m, owner, why_not);

@@ -22,6 +22,8 @@ enum hp_hook_role {
     HP_HOOK_POSIX_MEMALIGN,
     HP_HOOK_ALIGNED_ALLOC,
     HP_HOOK_MEMALIGN,
+    HP_HOOK_VALLOC, // page-aligned (Chromium's PartitionAlloc, tcmalloc, mimalloc define them)
+    HP_HOOK_PVALLOC,
     HP_HOOK_NEW, // C++'s operator new and delete, when the executable defines them (tcmalloc)
     HP_HOOK_NEW_ARRAY,
     HP_HOOK_DELETE,

@@ -44,7 +44,7 @@
 // The entries tried: any one called first starts set-up, which hooks them all properly.
 static const char *const early_names[] = {
     "malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign",
-    "valloc", "_Znwm", "_Znam", "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm",
+    "valloc", "pvalloc", "_Znwm", "_Znam", "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm",
     "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",
     "_ZnwmSt11align_val_tRKSt9nothrow_t", "_ZnamSt11align_val_tRKSt9nothrow_t",
     "_ZdlPvRKSt9nothrow_t", "_ZdaPvRKSt9nothrow_t", "_ZdlPvSt11align_val_t",
@@ -233,13 +233,14 @@ EARLY_STUB(24)
 EARLY_STUB(25)
 EARLY_STUB(26)
 EARLY_STUB(27)
+EARLY_STUB(28)
 static void (*const stubs[])(void) = {
     hp_early_stub_0, hp_early_stub_1, hp_early_stub_2,  hp_early_stub_3,  hp_early_stub_4,
     hp_early_stub_5, hp_early_stub_6, hp_early_stub_7,  hp_early_stub_8,  hp_early_stub_9,
     hp_early_stub_10, hp_early_stub_11, hp_early_stub_12, hp_early_stub_13, hp_early_stub_14,
     hp_early_stub_15, hp_early_stub_16, hp_early_stub_17, hp_early_stub_18, hp_early_stub_19,
     hp_early_stub_20, hp_early_stub_21, hp_early_stub_22, hp_early_stub_23, hp_early_stub_24,
-    hp_early_stub_25, hp_early_stub_26, hp_early_stub_27,
+    hp_early_stub_25, hp_early_stub_26, hp_early_stub_27, hp_early_stub_28,
 };
 _Static_assert(sizeof stubs / sizeof stubs[0] == N_EARLY, "a stub for every name");
 

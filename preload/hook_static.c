@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 // The guard taken for recording; false: pass straight through (nested in the shim or in another
 // hooked allocator, or not recording). Always inlined: HP_GUARD_HERE names the wrapper's frame.
@@ -116,6 +117,8 @@ ORIG(realloc, void *, (void *, size_t));
 ORIG(posix_memalign, int, (void **, size_t, size_t));
 ORIG(aligned_alloc, void *, (size_t, size_t));
 ORIG(memalign, void *, (size_t, size_t));
+ORIG(valloc, void *, (size_t));
+ORIG(pvalloc, void *, (size_t));
 
 HOOK_ENTRY static void *w_malloc(size_t n) {
     if (!enter())
@@ -173,6 +176,33 @@ HOOK_ENTRY static void *w_memalign(size_t align, size_t n) {
         return orig_memalign(align, n);
     void *p = orig_memalign(align, n);
     alloc_done(HPT_REC_ALIGNED, p, n, align);
+    return p;
+}
+
+// valloc and pvalloc: blocks aligned to the page, recorded as the size asked for (as DHAT and
+// the shim's own valloc, interpose.c, do)
+static size_t page_bytes(void) {
+    static size_t page;
+    if (!page) {
+        long p = sysconf(_SC_PAGESIZE);
+        page = p > 0 ? (size_t)p : 4096;
+    }
+    return page;
+}
+
+HOOK_ENTRY static void *w_valloc(size_t n) {
+    if (!enter())
+        return orig_valloc(n);
+    void *p = orig_valloc(n);
+    alloc_done(HPT_REC_ALIGNED, p, n, page_bytes());
+    return p;
+}
+
+HOOK_ENTRY static void *w_pvalloc(size_t n) {
+    if (!enter())
+        return orig_pvalloc(n);
+    void *p = orig_pvalloc(n);
+    alloc_done(HPT_REC_ALIGNED, p, n, page_bytes());
     return p;
 }
 
@@ -641,6 +671,8 @@ const hp_hook_table_t hp_hook_table = {
             HOOK(HP_HOOK_POSIX_MEMALIGN, posix_memalign),
             HOOK(HP_HOOK_ALIGNED_ALLOC, aligned_alloc),
             HOOK(HP_HOOK_MEMALIGN, memalign),
+            HOOK(HP_HOOK_VALLOC, valloc),
+            HOOK(HP_HOOK_PVALLOC, pvalloc),
             HOOK(HP_HOOK_NEW, new),
             HOOK(HP_HOOK_NEW_ARRAY, new_array),
             HOOK(HP_HOOK_DELETE, delete),
@@ -694,6 +726,8 @@ const hp_hook_table_t hp_hook_table = {
             SLOT(HP_HOOK_POSIX_MEMALIGN, posix_memalign),
             SLOT(HP_HOOK_ALIGNED_ALLOC, aligned_alloc),
             SLOT(HP_HOOK_MEMALIGN, memalign),
+            SLOT(HP_HOOK_VALLOC, valloc),
+            SLOT(HP_HOOK_PVALLOC, pvalloc),
             SLOT(HP_HOOK_NEW, new),
             SLOT(HP_HOOK_NEW_ARRAY, new_array),
             SLOT(HP_HOOK_DELETE, delete),

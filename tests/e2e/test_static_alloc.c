@@ -211,6 +211,8 @@ static run_t cxx_workload_counted_exactly(const char *prog, const char *family, 
     cr_expect_eq(e2e_sites_blocks(rep, "aligned"), 600, "%s", prog); // new(align_val_t)
     cr_expect_eq(e2e_sites_blocks(rep, "nothrow"), 800, "%s", prog); // new(nothrow), aligned too
     cr_expect_eq(e2e_int(e2e_site(rep, "c_blocks"), "blocks"), 200, "%s", prog); // malloc
+    // valloc, and pvalloc where the allocator has one (tc_static.cpp): no free goes unseen below
+    cr_expect_geq(e2e_sites_blocks(rep, "page_blocks"), 50, "%s", prog);
     cr_expect(has_allocator(json_object_get(rep, "totals"), how, family), "%s", prog);
     json_decref(rep);
     json_t *s = e2e_stats(r.trace, NULL);

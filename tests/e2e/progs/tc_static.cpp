@@ -4,6 +4,7 @@
 // and prints the counts, the exact figures the trace must hold.
 #include <cstdio>
 #include <cstdlib>
+#include <malloc.h> // valloc, pvalloc
 #include <new>
 #include <vector>
 
@@ -119,9 +120,35 @@ __attribute__((noinline)) static long c_blocks(int n) {
     return sum;
 }
 
+// valloc, and pvalloc where the allocator defines it (HP_HAS_PVALLOC: jemalloc does not, and
+// glibc's would hand out a block jemalloc's free cannot take): page-aligned, as PartitionAlloc
+// (Chromium), tcmalloc and mimalloc export them
+__attribute__((noinline)) static long page_blocks(int n) {
+    long sum = 0;
+    for (int i = 0; i < n; i++) {
+        char *p = static_cast<char *>(valloc(100));
+        p[0] = static_cast<char>(i);
+        sum += p[0];
+        keep(p);
+        std::free(p);
+#ifdef HP_HAS_PVALLOC
+        char *q = static_cast<char *>(pvalloc(5000));
+        q[0] = static_cast<char>(i);
+        sum += q[0];
+        keep(q);
+        std::free(q);
+        allocs++;
+        frees++;
+#endif
+    }
+    allocs += n;
+    frees += n;
+    return sum;
+}
+
 __attribute__((noinline)) static long workload() {
     return nodes(1000) + arrays(100) + static_cast<long>(grown(1000)) + aligned(300) +
-           nothrow(200) + c_blocks(200);
+           nothrow(200) + c_blocks(200) + page_blocks(50);
 }
 
 int main() {
