@@ -190,21 +190,16 @@ static size_t page_bytes(void) {
     return page;
 }
 
-HOOK_ENTRY static void *w_valloc(size_t n) {
-    if (!enter())
-        return orig_valloc(n);
-    void *p = orig_valloc(n);
-    alloc_done(HPT_REC_ALIGNED, p, n, page_bytes());
-    return p;
-}
-
-HOOK_ENTRY static void *w_pvalloc(size_t n) {
-    if (!enter())
-        return orig_pvalloc(n);
-    void *p = orig_pvalloc(n);
-    alloc_done(HPT_REC_ALIGNED, p, n, page_bytes());
-    return p;
-}
+#define PAGE_WRAPPER(name)                                                                         \
+    HOOK_ENTRY static void *w_##name(size_t n) {                                                   \
+        if (!enter())                                                                              \
+            return orig_##name(n);                                                                 \
+        void *p = orig_##name(n);                                                                  \
+        alloc_done(HPT_REC_ALIGNED, p, n, page_bytes());                                           \
+        return p;                                                                                  \
+    }
+PAGE_WRAPPER(valloc)
+PAGE_WRAPPER(pvalloc)
 
 // ---- C++'s operator new and delete, defined by the executable (tcmalloc linked in) ---------------
 // A failed new throws through the wrapper: the guard it held is found abandoned by the next
