@@ -82,6 +82,8 @@ void hp_config_load(void) {
     // `heapprof run --no-children`: the processes the program starts run without the shim's
     // threads (heaptrack's default), which a program that must stay single-threaded needs
     // (Chromium's zygote)
+    hp_config.announce_pid = 0;
+    parse_u32("HEAPPROF_ANNOUNCE_PID", 0, UINT32_MAX, &hp_config.announce_pid);
     hp_config.only_pid = 0;
     parse_u32("HEAPPROF_ONLY_PID", 0, UINT32_MAX, &hp_config.only_pid);
     if (hp_config.only_pid && hp_config.only_pid != (uint32_t)getpid())
@@ -140,4 +142,9 @@ void hp_config_load(void) {
         ring *= 2;
     hp_config.ring_bytes = ring;
     hp_config.zstd_level = (int)level;
+}
+
+bool hp_config_announces(void) {
+    return !hp_config.quiet &&
+           (!hp_config.announce_pid || hp_config.announce_pid == (uint32_t)getpid());
 }

@@ -44,6 +44,9 @@ typedef struct hp_config {
                                     // threads have started, whatever their rate (tests only)
     bool clock_tsc;         // HEAPPROF_CLOCK=mono: event times from the vDSO only (clock.h)
     bool attached;          // recording started mid-run by `heapprof attach` (not from the environment)
+    uint32_t announce_pid;  // HEAPPROF_ANNOUNCE_PID: only the process of this pid says on stderr
+                            // where its trace goes (`heapprof run` lists them all at the end;
+                            // 0: every process says it)
     uint32_t only_pid;      // HEAPPROF_ONLY_PID: record only the process of this pid (its exec'd
                             // images too), pass through in every other (0: record them all)
     uint32_t fork_parent;   // this image is a fork child of that pid (0: it is not): its heap
@@ -58,5 +61,9 @@ extern hp_config_t hp_config;
 // Fills hp_config from the environment. A bad value is reported once on stderr and the default
 // used. Never allocates.
 void hp_config_load(void);
+
+// Whether this process says where its trace goes ("writing trace to ..."): not quiet, and the
+// process HEAPPROF_ANNOUNCE_PID names if it names one.
+bool hp_config_announces(void);
 
 #endif

@@ -170,7 +170,7 @@ static int create_file(const char *tmpl, char *path, size_t cap) {
             memcpy(first, path, strlen(path) + 1);
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0) {
-            if (i && !hp_config.quiet)
+            if (i && hp_config_announces())
                 hp_diag_line(first, " exists; writing the trace to ", path, " instead",
                              (char *)NULL);
             return keep_high(fd);
@@ -589,7 +589,7 @@ bool hp_writer_start(void) {
     }
     bool ok = start(fd, path, &h, m.buf, m.len, m.nrec);
     hp_mem_unmap(m.buf, m.cap);
-    if (ok && !hp_config.quiet)
+    if (ok && hp_config_announces())
         hp_diag_line("writing trace to ", path, (char *)NULL);
     return ok;
 }

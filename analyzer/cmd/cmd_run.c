@@ -412,11 +412,13 @@ __attribute__((noreturn)) static void child_exec(const cmd_run_opts_t *o, const 
         setenv("HEAPPROF_OUT", o->out, 1);
     if (o->sample_bytes[0])
         setenv("HEAPPROF_SAMPLE_BYTES", o->sample_bytes, 1);
-    if (o->no_children) {
-        char pid[16];
-        snprintf(pid, sizeof pid, "%d", (int)getpid()); // the command keeps it through exec
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)getpid()); // the command keeps it through exec
+    // the command's processes say where their traces go; `heapprof run` lists the others at
+    // the end (a shell script's hundreds of processes wrote a line each, amid its own output)
+    setenv("HEAPPROF_ANNOUNCE_PID", pid, 1);
+    if (o->no_children)
         setenv("HEAPPROF_ONLY_PID", pid, 1);
-    }
     execvp(o->cmd[0], o->cmd);
     int e = errno;
     ssize_t w = write(err_fd, &e, sizeof e);

@@ -160,6 +160,70 @@ static int do_pprof(int argc, char **argv) {
     return finish_output();
 }
 
+// `heapprof run`'s summary of the traces of the processes the command started, past
+// RUN_LIST_OTHERS_MAX of them: how many of each program, the commonest first, and where.
+#define RUN_LIST_OTHERS_MAX 8u
+#define RUN_TALLY_PROGRAMS 64u
+typedef struct run_tally {
+    char name[RUN_TALLY_PROGRAMS][64];
+    size_t count[RUN_TALLY_PROGRAMS];
+    size_t n_names, n, n_unnamed; // n: traces in all; n_unnamed: of programs past the table
+    char dir[4096];
+} run_tally_t;
+
+static void run_tally_add(run_tally_t *t, const char *prog, const char *trace) {
+    if (!t->n++) {
+        const char *slash = strrchr(trace, '/');
+        size_t len = slash ? (size_t)(slash - trace) : 0;
+        if (len >= sizeof t->dir)
+            len = sizeof t->dir - 1;
+        memcpy(t->dir, slash ? trace : ".", slash ? len : 1);
+        t->dir[slash ? len : 1] = 0;
+        if (slash && !len)
+            snprintf(t->dir, sizeof t->dir, "/");
+    }
+    for (size_t i = 0; i < t->n_names; i++)
+        if (!strncmp(t->name[i], prog, sizeof t->name[i] - 1)) {
+            t->count[i]++;
+            return;
+        }
+    if (t->n_names == RUN_TALLY_PROGRAMS) {
+        t->n_unnamed++;
+        return;
+    }
+    size_t len = strnlen(prog, sizeof t->name[0] - 1);
+    memcpy(t->name[t->n_names], prog, len);
+    t->name[t->n_names][len] = 0;
+    t->count[t->n_names++] = 1;
+}
+
+static void run_tally_print(run_tally_t *t, FILE *f) {
+    // the commonest programs first (a few dozen at most: a selection sort)
+    for (size_t i = 0; i < t->n_names; i++)
+        for (size_t j = i + 1; j < t->n_names; j++)
+            if (t->count[j] > t->count[i]) {
+                char tmp[64];
+                memcpy(tmp, t->name[i], sizeof tmp);
+                memcpy(t->name[i], t->name[j], sizeof tmp);
+                memcpy(t->name[j], tmp, sizeof tmp);
+                size_t c = t->count[i];
+                t->count[i] = t->count[j];
+                t->count[j] = c;
+            }
+    char safe[4 * sizeof t->dir], name[4 * 64];
+    fprintf(f, "heapprof: %zu more traces, of the processes it started, in %s:", t->n,
+            fmt_safe_text(t->dir, safe, sizeof safe));
+    size_t shown = t->n_names < 6 ? t->n_names : 6, rest = t->n_unnamed;
+    for (size_t i = 0; i < shown; i++)
+        fprintf(f, "%s %zu of %s", i ? "," : "", t->count[i],
+                fmt_safe_text(t->name[i], name, sizeof name));
+    for (size_t i = shown; i < t->n_names; i++)
+        rest += t->count[i];
+    if (rest)
+        fprintf(f, ", %zu of other programs", rest);
+    fputc('\n', f);
+}
+
 static int do_run(int argc, char **argv) {
     errmsg_t err;
     errmsg_init(&err);
@@ -178,16 +242,32 @@ static int do_run(int argc, char **argv) {
     if (res.n_traces == 0 && !to_device)
         fprintf(stderr, "heapprof: no trace was written (expected %s; was %s loaded?)\n",
                 res.expected, res.preload);
+    // The command's own traces (its pid: it and the images it exec'd) one line each, then the
+    // processes it started: each where they are few, else one line of counts by program.
+    size_t others = 0;
+    for (size_t i = 0; i < res.n_traces; i++) {
+        char prog[256];
+        uint32_t pid;
+        bool named = cmd_run_trace_program(res.traces[i], prog, sizeof prog, &pid) == 0;
+        if (named && (pid_t)pid != res.pid)
+            others++;
+    }
+    run_tally_t tally = {0};
     for (size_t i = 0; i < res.n_traces; i++) {
         char prog[256], safe[512], path[4096 + 64];
         uint32_t pid;
         fmt_safe_text(res.traces[i], path, sizeof path);
-        if (cmd_run_trace_program(res.traces[i], prog, sizeof prog, &pid) == 0)
+        bool named = cmd_run_trace_program(res.traces[i], prog, sizeof prog, &pid) == 0;
+        if (named && (pid_t)pid != res.pid && others > RUN_LIST_OTHERS_MAX)
+            run_tally_add(&tally, prog, res.traces[i]);
+        else if (named)
             fprintf(stderr, "heapprof: trace of %s (pid %u) written to %s\n",
                     fmt_safe_text(prog, safe, sizeof safe), pid, path);
         else
             fprintf(stderr, "heapprof: trace written to %s\n", path);
     }
+    if (tally.n)
+        run_tally_print(&tally, stderr);
     cmd_run_result_fini(&res);
     return res.exit_status;
 }

@@ -323,3 +323,25 @@ Test(cli, run_lists_its_own_process_tree_only) {
     free(err);
     free(dir);
 }
+
+// A script's processes: the command says where its trace goes, the others do not (they wrote a
+// line each, amid the script's output), and the end lists them as counts by program.
+Test(cli, run_sums_up_the_traces_of_many_processes) {
+    char *dir = e2e_tmpdir("run_many");
+    char pattern[4200], script[8192];
+    snprintf(pattern, sizeof pattern, "%s/t.%%p.hpt", dir);
+    snprintf(script, sizeof script,
+             "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do %s/forker || exit 1; done", E2E_PROGS);
+    const char *run[] = {"run", "-o", pattern, "--", "/bin/sh", "-c", script, NULL};
+    char *err = NULL;
+    cr_assert_eq(e2e_heapprof(run, NULL, &err), 0, "stderr: %s", err);
+    // forker: a parent and a forked child, a trace each
+    cr_expect_geq(count_entries(dir, "t."), 24, "stderr: %s", err);
+    cr_expect_leq(count_lines_with(err, "writing trace to"), 1, "stderr: %s", err);
+    cr_expect_eq(count_lines_with(err, "more traces, of the processes it started, in "), 1,
+                 "stderr: %s", err);
+    cr_expect(strstr(err, "24 of forker"), "stderr: %s", err);
+    cr_expect_leq(count_lines_with(err, "heapprof: "), 3, "stderr: %s", err);
+    free(err);
+    free(dir);
+}
