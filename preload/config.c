@@ -79,11 +79,12 @@ void hp_config_load(void) {
     parse_u32("HEAPPROF_ZSTD_LEVEL", 1, 19, &level);
     parse_bool("HEAPPROF_QUIET", &hp_config.quiet);
     parse_bool("HEAPPROF_ENABLE", &hp_config.enabled);
+    // `heapprof run`: only the command's process says where its trace goes
+    hp_config.announce_pid = 0;
+    parse_u32("HEAPPROF_ANNOUNCE_PID", 0, UINT32_MAX, &hp_config.announce_pid);
     // `heapprof run --no-children`: the processes the program starts run without the shim's
     // threads (heaptrack's default), which a program that must stay single-threaded needs
     // (Chromium's zygote)
-    hp_config.announce_pid = 0;
-    parse_u32("HEAPPROF_ANNOUNCE_PID", 0, UINT32_MAX, &hp_config.announce_pid);
     hp_config.only_pid = 0;
     parse_u32("HEAPPROF_ONLY_PID", 0, UINT32_MAX, &hp_config.only_pid);
     if (hp_config.only_pid && hp_config.only_pid != (uint32_t)getpid())

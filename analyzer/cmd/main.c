@@ -14,7 +14,9 @@
 #include "cmd/cmd_stats.h"
 #include "cmd/cmd_view.h"
 #include "core/errmsg.h"
+#include "core/sort.h"
 #include "core/stage_times.h"
+#include "core/xalloc.h"
 #include "format/hpt_format.h"
 #include "out/out.h"
 
@@ -164,61 +166,56 @@ static int do_pprof(int argc, char **argv) {
 // RUN_LIST_OTHERS_MAX of them: how many of each program, the commonest first, and where.
 #define RUN_LIST_OTHERS_MAX 8u
 #define RUN_TALLY_PROGRAMS 64u
+typedef struct run_prog {
+    char name[64];
+    size_t count;
+} run_prog_t;
 typedef struct run_tally {
-    char name[RUN_TALLY_PROGRAMS][64];
-    size_t count[RUN_TALLY_PROGRAMS];
-    size_t n_names, n, n_unnamed; // n: traces in all; n_unnamed: of programs past the table
-    char dir[4096];
+    run_prog_t prog[RUN_TALLY_PROGRAMS];
+    size_t n_progs, n, n_unnamed; // n: traces in all; n_unnamed: of programs past the table
 } run_tally_t;
 
-static void run_tally_add(run_tally_t *t, const char *prog, const char *trace) {
-    if (!t->n++) {
-        const char *slash = strrchr(trace, '/');
-        size_t len = slash ? (size_t)(slash - trace) : 0;
-        if (len >= sizeof t->dir)
-            len = sizeof t->dir - 1;
-        memcpy(t->dir, slash ? trace : ".", slash ? len : 1);
-        t->dir[slash ? len : 1] = 0;
-        if (slash && !len)
-            snprintf(t->dir, sizeof t->dir, "/");
-    }
-    for (size_t i = 0; i < t->n_names; i++)
-        if (!strncmp(t->name[i], prog, sizeof t->name[i] - 1)) {
-            t->count[i]++;
+static void run_tally_add(run_tally_t *t, const char *prog) {
+    t->n++;
+    for (size_t i = 0; i < t->n_progs; i++)
+        if (!strncmp(t->prog[i].name, prog, sizeof t->prog[i].name - 1)) {
+            t->prog[i].count++;
             return;
         }
-    if (t->n_names == RUN_TALLY_PROGRAMS) {
+    if (t->n_progs == RUN_TALLY_PROGRAMS) {
         t->n_unnamed++;
         return;
     }
-    size_t len = strnlen(prog, sizeof t->name[0] - 1);
-    memcpy(t->name[t->n_names], prog, len);
-    t->name[t->n_names][len] = 0;
-    t->count[t->n_names++] = 1;
+    run_prog_t *e = &t->prog[t->n_progs++];
+    size_t len = strnlen(prog, sizeof e->name - 1);
+    memcpy(e->name, prog, len);
+    e->name[len] = 0;
+    e->count = 1;
 }
 
-static void run_tally_print(run_tally_t *t, FILE *f) {
-    // the commonest programs first (a few dozen at most: a selection sort)
-    for (size_t i = 0; i < t->n_names; i++)
-        for (size_t j = i + 1; j < t->n_names; j++)
-            if (t->count[j] > t->count[i]) {
-                char tmp[64];
-                memcpy(tmp, t->name[i], sizeof tmp);
-                memcpy(t->name[i], t->name[j], sizeof tmp);
-                memcpy(t->name[j], tmp, sizeof tmp);
-                size_t c = t->count[i];
-                t->count[i] = t->count[j];
-                t->count[j] = c;
-            }
-    char safe[4 * sizeof t->dir], name[4 * 64];
+static int cmp_run_prog(const void *a, const void *b) {
+    const run_prog_t *x = a, *y = b;
+    return x->count != y->count ? (x->count < y->count ? 1 : -1) : strcmp(x->name, y->name);
+}
+
+// dir: where the traces are (the directory of one of them)
+static void run_tally_print(run_tally_t *t, const char *one_trace, FILE *f) {
+    sort_items(t->prog, t->n_progs, sizeof *t->prog, cmp_run_prog);
+    char dir[4096], safe[4 * sizeof dir], name[4 * 64];
+    const char *slash = strrchr(one_trace, '/');
+    size_t len = !slash ? 0 : slash == one_trace ? 1 : (size_t)(slash - one_trace);
+    if (len >= sizeof dir)
+        len = sizeof dir - 1;
+    memcpy(dir, slash ? one_trace : ".", slash ? len : 1);
+    dir[slash ? len : 1] = 0;
     fprintf(f, "heapprof: %zu more traces, of the processes it started, in %s:", t->n,
-            fmt_safe_text(t->dir, safe, sizeof safe));
-    size_t shown = t->n_names < 6 ? t->n_names : 6, rest = t->n_unnamed;
+            fmt_safe_text(dir, safe, sizeof safe));
+    size_t shown = t->n_progs < 6 ? t->n_progs : 6, rest = t->n_unnamed;
     for (size_t i = 0; i < shown; i++)
-        fprintf(f, "%s %zu of %s", i ? "," : "", t->count[i],
-                fmt_safe_text(t->name[i], name, sizeof name));
-    for (size_t i = shown; i < t->n_names; i++)
-        rest += t->count[i];
+        fprintf(f, "%s %zu of %s", i ? "," : "", t->prog[i].count,
+                fmt_safe_text(t->prog[i].name, name, sizeof name));
+    for (size_t i = shown; i < t->n_progs; i++)
+        rest += t->prog[i].count;
     if (rest)
         fprintf(f, ", %zu of other programs", rest);
     fputc('\n', f);
@@ -243,31 +240,40 @@ static int do_run(int argc, char **argv) {
         fprintf(stderr, "heapprof: no trace was written (expected %s; was %s loaded?)\n",
                 res.expected, res.preload);
     // The command's own traces (its pid: it and the images it exec'd) one line each, then the
-    // processes it started: each where they are few, else one line of counts by program.
-    size_t others = 0;
-    for (size_t i = 0; i < res.n_traces; i++) {
+    // processes it started: each where they are few, else one line of counts by program. Each
+    // trace's first chunk is read once.
+    typedef struct {
         char prog[256];
         uint32_t pid;
-        bool named = cmd_run_trace_program(res.traces[i], prog, sizeof prog, &pid) == 0;
-        if (named && (pid_t)pid != res.pid)
-            others++;
+        bool named, other;
+    } seen_t;
+    seen_t *seen = xcalloc(res.n_traces ? res.n_traces : 1, sizeof *seen);
+    size_t others = 0;
+    for (size_t i = 0; i < res.n_traces; i++) {
+        seen_t *e = &seen[i];
+        e->named = cmd_run_trace_program(res.traces[i], e->prog, sizeof e->prog, &e->pid) == 0;
+        e->other = e->named && (pid_t)e->pid != res.pid;
+        others += e->other;
     }
     run_tally_t tally = {0};
+    const char *one_other = NULL;
     for (size_t i = 0; i < res.n_traces; i++) {
-        char prog[256], safe[512], path[4096 + 64];
-        uint32_t pid;
+        const seen_t *e = &seen[i];
+        char safe[512], path[4096 + 64];
         fmt_safe_text(res.traces[i], path, sizeof path);
-        bool named = cmd_run_trace_program(res.traces[i], prog, sizeof prog, &pid) == 0;
-        if (named && (pid_t)pid != res.pid && others > RUN_LIST_OTHERS_MAX)
-            run_tally_add(&tally, prog, res.traces[i]);
-        else if (named)
+        if (e->other && others > RUN_LIST_OTHERS_MAX) {
+            run_tally_add(&tally, e->prog);
+            one_other = res.traces[i];
+        } else if (e->named) {
             fprintf(stderr, "heapprof: trace of %s (pid %u) written to %s\n",
-                    fmt_safe_text(prog, safe, sizeof safe), pid, path);
-        else
+                    fmt_safe_text(e->prog, safe, sizeof safe), e->pid, path);
+        } else {
             fprintf(stderr, "heapprof: trace written to %s\n", path);
+        }
     }
     if (tally.n)
-        run_tally_print(&tally, stderr);
+        run_tally_print(&tally, one_other, stderr);
+    free(seen);
     cmd_run_result_fini(&res);
     return res.exit_status;
 }

@@ -194,6 +194,19 @@ Test(static_alloc, prefixed_jemalloc_beside_libc_malloc_lands_in_one_trace) {
     run_free(&r);
 }
 
+// The bytes of every site of report whose function is fn.
+static long long site_bytes(json_t *report, const char *fn) {
+    json_t *s;
+    size_t i;
+    long long bytes = 0;
+    json_array_foreach(json_object_get(report, "sites"), i, s) {
+        const char *f = json_string_value(json_object_get(s, "function"));
+        if (f && strcmp(f, fn) == 0)
+            bytes += e2e_int(s, "bytes");
+    }
+    return bytes;
+}
+
 // tc_static.cpp's workload under prog, counted exactly: its sites of each form of new, C's
 // malloc, the allocator found (family, "patched" or "interposed"), and nothing freed that was
 // not seen made (libtcmalloc's constructor frees two blocks of its own malloc through the
@@ -211,8 +224,12 @@ static run_t cxx_workload_counted_exactly(const char *prog, const char *family, 
     cr_expect_eq(e2e_sites_blocks(rep, "aligned"), 600, "%s", prog); // new(align_val_t)
     cr_expect_eq(e2e_sites_blocks(rep, "nothrow"), 800, "%s", prog); // new(nothrow), aligned too
     cr_expect_eq(e2e_int(e2e_site(rep, "c_blocks"), "blocks"), 200, "%s", prog); // malloc
-    // valloc, and pvalloc where the allocator has one (tc_static.cpp): no free goes unseen below
+    // valloc, and pvalloc where the allocator has one (tc_static.cpp), at the size asked for:
+    // not through the allocator's inner memalign (tcmalloc's pvalloc, rounded to pages)
     cr_expect_geq(e2e_sites_blocks(rep, "page_blocks"), 50, "%s", prog);
+    const char *pb = strstr(r.out, "page_bytes=");
+    cr_assert(pb, "%s: %s", prog, r.out);
+    cr_expect_eq(site_bytes(rep, "page_blocks"), atoll(pb + 11), "%s", prog);
     cr_expect(has_allocator(json_object_get(rep, "totals"), how, family), "%s", prog);
     json_decref(rep);
     json_t *s = e2e_stats(r.trace, NULL);

@@ -9,6 +9,7 @@
 #include <vector>
 
 static long allocs, frees;
+static long page_bytes; // asked of valloc and pvalloc
 
 // the compiler may drop an allocation it can see is unused: this one is used
 static void keep(const void *p) {
@@ -127,12 +128,14 @@ __attribute__((noinline)) static long page_blocks(int n) {
     long sum = 0;
     for (int i = 0; i < n; i++) {
         char *p = static_cast<char *>(valloc(100));
+        page_bytes += 100;
         p[0] = static_cast<char>(i);
         sum += p[0];
         keep(p);
         std::free(p);
 #ifdef HP_HAS_PVALLOC
         char *q = static_cast<char *>(pvalloc(5000));
+        page_bytes += 5000;
         q[0] = static_cast<char>(i);
         sum += q[0];
         keep(q);
@@ -153,6 +156,7 @@ __attribute__((noinline)) static long workload() {
 
 int main() {
     long r = workload();
-    std::printf("allocs=%ld reallocs=0 frees=%ld result=%ld\n", allocs, frees, r);
+    std::printf("allocs=%ld reallocs=0 frees=%ld result=%ld page_bytes=%ld\n", allocs, frees, r,
+                page_bytes);
     return 0;
 }
