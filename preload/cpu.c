@@ -74,6 +74,9 @@ static pthread_t thread;
 static bool thread_started;
 static _Atomic int go; // 0 wait, 1 rings ready, 2 give up
 static _Atomic bool stop_req;
+// hp_cpu_pause: the thread ends with its events and timers left on; hp_cpu_resume starts another.
+static _Atomic bool pause_req;
+static bool paused;
 static hp_ring_t *out;       // our record ring (the writer drains it)
 static hpt_dstate_t out_enc; // its delta state
 static uint64_t mono_to_rel; // CLOCK_MONOTONIC of the trace start: sample time - this = record time
@@ -239,6 +242,8 @@ static void timer_main(void) {
         drain_timer();
         if (stopping)
             break;
+        if (atomic_load_explicit(&pause_req, memory_order_acquire))
+            return; // the timers go on firing into their buffer, for the next thread
         if (!stop_fd_ok(stop_fd[0]))
             stop_fd[0] = -1;
         struct pollfd pfd = {.fd = stop_fd[0], .events = POLLIN};
@@ -498,6 +503,8 @@ static void *cpu_main(void *arg) {
         }
         if (stopping)
             break;
+        if (atomic_load_explicit(&pause_req, memory_order_acquire))
+            return NULL; // the events stay on; the next thread reads their rings
         if (switch_due(&sw) && switch_to_timer()) {
             timer_main();
             return NULL;
@@ -750,11 +757,9 @@ void hp_cpu_start(void) {
     }
 }
 
-// Asks the sampling thread to stop and waits for it, at most a second. False if it did not
-// stop (should not happen); no timer may fire on then, so the timer's are deleted.
-static bool stop_thread(void) {
-    thread_started = false;
-    atomic_store_explicit(&stop_req, true, memory_order_release);
+// Wakes the sampling thread, asked to stop or to pause, and waits for it to end, at most a
+// second. False if it did not (should not happen).
+static bool wake_and_join(void) {
     char one = 1;
     // if the program took the descriptor, the thread still wakes by itself within 100 ms
     if (stop_fd_ok(stop_fd[1])) {
@@ -764,7 +769,22 @@ static bool stop_thread(void) {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 1;
-    if (pthread_timedjoin_np(thread, NULL, &until) != 0) {
+    return pthread_timedjoin_np(thread, NULL, &until) == 0;
+}
+
+// The wake-up byte, so that a thread started again does not stop at once.
+static void drop_wake_byte(void) {
+    char drop;
+    while (stop_fd_ok(stop_fd[0]) && read(stop_fd[0], &drop, 1) == 1)
+        ;
+}
+
+// Asks the sampling thread to stop and waits for it, at most a second. False if it did not
+// stop (should not happen); no timer may fire on then, so the timer's are deleted.
+static bool stop_thread(void) {
+    thread_started = false;
+    atomic_store_explicit(&stop_req, true, memory_order_release);
+    if (!wake_and_join()) {
         if (source == HPT_CPU_TIMER)
             hp_cpu_timer_close();
         return false;
@@ -793,10 +813,45 @@ void hp_cpu_before_exec(void) {
     pthread_mutex_unlock(&switch_lock);
     if (src != HPT_CPU_TIMER || !thread_started || !stop_thread())
         return;
-    char drop;
-    while (stop_fd_ok(stop_fd[0]) && read(stop_fd[0], &drop, 1) == 1)
-        ; // the wake-up byte, so the resumed thread does not stop at once
+    drop_wake_byte();
     paused_for_exec = true;
+}
+
+unsigned hp_cpu_pause(void) {
+    if (!thread_started)
+        return 0;
+    atomic_store_explicit(&pause_req, true, memory_order_release);
+    bool joined = wake_and_join();
+    atomic_store_explicit(&pause_req, false, memory_order_release);
+    if (!joined)
+        return 0; // stuck (should not happen): it goes on
+    drop_wake_byte();
+    thread_started = false;
+    paused = true;
+    return 1;
+}
+
+void hp_cpu_resume(void) {
+    if (!paused)
+        return;
+    paused = false;
+    // go is still 1: the new thread goes straight back to the source's loop. A thread made
+    // now inherits the perf events (made before them, the first was not sampled): its few
+    // wake-ups are sampled as the pipeline workers' are.
+    thread_started = hp_thread_spawn(&thread, cpu_main) == 0;
+    if (thread_started)
+        return;
+    if (source == HPT_CPU_TIMER) {
+        hp_cpu_timer_close();
+        drain_timer();
+        n_lost += hp_cpu_timer_lost();
+    } else {
+        events_ioctl(PERF_EVENT_IOC_DISABLE);
+        drain_all();
+    }
+    reason = "cannot restart the sampling thread; CPU samples stopped";
+    write_info(); // the sampling thread is gone: this thread may write its ring
+    close_all();
 }
 
 void hp_cpu_exec_failed(void) {
@@ -826,6 +881,8 @@ void hp_cpu_fork_child(void) {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER; // the holder may be a thread the child lacks
     switch_lock = fresh;
     exec_pending = false;
+    paused = false;
+    atomic_store(&pause_req, false);
     hp_cpu_timer_fork_child();
     // The parent's thread does not exist here; its rings and fds are copies we must drop (the
     // parent keeps its own). out was freed with the other rings (hp_tbuf_forget_all).

@@ -30,6 +30,14 @@ void hp_cpu_before_exec(void);
 // creates a thread.
 void hp_cpu_exec_failed(void);
 
+// The process is to be single-threaded for a moment (writer.h, hp_writer_pause): stops the
+// sampling thread, its events or timers left on (samples that come meanwhile wait in their
+// rings, or are counted lost). Returns how many threads ended (0 or 1). Cold.
+unsigned hp_cpu_pause(void);
+// After a pause: starts the sampling thread again; if it cannot start, sampling ends here (its
+// final CPU_INFO says why). Cold; creates a thread.
+void hp_cpu_resume(void);
+
 // The calling thread's first event (record.c): counted, for the choice between perf events and
 // the timer (hp_cpu_perf_too_dear), and with the timer sampling, its own timer armed at once.
 // Runs inside malloc; cold.

@@ -14,11 +14,14 @@
 #include "state.h"
 
 #include <errno.h>
+#include <linux/nsfs.h>
 #include <malloc.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -343,6 +346,43 @@ HP_EXPORT void (*signal(int s, void (*handler)(int)))(int) {
         return SIG_ERR;
     }
     return hp_real.signal(s, handler);
+}
+
+// ---- namespaces: the calls the kernel refuses to a process with more than one thread ----------
+// A new user namespace (and what unshare may only do alone: CLONE_THREAD, CLONE_SIGHAND,
+// CLONE_VM); entering a user, mount or time namespace. The shim's own threads stop around them
+// (hp_lifecycle_solo_begin), so `unshare -U`, `nsenter -m` and sandboxes that call them run as
+// without the shim.
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+#define SOLO_UNSHARE (CLONE_NEWUSER | CLONE_THREAD | CLONE_SIGHAND | CLONE_VM)
+#define SOLO_SETNS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWTIME)
+
+HP_EXPORT int unshare(int flags) {
+    bool solo = (flags & SOLO_UNSHARE) && hp_lifecycle_solo_begin();
+    int rc = ready() && hp_real.unshare ? hp_real.unshare(flags)
+                                        : (int)syscall(SYS_unshare, flags);
+    if (solo)
+        hp_lifecycle_solo_end();
+    return rc;
+}
+
+HP_EXPORT int setns(int fd, int nstype) {
+    int type = nstype;
+    if (type == 0) { // any kind: the namespace's own (a pidfd says nothing: assume the worst)
+        int e = errno;
+        type = ioctl(fd, NS_GET_NSTYPE);
+        errno = e;
+        if (type <= 0)
+            type = SOLO_SETNS;
+    }
+    bool solo = (type & SOLO_SETNS) && hp_lifecycle_solo_begin();
+    int rc = ready() && hp_real.setns ? hp_real.setns(fd, nstype)
+                                      : (int)syscall(SYS_setns, fd, nstype);
+    if (solo)
+        hp_lifecycle_solo_end();
+    return rc;
 }
 
 // ---- exec: flush what this image recorded; the new image starts its own trace -----------------

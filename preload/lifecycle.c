@@ -24,11 +24,14 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/single_threaded.h>
+#include <time.h>
 #include <unistd.h>
 
 static _Atomic bool early_started; // recording set up (maybe before our constructor ran)
@@ -36,6 +39,9 @@ static bool ctor_done;             // the constructor opened the trace (or gave 
 static bool trace_started;         // this process image has had its trace: never a second one
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static pid_t image_pid; // this image's process; a vfork child (no fork handler runs) differs
+// Held from hp_lifecycle_solo_begin to its end: one thread at a time stops and restarts ours.
+static pthread_mutex_t solo_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool solo_writer; // the writer was paused (and is resumed by hp_lifecycle_solo_end)
 
 // Starts this process's trace (writer.c) and, with it, CPU sampling. Called with start_lock held.
 static bool start_trace(void) {
@@ -117,6 +123,7 @@ static void fork_child(void) {
     hp_sample_fork_child();
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     start_lock = fresh;
+    solo_lock = fresh;
     trace_started = false;
     hp_state_set_start_ns(hp_clock_mono_ns());
     image_pid = getpid();
@@ -424,6 +431,61 @@ void hp_lifecycle_before_exit_now(void) {
     if (hp_lifecycle_is_vfork_child() || hp_tls_guard)
         return;
     finish(); // what exit() does last: the same trace
+}
+
+// ---- a moment single-threaded, for the namespace calls that refuse more threads -------------
+
+// The process's thread count, as the kernel has it (/proc/self/stat, field 20); -1 if unknown.
+// Read with plain system calls: no stdio, no allocation.
+static long kernel_thread_count(void) {
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    // the command name, field 2, may hold spaces and parentheses: count from its last ')'
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 20; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtol(p + 1, NULL, 10) : -1;
+}
+
+bool hp_lifecycle_solo_begin(void) {
+    if (hp_tls_guard || hp_lifecycle_is_vfork_child() || hp_state_raw_child())
+        return false; // inside the shim (a signal handler), or the threads are the parent's
+    (void)hp_guard_enter(); // held until hp_lifecycle_solo_end: nothing recorded meanwhile
+    pthread_mutex_lock(&solo_lock);
+    long before = kernel_thread_count();
+    unsigned ended = hp_cpu_pause();
+    unsigned writer = hp_writer_pause();
+    if (!ended && !writer) {
+        pthread_mutex_unlock(&solo_lock);
+        hp_guard_leave();
+        return false;
+    }
+    // A joined thread is still counted for a moment after pthread_join returns (the kernel
+    // wakes the joiner before it unlinks the thread): the call would fail in that moment.
+    ended += writer;
+    for (int i = 0; i < 2000 && before > 0 && kernel_thread_count() > before - (long)ended; i++) {
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+    solo_writer = writer > 0;
+    return true;
+}
+
+void hp_lifecycle_solo_end(void) {
+    int e = errno;
+    if (solo_writer)
+        hp_writer_resume();
+    hp_cpu_resume();
+    pthread_mutex_unlock(&solo_lock);
+    hp_guard_leave();
+    errno = e;
 }
 
 void hp_lifecycle_exec_failed(void) {

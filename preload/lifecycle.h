@@ -20,6 +20,15 @@ void hp_lifecycle_before_exec(void);
 // sampling). errno preserved. Cold.
 void hp_lifecycle_exec_failed(void);
 
+// Around unshare and setns calls that the kernel refuses to a process with more than one thread
+// (a new user namespace; entering a user, mount or time namespace): begin stops the shim's
+// threads (the sampler, the flusher, the pipeline's workers) and waits until the kernel no
+// longer counts them; end starts them again. Recording goes on meanwhile (a full ring is drained
+// by its owner). begin returns false where it stopped nothing: then end must not be called.
+// Never inside the shim or in a vfork or raw clone child. Cold; end preserves errno.
+bool hp_lifecycle_solo_begin(void);
+void hp_lifecycle_solo_end(void);
+
 // _exit/_Exit: the exit flush and trailer the destructor would write, which _exit skips; does
 // nothing in a vfork child (the parent's writer is not its own) or where this thread is inside
 // the shim (a signal handler interrupted it). Waits for the writer. Cold.

@@ -449,7 +449,7 @@ void hp_pipeline_grow(void) {
     pthread_mutex_unlock(&work_lock);
 }
 
-void hp_pipeline_stop(void) {
+unsigned hp_pipeline_stop(void) {
     pthread_mutex_lock(&work_lock);
     stopping = true;
     pthread_cond_broadcast(&work_cond);
@@ -460,6 +460,13 @@ void hp_pipeline_stop(void) {
     pthread_mutex_lock(&work_lock);
     n_workers = 0;
     pthread_cond_broadcast(&drained_cond);
+    pthread_mutex_unlock(&work_lock);
+    return n;
+}
+
+void hp_pipeline_resume(void) {
+    pthread_mutex_lock(&work_lock);
+    stopping = false;
     pthread_mutex_unlock(&work_lock);
 }
 

@@ -46,8 +46,11 @@ bool hp_pipeline_has_workers(void);
 void hp_pipeline_grow(void);
 
 // Stops the workers and waits for them; drains still work, on the calling threads (the
-// flusher's final flush).
-void hp_pipeline_stop(void);
+// flusher's final flush). Returns how many workers it joined.
+unsigned hp_pipeline_stop(void);
+// After hp_pipeline_stop for a pause (writer.c: the process made single-threaded for a moment):
+// the flusher may start workers again.
+void hp_pipeline_resume(void);
 // After the TRAILER: nothing is drained any more; a full ring's records are counted lost.
 void hp_pipeline_end(void);
 

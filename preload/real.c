@@ -59,6 +59,8 @@ bool hp_real_resolve(void) {
     RESOLVE(fexecve);
     RESOLVE(sigaction);
     RESOLVE(signal);
+    RESOLVE(unshare);
+    RESOLVE(setns);
     void *exit_sym = dlsym(RTLD_NEXT, "_exit");
     memcpy(&hp_real.exit_now, &exit_sym, sizeof exit_sym);
     void (*f)(void *);

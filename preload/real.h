@@ -28,6 +28,8 @@ typedef struct hp_real {
     void (*exit_now)(int); // _exit (_Exit is the same function in glibc)
     int (*sigaction)(int, const struct sigaction *, struct sigaction *);
     void (*(*signal)(int, void (*)(int)))(int);
+    int (*unshare)(int);
+    int (*setns)(int, int);
 } hp_real_t;
 
 extern hp_real_t hp_real;

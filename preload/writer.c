@@ -52,6 +52,14 @@ static _Atomic bool stop_req;
 static _Atomic uint64_t flush_req, flush_done;
 static _Atomic bool trailer_req; // exec: end this image's trace with a trailer
 static _Atomic uint32_t wake_word;
+// hp_writer_pause: the flusher stops its workers and ends, leaving the trace open; how many
+// workers it joined is left in paused_workers (read after the join).
+static _Atomic bool pause_req;
+static unsigned paused_workers;
+static bool paused;
+// Held from hp_writer_pause to hp_writer_resume, and by hp_writer_stop: one caller at a time
+// joins and starts the flusher thread.
+static pthread_mutex_t control_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool have_membarrier;
 static uint8_t small_out[SMALL_OUT];
 // what rings took with them when they were freed, for the TRAILER
@@ -451,16 +459,21 @@ static void wait_for_wake(uint32_t seen, uint32_t ms) {
     syscall(SYS_futex, &wake_word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
 }
 
-static void *flusher_main(void *arg) {
-    (void)arg;
-    hp_tls_guard = 1;
-    prctl(PR_SET_NAME, "heapprof-flush", 0, 0, 0);
+// The flusher's work, on the flusher thread until a stop or a pause; on the calling thread when
+// the thread cannot be started again after a pause (end_here).
+static void flusher_loop(void) {
     uint64_t interval_ns = (uint64_t)hp_config.flush_ms * 1000000u;
     uint32_t nap_ms = hp_config.flush_ms / 4 ? hp_config.flush_ms / 4 : 1;
     uint64_t last_flush = hp_state_now(), pending = 0;
     for (;;) {
         uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
         bool stopping = atomic_load_explicit(&stop_req, memory_order_acquire);
+        if (!stopping && atomic_load_explicit(&pause_req, memory_order_acquire)) {
+            // what is queued is drained by the workers before they go; what comes meanwhile
+            // waits in the rings (a full one is drained by its owner) for the next flusher
+            paused_workers = hp_pipeline_stop();
+            return;
+        }
         uint64_t want = atomic_load_explicit(&flush_req, memory_order_acquire);
         hp_clock_calibrate();
         if (stopping)
@@ -496,6 +509,13 @@ static void *flusher_main(void *arg) {
             break;
         wait_for_wake(seen, nap_ms);
     }
+}
+
+static void *flusher_main(void *arg) {
+    (void)arg;
+    hp_tls_guard = 1;
+    prctl(PR_SET_NAME, "heapprof-flush", 0, 0, 0);
+    flusher_loop();
     return NULL;
 }
 
@@ -611,10 +631,8 @@ void hp_writer_flush_sync(bool with_trailer) {
     }
 }
 
-void hp_writer_stop(void) {
-    if (!atomic_exchange(&running, false))
-        return;
-    // Let events already in flight on other threads commit before the last drain.
+// Lets events already in flight on other threads commit before the last drain.
+static void wait_for_busy_rings(void) {
     for (int i = 0; i < 100; i++) {
         bool busy = false;
         for (hp_ring_t *r = hp_tbuf_list_lock(); r; r = r->next) // the lock keeps reaping away
@@ -625,15 +643,63 @@ void hp_writer_stop(void) {
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
-    atomic_store(&stop_req, true);
-    wake();
-    pthread_join(thread, NULL);
+}
+
+// After the trace's last flush: the program may run on (a detach, or a failed restart after a
+// pause): leave it no descriptor of ours.
+static void close_files(void) {
     hp_traceout_close();
-    // the program may run on (a detach): leave it no descriptor of ours
     if (statm_fd >= 0) {
         close(statm_fd);
         statm_fd = -1;
     }
+}
+
+void hp_writer_stop(void) {
+    pthread_mutex_lock(&control_lock);
+    if (atomic_exchange(&running, false)) {
+        wait_for_busy_rings();
+        atomic_store(&stop_req, true);
+        wake();
+        pthread_join(thread, NULL);
+        close_files();
+    }
+    pthread_mutex_unlock(&control_lock);
+}
+
+unsigned hp_writer_pause(void) {
+    pthread_mutex_lock(&control_lock);
+    if (!atomic_load(&running)) {
+        pthread_mutex_unlock(&control_lock);
+        return 0;
+    }
+    HP_ASSERT(!paused); // control_lock is held from each pause to its resume
+    atomic_store(&pause_req, true);
+    wake();
+    pthread_join(thread, NULL);
+    atomic_store(&pause_req, false);
+    paused = true;
+    return 1 + paused_workers; // control_lock stays held until hp_writer_resume
+}
+
+// The flusher cannot be started again: the trace ends here, on the calling thread, with every
+// event recorded so far in it and a TRAILER; the program runs on unprofiled.
+static void end_here(void) {
+    hp_state_disable("cannot restart the trace writer thread; profiling stopped");
+    atomic_store(&running, false);
+    wait_for_busy_rings();
+    atomic_store(&stop_req, true);
+    flusher_loop();
+    close_files();
+}
+
+void hp_writer_resume(void) {
+    HP_ASSERT(paused);
+    paused = false;
+    hp_pipeline_resume();
+    if (hp_thread_spawn(&thread, flusher_main) != 0)
+        end_here();
+    pthread_mutex_unlock(&control_lock);
 }
 
 void hp_writer_fork_prepare(void) {
@@ -653,6 +719,10 @@ void hp_writer_fork_child(void) {
     }
     hp_traceout_fork_child();
     hp_pipeline_fork_child();
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER; // a pause on another thread holds it
+    control_lock = fresh;
+    paused = false;
+    atomic_store(&pause_req, false);
     atomic_store(&running, false);
     atomic_store(&flush_req, 0);
     atomic_store(&flush_done, 0);

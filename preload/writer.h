@@ -25,6 +25,16 @@ void hp_writer_flush_sync(bool with_trailer);
 // Final flush, TRAILER, close. Waits for the writer thread to finish. Call once recording is off.
 void hp_writer_stop(void);
 
+// The process is to be single-threaded for a moment (lifecycle.c: unshare(CLONE_NEWUSER) and
+// setns into a user or mount namespace refuse a process with more than one thread): stops the
+// flusher and the pipeline's workers and waits for them, the trace left open; rings that fill
+// meanwhile are drained by their owners. Returns how many threads ended (0: the writer does
+// not run, and hp_writer_resume must not be called). Cold.
+unsigned hp_writer_pause(void);
+// After a pause: starts the flusher again (it starts workers as they are needed). If the thread
+// cannot start, the trace ends here, complete, and profiling stops. Cold.
+void hp_writer_resume(void);
+
 // fork: the child must not touch the parent's file or thread.
 void hp_writer_fork_prepare(void);
 void hp_writer_fork_parent(void);

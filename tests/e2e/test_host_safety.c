@@ -224,3 +224,38 @@ Test(host_safety, a_child_cloned_without_fork_handlers_runs_unprofiled_and_unhar
         free(dir);
     }
 }
+
+// unshare(CLONE_NEWUSER) and setns into a mount namespace refuse a process with more than one
+// thread (EINVAL), and the shim's flusher, workers and sampler are threads: `unshare -U`,
+// `nsenter -m` and sandboxes failed under it (as under heaptrack). The shim stops its threads
+// around those calls and starts them again; the trace keeps every event, with the timer's
+// sampler too, and with small rings that the program's own thread drains meanwhile.
+Test(host_safety, namespace_calls_that_need_a_single_thread_succeed, .timeout = 180) {
+    char *probe[] = {E2E_PROGS "/ns_alone", "probe", NULL};
+    e2e_run_opts_t plain = {.no_preload = true, .timeout_s = 60};
+    if (e2e_run(probe, &plain, NULL, NULL, NULL) != 0)
+        cr_skip_test("this machine refuses setns/unshare(CLONE_NEWUSER) even without the shim");
+    static const char *const envs[3][2] = {
+        {NULL}, {"HEAPPROF_CPU=timer", NULL}, {"HEAPPROF_BUFFER_KB=64", NULL}};
+    for (int k = 0; k < 3; k++) {
+        char *dir = e2e_tmpdir("ns_alone");
+        char tmpl[4096];
+        snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
+        char *argv[] = {E2E_PROGS "/ns_alone", NULL};
+        char *err = NULL;
+        e2e_run_opts_t o = {.out_template = tmpl, .env = k ? envs[k] : NULL, .timeout_s = 60};
+        cr_assert_eq(e2e_run(argv, &o, NULL, &err, NULL), 0, "ns_alone (variant %d) failed: %s",
+                     k, err);
+        free(err);
+        char files[2][4096];
+        cr_assert_eq(e2e_traces_in(dir, files, 2), 1);
+        json_t *s = e2e_stats(files[0], NULL);
+        cr_expect_eq(e2e_int(s, "blocks"), 200040, "variant %d", k);
+        cr_expect_eq(e2e_int(s, "bytes"), 4840000, "variant %d", k);
+        cr_expect_eq(e2e_int(s, "frees"), 200000, "variant %d", k);
+        cr_expect(json_is_true(json_object_get(json_object_get(s, "damage"), "clean_exit")),
+                  "variant %d", k);
+        json_decref(s);
+        free(dir);
+    }
+}
