@@ -889,8 +889,12 @@ static size_t encode_finding(const finding_t *f, uint8_t *buf) {
 
 void hp_allocscan_dl_state(void) {
     // RT_ADD and RT_DELETE announce a change under way; RT_CONSISTENT: the list is whole again
-    if (!watching || _r_debug.r_state != RT_CONSISTENT)
+    // busy: Capstone loaded while a new module is patched (patch.c) is a nested dlopen, whose
+    // notices come here again mid-scan; its module is looked at on the next notice
+    static bool busy;
+    if (!watching || _r_debug.r_state != RT_CONSISTENT || busy)
         return;
+    busy = true;
     int saved_errno = errno;
     int entered = hp_guard_enter(); // libelf and Capstone allocate: not the program's
     int first_new = n_findings;
@@ -913,6 +917,7 @@ void hp_allocscan_dl_state(void) {
     }
     if (entered)
         hp_guard_leave();
+    busy = false;
     errno = saved_errno;
 }
 

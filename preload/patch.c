@@ -5,9 +5,13 @@
 // Capstone says about them (a RIP-relative operand re-aimed, a jump or conditional branch made
 // absolute), then a jump back behind them. Runs once at start, single-threaded:
 // never on the event path. Refuses what it cannot move exactly rather than guess.
+// Capstone is loaded on the first patch that needs it, not linked: its ~77,000 relocations
+// were most of the loader's work for the shim, ~2.5 ms and ~1.5 MiB of every recorded process
+// on the 2-vCPU VM, and only a program with an allocator of its own inside needs it.
 #include "patch.h"
 
 #include <capstone/capstone.h>
+#include <dlfcn.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -27,6 +31,45 @@
 // since patching itself calls the allocators it has already patched (Capstone, libelf).
 #define MAX_STUBS 64
 static int n_stubs;
+
+// Capstone's functions, from HP_CAPSTONE_SONAME (the build's, preload/CMakeLists.txt).
+static struct {
+    cs_err (*open)(cs_arch, cs_mode, csh *);
+    cs_err (*option)(csh, cs_opt_type, size_t);
+    cs_insn *(*malloc)(csh);
+    bool (*disasm_iter)(csh, const uint8_t **, size_t *, uint64_t *, cs_insn *);
+    void (*free)(cs_insn *, size_t);
+    cs_err (*close)(csh *);
+} capstone;
+static int capstone_state; // 0: not tried, 1: loaded, -1: not there
+
+#define CAPSTONE_FN(field, name)                                                                  \
+    do {                                                                                           \
+        void *sym_ = dlsym(lib, name);                                                             \
+        ok = ok && sym_;                                                                           \
+        memcpy(&capstone.field, &sym_, sizeof sym_);                                               \
+    } while (0)
+
+// Patching runs with one thread (at start) or under the loader's lock (a module being
+// loaded), so one caller at a time. A dlopen from inside the loader's notice of a new module
+// (allocscan.c) is a nested one, which the loader's recursive lock allows.
+static const char *capstone_load(void) {
+    if (!capstone_state) {
+        void *lib = dlopen(HP_CAPSTONE_SONAME, RTLD_NOW | RTLD_LOCAL);
+        bool ok = lib != NULL;
+        if (ok) {
+            CAPSTONE_FN(open, "cs_open");
+            CAPSTONE_FN(option, "cs_option");
+            CAPSTONE_FN(malloc, "cs_malloc");
+            CAPSTONE_FN(disasm_iter, "cs_disasm_iter");
+            CAPSTONE_FN(free, "cs_free");
+            CAPSTONE_FN(close, "cs_close");
+        }
+        capstone_state = ok ? 1 : -1;
+    }
+    return capstone_state > 0 ? NULL
+                              : "the disassembler (Capstone, " HP_CAPSTONE_SONAME ") is not there";
+}
 
 static bool in_reach(uintptr_t a, uintptr_t b) {
     int64_t d = (int64_t)(a - b);
@@ -137,7 +180,7 @@ static const char *relocate(csh cs, const uint8_t *fn, size_t size, uintptr_t at
     const uint8_t *code = fn;
     size_t left = size < PROLOGUE_MAX ? size : PROLOGUE_MAX;
     uint64_t addr = (uint64_t)(uintptr_t)fn;
-    cs_insn *in = cs_malloc(cs);
+    cs_insn *in = capstone.malloc(cs);
     if (!in)
         return "out of memory for the disassembler";
     const char *why = NULL;
@@ -146,7 +189,7 @@ static const char *relocate(csh cs, const uint8_t *fn, size_t size, uintptr_t at
     pl->patch_len = 0;
     while (!ended && pl->patch_len < JMP_REL32_BYTES) {
         uint64_t here = addr;
-        if (!cs_disasm_iter(cs, &code, &left, &addr, in)) {
+        if (!capstone.disasm_iter(cs, &code, &left, &addr, in)) {
             why = "an instruction at its entry could not be decoded";
             break;
         }
@@ -219,7 +262,7 @@ static const char *relocate(csh cs, const uint8_t *fn, size_t size, uintptr_t at
         put_jmp_abs(pl->code + pl->code_len, (uintptr_t)fn + pl->patch_len);
         pl->code_len += JMP_ABS_BYTES;
     }
-    cs_free(in, 1);
+    capstone.free(in, 1);
     return why;
 }
 
@@ -227,7 +270,7 @@ static const char *relocate(csh cs, const uint8_t *fn, size_t size, uintptr_t at
 // the first) would land in the middle of our jump. NULL or why not.
 static const char *check_targets(csh cs, const uint8_t *fn, size_t size, size_t patch_len) {
     uint64_t lo = (uint64_t)(uintptr_t)fn, hi = lo + (patch_len > JMP_REL32_BYTES ? patch_len : JMP_REL32_BYTES);
-    cs_insn *in = cs_malloc(cs);
+    cs_insn *in = capstone.malloc(cs);
     if (!in)
         return "out of memory for the disassembler";
     const uint8_t *code = fn;
@@ -235,7 +278,7 @@ static const char *check_targets(csh cs, const uint8_t *fn, size_t size, size_t 
     uint64_t addr = lo;
     const char *why = NULL;
     while (left > 0) {
-        if (!cs_disasm_iter(cs, &code, &left, &addr, in)) {
+        if (!capstone.disasm_iter(cs, &code, &left, &addr, in)) {
             code++; // data or padding Capstone does not decode: go on from the next byte
             left--;
             addr++;
@@ -247,7 +290,7 @@ static const char *check_targets(csh cs, const uint8_t *fn, size_t size, size_t 
             break;
         }
     }
-    cs_free(in, 1);
+    capstone.free(in, 1);
     return why;
 }
 
@@ -256,10 +299,37 @@ static const char *write_jmp(void *fn, const uint8_t *stub);
 #endif
 
 static const char *open_cs(csh *cs) {
-    if (cs_open(CS_ARCH_X86, CS_MODE_64, cs) != CS_ERR_OK)
+    const char *why = capstone_load();
+    if (why)
+        return why;
+    if (capstone.open(CS_ARCH_X86, CS_MODE_64, cs) != CS_ERR_OK)
         return "the disassembler (Capstone) would not start";
-    cs_option(*cs, CS_OPT_DETAIL, CS_OPT_ON);
+    capstone.option(*cs, CS_OPT_DETAIL, CS_OPT_ON);
     return NULL;
+}
+
+// The length of the padding instruction at p (at most left bytes): int3, nop, or a multi-byte
+// nop (`0f 1f /0` behind any operand-size and CS prefixes, the forms assemblers pad with); 0
+// for anything else. Padding needs no disassembler: hp_patch_empty runs in every process.
+static size_t padding_len(const uint8_t *p, size_t left) {
+    if (left && (p[0] == 0xcc || p[0] == 0x90))
+        return 1;
+    size_t i = 0;
+    while (i < left && (p[i] == 0x66 || p[i] == 0x2e))
+        i++;
+    if (i < left && i && p[i] == 0x90) // 66 90: xchg %ax,%ax
+        return i + 1;
+    if (i + 3 > left || p[i] != 0x0f || p[i + 1] != 0x1f || (p[i + 2] >> 3 & 7) != 0)
+        return 0;
+    uint8_t modrm = p[i + 2], mod = modrm >> 6, rm = modrm & 7;
+    size_t n = i + 3;
+    if (mod != 3 && rm == 4)
+        n++; // SIB
+    if (mod == 1)
+        n += 1;
+    else if (mod == 2 || (mod == 0 && rm == 5))
+        n += 4;
+    return n <= left ? n : 0;
 }
 
 const char *hp_patch_check(const void *fn, size_t size) {
@@ -272,7 +342,7 @@ const char *hp_patch_check(const void *fn, size_t size) {
     why = relocate(cs, fn, size, (uintptr_t)fn, &pl);
     if (!why)
         why = check_targets(cs, fn, size, pl.patch_len);
-    cs_close(&cs);
+    capstone.close(&cs);
     return why;
 }
 
@@ -293,7 +363,7 @@ const char *hp_patch_entry(void *fn, size_t size, uintptr_t wrapper, void *orig_
         why = relocate(cs, fn, size, (uintptr_t)stub + JMP_ABS_BYTES, &pl);
     if (!why)
         why = check_targets(cs, fn, size, pl.patch_len);
-    cs_close(&cs);
+    capstone.close(&cs);
     if (why) {
         if (stub) {
             munmap(stub, STUB_PAGE);
@@ -321,32 +391,19 @@ const char *hp_patch_empty(void *fn, uintptr_t target) {
     const uintptr_t end = ((uintptr_t)fn + 16) & ~(uintptr_t)15;
     if (end - (uintptr_t)fn < JMP_REL32_BYTES)
         return "too little room before the next function";
-    csh cs;
-    const char *why = open_cs(&cs);
-    if (why)
-        return why;
-    cs_insn *in = cs_malloc(cs);
+    static const uint8_t endbr64[4] = {0xf3, 0x0f, 0x1e, 0xfa};
     const uint8_t *code = fn;
-    size_t left = end - (uintptr_t)fn;
-    uint64_t at = (uintptr_t)fn;
-    bool returned = false;
-    while (!why && at < end) {
-        if (!in || !cs_disasm_iter(cs, &code, &left, &at, in))
-            why = "an instruction Capstone cannot decode";
-        else if (!returned && in->id == X86_INS_ENDBR64)
-            continue;
-        else if (!returned && in->id == X86_INS_RET && in->size == 1)
-            returned = true;
-        else if (!returned)
-            why = "it does something";
-        else if (in->id != X86_INS_NOP && in->id != X86_INS_INT3)
-            why = "what follows its return is not padding";
+    size_t at = 0, left = end - (uintptr_t)fn;
+    if (left >= sizeof endbr64 && !memcmp(code, endbr64, sizeof endbr64))
+        at = sizeof endbr64;
+    if (code[at] != 0xc3) // ret
+        return "it does something";
+    for (at++; at < left;) {
+        size_t n = padding_len(code + at, left - at);
+        if (!n)
+            return "what follows its return is not padding";
+        at += n;
     }
-    if (in)
-        cs_free(in, 1);
-    cs_close(&cs);
-    if (why)
-        return why;
     uint8_t *stub = stub_alloc((uintptr_t)fn);
     if (!stub)
         return "no memory within a 32-bit jump of it";

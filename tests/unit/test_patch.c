@@ -117,6 +117,28 @@ __asm__(".text\n"
         "  ret\n"
         "  mov $7, %eax\n"
         "  ret\n"
+        ".p2align 4\n"
+        // glibc 2.36's _dl_debug_state, byte for byte: ret, then the padding its assembler
+        // wrote (data16 data16 cs nopw 0(%rax,%rax,1); nopl 0(%rax)): what the shim patches
+        // in every process, checked without a disassembler
+        ".globl empty_glibc\n"
+        ".type empty_glibc, @function\n"
+        "empty_glibc:\n"
+        "  .byte 0xc3, 0x66, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0, 0x0f, 0x1f, 0x40, 0\n"
+        ".p2align 4\n"
+        // endbr64; ret; then int3s and a one-byte nop
+        ".globl empty_int3\n"
+        ".type empty_int3, @function\n"
+        "empty_int3:\n"
+        "  .byte 0xf3, 0x0f, 0x1e, 0xfa, 0xc3, 0xcc, 0xcc, 0x90, 0xcc, 0xcc, 0xcc, 0xcc\n"
+        "  .byte 0x66, 0x90, 0xcc, 0xcc\n"
+        ".p2align 4\n"
+        // ret, then an instruction that starts like a long nop but is not one (0f 1f /1)
+        ".globl ret_then_hint\n"
+        ".type ret_then_hint, @function\n"
+        "ret_then_hint:\n"
+        "  .byte 0xc3, 0x0f, 0x1f, 0x08, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc\n"
+        "  .byte 0xcc, 0xcc, 0xcc, 0xcc\n"
         ".p2align 4\n");
 
 long rip_load(long x);
@@ -131,6 +153,9 @@ void tiny(void);
 void empty_ret(void);
 void empty_endbr(void);
 void ret_then_code(void);
+void empty_glibc(void);
+void empty_int3(void);
+void ret_then_hint(void);
 
 static size_t size_of(const void *fn, const char *end) {
     return (size_t)(end - (const char *)fn);
@@ -269,6 +294,19 @@ Test(patch, an_empty_function_is_made_to_call_the_target) {
     cr_expect_eq(n_notified, 1, "the empty function jumps to the target, which returns");
     b();
     cr_expect_eq(n_notified, 2);
+}
+
+Test(patch, the_padding_glibc_and_compilers_write_behind_an_empty_function_is_recognised) {
+    void (*volatile a)(void) = empty_glibc, (*volatile b)(void) = empty_int3;
+    const char *why = hp_patch_empty((void *)code(empty_glibc), notified_addr());
+    cr_assert_null(why, "%s", why);
+    why = hp_patch_empty((void *)code(empty_int3), notified_addr());
+    cr_assert_null(why, "%s", why);
+    a();
+    b();
+    cr_expect_eq(n_notified, 2);
+    cr_expect_str_eq(hp_patch_empty((void *)code(ret_then_hint), notified_addr()),
+                     "what follows its return is not padding");
 }
 
 Test(patch, a_function_that_does_something_is_not_taken_for_empty) {
