@@ -39,16 +39,35 @@ enum hpt_col {
 // The transposer's memory of this chunk's allocations: a direct-mapped cache of
 // address -> (ordinal, size), valid for entries of the current chunk (epoch).
 // Lossy by design: a free whose block fell out of it is coded as a delta
-// instead.
+// instead. A chunk uses the first 2^bits slots, by its size (hpt_cols_enc_begin):
+// the table is 768 KiB, mapped zeroed, and a short process's one small chunk
+// scattered its few hundred blocks over ~150 of its pages.
 #define HPT_COLS_SLOTS (1u << 15)
+#define HPT_COLS_SLOT_BITS_MIN 8
 typedef struct hpt_cols_slot {
     uint64_t addr, size;
     uint32_t ordinal, epoch;
 } hpt_cols_slot_t;
 typedef struct hpt_cols_enc {
     uint32_t epoch;
+    uint32_t shift; // 64 - the chunk's slot bits
     hpt_cols_slot_t slot[HPT_COLS_SLOTS];
 } hpt_cols_enc_t;
+
+// Starts a chunk of at most `bytes` of input: a new epoch (the slots of earlier
+// chunks no longer count), and as many slots as one per 8 bytes of it, between
+// 2^HPT_COLS_SLOT_BITS_MIN and HPT_COLS_SLOTS (at least two per allocation: no
+// record of one is under 16 bytes).
+static inline void hpt_cols_enc_begin(hpt_cols_enc_t *enc, size_t bytes) {
+    if (++enc->epoch == 0) { // wrapped: old entries could look current
+        memset(enc->slot, 0, sizeof enc->slot);
+        enc->epoch = 1;
+    }
+    unsigned bits = HPT_COLS_SLOT_BITS_MIN;
+    while ((1u << bits) < HPT_COLS_SLOTS && ((size_t)1 << bits) < bytes / 8)
+        bits++;
+    enc->shift = 64 - bits;
+}
 
 // An untransposer's record of one allocation of the chunk (index: its ordinal).
 typedef struct hpt_cols_alloc {
@@ -70,9 +89,10 @@ static inline uint64_t hpt_cols_addr_delta(uint64_t v) {
     return (v & 1) ? d : d << 4;
 }
 
-static inline uint32_t hpt_cols_hash(uint64_t addr) {
+// The slot of addr in the current chunk (its top bits of a multiplicative hash).
+static inline uint32_t hpt_cols_hash(const hpt_cols_enc_t *enc, uint64_t addr) {
     uint64_t h = (addr >> 4) * 0x9e3779b97f4a7c15ull;
-    return (uint32_t)(h >> 49); // 15 bits: HPT_COLS_SLOTS
+    return (uint32_t)(h >> enc->shift);
 }
 
 // A column being written: [p, end) of its region in out.
@@ -131,10 +151,7 @@ static inline size_t hpt_cols_transpose(const uint8_t *rows, size_t row_bytes, s
     const size_t region = take + 2 * HPT_VARINT_MAX;
     if (out_cap < hpt_cols_bound(take))
         return 0;
-    if (++enc->epoch == 0) { // wrapped: old entries could look current
-        memset(enc->slot, 0, sizeof enc->slot);
-        enc->epoch = 1;
-    }
+    hpt_cols_enc_begin(enc, take);
     hpt_colw_t w[HPT_COLS];
     uint8_t *base = out + HPT_COLS_HDR_MAX;
     for (int i = 0; i < HPT_COLS; i++) {
@@ -173,7 +190,7 @@ static inline size_t hpt_cols_transpose(const uint8_t *rows, size_t row_bytes, s
             if (r.tag == HPT_REC_REALLOC)
                 ok = ok && hpt_colw_put(&w[HPT_COL_TIME], r.time2_ns - r.time_ns);
             {
-                const hpt_cols_slot_t *s = &enc->slot[hpt_cols_hash(old)];
+                const hpt_cols_slot_t *s = &enc->slot[hpt_cols_hash(enc, old)];
                 uint64_t delta;
                 // the code shifted once more must keep its top bit
                 if (!hpt_cols_addr_code((int64_t)(old - prev_free), &delta) || delta >> 63)
@@ -252,7 +269,7 @@ static inline size_t hpt_cols_transpose(const uint8_t *rows, size_t row_bytes, s
         if (!ok)
             return 0;
         if (is_alloc) {
-            hpt_cols_slot_t *s = &enc->slot[hpt_cols_hash(r.addr)];
+            hpt_cols_slot_t *s = &enc->slot[hpt_cols_hash(enc, r.addr)];
             s->addr = r.addr;
             s->size = r.size;
             s->ordinal = n_allocs++;

@@ -93,10 +93,10 @@ rc_ahead(const uint8_t *p, const uint8_t *end, const hpt_cols_enc_t *enc) {
     if (!bytes || (size_t)(end - p) < bytes)
         return NULL;
     if (*p == HP_RE_REALLOC) {
-        __builtin_prefetch(&enc->slot[hpt_cols_hash(hp_re_ld64(p + 21))]);
-        __builtin_prefetch(&enc->slot[hpt_cols_hash(hp_re_ld64(p + 29))]);
+        __builtin_prefetch(&enc->slot[hpt_cols_hash(enc, hp_re_ld64(p + 21))]);
+        __builtin_prefetch(&enc->slot[hpt_cols_hash(enc, hp_re_ld64(p + 29))]);
     } else if (*p < HP_RE_TBASE) {
-        __builtin_prefetch(&enc->slot[hpt_cols_hash(hp_re_ld64(p + 5))]);
+        __builtin_prefetch(&enc->slot[hpt_cols_hash(enc, hp_re_ld64(p + 5))]);
     }
     return p + bytes;
 }
@@ -107,10 +107,7 @@ size_t hp_rc_columns(const uint8_t *in, size_t n, size_t max_bytes, uint8_t *out
     if (out_cap < HPT_COLS_HDR_MAX + (size_t)HPT_COLS * 4 * HPT_VARINT_MAX)
         return 0;
     const size_t region = (out_cap - HPT_COLS_HDR_MAX) / HPT_COLS;
-    if (++enc->epoch == 0) { // wrapped: old entries could look current
-        memset(enc->slot, 0, sizeof enc->slot);
-        enc->epoch = 1;
-    }
+    hpt_cols_enc_begin(enc, n);
     hpt_colw_t w[HPT_COLS];
     uint8_t *base = out + HPT_COLS_HDR_MAX;
     for (int i = 0; i < HPT_COLS; i++) {
@@ -229,7 +226,7 @@ size_t hp_rc_columns(const uint8_t *in, size_t n, size_t max_bytes, uint8_t *out
             if (e.tag == HPT_REC_REALLOC)
                 ok = ok && hpt_colw_put(&w[HPT_COL_TIME], e.t2 - e.t);
             {
-                const hpt_cols_slot_t *s = &enc->slot[hpt_cols_hash(old)];
+                const hpt_cols_slot_t *s = &enc->slot[hpt_cols_hash(enc, old)];
                 uint64_t delta;
                 // the code shifted once more must keep its top bit
                 if (!hpt_cols_addr_code((int64_t)(old - prev_free), &delta) || delta >> 63)
@@ -275,7 +272,7 @@ size_t hp_rc_columns(const uint8_t *in, size_t n, size_t max_bytes, uint8_t *out
         if (!ok || !hpt_colw_bytes(&w[HPT_COL_TAG], &e.tag, 1))
             return 0;
         if (e.tag != HPT_REC_FREE && e.tag != HPT_REC_FREE_SIZED) { // a new block
-            hpt_cols_slot_t *s = &enc->slot[hpt_cols_hash(e.addr)];
+            hpt_cols_slot_t *s = &enc->slot[hpt_cols_hash(enc, e.addr)];
             s->addr = e.addr;
             s->size = e.size;
             s->ordinal = n_allocs++;
