@@ -167,8 +167,8 @@ static int open_special(const char *path, mode_t mode) {
 
 // Creates the trace file from a HEAPPROF_OUT template (writer.h) and writes the chosen path into
 // path. Returns the fd, or -1 after saying why on stderr.
-static int create_file(const char *tmpl, char *path, size_t cap) {
-    char first[HP_PATH_MAX];
+// first: the name the template gave, where path had to be another one (else empty).
+static int create_file(const char *tmpl, char *path, size_t cap, char first[HP_PATH_MAX]) {
     for (int i = 0; i < 1000; i++) {
         if (!expand(tmpl, path, cap, i)) {
             hp_diag_line("HEAPPROF_OUT is too long: ", tmpl, (char *)NULL);
@@ -178,9 +178,8 @@ static int create_file(const char *tmpl, char *path, size_t cap) {
             memcpy(first, path, strlen(path) + 1);
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0) {
-            if (i && hp_config_announces())
-                hp_diag_line(first, " exists; writing the trace to ", path, " instead",
-                             (char *)NULL);
+            if (!i)
+                first[0] = 0;
             return keep_high(fd);
         }
         if (errno != EEXIST) {
@@ -190,8 +189,10 @@ static int create_file(const char *tmpl, char *path, size_t cap) {
         }
         // lstat, not stat: a symlink is judged as itself (and skipped), never followed
         struct stat st;
-        if (i == 0 && lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+        if (i == 0 && lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+            first[0] = 0; // the trace goes into it
             return open_special(path, st.st_mode);
+        }
     }
     hp_diag_line("cannot find a free trace file name like ", first, (char *)NULL);
     return -1;
@@ -557,7 +558,8 @@ fail:
 
 bool hp_writer_start(void) {
     char path[HP_PATH_MAX];
-    int fd = create_file(hp_config.out, path, sizeof path);
+    char first[HP_PATH_MAX];
+    int fd = create_file(hp_config.out, path, sizeof path, first);
     if (fd < 0)
         return false;
     if (statm_fd < 0)
@@ -609,8 +611,11 @@ bool hp_writer_start(void) {
     }
     bool ok = start(fd, path, &h, m.buf, m.len, m.nrec);
     hp_mem_unmap(m.buf, m.cap);
+    // one line an image: an exec chain under one pid (pyenv's shims: bash, pyenv, python) finds
+    // the name taken by the image before it each time
     if (ok && hp_config_announces())
-        hp_diag_line("writing trace to ", path, (char *)NULL);
+        hp_diag_line("writing trace to ", path, first[0] ? " (" : "", first,
+                     first[0] ? " exists)" : "", (char *)NULL);
     return ok;
 }
 

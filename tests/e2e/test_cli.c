@@ -173,7 +173,7 @@ Test(cli, trace_path_that_is_a_fifo_or_directory_runs_unprofiled_with_one_line) 
     free(dir);
 }
 
-// HEAPPROF_QUIET=1 also quiets "NAME exists; writing the trace to NAME.1.hpt instead".
+// HEAPPROF_QUIET=1 also quiets "writing trace to NAME.1.hpt (NAME exists)".
 Test(cli, quiet_also_silences_the_next_free_name_line) {
     char *dir = e2e_tmpdir("quiet_exists");
     char trace[4200], next[4200];
@@ -189,6 +189,24 @@ Test(cli, quiet_also_silences_the_next_free_name_line) {
     json_t *s = e2e_stats(next, "execer");
     cr_expect_eq(e2e_int(s, "blocks"), 6);
     json_decref(s);
+    free(dir);
+}
+
+// Where the name is taken (an earlier image of the same pid: an exec chain), one line says
+// both: "writing trace to NAME.1.hpt (NAME exists)".
+Test(cli, a_taken_trace_name_is_said_in_the_one_line) {
+    char *dir = e2e_tmpdir("taken_name");
+    char trace[4200], want[8600];
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    snprintf(want, sizeof want, "writing trace to %s/t.1.hpt (%s exists)", dir, trace);
+    FILE *f = fopen(trace, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    const char *env[] = {"HEAPPROF_CPU=0", NULL};
+    char *err = run_execer_to(trace, env);
+    cr_expect_eq(count_lines_with(err, "heapprof: "), 1, "stderr: %s", err);
+    cr_expect_eq(count_lines_with(err, want), 1, "stderr: %s", err);
+    free(err);
     free(dir);
 }
 
