@@ -36,9 +36,9 @@ const char cmd_run_usage[] =
     "Runs CMD with libheapprof.so preloaded and records every allocation into a trace.\n"
     "Exits with CMD's exit status (128 + signal if it was killed).\n"
     "\n"
-    "  -o, --output TRACE   trace file to write; %p becomes the process id\n"
-    "                       (default: $HEAPPROF_OUT, else heapprof.%p.hpt in the current "
-    "directory)\n"
+    "  -o, --output TRACE   trace file to write; %p becomes the process id; a directory\n"
+    "                       gets heapprof.%p.hpt in it (default: $HEAPPROF_OUT, else\n"
+    "                       heapprof.%p.hpt in the current directory)\n"
     "  --sample-bytes N     sampled recording: one allocation in every N bytes on average,\n"
     "                       weighted back up by the analyzer (docs/sampling.md); N in bytes,\n"
     "                       or with a K, M or G suffix (KiB, MiB, GiB), at most 1G; 0 records\n"
@@ -473,6 +473,45 @@ bool cmd_run_is_static_elf(const char *path) {
     return is_static;
 }
 
+// The trace pattern names a place the shim can write: its directory exists (a pattern with a
+// '%' before its last '/' is left to the shim). An existing directory as the pattern means
+// heapprof.%p.hpt in it: *in_dir gets that pattern (else it is left empty). False with err set.
+static bool check_out(const char *pattern, char *in_dir, size_t cap, errmsg_t *err) {
+    in_dir[0] = 0;
+    struct stat st;
+    if (stat(pattern, &st) == 0 && S_ISDIR(st.st_mode)) {
+        size_t n = strlen(pattern);
+        if (snprintf(in_dir, cap, "%s%s%s", pattern, n && pattern[n - 1] == '/' ? "" : "/",
+                     DEFAULT_PATTERN) >= (int)cap) {
+            errmsg_set(err, "run: the trace path %s/%s is too long", pattern, DEFAULT_PATTERN);
+            return false;
+        }
+        pattern = in_dir;
+    }
+    const char *slash = strrchr(pattern, '/');
+    if (!slash || slash == pattern)
+        return true; // the current directory, or /
+    char dir[PATH_MAX];
+    size_t n = (size_t)(slash - pattern);
+    if (n >= sizeof dir || memchr(pattern, '%', n))
+        return true;
+    memcpy(dir, pattern, n);
+    dir[n] = 0;
+    if (stat(dir, &st) != 0) {
+        errmsg_set(err, "run: cannot write traces to %s: %s", dir, strerror(errno));
+        return false;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        errmsg_set(err, "run: cannot write traces to %s: not a directory", dir);
+        return false;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        errmsg_set(err, "run: cannot write traces to %s: %s", dir, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
 int cmd_run_exec(const cmd_run_opts_t *o, cmd_run_result_t *res, errmsg_t *err) {
     memset(res, 0, sizeof *res);
     char prog[PATH_MAX];
@@ -494,6 +533,19 @@ int cmd_run_exec(const cmd_run_opts_t *o, cmd_run_result_t *res, errmsg_t *err) 
     const char *pattern = o->out ? o->out : getenv("HEAPPROF_OUT");
     if (!pattern || !pattern[0])
         pattern = DEFAULT_PATTERN;
+    // Where the traces go is checked once here: else every process the command starts says
+    // it cannot create its trace (a make -j2: 278 lines) and the end asks whether the shim
+    // was loaded at all.
+    static char in_dir[PATH_MAX];
+    cmd_run_opts_t with_dir;
+    if (!check_out(pattern, in_dir, sizeof in_dir, err))
+        return -1;
+    if (in_dir[0]) {
+        with_dir = *o;
+        with_dir.out = in_dir;
+        o = &with_dir;
+        pattern = in_dir;
+    }
 
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0) {

@@ -210,6 +210,35 @@ Test(cli, a_taken_trace_name_is_said_in_the_one_line) {
     free(dir);
 }
 
+// Where the traces go is checked before the command runs: a directory that is not there is
+// one line and status 2, the command not started (each of its processes said it could not
+// create its trace: a make -j2, 278 lines, and then "was the shim loaded?"); -o naming a
+// directory puts heapprof.PID.hpt in it.
+Test(cli, run_checks_where_the_traces_go_before_it_starts) {
+    char *dir = e2e_tmpdir("run_out");
+    char missing[4200], marker[4200], script[8600];
+    snprintf(missing, sizeof missing, "%s/no/such/dir/t.%%p.hpt", dir);
+    snprintf(marker, sizeof marker, "%s/ran", dir);
+    snprintf(script, sizeof script, "touch %s", marker);
+    const char *run[] = {"run", "-o", missing, "--", "/bin/sh", "-c", script, NULL};
+    char *err = NULL;
+    cr_expect_eq(e2e_heapprof(run, NULL, &err), 2);
+    cr_expect_eq(count_lines_with(err, "heapprof: "), 1, "stderr: %s", err);
+    cr_expect_eq(count_lines_with(err, "No such file or directory"), 1, "stderr: %s", err);
+    cr_expect_neq(access(marker, F_OK), 0, "the command ran");
+    free(err);
+    const char *into_dir[] = {"run", "-o", dir, "--", E2E_PROGS "/execer", "stage2", NULL};
+    cr_assert_eq(e2e_heapprof(into_dir, NULL, &err), 0, "stderr: %s", err);
+    free(err);
+    char files[2][4096];
+    cr_assert_eq(e2e_traces_in(dir, files, 2), 1);
+    cr_expect(strstr(files[0], "/heapprof.") != NULL, "%s", files[0]);
+    json_t *st = e2e_stats(files[0], "execer");
+    cr_expect_eq(e2e_int(st, "blocks"), 6);
+    json_decref(st);
+    free(dir);
+}
+
 Test(cli, bad_settings_fall_back_to_defaults) {
     char *dir = e2e_tmpdir("env");
     char trace[4096];
