@@ -792,7 +792,27 @@ static bool stop_thread(void) {
     return true;
 }
 
+// Sampling ends on the calling thread, the sampling thread gone (a pause that is not resumed,
+// or a restart that failed): the source closed, what it holds drained, the final CPU_INFO.
+static void end_here(void) {
+    if (source == HPT_CPU_TIMER) {
+        hp_cpu_timer_close();
+        drain_timer();
+        n_lost += hp_cpu_timer_lost();
+    } else {
+        events_ioctl(PERF_EVENT_IOC_DISABLE);
+        drain_all();
+    }
+    write_info(); // the sampling thread is gone: this thread may write its ring
+    close_all();
+}
+
 void hp_cpu_stop(void) {
+    if (paused) { // the program's last thread is gone (writer.h): the end is this thread's
+        paused = false;
+        end_here();
+        return;
+    }
     if (!thread_started)
         return;
     if (stop_thread())
@@ -815,6 +835,10 @@ void hp_cpu_before_exec(void) {
         return;
     drop_wake_byte();
     paused_for_exec = true;
+}
+
+unsigned hp_cpu_thread_count(void) {
+    return thread_started ? 1 : 0;
 }
 
 unsigned hp_cpu_pause(void) {
@@ -841,17 +865,8 @@ void hp_cpu_resume(void) {
     thread_started = hp_thread_spawn(&thread, cpu_main) == 0;
     if (thread_started)
         return;
-    if (source == HPT_CPU_TIMER) {
-        hp_cpu_timer_close();
-        drain_timer();
-        n_lost += hp_cpu_timer_lost();
-    } else {
-        events_ioctl(PERF_EVENT_IOC_DISABLE);
-        drain_all();
-    }
     reason = "cannot restart the sampling thread; CPU samples stopped";
-    write_info(); // the sampling thread is gone: this thread may write its ring
-    close_all();
+    end_here();
 }
 
 void hp_cpu_exec_failed(void) {

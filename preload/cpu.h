@@ -37,6 +37,8 @@ unsigned hp_cpu_pause(void);
 // After a pause: starts the sampling thread again; if it cannot start, sampling ends here (its
 // final CPU_INFO says why). Cold; creates a thread.
 void hp_cpu_resume(void);
+// Whether the sampling thread runs (0 or 1): the writer counts the shim's threads.
+unsigned hp_cpu_thread_count(void);
 
 // The calling thread's first event (record.c): counted, for the choice between perf events and
 // the timer (hp_cpu_perf_too_dear), and with the timer sampling, its own timer armed at once.

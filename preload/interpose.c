@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <linux/nsfs.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -383,6 +384,17 @@ HP_EXPORT int setns(int fd, int nstype) {
     if (solo)
         hp_lifecycle_solo_end();
     return rc;
+}
+
+// ---- pthread_exit: a main thread that ends before the others ---------------------------------
+// glibc ends the process when its last thread ends; the shim's threads must not keep it alive.
+
+HP_EXPORT void pthread_exit(void *ret) {
+    hp_lifecycle_pthread_exit();
+    if (ready() && hp_real.pthread_exit)
+        hp_real.pthread_exit(ret);
+    for (;;) // not reached: glibc's pthread_exit is always there
+        syscall(SYS_exit, 0);
 }
 
 // ---- exec: flush what this image recorded; the new image starts its own trace -----------------

@@ -18,19 +18,20 @@
 #include "stacktab.h"
 #include "state.h"
 #include "tbuf.h"
+#include "thread.h"
 #include "touch.h"
 #include "unwind.h"
 #include "writer.h"
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/single_threaded.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -180,6 +181,8 @@ static void setup_recording(void) {
     // (also when profiling is off: unit tests drive the rings of a process that does not record).
     hp_pipeline_attach();
     hp_record_set_trace_hook(ensure_trace);
+    static const hp_writer_others_t others = {hp_cpu_thread_count, hp_cpu_pause};
+    hp_writer_set_others(&others);
     hp_real_resolve();
     hp_config_load();
     if (attach_out[0])
@@ -435,31 +438,12 @@ void hp_lifecycle_before_exit_now(void) {
 
 // ---- a moment single-threaded, for the namespace calls that refuse more threads -------------
 
-// The process's thread count, as the kernel has it (/proc/self/stat, field 20); -1 if unknown.
-// Read with plain system calls: no stdio, no allocation.
-static long kernel_thread_count(void) {
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    char buf[1024];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    // the command name, field 2, may hold spaces and parentheses: count from its last ')'
-    char *p = strrchr(buf, ')');
-    for (int field = 2; p && field < 20; field++)
-        p = strchr(p + 1, ' ');
-    return p ? strtol(p + 1, NULL, 10) : -1;
-}
-
 bool hp_lifecycle_solo_begin(void) {
     if (hp_tls_guard || hp_lifecycle_is_vfork_child() || hp_state_raw_child())
         return false; // inside the shim (a signal handler), or the threads are the parent's
     (void)hp_guard_enter(); // held until hp_lifecycle_solo_end: nothing recorded meanwhile
     pthread_mutex_lock(&solo_lock);
-    long before = kernel_thread_count();
+    long before = hp_thread_kernel_count();
     unsigned ended = hp_cpu_pause();
     unsigned writer = hp_writer_pause();
     if (!ended && !writer) {
@@ -470,7 +454,7 @@ bool hp_lifecycle_solo_begin(void) {
     // A joined thread is still counted for a moment after pthread_join returns (the kernel
     // wakes the joiner before it unlinks the thread): the call would fail in that moment.
     ended += writer;
-    for (int i = 0; i < 2000 && before > 0 && kernel_thread_count() > before - (long)ended; i++) {
+    for (int i = 0; i < 2000 && before > 0 && hp_thread_kernel_count() > before - (long)ended; i++) {
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
     }
@@ -486,6 +470,13 @@ void hp_lifecycle_solo_end(void) {
     pthread_mutex_unlock(&solo_lock);
     hp_guard_leave();
     errno = e;
+}
+
+void hp_lifecycle_pthread_exit(void) {
+    if (hp_lifecycle_is_vfork_child() || hp_state_raw_child())
+        return;
+    if ((pid_t)syscall(SYS_gettid) == image_pid)
+        hp_writer_main_thread_gone();
 }
 
 void hp_lifecycle_exec_failed(void) {

@@ -29,6 +29,10 @@ void hp_lifecycle_exec_failed(void);
 bool hp_lifecycle_solo_begin(void);
 void hp_lifecycle_solo_end(void);
 
+// pthread_exit: where the main thread calls it, the process must end when the program's last
+// thread does, whatever threads of ours are left (writer.h, hp_writer_main_thread_gone). Cold.
+void hp_lifecycle_pthread_exit(void);
+
 // _exit/_Exit: the exit flush and trailer the destructor would write, which _exit skips; does
 // nothing in a vfork child (the parent's writer is not its own) or where this thread is inside
 // the shim (a signal handler interrupted it). Waits for the writer. Cold.

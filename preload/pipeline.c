@@ -415,6 +415,13 @@ bool hp_pipeline_has_workers(void) {
     return have;
 }
 
+unsigned hp_pipeline_worker_count(void) {
+    pthread_mutex_lock(&work_lock);
+    unsigned n = n_workers;
+    pthread_mutex_unlock(&work_lock);
+    return n;
+}
+
 void hp_pipeline_settle(hp_ring_t *head) {
     pthread_mutex_lock(&work_lock);
     bool have_workers = n_workers > 0;

@@ -39,6 +39,8 @@ void hp_pipeline_settle(hp_ring_t *head);
 
 // Whether a worker runs: records queued now are drained without the caller's help.
 bool hp_pipeline_has_workers(void);
+// How many workers run (the flusher alone starts and stops them).
+unsigned hp_pipeline_worker_count(void);
 
 // Flusher: starts one more worker if work is waiting and every worker is busy, up to the limit
 // (half the CPUs, at least one). Creating threads only here, on a thread of ours, keeps

@@ -60,6 +60,7 @@ bool hp_real_resolve(void) {
     RESOLVE(sigaction);
     RESOLVE(signal);
     RESOLVE(unshare);
+    RESOLVE(pthread_exit);
     RESOLVE(setns);
     void *exit_sym = dlsym(RTLD_NEXT, "_exit");
     memcpy(&hp_real.exit_now, &exit_sym, sizeof exit_sym);

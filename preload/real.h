@@ -29,6 +29,7 @@ typedef struct hp_real {
     int (*sigaction)(int, const struct sigaction *, struct sigaction *);
     void (*(*signal)(int, void (*)(int)))(int);
     int (*unshare)(int);
+    void (*pthread_exit)(void *);
     int (*setns)(int, int);
 } hp_real_t;
 

@@ -7,9 +7,12 @@
 #include "debug.h"
 #include "mem.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 HP_TLS hp_thread_t *hp_tls_thread;
 
@@ -65,4 +68,21 @@ int hp_thread_spawn(pthread_t *t, void *(*fn)(void *)) {
     int rc = pthread_create(t, NULL, fn, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
+}
+
+long hp_thread_kernel_count(void) {
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    // the command name, field 2, may hold spaces and parentheses: count from its last ')'
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 20; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtol(p + 1, NULL, 10) : -1;
 }

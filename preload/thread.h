@@ -37,6 +37,10 @@ typedef struct hp_thread {
 // Cold.
 int hp_thread_spawn(pthread_t *t, void *(*fn)(void *));
 
+// The process's threads as the kernel counts them (/proc/self/stat, field 20: a main thread
+// that ended with pthread_exit is still one), or -1. Plain system calls, no allocation. Cold.
+long hp_thread_kernel_count(void);
+
 // This thread's block, or NULL: before its first recorded event, after its exit hook gave the
 // block back (other TLS destructors may still allocate), or when memory ran out. Every user
 // copes with NULL by a slower path that keeps no per-thread state (record.c, unwind_cfi.c).

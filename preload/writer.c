@@ -60,6 +60,12 @@ static bool paused;
 // Held from hp_writer_pause to hp_writer_resume, and by hp_writer_stop: one caller at a time
 // joins and starts the flusher thread.
 static pthread_mutex_t control_lock = PTHREAD_MUTEX_INITIALIZER;
+// The main thread ended with pthread_exit (hp_writer_main_thread_gone): glibc ends the process
+// when its last thread ends, and ours would keep it alive for good, so the flusher watches for
+// the moment only the shim's threads are left (orphaned: it then ends the others and itself).
+static _Atomic bool main_gone;
+static bool orphaned;
+static hp_writer_others_t others; // the shim's threads that are not the writer's (lifecycle.c)
 static bool have_membarrier;
 static uint8_t small_out[SMALL_OUT];
 // what rings took with them when they were freed, for the TRAILER
@@ -460,8 +466,17 @@ static void wait_for_wake(uint32_t seen, uint32_t ms) {
     syscall(SYS_futex, &wake_word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
 }
 
+// Whether the program's own threads are all gone, its main thread a zombie: the kernel counts
+// it, this thread, the workers and the shim's other threads, and nothing else.
+static bool only_ours_left(void) {
+    long n = hp_thread_kernel_count();
+    unsigned ours = 2 + hp_pipeline_worker_count() + (others.count ? others.count() : 0);
+    return n > 0 && (unsigned long)n <= ours;
+}
+
 // The flusher's work, on the flusher thread until a stop or a pause; on the calling thread when
-// the thread cannot be started again after a pause (end_here).
+// the thread cannot be started again after a pause (end_here) or the program's threads are all
+// gone (hp_writer_stop).
 static void flusher_loop(void) {
     uint64_t interval_ns = (uint64_t)hp_config.flush_ms * 1000000u;
     uint32_t nap_ms = hp_config.flush_ms / 4 ? hp_config.flush_ms / 4 : 1;
@@ -469,6 +484,11 @@ static void flusher_loop(void) {
     for (;;) {
         uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
         bool stopping = atomic_load_explicit(&stop_req, memory_order_acquire);
+        if (!stopping && atomic_load_explicit(&main_gone, memory_order_acquire) && only_ours_left()) {
+            paused_workers = hp_pipeline_stop();
+            orphaned = true;
+            return;
+        }
         if (!stopping && atomic_load_explicit(&pause_req, memory_order_acquire)) {
             // what is queued is drained by the workers before they go; what comes meanwhile
             // waits in the rings (a full one is drained by its owner) for the next flusher
@@ -517,6 +537,18 @@ static void *flusher_main(void *arg) {
     hp_tls_guard = 1;
     prctl(PR_SET_NAME, "heapprof-flush", 0, 0, 0);
     flusher_loop();
+    if (orphaned) {
+        // The workers are gone; the others go too, and this thread returns: the process's last,
+        // so glibc calls exit(0) on it, as it would have on the program's last, and the exit
+        // handlers run here, the program's recorded (the trace's end among them:
+        // hp_writer_stop finds the writer paused and ends it on this thread).
+        if (others.pause)
+            others.pause();
+        pthread_mutex_lock(&control_lock);
+        paused = true;
+        pthread_mutex_unlock(&control_lock);
+        hp_tls_guard = 0;
+    }
     return NULL;
 }
 
@@ -665,11 +697,24 @@ void hp_writer_stop(void) {
     if (atomic_exchange(&running, false)) {
         wait_for_busy_rings();
         atomic_store(&stop_req, true);
-        wake();
-        pthread_join(thread, NULL);
+        if (paused) { // no flusher: the program's threads were all gone (orphaned)
+            paused = false;
+            flusher_loop();
+        } else {
+            wake();
+            pthread_join(thread, NULL);
+        }
         close_files();
     }
     pthread_mutex_unlock(&control_lock);
+}
+
+void hp_writer_main_thread_gone(void) {
+    atomic_store_explicit(&main_gone, true, memory_order_release);
+}
+
+void hp_writer_set_others(const hp_writer_others_t *o) {
+    others = *o;
 }
 
 unsigned hp_writer_pause(void) {
@@ -727,6 +772,8 @@ void hp_writer_fork_child(void) {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER; // a pause on another thread holds it
     control_lock = fresh;
     paused = false;
+    orphaned = false;
+    atomic_store(&main_gone, false); // this process's main thread is the one that forked
     atomic_store(&pause_req, false);
     atomic_store(&running, false);
     atomic_store(&flush_req, 0);

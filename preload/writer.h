@@ -35,6 +35,21 @@ unsigned hp_writer_pause(void);
 // cannot start, the trace ends here, complete, and profiling stops. Cold.
 void hp_writer_resume(void);
 
+// The shim's threads that are not the writer's (the CPU sampler, lifecycle.c registers it):
+// how many run, and a pause that ends them (returns how many ended). Set once, before the
+// first trace.
+typedef struct hp_writer_others {
+    unsigned (*count)(void);
+    unsigned (*pause)(void);
+} hp_writer_others_t;
+void hp_writer_set_others(const hp_writer_others_t *o);
+
+// The main thread called pthread_exit: the process ends when its last thread does, and the
+// shim's threads must not be that. From now on the flusher watches the kernel's thread count;
+// once only the shim's threads are left it ends the workers and the sampler and returns, and
+// glibc calls exit(0) on it (the exit handlers and the trace's end run there). Cold.
+void hp_writer_main_thread_gone(void);
+
 // fork: the child must not touch the parent's file or thread.
 void hp_writer_fork_prepare(void);
 void hp_writer_fork_parent(void);

@@ -259,3 +259,36 @@ Test(host_safety, namespace_calls_that_need_a_single_thread_succeed, .timeout = 
         free(dir);
     }
 }
+
+// A main thread that ends with pthread_exit before the threads it started: glibc ends the
+// process (exit(0), exit handlers and all) when the last of them ends, and the shim's threads
+// kept the old shim's process alive for good (a zombie main thread, the flusher, sampler and
+// worker waiting). Now the process ends as without the shim, its exit handler runs and is
+// recorded, and the trace is whole; with the timer's sampler too, and with no sampler.
+Test(host_safety, a_process_whose_main_thread_exits_first_ends_when_its_last_thread_does,
+     .timeout = 180) {
+    static const char *const envs[3][2] = {{NULL}, {"HEAPPROF_CPU=timer", NULL}, {"HEAPPROF_CPU=0", NULL}};
+    for (int k = 0; k < 3; k++) {
+        char *dir = e2e_tmpdir("main_exits_first");
+        char tmpl[4096];
+        snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
+        char *argv[] = {E2E_PROGS "/main_exits_first", NULL};
+        char *out = NULL, *err = NULL;
+        e2e_run_opts_t o = {.out_template = tmpl, .env = k ? envs[k] : NULL, .timeout_s = 30};
+        cr_assert_eq(e2e_run(argv, &o, &out, &err, NULL), 0,
+                     "variant %d: it did not end by itself (142: killed after 30 s): %s", k, err);
+        cr_expect_str_eq(out, "atexit ran\n", "variant %d", k);
+        free(out);
+        free(err);
+        char files[2][4096];
+        cr_assert_eq(e2e_traces_in(dir, files, 2), 1);
+        json_t *s = e2e_stats(files[0], "main_exits_first");
+        cr_expect_eq(e2e_int(s, "blocks"), 101017, "variant %d", k);
+        cr_expect_eq(e2e_int(s, "bytes"), 3217490, "variant %d", k);
+        cr_expect_eq(e2e_int(s, "frees"), 100003, "variant %d", k);
+        cr_expect(json_is_true(json_object_get(json_object_get(s, "damage"), "clean_exit")),
+                  "variant %d", k);
+        json_decref(s);
+        free(dir);
+    }
+}
