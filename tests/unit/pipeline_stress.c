@@ -17,12 +17,15 @@
 // sampled mode (HEAPPROF_SAMPLE_BYTES) those of the blocks the shim sampled, as the entry
 // points ask it (every sampled block's free recorded, no other). With $HP_STRESS_SITES, writes
 // there each call site's blocks and bytes (write_sites); with $HP_STRESS_PAUSE_MS, pauses that
-// long once, halfway through the generations.
+// long once, halfway through the generations; with $HP_STRESS_SOLO_US, one more thread stops
+// and restarts the shim's threads every that many microseconds while the others record, as
+// around an unshare (lifecycle.h, hp_lifecycle_solo_begin).
 //
 // usage: hp_pipeline_stress THREADS OPS [GENERATIONS]
 #include "config.h"
 #include "format/hpt_format.h"
 #include "guard.h"
+#include "lifecycle.h"
 #include "pipeline_sites.h"
 #include "record.h"
 #include "sample.h"
@@ -307,6 +310,23 @@ static void write_sites(const char *path) {
         die("cannot write the sites file");
 }
 
+// $HP_STRESS_SOLO_US: the shim's threads stopped and started again, over and over, while the
+// workers record (their full rings drained by themselves meanwhile).
+static _Atomic bool solo_stop;
+static void *run_solo(void *arg) {
+    long us = *(const long *)arg;
+    while (!atomic_load(&solo_stop)) {
+        if (hp_lifecycle_solo_begin()) {
+            struct timespec held = {0, us * 250}; // a quarter of the period without them
+            nanosleep(&held, NULL);
+            hp_lifecycle_solo_end();
+        }
+        struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3 || argc > 4)
         die("usage: hp_pipeline_stress THREADS OPS [GENERATIONS]");
@@ -320,6 +340,11 @@ int main(int argc, char **argv) {
     long pause_ms = pause ? atol(pause) : 0;
     pthread_t tids[256];
     worker_t ws[256];
+    const char *solo = getenv("HP_STRESS_SOLO_US");
+    long solo_us = solo ? atol(solo) : 0;
+    pthread_t solo_tid;
+    if (solo_us > 0 && pthread_create(&solo_tid, NULL, run_solo, &solo_us))
+        die("pthread_create failed");
     for (long g = 0; g < gens; g++) {
         for (long t = 0; t < threads; t++) {
             ws[t] = (worker_t){.seed = (uint32_t)(g * threads + t), .ops = ops};
@@ -335,6 +360,10 @@ int main(int argc, char **argv) {
             while (nanosleep(&ts, &ts) != 0)
                 ;
         }
+    }
+    if (solo_us > 0) {
+        atomic_store(&solo_stop, true);
+        pthread_join(solo_tid, NULL);
     }
     // the pile's last blocks: freed by main, after every thread that made them has gone
     tally_t t = {0};
