@@ -71,7 +71,9 @@ static int stop_fd[2] = {-1, -1};
 static dev_t stop_dev;
 static ino_t stop_ino;
 static pthread_t thread;
-static bool thread_started;
+// Atomic: the flusher reads it (hp_cpu_thread_count) while it watches for the program's
+// last thread; every write is on a cold path.
+static _Atomic bool thread_started;
 static _Atomic int go; // 0 wait, 1 rings ready, 2 give up
 static _Atomic bool stop_req;
 // hp_cpu_pause: the thread ends with its events and timers left on; hp_cpu_resume starts another.

@@ -5,9 +5,10 @@
 // Capstone says about them (a RIP-relative operand re-aimed, a jump or conditional branch made
 // absolute), then a jump back behind them. Runs once at start, single-threaded:
 // never on the event path. Refuses what it cannot move exactly rather than guess.
-// Capstone is loaded on the first patch that needs it, not linked: its ~77,000 relocations
-// were most of the loader's work for the shim, ~2.5 ms and ~1.5 MiB of every recorded process
-// on the 2-vCPU VM, and only a program with an allocator of its own inside needs it.
+// Capstone is loaded on the first patch that needs it, not linked: its 77,403 relocations
+// were most of the loader's work for the shim, ~380 page faults of every recorded process
+// (a recorded `true`: +6.3 -> +4.0 ms and peak RSS +6.8 -> +1.9 MiB on the 2-vCPU VM,
+// bench/process_start.py), and only a program with an allocator of its own inside needs it.
 #include "patch.h"
 
 #include <capstone/capstone.h>
