@@ -29,7 +29,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 // Rule flags; a plain step to the caller has none of the first four.
@@ -412,6 +414,17 @@ typedef struct snap_set {
 } snap_set_t;
 #define SNAP_GIVE_UP 8
 
+// The last page a thread's walk found unreadable, taken as such without asking again for the
+// next NO_READ_SKIPS walks that reach it: a probe that faults costs the kernel a fault and an
+// exception table search, ~1.5 us, and a coroutine whose stack ends in a stale frame has every
+// walk reach the same page (tests/e2e/progs/coro_stale.c). Asked again after that, in case
+// something readable was mapped there since; until then a walk may only end early.
+#define NO_READ_SKIPS 64u
+typedef struct no_read {
+    uint64_t page;
+    uint32_t skips;
+} no_read_t;
+
 // This backend's part of the thread's block (thread.h).
 typedef struct cfi_thread {
     tls_slot_t rules[TLS_RULES];
@@ -420,6 +433,11 @@ typedef struct cfi_thread {
     fresh_t fresh[STEPS_MAX + 1];         // the walk's frames before the join, innermost first
     uint32_t check_last_n;                // check mode: the last stack reported
     uint64_t check_last[HPT_MAX_FRAMES];
+    // The part of the thread's own stack known readable, [stack_lo, stack_hi): from the lowest
+    // page a walk started on, checked page by page, up to the thread's top (own_stack_grow).
+    // Both 0 until a walk that starts on the stack learns them.
+    uint64_t stack_lo, stack_hi;
+    no_read_t no_read; // the last page a walk off the stack found unreadable (grow_readable)
 } cfi_thread_t;
 _Static_assert(sizeof(cfi_thread_t) <= HP_UNWIND_THREAD_BYTES, "HP_UNWIND_THREAD_BYTES too small");
 _Static_assert(_Alignof(cfi_thread_t) <= 64, "the block aligns its unwinder part to 64");
@@ -432,6 +450,161 @@ static inline cfi_thread_t *cfi_thread(void) {
 
 static inline uint64_t word_at(uint64_t addr) {
     return *(const uint64_t *)(uintptr_t)addr;
+}
+
+// ---- where a walk may read ----------------------------------------------------------------------
+//
+// A walk reads the words its rules point at on the live stack, with plain loads: a fault there
+// kills the host. Rules only point above the frame's sp, so a walk is safe while it stays below
+// the end of the readable memory above its start. On the thread's own stack that end is the
+// thread's top (its thread control block, which glibc puts at the top of every stack block it
+// hands a thread, or the main thread's initial stack pointer): everything between a frame and it
+// is the stack, mapped for the thread's life. A walk that starts anywhere else (a coroutine's
+// stack, as libco, Boost.Context, Ruby's fibers or a hand-written switch make; a signal stack)
+// does not know where its memory ends: the word above a coroutine's entry frame is whatever the
+// stack held, and a stale return address there sent the walk past the stack's end into the next
+// stack's guard page (SIGSEGV; tests/e2e/progs/coro_stale.c). So every page above the part of
+// the thread's stack already known readable is checked before the walk reads it.
+//
+// The check: rt_sigprocmask with an invalid `how` copies the new mask from the address first
+// (EFAULT if it cannot be read, unmapped or PROT_NONE) and then refuses the call (EINVAL),
+// changing nothing: ~140 ns on the 2-vCPU VM, a raw system call (no errno). mincore cannot tell
+// a PROT_NONE guard page from a readable one; process_vm_readv costs 1.5 us and 0.45 a page.
+#define PAGE_BYTES 4096u
+// How far below the part of its stack already checked a walk's start is still taken for the
+// thread's own stack (its pages checked once: deeper recursion), and how far above its start a
+// walk elsewhere may read.
+#define OWN_GROW_MAX (64ull << 20)
+#define ELSEWHERE_MAX (1ull << 20)
+
+static inline uint64_t page_of(uint64_t a) {
+    return a & ~(uint64_t)(PAGE_BYTES - 1);
+}
+
+static long sigprocmask_probe(uint64_t addr) {
+    register long set_size __asm__("r10") = 8; // the kernel's sigset_t
+    long r;
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "a"((long)SYS_rt_sigprocmask), "D"(-1L), "S"(addr), "d"(0L),
+                       "r"(set_size)
+                     : "rcx", "r11", "memory");
+    return r;
+}
+
+// Whether the probe can be trusted here: a seccomp filter that refuses rt_sigprocmask would make
+// every page look unreadable. Asked once, on a word known readable.
+static _Atomic int probe_state; // 0 not asked yet, 1 works, 2 refused
+static const uint64_t probe_known;
+
+static bool probing(void) {
+    int st = atomic_load_explicit(&probe_state, memory_order_relaxed);
+    if (HP_UNLIKELY(!st)) {
+        st = sigprocmask_probe((uint64_t)(uintptr_t)&probe_known) == -EINVAL ? 1 : 2;
+        atomic_store_explicit(&probe_state, st, memory_order_relaxed);
+    }
+    return st == 1;
+}
+
+static bool page_readable(uint64_t page) {
+    return sigprocmask_probe(page) == -EINVAL;
+}
+
+// Moves *lim (a page boundary) up page by page, each checked readable, until it passes end;
+// false at the first page that is not, or at cap. no (NULL in a signal handler): the thread's
+// last unreadable page.
+HP_NOINLINE static bool grow_readable(uint64_t *lim, uint64_t cap, uint64_t end, no_read_t *no) {
+    while (*lim < end) {
+        if (*lim >= cap)
+            return false;
+        if (no && no->page == *lim && no->skips < NO_READ_SKIPS) {
+            no->skips++;
+            return false;
+        }
+        if (!page_readable(*lim)) {
+            if (no)
+                *no = (no_read_t){.page = *lim, .skips = 0};
+            return false;
+        }
+        *lim += PAGE_BYTES;
+    }
+    return true;
+}
+
+// Whether a walk may read the word at addr: inside [base, *lim), known readable, or (a walk
+// off the thread's stack, cap above *lim) on pages above it checked now. *lim - base >= 8.
+static inline bool may_read(uint64_t base, uint64_t *lim, uint64_t cap, uint64_t addr,
+                            no_read_t *no) {
+    if (HP_LIKELY(addr - base <= *lim - base - 8))
+        return true;
+    return addr >= base && grow_readable(lim, cap, addr + 8, no);
+}
+
+extern void *__libc_stack_end; // glibc: the main thread's stack pointer when the program started
+
+// The end of the main thread's stack: from its initial stack pointer's page up to the first page
+// that cannot be read (the arguments, environment and auxiliary vector lie above that pointer,
+// in the same mapping), at most MAIN_TOP_MAX above it. Frames may lie above the initial pointer
+// too: a test runner's, started on the stack's unused top. Once a process (a fork keeps it).
+#define MAIN_TOP_MAX (2ull << 20)
+static uint64_t main_stack_top(bool checked) {
+    static _Atomic uint64_t known;
+    uint64_t top = atomic_load_explicit(&known, memory_order_relaxed);
+    if (top)
+        return top;
+    const uint64_t start = (uint64_t)(uintptr_t)__libc_stack_end;
+    top = page_of(start) + PAGE_BYTES;
+    if (checked)
+        while (top - start < MAIN_TOP_MAX && page_readable(top))
+            top += PAGE_BYTES;
+    atomic_store_explicit(&known, top, memory_order_relaxed);
+    return top;
+}
+
+// Whether the pages [from, to) can all be read now.
+static bool pages_readable(uint64_t from, uint64_t to) {
+    for (uint64_t p = from; p < to; p += PAGE_BYTES)
+        if (!page_readable(p))
+            return false;
+    return true;
+}
+
+// Whether sp is on the thread's own stack, and if so moves the part known readable down to sp's
+// page. The stack's top is learnt on the first walk that starts on it: the thread's control
+// block (pthread_self), which glibc puts at the top of every stack block it gives a thread (its
+// own or one the program passed), or for the main thread the end of the readable pages from its
+// initial stack pointer up (main_stack_top); a walk from sp is on the stack below one of them
+// when every page between is readable. A walk elsewhere (a coroutine) stops at the first page
+// that is not: no guard page or gap lies inside a stack, and one lies below every thread's
+// stack. Until a walk has started on it, each walk asks again; afterwards a start below the
+// known part checks only its new pages (deeper recursion). A signal handler may read the span
+// meanwhile (hp_unwind_signal): stack_lo is written before stack_hi, and only lowered. Cold:
+// once a thread, and once a page of new depth.
+HP_NOINLINE HP_COLD static bool own_stack_grow(cfi_thread_t *ct, uint64_t sp) {
+    const uint64_t from = page_of(sp);
+    const bool checked = probing(); // else tops are trusted as they are (no check)
+    if (!ct->stack_hi) {
+        const uint64_t tops[2] = {(uint64_t)pthread_self(), main_stack_top(checked)};
+        for (int k = 0; k < 2; k++) {
+            uint64_t top = tops[k];
+            if (top <= sp || top - from > OWN_GROW_MAX || top - from < 64)
+                continue;
+            if (checked && !pages_readable(from, top))
+                continue;
+            ct->stack_lo = from;
+            atomic_signal_fence(memory_order_seq_cst);
+            ct->stack_hi = top;
+            return true;
+        }
+        return false;
+    }
+    const uint64_t hi = ct->stack_hi, lo = ct->stack_lo;
+    if (sp >= hi || from >= lo || lo - from > OWN_GROW_MAX)
+        return false;
+    if (checked && !pages_readable(from, lo))
+        return false;
+    ct->stack_lo = from;
+    return true;
 }
 
 static inline void word_set(walk_log_t *w, uint32_t k, uint64_t addr, uint64_t val) {
@@ -546,7 +719,8 @@ _Static_assert(SNAP_WAYS == 2, "victim flips between two ways");
 // Walks from frame `from`, reusing the logged walk's outer frames where it can, and leaves the
 // new walk in the log (with same, d_*). Returns false when a frame needs the full unwinder (the
 // log is then left as it was).
-static bool walk(const hp_frame_t *from, cfi_thread_t *ct) {
+static bool walk(const hp_frame_t *from, cfi_thread_t *ct, uint64_t base, uint64_t lim,
+                 uint64_t cap) {
     walk_log_t *w = &ct->log;
     fresh_t *fr = ct->fresh;
     tls_slot_t *rules_cache = ct->rules;
@@ -599,16 +773,20 @@ static bool walk(const hp_frame_t *from, cfi_thread_t *ct) {
             if (r.flags & RULE_BP_LOST)
                 bp_ok = false;
         }
-        if (cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7)) { // also catches cfa <= sp
+        uint64_t ra_addr = cfa + (uint64_t)(int64_t)r.ra_off, bp_addr = 0;
+        if (r.flags & RULE_BP_SAVED)
+            bp_addr = cfa + (uint64_t)(int64_t)r.bp_off;
+        // also catches cfa <= sp; past the readable part: not a frame of this stack
+        if (cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7) ||
+            HP_UNLIKELY(!may_read(base, &lim, cap, ra_addr, &ct->no_read)) ||
+            (bp_addr && HP_UNLIKELY(!may_read(base, &lim, cap, bp_addr, &ct->no_read)))) {
             st->ra_addr = st->bp_addr = 0;
             st->flags = fl;
             st++;
             break;
         }
-        uint64_t ra_addr = cfa + (uint64_t)(int64_t)r.ra_off, bp_addr = 0;
         pc = word_at(ra_addr);
-        if (r.flags & RULE_BP_SAVED) {
-            bp_addr = cfa + (uint64_t)(int64_t)r.bp_off;
+        if (bp_addr) {
             bp = word_at(bp_addr);
             bp_ok = true;
             fl |= STEP_BP_READ;
@@ -733,7 +911,7 @@ static inline uint32_t reported(const walk_log_t *w, uint32_t max) {
 // way. Fills *delta for record.c's known steps and returns the frame count, or 0 where the
 // general walk must decide. ~60% of allocations on rust_hashmap_growth and cpp_mixed.
 static inline uint32_t one_fresh(cfi_thread_t *ct, const hp_frame_t *from, uint32_t max,
-                                 hp_unwind_delta_t *delta) {
+                                 hp_unwind_delta_t *delta, uint64_t base, uint64_t lim) {
     walk_log_t *w = &ct->log;
     const uint32_t n = w->n;
     const uint64_t pc = from->pc, sp = from->sp;
@@ -747,11 +925,16 @@ static inline uint32_t one_fresh(cfi_thread_t *ct, const hp_frame_t *from, uint3
     frame_t *o = &w->f[n - 2];
     if (o->sp != cfa || cfa - sp - 1 >= MAX_FRAME_BYTES || (cfa & 7))
         return 0;
-    uint64_t ra_addr = cfa + (uint64_t)(int64_t)r.ra_off, ra = word_at(ra_addr);
+    uint64_t ra_addr = cfa + (uint64_t)(int64_t)r.ra_off;
     uint64_t bp = from->bp, bp_addr = 0;
-    uint8_t fl = STEP_BP_OK; // the walk starts with a known rbp, and no rule here loses it
-    if (r.flags & RULE_BP_SAVED) {
+    if (r.flags & RULE_BP_SAVED)
         bp_addr = cfa + (uint64_t)(int64_t)r.bp_off;
+    if (!may_read(base, &lim, 0, ra_addr, NULL) ||
+        (bp_addr && !may_read(base, &lim, 0, bp_addr, NULL)))
+        return 0;
+    uint64_t ra = word_at(ra_addr);
+    uint8_t fl = STEP_BP_OK; // the walk starts with a known rbp, and no rule here loses it
+    if (bp_addr) {
         bp = word_at(bp_addr);
         fl |= STEP_BP_READ;
     }
@@ -781,15 +964,17 @@ static inline uint32_t one_fresh(cfi_thread_t *ct, const hp_frame_t *from, uint3
     return n;
 }
 
-// Everything but the unchanged stack: the walk, the join, the delta.
+// Everything but the unchanged stack: the walk, the join, the delta. Reads only [base, lim), and
+// pages above it up to cap checked as it goes (may_read).
 HP_NOINLINE static uint32_t unwind_walk(cfi_thread_t *ct, const hp_frame_t *from, uint64_t *out,
                                         uint32_t max, bool *same_as_last,
-                                        hp_unwind_delta_t *delta) {
+                                        hp_unwind_delta_t *delta, uint64_t base, uint64_t lim,
+                                        uint64_t cap) {
     walk_log_t *w = &ct->log;
-    uint32_t n = one_fresh(ct, from, max, delta);
+    uint32_t n = one_fresh(ct, from, max, delta, base, lim);
     if (n)
         return n;
-    if (HP_UNLIKELY(!walk(from, ct))) {
+    if (HP_UNLIKELY(!walk(from, ct, base, lim, cap))) {
         w->complete = false; // the log no longer describes the last stack reported
         return hp_unwind_libunwind(out, max);
     }
@@ -820,6 +1005,26 @@ HP_NOINLINE static uint32_t unwind_walk(cfi_thread_t *ct, const hp_frame_t *from
     return n;
 }
 
+// A walk that does not start on the thread's own stack (a coroutine's, a signal stack): each
+// page it reads checked first, up to ELSEWHERE_MAX above its start. The stack it is on may be
+// gone by the next walk, so nothing of it is reused: the log it leaves is marked incomplete (no
+// later walk joins it, no snapshot is taken of it). ~140 ns a page read, on top of a whole walk.
+HP_NOINLINE static uint32_t unwind_elsewhere(cfi_thread_t *ct, const hp_frame_t *from,
+                                             uint64_t *out, uint32_t max, bool *same_as_last,
+                                             hp_unwind_delta_t *delta) {
+    walk_log_t *w = &ct->log;
+    w->complete = false;
+    w->one = false;
+    if (!probing())
+        return 0; // nothing can be read safely: the event has no stack
+    // The page of the return address the entry point read (HP_CALLER_FRAME) needs no check.
+    const uint64_t base = page_of(from->sp - 8);
+    uint32_t n = unwind_walk(ct, from, out, max, same_as_last, delta, base, base + PAGE_BYTES,
+                             from->sp + ELSEWHERE_MAX);
+    w->complete = false;
+    return n;
+}
+
 // HEAPPROF_UNWIND=check, the stack unchanged: the frames, checked.
 HP_NOINLINE HP_COLD static uint32_t check_same(cfi_thread_t *ct, uint64_t *out, uint32_t max) {
     uint32_t n = reported(&ct->log, max);
@@ -841,7 +1046,10 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
     if (HP_UNLIKELY(mode == HP_UNWIND_LIBUNWIND || !ct))
         return hp_unwind_libunwind(out, max);
     // The common case first: the same caller at the same depth as last time, and nothing the
-    // logged walk read has changed. No call, no write to the log.
+    // logged walk read has changed. No call, no write to the log. A complete log, and every
+    // snapshot, was walked from a start on this thread's own stack (unwind_elsewhere leaves
+    // neither), so a walk that starts where one did is on it too, and every word they read is
+    // still there: neither needs the check below.
     walk_log_t *w = &ct->log;
     if (HP_LIKELY(same_start(w, from)) && HP_LIKELY(!stack_changed(w))) {
         *same_as_last = true;
@@ -851,7 +1059,12 @@ uint32_t hp_unwind(const hp_frame_t *from, uint64_t *out, uint32_t max, bool *sa
     }
     if ((*snap_id = snap_find(ct, from)) != 0)
         return 0; // with HEAPPROF_UNWIND=check, record.c checks it against libunwind
-    return unwind_walk(ct, from, out, max, same_as_last, delta);
+    // Off the part of the thread's stack known readable: a deeper start on it (checked), or
+    // another stack altogether.
+    if (HP_UNLIKELY(from->sp - ct->stack_lo >= ct->stack_hi - ct->stack_lo) &&
+        !own_stack_grow(ct, from->sp))
+        return unwind_elsewhere(ct, from, out, max, same_as_last, delta);
+    return unwind_walk(ct, from, out, max, same_as_last, delta, ct->stack_lo, ct->stack_hi, 0);
 }
 
 void hp_unwind_forget_snaps(void) {
@@ -976,6 +1189,24 @@ walk_sample(bool from_copy, uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t
     uint32_t n = 0;
     cfi_thread_t *ct = from_copy ? cfi_thread() : NULL; // never touched from a signal handler
     tls_slot_t *cache = ct ? ct->rules : NULL;
+    // The live stack (a signal handler): read inside the part of the thread's stack known
+    // readable (read, never written here: own_stack_grow orders its writes for this), or else
+    // on pages checked as the walk reaches them (may_read).
+    uint64_t base = 0, lim = 0, cap = 0;
+    if (!from_copy) {
+        const cfi_thread_t *own = cfi_thread();
+        uint64_t lo = own ? own->stack_lo : 0, hi = own ? own->stack_hi : 0;
+        if (sp - lo < hi - lo && hi - sp >= 8) {
+            base = lo;
+            lim = hi;
+        } else {
+            base = page_of(sp);
+            if (!probing() || !page_readable(base))
+                return 0;
+            lim = base + PAGE_BYTES;
+            cap = sp + ELSEWHERE_MAX;
+        }
+    }
     while (n < max) {
         out[n++] = pc;
         rule_t r;
@@ -995,8 +1226,11 @@ walk_sample(bool from_copy, uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t
         uint64_t ra, at = cfa + (uint64_t)(int64_t)r.ra_off;
         if (from_copy && !copy_load(stack, sp0, len, at, &ra))
             break;
-        if (!from_copy)
+        if (!from_copy) {
+            if (!may_read(base, &lim, cap, at, NULL))
+                break;
             ra = *(const uint64_t *)(uintptr_t)at;
+        }
         if (r.flags & RULE_BP_SAVED) {
             at = cfa + (uint64_t)(int64_t)r.bp_off;
             // A save slot below sp: an epilogue already popped rbp (GCC's CFI keeps it "saved"
@@ -1005,8 +1239,11 @@ walk_sample(bool from_copy, uint64_t ip, uint64_t sp, uint64_t bp, const uint8_t
             if (at >= sp) {
                 if (from_copy && !copy_load(stack, sp0, len, at, &bp))
                     break;
-                if (!from_copy)
+                if (!from_copy) {
+                    if (!may_read(base, &lim, cap, at, NULL))
+                        break;
                     bp = *(const uint64_t *)(uintptr_t)at;
+                }
             }
             bp_ok = true;
         }

@@ -290,3 +290,39 @@ Test(host_safety, a_process_whose_main_thread_exits_first_ends_when_its_last_thr
         free(dir);
     }
 }
+
+// A coroutine whose stack says nothing of where it ends (a hand-written switch, as libco,
+// libaco or Boost.Context make): the word above its entry frame is a stale return address into
+// a 4 KiB frame, and PROT_NONE pages lie above the stack. The old shim's walker read past the
+// stack's top on each allocation there (and the timer sampler's handler on each sample there)
+// and the program died of SIGSEGV. Now walks off the thread's own stack check each page first:
+// the program runs, every block is counted, and its allocations still have their stack up to
+// the coroutine's entry.
+Test(host_safety, a_coroutine_stack_that_ends_in_a_stale_frame_is_walked_without_a_fault,
+     .timeout = 180) {
+    static const char *const envs[3][3] = {
+        {NULL}, {"HEAPPROF_CPU=timer", NULL}, {"HEAPPROF_UNWIND=check", "HEAPPROF_CPU=0", NULL}};
+    for (int k = 0; k < 3; k++) {
+        char *dir = e2e_tmpdir("coro_stale");
+        char tmpl[4096];
+        snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
+        char *argv[] = {E2E_PROGS "/coro_stale", NULL};
+        char *out = NULL, *err = NULL;
+        e2e_run_opts_t o = {.out_template = tmpl, .env = k ? envs[k] : NULL, .timeout_s = 60};
+        cr_assert_eq(e2e_run(argv, &o, &out, &err, NULL), 0, "variant %d: %s", k, err);
+        cr_expect_str_eq(out, "done\n", "variant %d", k);
+        free(out);
+        free(err);
+        expect_one_whole_trace(dir, "coro_stale", 50000, 3675000, 50000, k);
+        char files[1][4096];
+        cr_assert_eq(e2e_traces_in(dir, files, 1), 1);
+        json_t *rep = e2e_report(files[0]);
+        json_t *site = e2e_site(rep, "one_block");
+        cr_expect_eq(e2e_int(site, "blocks"), 50000, "variant %d", k);
+        json_t *caller = json_array_get(json_object_get(site, "stack"), 1);
+        cr_expect_str_eq(json_string_value(json_object_get(caller, "function")),
+                         "coroutine_entry", "variant %d", k);
+        json_decref(rep);
+        free(dir);
+    }
+}

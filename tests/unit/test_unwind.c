@@ -8,7 +8,9 @@
 #include "unwind.h"
 
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define MAXF 64
 
@@ -232,4 +234,71 @@ Test(unwind, snapshots_give_the_stack_a_fresh_walk_gives) {
               "the stacks met again were walked again");
     cr_expect(shots[3].same, "the log still held shot 1's stack");
     cr_expect(!shots[4].snapped && !shots[6].snapped, "a changed outer word was not seen");
+}
+
+// ---- a walk off the thread's own stack ------------------------------------------------------------
+// A coroutine on a stack of its own, entered by a hand-written switch with no CFI (as libco or
+// Boost.Context do), the word above its entry frame a stale return address into a 4 KiB frame,
+// PROT_NONE pages above the stack: a walk that trusts that word reads past the stack's top.
+
+void test_unwind_switch(void **save, void *new_sp);
+__asm__(".text\n"
+        ".type test_unwind_switch,@function\n"
+        "test_unwind_switch:\n"
+        "  push %rbp\n  push %rbx\n  push %r12\n  push %r13\n  push %r14\n  push %r15\n"
+        "  mov %rsp, (%rdi)\n  mov %rsi, %rsp\n"
+        "  pop %r15\n  pop %r14\n  pop %r13\n  pop %r12\n  pop %rbx\n  pop %rbp\n"
+        "  ret\n"
+        ".size test_unwind_switch, .-test_unwind_switch\n");
+
+static void *main_sp, *coro_sp;
+
+__attribute__((noinline)) static uint64_t return_address_here(void) {
+    return (uint64_t)(uintptr_t)__builtin_return_address(0);
+}
+
+__attribute__((noinline)) static uint64_t return_site_of_big_frame(void) {
+    volatile char pad[4096];
+    pad[0] = 1;
+    uint64_t ra = return_address_here();
+    pad[4095] = (char)ra;
+    return ra + (uint64_t)(pad[0] - 1);
+}
+
+static void coroutine(void) {
+    for (volatile int r = 0; r < 2; r++) // the same stack twice: walked again, none reused
+        drive(outer_a, 1);
+    drive(outer_a, 0);
+    test_unwind_switch(&coro_sp, main_sp);
+    abort();
+}
+
+Test(unwind, a_walk_off_the_threads_stack_stops_at_the_first_unreadable_page) {
+    cr_assert(hp_thread_attach(), "no thread block");
+    n_shots = 0;
+    drive(outer_a, 1); // the thread's own stack first: learnt, and a complete log left
+    const size_t page = 4096, stack = 8 * page, above = 4 * page;
+    char *m = mmap(NULL, stack + above, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(m != MAP_FAILED);
+    cr_assert_eq(mprotect(m + stack, above, PROT_NONE), 0);
+    uint64_t *top = (uint64_t *)(void *)(m + stack);
+    top[-1] = return_site_of_big_frame();
+    top[-2] = (uint64_t)(uintptr_t)coroutine;
+    for (int k = 3; k <= 8; k++)
+        top[-k] = 0;
+    coro_sp = &top[-8];
+    test_unwind_switch(&main_sp, coro_sp);
+    munmap(m, stack + above);
+    for (volatile int r = 0; r < 2; r++) // back on the thread's stack: reused again
+        drive(outer_a, 1);
+    cr_assert_eq(n_shots, 6);
+    for (int i = 1; i <= 3; i++) {
+        expect_exact(i);
+        cr_expect(!shots[i].same && !shots[i].delta, "shot %d: a walk off the stack reused one", i);
+        // leaf, mid, outer_a, drive, coroutine, and the stale frame last
+        cr_expect_eq(shots[i].n, 6, "shot %d: %u frames", i, shots[i].n);
+    }
+    expect_exact(4);
+    expect_exact(5);
+    cr_expect(shots[5].same, "the thread's own stack was not reused after the coroutine");
 }
