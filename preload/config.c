@@ -73,6 +73,21 @@ void hp_config_load(void) {
         else
             memcpy(hp_config.out, out, n + 1);
     }
+    // A relative name is taken from the directory the process started in, once: a process that
+    // changes its working directory and then forks (a daemon's chdir("/")) would put its
+    // children's traces wherever it went. A program it runs reads HEAPPROF_OUT afresh, from its
+    // own start directory (`heapprof run` passes a full path).
+    char cwd[HP_PATH_MAX];
+    size_t n_out = strlen(hp_config.out);
+    if (hp_config.out[0] != '/' && getcwd(cwd, sizeof cwd)) {
+        size_t n_cwd = strlen(cwd);
+        if (cwd[n_cwd - 1] != '/')
+            cwd[n_cwd++] = '/';
+        if (n_cwd + n_out < sizeof hp_config.out) {
+            memmove(hp_config.out + n_cwd, hp_config.out, n_out + 1);
+            memcpy(hp_config.out, cwd, n_cwd);
+        }
+    }
     parse_u32("HEAPPROF_FLUSH_MS", 1, 100, &hp_config.flush_ms);
     parse_u32("HEAPPROF_MAX_FRAMES", 1, 128, &hp_config.max_frames);
     parse_u32("HEAPPROF_BUFFER_KB", 64, 8192, &buffer_kb);

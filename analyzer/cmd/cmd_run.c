@@ -546,6 +546,20 @@ int cmd_run_exec(const cmd_run_opts_t *o, cmd_run_result_t *res, errmsg_t *err) 
         o = &with_dir;
         pattern = in_dir;
     }
+    // The command's processes are told the directory in full: a process that changed its
+    // working directory before it forked or ran another program (a daemon's chdir("/"), make
+    // -C) put its children's traces there, where this command never looked for them.
+    // `pattern` stays as given: the traces are found and named relative to it.
+    static char full[PATH_MAX];
+    cmd_run_opts_t with_full;
+    char cwd[PATH_MAX];
+    if (pattern[0] != '/' && getcwd(cwd, sizeof cwd) &&
+        (size_t)snprintf(full, sizeof full, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "",
+                         pattern) < sizeof full) {
+        with_full = *o;
+        with_full.out = full;
+        o = &with_full;
+    }
 
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0) {

@@ -239,6 +239,37 @@ Test(cli, run_checks_where_the_traces_go_before_it_starts) {
     free(dir);
 }
 
+// The traces of a command's processes go where `heapprof run` was started (or -o), also for a
+// process that changed its working directory before it ran the next program or forked: the
+// shell's `cd` here put forker's trace and its child's in that directory, where the summary
+// never looked.
+Test(cli, run_keeps_every_trace_where_it_was_started) {
+    char *dir = e2e_tmpdir("run_cd");
+    char sub[4200], script[8600];
+    snprintf(sub, sizeof sub, "%s/elsewhere", dir);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    snprintf(script, sizeof script, "cd %s && exec %s", sub, E2E_PROGS "/forker");
+    char *argv[] = {E2E_HEAPPROF, "run", "--", "/bin/sh", "-c", script, NULL};
+    e2e_run_opts_t o = {.no_preload = true, .cwd = dir, .timeout_s = 60};
+    char *err = NULL;
+    cr_assert_eq(e2e_run(argv, &o, NULL, &err, NULL), 0, "stderr: %s", err);
+    free(err);
+    char files[8][4096];
+    cr_expect_eq(e2e_traces_in(sub, files, 8), 0, "a trace went where the shell moved to");
+    int n = e2e_traces_in(dir, files, 8);
+    int parent = 0, child = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *st = e2e_stats(files[i], "forker");
+        long long blocks = e2e_int(st, "blocks");
+        parent += blocks == 15;
+        child += blocks == 7;
+        json_decref(st);
+    }
+    cr_expect(parent == 1 && child == 1, "forker's traces: %d of the parent, %d of the child",
+              parent, child);
+    free(dir);
+}
+
 Test(cli, bad_settings_fall_back_to_defaults) {
     char *dir = e2e_tmpdir("env");
     char trace[4096];

@@ -48,6 +48,31 @@ Test(process, forked_child_writes_its_own_trace) {
     free(dir);
 }
 
+// A relative HEAPPROF_OUT names a file in the directory the process started in, for its fork
+// children too: a child that changed its working directory first (a daemon's chdir("/")) put its
+// trace there, where nobody looked for it (and where it may not be allowed to write).
+Test(process, a_relative_trace_name_is_taken_from_where_the_process_started) {
+    char *dir = e2e_tmpdir("forkchdir");
+    char sub[4096];
+    snprintf(sub, sizeof sub, "%s/elsewhere", dir);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    char *argv[] = {E2E_PROGS "/forker", "chdir", sub, NULL};
+    int pid;
+    e2e_run_opts_t o = {.out_template = "t.%p.hpt", .cwd = dir, .timeout_s = 60};
+    cr_assert_eq(e2e_run(argv, &o, NULL, NULL, &pid), 0);
+    char files[4][4096];
+    cr_expect_eq(e2e_traces_in(sub, files, 4), 0, "a trace went where the child moved to");
+    cr_assert_eq(e2e_traces_in(dir, files, 4), 2, "expected one trace for the parent, one for the child");
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s/t.%d.hpt", dir, pid);
+    const char *child = strcmp(files[0], parent) ? files[0] : files[1];
+    json_t *c = e2e_stats(child, "forker");
+    cr_expect_eq(e2e_int(c, "blocks"), 7);
+    cr_expect_eq(e2e_int(c, "bytes"), 7000);
+    json_decref(c);
+    free(dir);
+}
+
 // A fork child that execs is a new image: its trace after the exec is nobody's fork child.
 Test(process, a_fork_child_that_execs_starts_a_trace_of_its_own) {
     char *dir = e2e_tmpdir("forkexec");

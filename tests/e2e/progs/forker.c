@@ -5,6 +5,7 @@
 // blocks it never saw allocated (the parent's: the trace says it is a fork child's).
 // `forker exec`: the same, but the child then execs `forker leaf`, which allocates 2 x 64 B and
 // frees one: a new image, whose trace is no fork child's.
+// `forker chdir DIR`: the same, but the child first changes its working directory to DIR.
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +22,15 @@ int main(int argc, char **argv) {
         return 0;
     }
     bool exec_child = argc > 1 && !strcmp(argv[1], "exec");
+    const char *child_dir = argc > 2 && !strcmp(argv[1], "chdir") ? argv[2] : NULL;
     for (int i = 0; i < 10; i++)
         keep[i] = malloc(100);
     pid_t pid = fork();
     if (pid < 0)
         return 1;
     if (pid == 0) {
+        if (child_dir && chdir(child_dir) != 0)
+            _exit(3);
         for (int i = 0; i < 7; i++)
             keep[10 + i] = malloc(1000);
         for (int i = 0; i < 3; i++)
