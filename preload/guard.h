@@ -15,6 +15,7 @@
 #include "compiler.h"
 #include "debug.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 extern HP_TLS uintptr_t hp_tls_guard;
@@ -36,18 +37,38 @@ static inline void hp_guard_leave(void) {
     hp_tls_guard = 0;
 }
 
-// Marks the holder as in a cold path (locks, libdw, libunwind) until the returned value is
-// given back to hp_guard_cold_leave. Cold.
-static inline uintptr_t hp_guard_cold_enter(void) {
-    uintptr_t g = hp_tls_guard;
-    hp_tls_guard = g | HP_GUARD_COLD;
-    return g;
+// Cancellation off while a host's thread is inside the shim's cold paths. pthread_cancel acts at
+// the thread's next cancellation point, and the shim's cold paths have some (write, open, a
+// condition wait): one there unwound the thread out of malloc with the shim's locks held, and
+// every other thread then waited for them for good (tests/e2e/progs/cancel_alloc.c). The hot
+// path has none. Returns the state to give back to hp_nocancel_end. Cold.
+static inline int hp_nocancel_begin(void) {
+    int old = PTHREAD_CANCEL_ENABLE;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    return old;
 }
-static inline void hp_guard_cold_leave(uintptr_t g) {
+static inline void hp_nocancel_end(int old) {
+    int was;
+    pthread_setcancelstate(old, &was);
+}
+
+// Marks the holder as in a cold path (locks, libdw, libunwind), with cancellation off, until the
+// returned value is given back to hp_guard_cold_leave. Cold.
+typedef struct hp_guard_cold {
+    uintptr_t guard;
+    int cancel;
+} hp_guard_cold_t;
+static inline hp_guard_cold_t hp_guard_cold_enter(void) {
+    hp_guard_cold_t c = {hp_tls_guard, hp_nocancel_begin()};
+    hp_tls_guard = c.guard | HP_GUARD_COLD;
+    return c;
+}
+static inline void hp_guard_cold_leave(hp_guard_cold_t c) {
     // Nothing in the cold path took or dropped the guard: a nested entry only passes through,
     // and a longjmp out of it never comes back here.
-    HP_ASSERT(hp_tls_guard == (g | HP_GUARD_COLD));
-    hp_tls_guard = g;
+    HP_ASSERT(hp_tls_guard == (c.guard | HP_GUARD_COLD));
+    hp_tls_guard = c.guard;
+    hp_nocancel_end(c.cancel);
 }
 
 #endif

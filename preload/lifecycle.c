@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "config.h"
 #include "cpu.h"
+#include "diag.h"
 #include "guard.h"
 #include "modmap.h"
 #include "pipeline.h"
@@ -42,6 +43,7 @@ static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static pid_t image_pid; // this image's process; a vfork child (no fork handler runs) differs
 // Held from hp_lifecycle_solo_begin to its end: one thread at a time stops and restarts ours.
 static pthread_mutex_t solo_lock = PTHREAD_MUTEX_INITIALIZER;
+static int solo_cancel; // the cancellation state hp_lifecycle_solo_begin found (under solo_lock)
 static bool solo_writer; // the writer was paused (and is resumed by hp_lifecycle_solo_end)
 
 // Starts this process's trace (writer.c) and, with it, CPU sampling. Called with start_lock held.
@@ -143,9 +145,11 @@ void hp_lifecycle_before_exec(void) {
     // the trailer written at exit supersedes this one.
     if (hp_lifecycle_is_vfork_child() || hp_state_raw_child())
         return; // the writer and the timers are the parent's, which goes on
+    int cancel = hp_nocancel_begin(); // the flush's writes (guard.h)
     hp_cpu_before_exec();
     if (hp_state_is_on())
         hp_writer_flush_sync(true);
+    hp_nocancel_end(cancel);
 }
 
 // Attached mode (`heapprof attach`): the trace path the injector gave, and the settings that
@@ -338,16 +342,38 @@ __attribute__((constructor)) static void hp_lifecycle_init(void) {
 // The end of recording: samples stop first, so the final flush carries the last of them; then
 // recording stops, the writer flushes everything, writes the TRAILER and its threads end. Later
 // frees pass through.
+// Whether exit() was called from a signal handler that interrupted the shim on this thread: the
+// guard is held by a frame below (the shim's own threads hold HP_GUARD_FOREVER), which may hold
+// a ring's drain lock, the work list's, the trace file's or glibc's arena lock. Ending the
+// trace would wait on the writer's threads, which wait on that lock (a SIGALRM handler calling
+// exit hung 1 run in 4), and the shim's exit handlers allocate (__cxa_atexit, fopencookie).
+// The trace then ends at its last flush, as a killed process's does; said once.
+static bool exiting_from_inside(void) {
+    uintptr_t held = hp_tls_guard;
+    if (!held || held == HP_GUARD_FOREVER)
+        return false;
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (!hp_config.quiet && !atomic_flag_test_and_set(&said))
+        hp_diag_line("the program exited from inside heapprof (a signal handler that interrupted "
+                     "an allocation called exit): the trace ends at its last flush",
+                     (char *)NULL);
+    return true;
+}
+
 static void finish(void) {
     if (hp_state_raw_child())
         return; // the writer, the sampler and their threads are the parent's
+    if (exiting_from_inside())
+        return;
     int entered = hp_guard_enter();
+    int cancel = hp_nocancel_begin(); // the trace's last writes and joins (guard.h)
     hp_cpu_stop();
     int expected = HP_STATE_ON;
     hp_state_cas(&expected, HP_STATE_FINISHED);
     if (expected == HP_STATE_ON || expected == HP_STATE_DISABLED)
         hp_writer_stop();
     hp_unwind_report();
+    hp_nocancel_end(cancel);
     if (entered)
         hp_guard_leave();
 }
@@ -391,7 +417,7 @@ static bool arm_cleanup_flush(void) {
 
 static void finish_late(void *unused) {
     (void)unused;
-    if (!hp_lifecycle_is_vfork_child() && !arm_cleanup_flush())
+    if (!hp_lifecycle_is_vfork_child() && !exiting_from_inside() && !arm_cleanup_flush())
         finish();
 }
 
@@ -410,7 +436,7 @@ extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
 __attribute__((destructor)) static void hp_lifecycle_fini(void) {
     // A vfork child that calls exit() (not _exit, as it should) runs the destructors in the
     // parent's memory: the recording, the writer and its threads are the parent's to end.
-    if (hp_lifecycle_is_vfork_child())
+    if (hp_lifecycle_is_vfork_child() || exiting_from_inside())
         return;
     if (!hp_config.attached && hp_state_is_on()) {
         int entered = hp_guard_enter(); // __cxa_atexit may allocate its list
@@ -442,12 +468,17 @@ bool hp_lifecycle_solo_begin(void) {
     if (hp_tls_guard || hp_lifecycle_is_vfork_child() || hp_state_raw_child())
         return false; // inside the shim (a signal handler), or the threads are the parent's
     (void)hp_guard_enter(); // held until hp_lifecycle_solo_end: nothing recorded meanwhile
+    // and no cancellation until then: the joins and waits below, with the shim's threads
+    // stopped (guard.h)
+    int cancel = hp_nocancel_begin();
     pthread_mutex_lock(&solo_lock);
+    solo_cancel = cancel;
     long before = hp_thread_kernel_count();
     unsigned ended = hp_cpu_pause();
     unsigned writer = hp_writer_pause();
     if (!ended && !writer) {
         pthread_mutex_unlock(&solo_lock);
+        hp_nocancel_end(cancel);
         hp_guard_leave();
         return false;
     }
@@ -467,7 +498,9 @@ void hp_lifecycle_solo_end(void) {
     if (solo_writer)
         hp_writer_resume();
     hp_cpu_resume();
+    int cancel = solo_cancel;
     pthread_mutex_unlock(&solo_lock);
+    hp_nocancel_end(cancel);
     hp_guard_leave();
     errno = e;
 }
@@ -484,7 +517,9 @@ void hp_lifecycle_exec_failed(void) {
         return;
     int e = errno;
     int entered = hp_guard_enter(); // the sampling thread's set-up is not the program's
+    int cancel = hp_nocancel_begin();
     hp_cpu_exec_failed();
+    hp_nocancel_end(cancel);
     if (entered)
         hp_guard_leave();
     errno = e;

@@ -112,7 +112,7 @@ HP_NOINLINE HP_COLD static hp_ring_t *thread_start(void) {
 }
 
 HP_NOINLINE HP_COLD static hp_ring_t *thread_start_slow(void) {
-    uintptr_t g = hp_guard_cold_enter(); // locks: abandoned in here, the thread cannot resume
+    hp_guard_cold_t g = hp_guard_cold_enter(); // locks: abandoned in here, the thread cannot resume
     hp_ring_t *r = thread_start();
     hp_guard_cold_leave(g);
     return r;
@@ -144,7 +144,7 @@ HP_NOINLINE HP_COLD static uint32_t new_stack_slow(hp_ring_t *r, uint64_t t, con
     bool own = t == TIME_LATER;
     if (own)
         t = hp_tbuf_busy_now(r);
-    uintptr_t g = hp_guard_cold_enter(); // the loader's lock, the table's
+    hp_guard_cold_t g = hp_guard_cold_enter(); // the loader's lock, the table's
     hpt_dstate_t st = {.time_ns = t};
     scan_out_t out = {r, t, false};
     hp_modmap_scan(&st, t, emit_to_ring, &out);
@@ -493,6 +493,7 @@ void hp_record_thread_exit(void *arg) {
     if (!r || r != hp_tls_ring)
         return;
     int entered = hp_guard_enter();
+    int cancel = hp_nocancel_begin(); // guard.h
     if (hp_state_is_on()) {
         // a TBASE entry at t, then the record, its time counted from t
         uint8_t buf[HP_RE_TBASE_BYTES + 2];
@@ -509,6 +510,7 @@ void hp_record_thread_exit(void *arg) {
         hp_tbuf_nudge_slow(r);
     }
     hp_tbuf_close(r);
+    hp_nocancel_end(cancel);
     if (entered)
         hp_guard_leave();
 }

@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "config.h"
 #include "debug.h"
+#include "guard.h"
 #include "mem.h"
 #include "state.h"
 
@@ -384,8 +385,10 @@ bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
     }
     // Back-pressure: wait for a drainer that holds the ring (it is writing our records), then
     // drain what is left here. Never a spin, never a timeout that drops events: a thread
-    // waits exactly as long as its own records take to write.
+    // waits exactly as long as its own records take to write. The drain writes the trace:
+    // no cancellation meanwhile (guard.h).
     uint64_t t0 = hp_clock_ns();
+    int cancel = hp_nocancel_begin();
     pthread_mutex_lock(&r->drain);
     bool ok = true;
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -400,6 +403,7 @@ bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
     // CPUs the full rings' owners are who has the CPU (pipeline.c, help_one)
     if (ok && drainer->help_one)
         drainer->help_one();
+    hp_nocancel_end(cancel);
     r->wait_ns += hp_clock_ns() - t0;
     r->n_waits++;
     if (!ok || !hp_state_is_on() || n > r->cap) {

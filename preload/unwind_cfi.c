@@ -254,7 +254,7 @@ static table_t *table_with_room(void) {
 }
 
 HP_NOINLINE HP_COLD static rule_t rule_slow(uint64_t pc) {
-    uintptr_t g = hp_guard_cold_enter(); // the rule lock and libdw's: see guard.h
+    hp_guard_cold_t g = hp_guard_cold_enter(); // the rule lock and libdw's: see guard.h
     pthread_mutex_lock(&lock);
     rule_t r = compute_rule(pc);
     table_t *t = table_with_room();

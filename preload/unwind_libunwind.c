@@ -20,7 +20,7 @@ void hp_unwind_libunwind_init(uintptr_t lo, uintptr_t hi) {
 
 uint32_t hp_unwind_libunwind(uint64_t *out, uint32_t max) {
     void *ips[HPT_MAX_FRAMES + 16];
-    uintptr_t g = hp_guard_cold_enter(); // libunwind's caches and locks: see guard.h
+    hp_guard_cold_t g = hp_guard_cold_enter(); // libunwind's caches and locks: see guard.h
     int n = unw_backtrace(ips, (int)(max + 16 < HPT_MAX_FRAMES + 16 ? max + 16 : HPT_MAX_FRAMES + 16));
     hp_guard_cold_leave(g);
     int i = 0;

@@ -326,3 +326,60 @@ Test(host_safety, a_coroutine_stack_that_ends_in_a_stale_frame_is_walked_without
         free(dir);
     }
 }
+
+// pthread_cancel of threads that allocate: cancellation acts at the thread's next cancellation
+// point, and the shim's drains (which write the trace) had some inside malloc. A worker
+// cancelled there unwound with the shim's locks held, and the program hung in 14 of 15 runs
+// (the flusher, the workers and the program's threads all waiting for the lock). The shim now
+// keeps cancellation off in its cold paths: the program ends, and every pair the workers made
+// before their cancellation point (pthread_testcancel, after each batch) is in the trace.
+Test(host_safety, threads_cancelled_while_they_allocate_leave_no_lock_behind, .timeout = 180) {
+    static const char *const envs[3][2] = {
+        {NULL}, {"HEAPPROF_BUFFER_KB=64", NULL}, {"HEAPPROF_CPU=timer", NULL}};
+    for (int k = 0; k < 3; k++) {
+        char *dir = e2e_tmpdir("cancel_alloc");
+        char tmpl[4096];
+        snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
+        char *argv[] = {E2E_PROGS "/cancel_alloc", NULL};
+        char *out = NULL, *err = NULL;
+        e2e_run_opts_t o = {.out_template = tmpl, .env = k ? envs[k] : NULL, .timeout_s = 60};
+        cr_assert_eq(e2e_run(argv, &o, &out, &err, NULL), 0, "variant %d (hung?): %s", k, err);
+        long long pairs = -1;
+        cr_assert_eq(sscanf(out, "pairs %lld", &pairs), 1, "variant %d: %s", k, out);
+        free(out);
+        free(err);
+        // a batch of 1,000 pairs is 264,160 B; main adds 1,000 x 100 B
+        expect_one_whole_trace(dir, "cancel_alloc", pairs + 1000, pairs / 1000 * 264160 + 100000,
+                               pairs + 1000, k);
+        free(dir);
+    }
+}
+
+// exit() from a signal handler while the program allocates: the signal often lands inside the
+// shim. The old shim then ended its trace from the handler, waiting for its own threads, which
+// waited for a lock the interrupted frame held: the program hung, 1 run in 4. Now the trace
+// ends at its last flush in that case (one line says so) and the program always ends, its exit
+// handler run; the trace reads. Ten runs a variant: where the signal lands is up to the machine,
+// and every run must end.
+Test(host_safety, exit_from_a_signal_handler_inside_an_allocation_ends_the_program,
+     .timeout = 300) {
+    static const char *const envs[2][2] = {{NULL}, {"HEAPPROF_BUFFER_KB=64", NULL}};
+    for (int k = 0; k < 2; k++)
+        for (int run = 0; run < 10; run++) {
+            char *dir = e2e_tmpdir("exit_in_handler");
+            char tmpl[4096];
+            snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
+            char *argv[] = {E2E_PROGS "/exit_in_handler", NULL};
+            char *out = NULL, *err = NULL;
+            e2e_run_opts_t o = {.out_template = tmpl, .env = k ? envs[k] : NULL, .timeout_s = 30};
+            cr_assert_eq(e2e_run(argv, &o, &out, &err, NULL), 0, "variant %d run %d: %s", k, run,
+                         err);
+            cr_expect_str_eq(out, "bye\n", "variant %d run %d", k, run);
+            free(out);
+            free(err);
+            char files[2][4096];
+            cr_assert_eq(e2e_traces_in(dir, files, 2), 1);
+            json_decref(e2e_stats(files[0], NULL)); // asserts it reads
+            free(dir);
+        }
+}
