@@ -239,6 +239,34 @@ static void expect_one_whole_trace(const char *dir, const char *module, long lon
     json_decref(s);
 }
 
+// Runs E2E_PROGS/prog under the shim with env (NULL-terminated, or NULL for none), its traces
+// (t.PID.hpt) in a new directory, which it returns (the caller frees it); asserts the program
+// exits 0 within timeout_s. Its stdout in *out when out is not NULL (the caller frees it).
+static char *run_in_tmpdir(const char *prog, const char *const *env, unsigned timeout_s,
+                           char **out, int variant) {
+    char *dir = e2e_tmpdir(prog);
+    char tmpl[4096], path[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
+    snprintf(path, sizeof path, "%s/%s", E2E_PROGS, prog);
+    char *argv[] = {path, NULL};
+    char *err = NULL;
+    e2e_run_opts_t o = {.out_template = tmpl, .env = env, .timeout_s = timeout_s};
+    cr_assert_eq(e2e_run(argv, &o, out, &err, NULL), 0, "%s, variant %d: %s", prog, variant,
+                 err);
+    free(err);
+    return dir;
+}
+
+// run_in_tmpdir, expecting want on the program's stdout.
+static char *run_saying(const char *prog, const char *const *env, unsigned timeout_s,
+                        const char *want, int variant) {
+    char *out = NULL;
+    char *dir = run_in_tmpdir(prog, env, timeout_s, &out, variant);
+    cr_expect_str_eq(out, want, "%s, variant %d", prog, variant);
+    free(out);
+    return dir;
+}
+
 // unshare(CLONE_NEWUSER) and setns into a mount namespace refuse a process with more than one
 // thread (EINVAL), and the shim's flusher, workers and sampler are threads: `unshare -U`,
 // `nsenter -m` and sandboxes failed under it (as under heaptrack). The shim stops its threads
@@ -275,17 +303,7 @@ Test(host_safety, a_process_whose_main_thread_exits_first_ends_when_its_last_thr
      .timeout = 180) {
     static const char *const envs[3][2] = {{NULL}, {"HEAPPROF_CPU=timer", NULL}, {"HEAPPROF_CPU=0", NULL}};
     for (int k = 0; k < 3; k++) {
-        char *dir = e2e_tmpdir("main_exits_first");
-        char tmpl[4096];
-        snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
-        char *argv[] = {E2E_PROGS "/main_exits_first", NULL};
-        char *out = NULL, *err = NULL;
-        e2e_run_opts_t o = {.out_template = tmpl, .env = k ? envs[k] : NULL, .timeout_s = 30};
-        cr_assert_eq(e2e_run(argv, &o, &out, &err, NULL), 0,
-                     "variant %d: it did not end by itself: %s", k, err);
-        cr_expect_str_eq(out, "atexit ran\n", "variant %d", k);
-        free(out);
-        free(err);
+        char *dir = run_saying("main_exits_first", k ? envs[k] : NULL, 30, "atexit ran\n", k);
         expect_one_whole_trace(dir, "main_exits_first", 101017, 3217490, 100003, k);
         free(dir);
     }
@@ -303,16 +321,7 @@ Test(host_safety, a_coroutine_stack_that_ends_in_a_stale_frame_is_walked_without
     static const char *const envs[3][3] = {
         {NULL}, {"HEAPPROF_CPU=timer", NULL}, {"HEAPPROF_UNWIND=check", "HEAPPROF_CPU=0", NULL}};
     for (int k = 0; k < 3; k++) {
-        char *dir = e2e_tmpdir("coro_stale");
-        char tmpl[4096];
-        snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
-        char *argv[] = {E2E_PROGS "/coro_stale", NULL};
-        char *out = NULL, *err = NULL;
-        e2e_run_opts_t o = {.out_template = tmpl, .env = k ? envs[k] : NULL, .timeout_s = 60};
-        cr_assert_eq(e2e_run(argv, &o, &out, &err, NULL), 0, "variant %d: %s", k, err);
-        cr_expect_str_eq(out, "done\n", "variant %d", k);
-        free(out);
-        free(err);
+        char *dir = run_saying("coro_stale", k ? envs[k] : NULL, 60, "done\n", k);
         expect_one_whole_trace(dir, "coro_stale", 50000, 3675000, 50000, k);
         char files[1][4096];
         cr_assert_eq(e2e_traces_in(dir, files, 1), 1);
@@ -337,17 +346,11 @@ Test(host_safety, threads_cancelled_while_they_allocate_leave_no_lock_behind, .t
     static const char *const envs[3][2] = {
         {NULL}, {"HEAPPROF_BUFFER_KB=64", NULL}, {"HEAPPROF_CPU=timer", NULL}};
     for (int k = 0; k < 3; k++) {
-        char *dir = e2e_tmpdir("cancel_alloc");
-        char tmpl[4096];
-        snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
-        char *argv[] = {E2E_PROGS "/cancel_alloc", NULL};
-        char *out = NULL, *err = NULL;
-        e2e_run_opts_t o = {.out_template = tmpl, .env = k ? envs[k] : NULL, .timeout_s = 60};
-        cr_assert_eq(e2e_run(argv, &o, &out, &err, NULL), 0, "variant %d (hung?): %s", k, err);
+        char *out = NULL; // hung: the run's timeout fails it
+        char *dir = run_in_tmpdir("cancel_alloc", k ? envs[k] : NULL, 60, &out, k);
         long long pairs = -1;
         cr_assert_eq(sscanf(out, "pairs %lld", &pairs), 1, "variant %d: %s", k, out);
         free(out);
-        free(err);
         // a batch of 1,000 pairs is 264,160 B; main adds 1,000 x 100 B
         expect_one_whole_trace(dir, "cancel_alloc", pairs + 1000, pairs / 1000 * 264160 + 100000,
                                pairs + 1000, k);
@@ -366,17 +369,7 @@ Test(host_safety, exit_from_a_signal_handler_inside_an_allocation_ends_the_progr
     static const char *const envs[2][2] = {{NULL}, {"HEAPPROF_BUFFER_KB=64", NULL}};
     for (int k = 0; k < 2; k++)
         for (int run = 0; run < 10; run++) {
-            char *dir = e2e_tmpdir("exit_in_handler");
-            char tmpl[4096];
-            snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
-            char *argv[] = {E2E_PROGS "/exit_in_handler", NULL};
-            char *out = NULL, *err = NULL;
-            e2e_run_opts_t o = {.out_template = tmpl, .env = k ? envs[k] : NULL, .timeout_s = 30};
-            cr_assert_eq(e2e_run(argv, &o, &out, &err, NULL), 0, "variant %d run %d: %s", k, run,
-                         err);
-            cr_expect_str_eq(out, "bye\n", "variant %d run %d", k, run);
-            free(out);
-            free(err);
+            char *dir = run_saying("exit_in_handler", k ? envs[k] : NULL, 30, "bye\n", k);
             char files[2][4096];
             cr_assert_eq(e2e_traces_in(dir, files, 2), 1);
             json_decref(e2e_stats(files[0], NULL)); // asserts it reads

@@ -7,6 +7,8 @@
 #include "thread.h"
 #include "unwind.h"
 
+#include "../e2e/progs/coro_switch.h"
+
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,35 +243,13 @@ Test(unwind, snapshots_give_the_stack_a_fresh_walk_gives) {
 // Boost.Context do), the word above its entry frame a stale return address into a 4 KiB frame,
 // PROT_NONE pages above the stack: a walk that trusts that word reads past the stack's top.
 
-void test_unwind_switch(void **save, void *new_sp);
-__asm__(".text\n"
-        ".type test_unwind_switch,@function\n"
-        "test_unwind_switch:\n"
-        "  push %rbp\n  push %rbx\n  push %r12\n  push %r13\n  push %r14\n  push %r15\n"
-        "  mov %rsp, (%rdi)\n  mov %rsi, %rsp\n"
-        "  pop %r15\n  pop %r14\n  pop %r13\n  pop %r12\n  pop %rbx\n  pop %rbp\n"
-        "  ret\n"
-        ".size test_unwind_switch, .-test_unwind_switch\n");
-
 static void *main_sp, *coro_sp;
-
-__attribute__((noinline)) static uint64_t return_address_here(void) {
-    return (uint64_t)(uintptr_t)__builtin_return_address(0);
-}
-
-__attribute__((noinline)) static uint64_t return_site_of_big_frame(void) {
-    volatile char pad[4096];
-    pad[0] = 1;
-    uint64_t ra = return_address_here();
-    pad[4095] = (char)ra;
-    return ra + (uint64_t)(pad[0] - 1);
-}
 
 static void coroutine(void) {
     for (volatile int r = 0; r < 2; r++) // the same stack twice: walked again, none reused
         drive(outer_a, 1);
     drive(outer_a, 0);
-    test_unwind_switch(&coro_sp, main_sp);
+    coro_switch(&coro_sp, main_sp);
     abort();
 }
 
@@ -281,13 +261,8 @@ Test(unwind, a_walk_off_the_threads_stack_stops_at_the_first_unreadable_page) {
     char *m = mmap(NULL, stack + above, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     cr_assert(m != MAP_FAILED);
     cr_assert_eq(mprotect(m + stack, above, PROT_NONE), 0);
-    uint64_t *top = (uint64_t *)(void *)(m + stack);
-    top[-1] = return_site_of_big_frame();
-    top[-2] = (uint64_t)(uintptr_t)coroutine;
-    for (int k = 3; k <= 8; k++)
-        top[-k] = 0;
-    coro_sp = &top[-8];
-    test_unwind_switch(&main_sp, coro_sp);
+    coro_sp = coro_prepare((uint64_t *)(void *)(m + stack), coroutine, coro_stale_return_site());
+    coro_switch(&main_sp, coro_sp);
     munmap(m, stack + above);
     for (volatile int r = 0; r < 2; r++) // back on the thread's stack: reused again
         drive(outer_a, 1);

@@ -14,18 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-// Saves the callee-saved registers and the stack pointer in *save, switches to new_sp and
-// restores the registers saved there. No CFI: like the hand-written switches it stands for.
-void coro_switch(void **save, void *new_sp);
-__asm__(".text\n"
-        ".globl coro_switch\n"
-        ".type coro_switch,@function\n"
-        "coro_switch:\n"
-        "  push %rbp\n  push %rbx\n  push %r12\n  push %r13\n  push %r14\n  push %r15\n"
-        "  mov %rsp, (%rdi)\n  mov %rsi, %rsp\n"
-        "  pop %r15\n  pop %r14\n  pop %r13\n  pop %r12\n  pop %rbx\n  pop %rbp\n"
-        "  ret\n"
-        ".size coro_switch, .-coro_switch\n");
+#include "coro_switch.h"
 
 #define PAGE 4096u
 #define STACK_PAGES 8u
@@ -36,19 +25,6 @@ __asm__(".text\n"
 static void *main_sp, *coro_sp;
 static volatile uint64_t burn_sink;
 static void *volatile sink;
-
-__attribute__((noinline)) static uint64_t return_address_here(void) {
-    return (uint64_t)(uintptr_t)__builtin_return_address(0);
-}
-
-// A return address whose caller's frame is over 4 KiB: what a stack may hold from earlier use.
-__attribute__((noinline)) static uint64_t return_site_of_big_frame(void) {
-    volatile char pad[4096];
-    pad[0] = 1;
-    uint64_t ra = return_address_here();
-    pad[4095] = (char)ra;
-    return ra + (uint64_t)(pad[0] - 1);
-}
 
 __attribute__((noinline)) static void one_block(int i) {
     sink = malloc(24u + (unsigned)(i % 100));
@@ -75,18 +51,13 @@ static void coroutine_entry(void) {
 }
 
 int main(void) {
-    const uint64_t stale = return_site_of_big_frame();
+    const uint64_t stale = coro_stale_return_site();
     for (int c = 0; c < COROUTINES; c++) {
         size_t len = (STACK_PAGES + ABOVE_PAGES) * PAGE;
         char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED || mprotect(m + STACK_PAGES * PAGE, ABOVE_PAGES * PAGE, PROT_NONE))
             return 2;
-        uint64_t *top = (uint64_t *)(void *)(m + STACK_PAGES * PAGE);
-        top[-1] = stale;                                 // "return address" of the entry frame
-        top[-2] = (uint64_t)(uintptr_t)coroutine_entry; // where coro_switch's ret goes
-        for (int k = 3; k <= 8; k++)
-            top[-k] = 0; // the six registers coro_switch pops
-        coro_sp = &top[-8];
+        coro_sp = coro_prepare((uint64_t *)(void *)(m + STACK_PAGES * PAGE), coroutine_entry, stale);
         for (int k = 0; k < BLOCKS / 100 + 1; k++)
             coro_switch(&main_sp, coro_sp);
         munmap(m, len);
