@@ -85,8 +85,20 @@ static bool ensure_trace(void) {
 // its child stays a raw one. Set in prepare, read by the two others: the same in both processes.
 static bool fork_skipped;
 
+// Whether this thread runs a signal handler that interrupted the shim: its guard is held by a
+// frame below (the shim's own threads hold HP_GUARD_FOREVER; outside the shim it is 0).
+static bool inside_shim_below(void) {
+    uintptr_t held = hp_tls_guard;
+    return held && held != HP_GUARD_FOREVER;
+}
+
 static void fork_prepare(void) {
-    fork_skipped = hp_state_raw_child();
+    // A fork from a signal handler that interrupted the shim on this thread (fork is
+    // async-signal-safe): the frame below may hold one of the locks taken here, and taking it
+    // again waited for good (a SIGALRM handler forking: 9 runs in 10 hung). No lock is taken
+    // and the child is left as a child made without fork handlers is: the kernel wiped its
+    // copy of the state (state.h), so it passes every call through, unrecorded.
+    fork_skipped = hp_state_raw_child() || inside_shim_below();
     if (fork_skipped)
         return;
     int entered = hp_guard_enter();
@@ -339,18 +351,14 @@ __attribute__((constructor)) static void hp_lifecycle_init(void) {
         hp_guard_leave();
 }
 
-// The end of recording: samples stop first, so the final flush carries the last of them; then
-// recording stops, the writer flushes everything, writes the TRAILER and its threads end. Later
-// frees pass through.
-// Whether exit() was called from a signal handler that interrupted the shim on this thread: the
-// guard is held by a frame below (the shim's own threads hold HP_GUARD_FOREVER), which may hold
-// a ring's drain lock, the work list's, the trace file's or glibc's arena lock. Ending the
-// trace would wait on the writer's threads, which wait on that lock (a SIGALRM handler calling
-// exit hung 1 run in 4), and the shim's exit handlers allocate (__cxa_atexit, fopencookie).
-// The trace then ends at its last flush, as a killed process's does; said once.
+// Whether exit() was called from a signal handler that interrupted the shim on this thread
+// (inside_shim_below): the frame below may hold a ring's drain lock, the work list's, the
+// trace file's or glibc's arena lock. Ending the trace would wait on the writer's threads,
+// which wait on that lock (a SIGALRM handler calling exit hung 1 run in 4), and the shim's exit
+// handlers allocate (__cxa_atexit, fopencookie). The trace then ends at its last flush, as a
+// killed process's does; said once.
 static bool exiting_from_inside(void) {
-    uintptr_t held = hp_tls_guard;
-    if (!held || held == HP_GUARD_FOREVER)
+    if (!inside_shim_below())
         return false;
     static atomic_flag said = ATOMIC_FLAG_INIT;
     if (!hp_config.quiet && !atomic_flag_test_and_set(&said))
@@ -360,6 +368,9 @@ static bool exiting_from_inside(void) {
     return true;
 }
 
+// The end of recording: samples stop first, so the final flush carries the last of them; then
+// recording stops, the writer flushes everything, writes the TRAILER and its threads end. Later
+// frees pass through.
 static void finish(void) {
     if (hp_state_raw_child())
         return; // the writer, the sampler and their threads are the parent's

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Draining rings into chunks, and the pool of worker threads that does most of it. Runs on our
 // workers, the flusher, and app threads whose ring is full (inside their malloc, with the
-// recursion guard held, so zstd's own allocations pass through unrecorded): no stdio; locks
-// only per drain, never per event.
+// recursion guard held; zstd's memory is the shim's own, zstd_ctx.h): no stdio; locks only per
+// drain, never per event.
 #include "pipeline.h"
 
 #include "chunk.h"
@@ -16,6 +16,7 @@
 #include "thread.h"
 #include "touch_live.h"
 #include "traceout.h"
+#include "zstd_ctx.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -120,7 +121,7 @@ static drainer_t *drainer_new(void) {
     d->rows = hp_mem_map_parent_only(d->rows_cap);
     d->scratch = hp_mem_map_parent_only(HP_RC_SCRATCH);
     d->enc = hp_mem_map_parent_only(sizeof *d->enc);
-    d->cctx = ZSTD_createCCtx();
+    d->cctx = hp_zstd_cctx_new(hp_config.zstd_level);
     if (!d->stage || !d->out || !d->cols || !d->rows || !d->scratch || !d->enc || !d->cctx) {
         hp_mem_unmap(d->stage, d->stage_cap);
         hp_mem_unmap(d->out, d->out_cap);
@@ -128,11 +129,10 @@ static drainer_t *drainer_new(void) {
         hp_mem_unmap(d->rows, d->rows_cap);
         hp_mem_unmap(d->scratch, HP_RC_SCRATCH);
         hp_mem_unmap(d->enc, sizeof *d->enc);
-        ZSTD_freeCCtx(d->cctx);
+        hp_zstd_cctx_free(d->cctx);
         hp_mem_unmap(d, sizeof *d);
         return NULL;
     }
-    ZSTD_CCtx_setParameter(d->cctx, ZSTD_c_compressionLevel, hp_config.zstd_level);
     return d;
 }
 

@@ -12,6 +12,7 @@
 #include "state.h"
 #include "touch.h"
 #include "traceout.h"
+#include "zstd_ctx.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -141,8 +142,7 @@ size_t hp_touch_live_emit(void) {
     size_t out_cap = hp_chunk_bound(RAW_CAP);
     if (broken || !used || !(raw = hp_mem_map(RAW_CAP)) || !(out = hp_mem_map(out_cap)))
         goto done;
-    // zstd allocates with malloc: the flusher's recursion guard sends that to the real one
-    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    ZSTD_CCtx *cctx = hp_zstd_cctx_new(hp_config.zstd_level);
     hpt_dstate_t base = {.time_ns = hp_state_now(), .addr = 0};
     size_t len = 0;
     uint32_t nrec = 0;
@@ -177,7 +177,7 @@ size_t hp_touch_live_emit(void) {
     }
     if (ok && len)
         hp_traceout_chunk(HPT_CHUNK_EVENTS, 0, 0, raw, len, nrec, base, out, out_cap, cctx);
-    ZSTD_freeCCtx(cctx);
+    hp_zstd_cctx_free(cctx);
 done:
     if (raw)
         hp_mem_unmap(raw, RAW_CAP);
