@@ -95,7 +95,7 @@ static bool inside_shim_below(void) {
 static void fork_prepare(void) {
     // A fork from a signal handler that interrupted the shim on this thread (fork is
     // async-signal-safe): the frame below may hold one of the locks taken here, and taking it
-    // again waited for good (a SIGALRM handler forking: 9 runs in 10 hung). No lock is taken
+    // again waited for good (a SIGALRM handler forking: half the runs hung). No lock is taken
     // and the child is left as a child made without fork handlers is: the kernel wiped its
     // copy of the state (state.h), so it passes every call through, unrecorded.
     fork_skipped = hp_state_raw_child() || inside_shim_below();
