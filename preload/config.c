@@ -77,15 +77,20 @@ void hp_config_load(void) {
     // changes its working directory and then forks (a daemon's chdir("/")) would put its
     // children's traces wherever it went. A program it runs reads HEAPPROF_OUT afresh, from its
     // own start directory (`heapprof run` passes a full path).
-    char cwd[HP_PATH_MAX];
-    size_t n_out = strlen(hp_config.out);
+    // The directory's own '%'s are doubled: the template's %p and %% are expanded (writer.c).
+    char cwd[HP_PATH_MAX], dir[HP_PATH_MAX];
+    size_t n_out = strlen(hp_config.out), n_dir = 0;
     if (hp_config.out[0] != '/' && getcwd(cwd, sizeof cwd)) {
-        size_t n_cwd = strlen(cwd);
-        if (cwd[n_cwd - 1] != '/')
-            cwd[n_cwd++] = '/';
-        if (n_cwd + n_out < sizeof hp_config.out) {
-            memmove(hp_config.out + n_cwd, hp_config.out, n_out + 1);
-            memcpy(hp_config.out, cwd, n_cwd);
+        for (const char *c = cwd; *c && n_dir + 3 < sizeof dir; c++) {
+            if (*c == '%')
+                dir[n_dir++] = '%';
+            dir[n_dir++] = *c;
+        }
+        if (n_dir && dir[n_dir - 1] != '/')
+            dir[n_dir++] = '/';
+        if (n_dir + n_out < sizeof hp_config.out) {
+            memmove(hp_config.out + n_dir, hp_config.out, n_out + 1);
+            memcpy(hp_config.out, dir, n_dir);
         }
     }
     parse_u32("HEAPPROF_FLUSH_MS", 1, 100, &hp_config.flush_ms);

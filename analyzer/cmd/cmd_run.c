@@ -550,15 +550,23 @@ int cmd_run_exec(const cmd_run_opts_t *o, cmd_run_result_t *res, errmsg_t *err) 
     // working directory before it forked or ran another program (a daemon's chdir("/"), make
     // -C) put its children's traces there, where this command never looked for them.
     // `pattern` stays as given: the traces are found and named relative to it.
-    static char full[PATH_MAX];
+    // The directory's own '%'s are doubled: the shim expands %p and %% in the whole path.
+    static char full[2 * PATH_MAX];
     cmd_run_opts_t with_full;
     char cwd[PATH_MAX];
-    if (pattern[0] != '/' && getcwd(cwd, sizeof cwd) &&
-        (size_t)snprintf(full, sizeof full, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "",
-                         pattern) < sizeof full) {
-        with_full = *o;
-        with_full.out = full;
-        o = &with_full;
+    if (pattern[0] != '/' && getcwd(cwd, sizeof cwd)) {
+        size_t n = 0;
+        for (const char *c = cwd; *c; c++) {
+            if (*c == '%')
+                full[n++] = '%';
+            full[n++] = *c;
+        }
+        if ((size_t)snprintf(full + n, sizeof full - n, "%s%s", strcmp(cwd, "/") ? "/" : "",
+                             pattern) < sizeof full - n) {
+            with_full = *o;
+            with_full.out = full;
+            o = &with_full;
+        }
     }
 
     int pipefd[2];

@@ -244,11 +244,14 @@ Test(cli, run_checks_where_the_traces_go_before_it_starts) {
 // shell's `cd` here put forker's trace and its child's in that directory, where the summary
 // never looked.
 Test(cli, run_keeps_every_trace_where_it_was_started) {
-    char *dir = e2e_tmpdir("run_cd");
-    char sub[4200], script[8600];
+    char *top = e2e_tmpdir("run_cd");
+    char dir[4200], sub[4300], script[8600];
+    snprintf(dir, sizeof dir, "%s/at 100%%p", top); // the directory's '%' is not the template's
+    free(top);
+    cr_assert_eq(mkdir(dir, 0700), 0);
     snprintf(sub, sizeof sub, "%s/elsewhere", dir);
     cr_assert_eq(mkdir(sub, 0700), 0);
-    snprintf(script, sizeof script, "cd %s && exec %s", sub, E2E_PROGS "/forker");
+    snprintf(script, sizeof script, "cd '%s' && exec %s", sub, E2E_PROGS "/forker");
     char *argv[] = {E2E_HEAPPROF, "run", "--", "/bin/sh", "-c", script, NULL};
     e2e_run_opts_t o = {.no_preload = true, .cwd = dir, .timeout_s = 60};
     char *err = NULL;
@@ -267,7 +270,6 @@ Test(cli, run_keeps_every_trace_where_it_was_started) {
     }
     cr_expect(parent == 1 && child == 1, "forker's traces: %d of the parent, %d of the child",
               parent, child);
-    free(dir);
 }
 
 Test(cli, bad_settings_fall_back_to_defaults) {

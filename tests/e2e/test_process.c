@@ -52,8 +52,11 @@ Test(process, forked_child_writes_its_own_trace) {
 // children too: a child that changed its working directory first (a daemon's chdir("/")) put its
 // trace there, where nobody looked for it (and where it may not be allowed to write).
 Test(process, a_relative_trace_name_is_taken_from_where_the_process_started) {
-    char *dir = e2e_tmpdir("forkchdir");
-    char sub[4096];
+    char *top = e2e_tmpdir("forkchdir");
+    char *dir = malloc(4096), sub[4200];
+    snprintf(dir, 4096, "%s/at 100%%p", top); // the directory's '%' is not the template's
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    free(top);
     snprintf(sub, sizeof sub, "%s/elsewhere", dir);
     cr_assert_eq(mkdir(sub, 0700), 0);
     char *argv[] = {E2E_PROGS "/forker", "chdir", sub, NULL};
