@@ -598,8 +598,9 @@ HP_NOINLINE HP_COLD static bool own_stack_grow(cfi_thread_t *ct, uint64_t sp) {
         }
         return false;
     }
+    // here sp < stack_lo or sp >= stack_hi: the caller's check failed
     const uint64_t hi = ct->stack_hi, lo = ct->stack_lo;
-    if (sp >= hi || from >= lo || lo - from > OWN_GROW_MAX)
+    if (sp >= hi || lo - from > OWN_GROW_MAX)
         return false;
     if (checked && !pages_readable(from, lo))
         return false;

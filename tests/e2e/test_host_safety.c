@@ -241,9 +241,10 @@ static void expect_one_whole_trace(const char *dir, const char *module, long lon
 
 // Runs E2E_PROGS/prog under the shim with env (NULL-terminated, or NULL for none), its traces
 // (t.PID.hpt) in a new directory, which it returns (the caller frees it); asserts the program
-// exits 0 within timeout_s. Its stdout in *out when out is not NULL (the caller frees it).
+// exits 0 within timeout_s. Its stdout in *out when out is not NULL (the caller frees it), its
+// pid in *pid when pid is not NULL.
 static char *run_in_tmpdir(const char *prog, const char *const *env, unsigned timeout_s,
-                           char **out, int variant) {
+                           char **out, int *pid, int variant) {
     char *dir = e2e_tmpdir(prog);
     char tmpl[4096], path[4096];
     snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
@@ -251,8 +252,8 @@ static char *run_in_tmpdir(const char *prog, const char *const *env, unsigned ti
     char *argv[] = {path, NULL};
     char *err = NULL;
     e2e_run_opts_t o = {.out_template = tmpl, .env = env, .timeout_s = timeout_s};
-    cr_assert_eq(e2e_run(argv, &o, out, &err, NULL), 0, "%s, variant %d: %s", prog, variant,
-                 err);
+    cr_assert_eq(e2e_run(argv, &o, out, &err, pid), 0, "%s, variant %d (hung?): %s", prog,
+                 variant, err);
     free(err);
     return dir;
 }
@@ -261,7 +262,7 @@ static char *run_in_tmpdir(const char *prog, const char *const *env, unsigned ti
 static char *run_saying(const char *prog, const char *const *env, unsigned timeout_s,
                         const char *want, int variant) {
     char *out = NULL;
-    char *dir = run_in_tmpdir(prog, env, timeout_s, &out, variant);
+    char *dir = run_in_tmpdir(prog, env, timeout_s, &out, NULL, variant);
     cr_expect_str_eq(out, want, "%s, variant %d", prog, variant);
     free(out);
     return dir;
@@ -347,7 +348,7 @@ Test(host_safety, threads_cancelled_while_they_allocate_leave_no_lock_behind, .t
         {NULL}, {"HEAPPROF_BUFFER_KB=64", NULL}, {"HEAPPROF_CPU=timer", NULL}};
     for (int k = 0; k < 3; k++) {
         char *out = NULL; // hung: the run's timeout fails it
-        char *dir = run_in_tmpdir("cancel_alloc", k ? envs[k] : NULL, 60, &out, k);
+        char *dir = run_in_tmpdir("cancel_alloc", k ? envs[k] : NULL, 60, &out, NULL, k);
         long long pairs = -1;
         cr_assert_eq(sscanf(out, "pairs %lld", &pairs), 1, "variant %d: %s", k, out);
         free(out);
@@ -387,15 +388,9 @@ Test(host_safety, fork_from_a_signal_handler_inside_an_allocation_does_not_hang,
     static const char *const envs[2][2] = {{NULL}, {"HEAPPROF_BUFFER_KB=64", NULL}};
     for (int k = 0; k < 2; k++)
         for (int run = 0; run < 5; run++) {
-            char *out = NULL;
+            char *out = NULL, parent[4200];
             int pid = 0;
-            char *dir = e2e_tmpdir("fork_in_handler");
-            char tmpl[4096], parent[4200];
-            snprintf(tmpl, sizeof tmpl, "%s/t.%%p.hpt", dir);
-            char *argv[] = {E2E_PROGS "/fork_in_handler", NULL};
-            e2e_run_opts_t o = {.out_template = tmpl, .env = k ? envs[k] : NULL, .timeout_s = 60};
-            cr_assert_eq(e2e_run(argv, &o, &out, NULL, &pid), 0, "variant %d run %d (hung?)", k,
-                         run);
+            char *dir = run_in_tmpdir("fork_in_handler", k ? envs[k] : NULL, 60, &out, &pid, k);
             long long pairs = -1;
             cr_assert_eq(sscanf(out, "pairs %lld", &pairs), 1, "variant %d: %s", k, out);
             free(out);
