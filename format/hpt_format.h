@@ -22,7 +22,8 @@ typedef struct hpt_file_hdr {
     uint32_t flags;      // HPT_FILE_*
     uint32_t touch_fill_max; // with HPT_FILE_TOUCH: blocks up to this many usable bytes are
                              // pattern-filled (HPT_TOUCH_FILL), larger ones on resident pages (PAGES)
-    uint32_t reserved0;  // 0 (v3's heap stream kept a time unit here)
+    uint32_t run_id;     // HEAPPROF_RUN_ID: the `heapprof run` whose command tree this process
+                         // is in (0: none; v3's heap stream kept a time unit in this word)
     uint32_t sample_bytes; // with HPT_FILE_SAMPLED: the mean sampling interval N in bytes, else 0
 } hpt_file_hdr_t;
 

@@ -102,6 +102,8 @@ void hp_config_load(void) {
     // `heapprof run`: only the command's process says where its trace goes
     hp_config.announce_pid = 0;
     parse_u32("HEAPPROF_ANNOUNCE_PID", 0, UINT32_MAX, &hp_config.announce_pid);
+    hp_config.run_id = 0;
+    parse_u32("HEAPPROF_RUN_ID", 0, UINT32_MAX, &hp_config.run_id);
     // `heapprof run --no-children`: the processes the program starts run without the shim's
     // threads (heaptrack's default), which a program that must stay single-threaded needs
     // (Chromium's zygote)

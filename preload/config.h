@@ -47,6 +47,9 @@ typedef struct hp_config {
     uint32_t announce_pid;  // HEAPPROF_ANNOUNCE_PID: only the process of this pid says on stderr
                             // where its trace goes (`heapprof run` lists them all at the end;
                             // 0: every process says it)
+    uint32_t run_id;        // HEAPPROF_RUN_ID: the `heapprof run` this process runs under, kept in
+                            // the file header so that the command finds its whole tree's traces
+                            // (0: none)
     uint32_t only_pid;      // HEAPPROF_ONLY_PID: record only the process of this pid (its exec'd
                             // images too), pass through in every other (0: record them all)
     uint32_t fork_parent;   // this image is a fork child of that pid (0: it is not): its heap

@@ -627,6 +627,7 @@ bool hp_writer_start(void) {
     h.start_unix_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
     h.pid = (uint32_t)getpid();
     h.ppid = hp_config.fork_parent ? hp_config.fork_parent : (uint32_t)getppid();
+    h.run_id = hp_config.run_id;
     if (alloc_scan)
         h.flags |= HPT_FILE_ALLOC_SCAN;
     if (hp_config.touch) {

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -270,8 +271,9 @@ static bool name_matches(const char *pat, const char *s, const char *pid) {
     }
 }
 
-// The pid and parent pid a trace's file header gives; false if it is not a readable trace.
-static bool trace_pids(const char *path, uint32_t *pid, uint32_t *ppid) {
+// The pid, parent pid and run id a trace's file header gives; false if it is not a readable
+// trace.
+static bool trace_ids(const char *path, uint32_t *pid, uint32_t *ppid, uint32_t *run_id) {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return false;
@@ -282,22 +284,26 @@ static bool trace_pids(const char *path, uint32_t *pid, uint32_t *ppid) {
         return false;
     *pid = h.pid;
     *ppid = h.ppid;
+    *run_id = h.run_id;
     return true;
 }
 
-// Keeps the traces of the command's own process tree: the first n_own (named by its pid),
-// any whose header gives its pid, and any of a process whose parent left a kept trace (a fork's
-// child writes its own trace; a child that never allocated leaves none, and its children are
-// then not told apart from another run's). Other traces that appeared in the directory
-// meanwhile (another run of the same program) are dropped.
+// Keeps the traces of the command's own process tree: the first n_own (named by its pid), any
+// whose header gives its pid or this run's id (every process the command started inherits it:
+// a daemon's grandchild whose parent never allocated, and so left no trace, is still found),
+// and any of a process whose parent left a kept trace (a program that rebuilt its environment
+// but kept LD_PRELOAD). Other traces that appeared in the directory meanwhile (another run of
+// the same program) are dropped.
 static void keep_own_tree(cmd_run_result_t *res, pid_t pid, size_t n_own) {
     size_t n = res->n_traces;
     uint32_t *pids = xcalloc(n + 1, sizeof *pids), *ppids = xcalloc(n + 1, sizeof *ppids);
     bool *keep = xcalloc(n + 1, sizeof *keep);
     for (size_t i = 0; i < n; i++) {
-        if (!trace_pids(res->traces[i], &pids[i], &ppids[i]))
+        uint32_t run_id = 0;
+        if (!trace_ids(res->traces[i], &pids[i], &ppids[i], &run_id))
             pids[i] = ppids[i] = 0;
-        keep[i] = i < n_own || (pids[i] != 0 && pids[i] == (uint32_t)pid);
+        keep[i] = i < n_own || (pids[i] != 0 && pids[i] == (uint32_t)pid) ||
+                  (pids[i] != 0 && res->run_id != 0 && run_id == res->run_id);
     }
     for (bool grew = true; grew;) {
         grew = false;
@@ -391,9 +397,21 @@ static void find_traces(cmd_run_result_t *res, const char *pattern, pid_t pid,
 
 // ---- spawning ----
 
+// A nonzero id for this run's processes, unlikely to be another run's in the same directory.
+static uint32_t new_run_id(void) {
+    uint32_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+        struct timespec ts; // no entropy yet (early boot)
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        v = (uint32_t)(((uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15u) >> 32) ^ (uint32_t)getpid();
+    }
+    return v ? v : 1;
+}
+
 // In the child between fork and exec: the parent is single-threaded, so setenv is safe here.
 __attribute__((noreturn)) static void child_exec(const cmd_run_opts_t *o, const char *preload,
-                                                 const sigset_t *old_mask, int err_fd) {
+                                                 uint32_t run_id, const sigset_t *old_mask,
+                                                 int err_fd) {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     sigprocmask(SIG_SETMASK, old_mask, NULL);
@@ -417,6 +435,9 @@ __attribute__((noreturn)) static void child_exec(const cmd_run_opts_t *o, const 
     // the command's processes say where their traces go; `heapprof run` lists the others at
     // the end (a shell script's hundreds of processes wrote a line each, amid its own output)
     setenv("HEAPPROF_ANNOUNCE_PID", pid, 1);
+    char id[16];
+    snprintf(id, sizeof id, "%u", (unsigned)run_id);
+    setenv("HEAPPROF_RUN_ID", id, 1);
     if (o->no_children)
         setenv("HEAPPROF_ONLY_PID", pid, 1);
     execvp(o->cmd[0], o->cmd);
@@ -577,6 +598,7 @@ int cmd_run_exec(const cmd_run_opts_t *o, cmd_run_result_t *res, errmsg_t *err) 
     struct timespec start;
     clock_gettime(CLOCK_REALTIME, &start);
     start.tv_sec -= 1; // file systems with coarse timestamps
+    res->run_id = new_run_id();
 
     // Block the forwarded signals until child_pid is set, so none is lost in between.
     sigset_t block, old_mask;
@@ -596,7 +618,7 @@ int cmd_run_exec(const cmd_run_opts_t *o, cmd_run_result_t *res, errmsg_t *err) 
     pid_t pid = fork();
     if (pid == 0) {
         close(pipefd[0]);
-        child_exec(o, res->preload, &old_mask, pipefd[1]);
+        child_exec(o, res->preload, res->run_id, &old_mask, pipefd[1]);
     }
     int fork_errno = errno;
     child_pid = pid > 0 ? pid : 0;

@@ -27,6 +27,7 @@ typedef struct cmd_run_result {
     int exit_status;  // the command's, or 128 + signal if it was killed
     bool exec_failed; // the command could not be started (err says why)
     pid_t pid;
+    uint32_t run_id;     // HEAPPROF_RUN_ID its processes were given (their traces' headers say it)
     char preload[4096];  // the LD_PRELOAD entry used
     char expected[4096]; // where the command's own trace should be (without a ".N" suffix)
     char **traces;       // traces written since it started: its own first, then descendants'

@@ -404,6 +404,32 @@ Test(cli, run_lists_its_own_process_tree_only) {
     free(dir);
 }
 
+// A daemon's grandchild whose parent, the middle process, never allocated (and so left no trace
+// to link it to the command's) is still the command's: the run's id in its header says so.
+Test(cli, run_finds_a_daemons_grandchild_whose_parent_left_no_trace) {
+    char *dir = e2e_tmpdir("run_daemon");
+    char pattern[4200];
+    snprintf(pattern, sizeof pattern, "%s/t.%%p.hpt", dir);
+    const char *run[] = {"run", "-o", pattern, "--", E2E_PROGS "/forker", "daemon", NULL};
+    char *err = NULL;
+    cr_assert_eq(e2e_heapprof(run, NULL, &err), 0, "stderr: %s", err);
+    cr_expect_eq(count_entries(dir, "t."), 2, "the parent and the grandchild, not the middle");
+    cr_expect_eq(count_lines_with(err, "trace of forker (pid "), 2, "stderr: %s", err);
+    char files[4][4096];
+    int n = e2e_traces_in(dir, files, 4), parent = 0, grandchild = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *st = e2e_stats(files[i], "forker");
+        long long blocks = e2e_int(st, "blocks");
+        parent += blocks == 15;
+        grandchild += blocks == 7;
+        json_decref(st);
+    }
+    cr_expect(parent == 1 && grandchild == 1, "forker's traces: %d of the parent, %d of the "
+              "grandchild", parent, grandchild);
+    free(err);
+    free(dir);
+}
+
 // A script's processes: the command says where its trace goes, the others do not (they wrote a
 // line each, amid the script's output), and the end lists them as counts by program.
 Test(cli, run_sums_up_the_traces_of_many_processes) {
