@@ -36,11 +36,12 @@
 
 // Rule flags; a plain step to the caller has none of the first four.
 enum rule_flag {
-    RULE_STOP = 1,        // outermost frame (return address undefined) or no CFI: the walk ends
+    RULE_STOP = 1,        // outermost frame (return address undefined): the walk ends
     RULE_UNSUPPORTED = 2, // needs a full unwinder
     RULE_CFA_BP = 4,      // CFA = rbp + cfa_off (else rsp + cfa_off)
     RULE_BP_LOST = 8,     // rbp is undefined in the caller
     RULE_BP_SAVED = 16,   // caller's rbp at CFA + bp_off (else unchanged)
+    RULE_GUESS = 32,      // no CFI: a frame-pointer frame is guessed (guess_rule)
 };
 
 // One frame's rule, packed into 8 bytes so a table slot is 16 and a lookup touches one line.
@@ -163,16 +164,30 @@ static bool plt_cfa(const Dwarf_Op *o, size_t n, uint64_t ip, int64_t *cfa_off) 
     return true;
 }
 
+// Code with no CFI: JIT-compiled code (V8, the JVM, LuaJIT), V8's builtins embedded in node's
+// text, assembly and programs built without unwind tables. Most of it keeps a frame pointer, so
+// the caller's frame is guessed from rbp as libunwind does: CFA = rbp + 16, the return address
+// and the caller's rbp under it. The guess is taken only where rbp points into the frame's own
+// part of the stack (guess_ok); else the walk ends there, as it did before session 33.
+#define GUESS_MAX_BYTES 0x4000u // rbp at most this far above sp (libunwind's bound)
+static const rule_t guess_rule = {.cfa_off = 16,
+                                  .bp_off = -16,
+                                  .ra_off = -8,
+                                  .flags = RULE_CFA_BP | RULE_BP_SAVED | RULE_GUESS};
+
+static inline bool guess_ok(uint64_t sp, uint64_t bp, bool bp_ok) {
+    return bp_ok && bp - sp <= GUESS_MAX_BYTES && !(bp & 7); // also catches bp < sp
+}
+
 static rule_t compute_rule(uint64_t pc) {
-    rule_t r = {0};
-    r.flags = RULE_STOP;
     module_t *m = module_for(pc);
     if (!m || !m->cfi)
-        return r;
+        return guess_rule;
     Dwarf_Frame *frame;
     // pc is a return address: the call instruction, whose unwind state we need, ends before it
     if (dwarf_cfi_addrframe(m->cfi, pc - 1 - m->bias, &frame) != 0)
-        return r;
+        return guess_rule;
+    rule_t r = {0};
     Dwarf_Addr start, end;
     bool signal_frame = false;
     int ra_reg = dwarf_frame_info(frame, &start, &end, &signal_frame);
@@ -758,7 +773,8 @@ static bool walk(const hp_frame_t *from, cfi_thread_t *ct, uint64_t base, uint64
         if (HP_LIKELY(!(r.flags & (RULE_STOP | RULE_UNSUPPORTED | RULE_CFA_BP | RULE_BP_LOST)))) {
             cfa = sp + (uint64_t)(int64_t)r.cfa_off;
         } else {
-            if (r.flags & RULE_STOP) {
+            if ((r.flags & RULE_STOP) ||
+                ((r.flags & RULE_GUESS) && !guess_ok(sp, bp, bp_ok))) {
                 st->ra_addr = st->bp_addr = 0;
                 st->flags = fl;
                 st++;
@@ -1150,6 +1166,8 @@ static inline uint64_t sample_cfa(rule_t r, uint64_t sp, uint64_t bp, bool *bp_o
     if (r.flags & (RULE_STOP | RULE_UNSUPPORTED))
         return 0;
     if ((r.flags & RULE_CFA_BP) && !*bp_ok)
+        return 0;
+    if ((r.flags & RULE_GUESS) && !guess_ok(sp, bp, *bp_ok))
         return 0;
     uint64_t cfa = ((r.flags & RULE_CFA_BP) ? bp : sp) + (uint64_t)(int64_t)r.cfa_off;
     if (r.flags & RULE_BP_LOST)

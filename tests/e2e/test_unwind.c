@@ -70,3 +70,37 @@ Test(unwind, sixteen_threads_match_libunwind, .timeout = 300) {
 Test(unwind, recursion_longjmp_exceptions_and_threads_match_libunwind, .timeout = 300) {
     check(E2E_PROGS "/unwind_torture", true);
 }
+
+// Code without CFI that keeps a frame pointer (V8's builtins, JIT code, assembly): the walk
+// guesses the caller's frame from rbp, as libunwind does, instead of ending there. Every stack
+// of progs/no_cfi.c reaches main, and all agree with libunwind's.
+Test(unwind, frames_without_cfi_are_walked_by_their_frame_pointer) {
+    check(E2E_PROGS "/no_cfi", false);
+    char *dir = e2e_tmpdir("no_cfi");
+    char trace[4200];
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    char *argv[] = {E2E_PROGS "/no_cfi", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
+    json_t *rep = e2e_report(trace), *s;
+    size_t i;
+    long long blocks = 0, reach_main = 0;
+    json_array_foreach(json_object_get(rep, "sites"), i, s) {
+        const char *fn = json_string_value(json_object_get(s, "function"));
+        if (!fn || strcmp(fn, "alloc_blocks"))
+            continue;
+        blocks += e2e_int(s, "blocks");
+        json_t *f;
+        size_t k;
+        json_array_foreach(json_object_get(s, "stack"), k, f) {
+            const char *name = json_string_value(json_object_get(f, "function"));
+            if (name && !strcmp(name, "main")) {
+                reach_main += e2e_int(s, "blocks");
+                break;
+            }
+        }
+    }
+    cr_expect_eq(blocks, 3000);
+    cr_expect_eq(reach_main, 3000, "%lld of 3000 blocks have stacks that reach main", reach_main);
+    json_decref(rep);
+    free(dir);
+}
