@@ -133,8 +133,9 @@ void out_stats_text(FILE *out, const char *trace, const reader_t *r, const repla
         fprintf(out, "truncated  the trace ends inside a chunk (%s bytes unread)\n",
                 fmt_grouped(d->truncated_bytes, a));
     if (!d->trailer)
-        fprintf(out, "unfinished no trailer: the process did not exit cleanly; events of its last "
-                     "flush interval may be missing\n");
+        fprintf(out, "unfinished no trailer: the process did not exit cleanly (killed, crashed, or "
+                     "ended by the exit system call itself, as Go programs do); events of its "
+                     "last flush interval (HEAPPROF_FLUSH_MS) may be missing\n");
     if (tr && tr->n_lost_events)
         fprintf(out, "shim lost  %s events it could not record\n", fmt_grouped(tr->n_lost_events, a));
     if (tr && tr->n_waits)
