@@ -611,6 +611,18 @@ static void write_text(analyze_t *a, const out_report_opts_t *o, FILE *f) {
     if (o->sizes)
         write_sizes_text(replay_totals(a->rp), f);
     out_report_cpu_text(a, o->top, f);
+    // after every frame shown was looked up (the CPU section's too)
+    size_t n_outside, n_named;
+    const char *jit_map = symbolize_jit(a->sym, &n_outside, &n_named);
+    if (n_outside && jit_map)
+        fprintf(f, "symbols    JIT code: %s of %s addresses outside every module named from %s\n",
+                fmt_grouped(n_named, b1), fmt_grouped(n_outside, b2),
+                fmt_safe_text(jit_map, safe, sizeof safe));
+    else if (n_outside)
+        fprintf(f, "symbols    %s addresses lie outside every module (JIT code?): a perf map names "
+                   "them (node --perf-basic-prof, the JVM's perf-map-agent: /tmp/perf-PID.map, "
+                   "or HEAPPROF_PERF_MAP=FILE)\n",
+                fmt_grouped(n_outside, b1));
 }
 
 // ---- JSON ----

@@ -15,6 +15,7 @@
 #include "symbols/demangle.h"
 #include "symbols/forwarder.h"
 #include "symbols/funcbounds.h"
+#include "symbols/perfmap.h"
 #include "symbols/symindex.h"
 
 #include <dwarf.h>
@@ -71,6 +72,8 @@ struct symbolize {
     hmap_t strings; // FNV-1a hash -> interned string (first one with that hash)
     hmap_t forwarders; // return address -> 1 + whether its function only forwards (forwarder.h)
     hmap_t starts;     // return address -> its function's start (symbolize_function_start), 0: none
+    perfmap_t *jit;    // names of code outside every module (perfmap.h), NULL: none
+    size_t n_outside, n_jit_named; // distinct addresses asked for outside every module, named
     arena_t arena;
     size_t n_addresses;
 };
@@ -163,6 +166,12 @@ symbolize_t *symbolize_new(const reader_t *r) {
     }
     if (s->dwfl)
         report_modules(s);
+    const hpt_file_hdr_t *h = r ? reader_header(r) : NULL;
+    char *map = h ? perfmap_path_for(h->pid, h->start_unix_ns, h->flags & HPT_FILE_ATTACHED)
+                  : NULL;
+    if (map)
+        s->jit = perfmap_load(map);
+    free(map);
     return s;
 }
 
@@ -185,6 +194,7 @@ void symbolize_free(symbolize_t *s) {
     hmap_fini(&s->strings);
     hmap_fini(&s->forwarders);
     hmap_fini(&s->starts);
+    perfmap_free(s->jit);
     arena_free(&s->arena);
     if (s->dwfl)
         dwfl_end(s->dwfl);
@@ -487,6 +497,12 @@ static chain_t *lookup(symbolize_t *s, uint64_t pc) {
         chain_t *c = new_chain(1);
         c->m = m;
         c->f[0] = base;
+        // code in no module: a JIT's, named by its perf map (the call ends before pc)
+        if (!m && pc && s->jit) {
+            const char *name = perfmap_find(s->jit, pc - 1);
+            if (name)
+                c->f[0].function = intern(s, name);
+        }
         return c;
     }
     // a return address points after the call; the call itself is the byte before
@@ -560,6 +576,10 @@ const symbolize_frame_t *symbolize_addr(symbolize_t *s, uint64_t pc, size_t *n) 
         c->counted = true;
         s->n_addresses++;
         module_t *m = c->m;
+        if (!m && pc) {
+            s->n_outside++;
+            s->n_jit_named += c->f[0].function != NULL;
+        }
         if (m) {
             m->pub->n_addresses++;
             if (m->pub->status == SYMBOLIZE_MODULE_UNUSED)
@@ -588,6 +608,12 @@ const symbolize_module_t *symbolize_modules(const symbolize_t *s, size_t *n) {
 }
 
 size_t symbolize_n_addresses(const symbolize_t *s) { return s->n_addresses; }
+
+const char *symbolize_jit(const symbolize_t *s, size_t *n_outside, size_t *n_named) {
+    *n_outside = s->n_outside;
+    *n_named = s->n_jit_named;
+    return perfmap_path(s->jit);
+}
 
 const char *symbolize_short_path(const char *path, int n_components) {
     if (!path)

@@ -65,6 +65,11 @@ bool symbolize_current(const symbolize_t *s, const reader_t *r);
 const symbolize_module_t *symbolize_modules(const symbolize_t *s, size_t *n);
 size_t symbolize_n_addresses(const symbolize_t *s);
 
+// Code outside every module (JIT-compiled code, mostly): the distinct addresses asked for that
+// lie there, how many of them the process's perf map named (symbols/perfmap.h: /tmp/perf-PID.map
+// or HEAPPROF_PERF_MAP), and that map's path (NULL: none was found or it named nothing).
+const char *symbolize_jit(const symbolize_t *s, size_t *n_outside, size_t *n_named);
+
 // Whether the function that holds return address pc only forwards to an allocator (forwarder.h;
 // docs/design.md#allocator-wrappers), pc being seen in a stack as a call into an allocator or
 // into such a forwarder; loose: by forwarder_check's loose rule. From the module's machine code

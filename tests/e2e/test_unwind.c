@@ -104,3 +104,44 @@ Test(unwind, frames_without_cfi_are_walked_by_their_frame_pointer) {
     json_decref(rep);
     free(dir);
 }
+
+// Code in no module is named by the process's perf map, as a JIT writes it for perf
+// (HEAPPROF_PERF_MAP here; /tmp/perf-PID.map by default): the JIT copy of no_cfi's trampoline
+// shows as "jit_trampoline" between alloc_blocks and main, and the report says where the name
+// came from.
+Test(unwind, jit_code_is_named_from_the_perf_map) {
+    char *dir = e2e_tmpdir("perf_map");
+    char trace[4200], map[4200];
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    snprintf(map, sizeof map, "%s/jit.map", dir);
+    char *argv[] = {E2E_PROGS "/no_cfi", map, NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, NULL, NULL), 0);
+    setenv("HEAPPROF_PERF_MAP", map, 1);
+    json_t *rep = e2e_report(trace), *s;
+    const char *args[] = {"report", trace, NULL};
+    char *text = e2e_heapprof_ok(args);
+    unsetenv("HEAPPROF_PERF_MAP");
+    size_t i;
+    long long named = 0;
+    json_array_foreach(json_object_get(rep, "sites"), i, s) {
+        json_t *stack = json_object_get(s, "stack"), *f;
+        const char *f0 = json_string_value(json_object_get(json_array_get(stack, 0), "function"));
+        const char *f1 = json_string_value(json_object_get(json_array_get(stack, 1), "function"));
+        bool reaches_main = false;
+        size_t k;
+        json_array_foreach(stack, k, f) {
+            const char *name = json_string_value(json_object_get(f, "function"));
+            reaches_main |= name && !strcmp(name, "main");
+        }
+        // via_jit, a tail call at -O2, may be a frame of its own between the copy and main
+        if (f0 && f1 && !strcmp(f0, "alloc_blocks") && !strcmp(f1, "jit_trampoline") &&
+            reaches_main)
+            named += e2e_int(s, "blocks");
+    }
+    cr_expect_eq(named, 1000, "%lld of the JIT copy's 1000 blocks named", named);
+    cr_expect(strstr(text, "JIT code: 1 of 1 addresses outside every module named from"),
+              "report: %s", text);
+    free(text);
+    json_decref(rep);
+    free(dir);
+}

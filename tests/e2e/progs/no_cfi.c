@@ -6,7 +6,8 @@
 // main: 1,000 blocks of 40 B called directly, 1,000 of 48 B through the trampoline in the
 // binary, 1,000 of 56 B through its copy: 3,000 blocks, 144,000 B; every block freed.
 // The stacks of all three must reach main (the walk guesses the frame under code without CFI
-// from rbp, as libunwind does).
+// from rbp, as libunwind does). `no_cfi MAP`: also writes a perf map to MAP that names the copy
+// "jit_trampoline", as a JIT does in /tmp/perf-PID.map.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +46,7 @@ __attribute__((noinline)) static void via_jit(void (*jit)(void (*)(long), long))
     jit(alloc_blocks, 56);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     alloc_blocks(40);
     fp_trampoline(alloc_blocks, 48);
     size_t len = (size_t)(fp_trampoline_end - fp_trampoline_code);
@@ -57,6 +58,13 @@ int main(void) {
         return 1;
     void (*jit)(void (*)(long), long);
     memcpy(&jit, &code, sizeof jit); // an object pointer made a function pointer
+    if (argc > 1) {
+        FILE *map = fopen(argv[1], "w");
+        if (!map)
+            return 1;
+        fprintf(map, "%lx %zx jit_trampoline\n", (unsigned long)(uintptr_t)code, len);
+        fclose(map);
+    }
     via_jit(jit);
     munmap(code, 4096);
     puts("ok");

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: MIT
+// perfmap_t: the names a JIT gives its code in a perf map, the text file perf reads for code
+// that lies in no module ("START SIZE NAME" a line, hex numbers; node --perf-basic-prof and
+// the JVM's perf-map-agent write /tmp/perf-PID.map). A JIT reuses addresses as it frees and
+// recompiles code, and the file has no times: where entries overlap, the one written last
+// names the address.
+#ifndef HEAPPROF_ANALYZER_PERFMAP_H
+#define HEAPPROF_ANALYZER_PERFMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct perfmap perfmap_t;
+
+// Reads the map at path; NULL when it cannot be opened or holds no entry. Lines that are not
+// "START SIZE NAME" are skipped. May allocate; exits on OOM like xmalloc.
+perfmap_t *perfmap_load(const char *path);
+void perfmap_free(perfmap_t *m);
+
+// The name of the latest entry whose [START, START + SIZE) holds addr; NULL when none does.
+// Owned by m.
+const char *perfmap_find(const perfmap_t *m, uint64_t addr);
+
+size_t perfmap_entries(const perfmap_t *m);
+const char *perfmap_path(const perfmap_t *m);
+
+// Where the perf map of a traced process is, or NULL: HEAPPROF_PERF_MAP when set (empty: none),
+// else /tmp/perf-PID.map where it is a regular file owned by this user (or root, as perf asks)
+// and was last written after the trace started (not a map some earlier process of that pid
+// left; a trace that attach began mid-run takes the map whenever it was written). Returns a
+// malloc'd path.
+char *perfmap_path_for(uint32_t pid, uint64_t trace_start_unix_ns, bool attached);
+
+#endif

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: MIT
+// perfmap: JIT code names from a perf map. The entry written last names an address where
+// entries overlap (a JIT reuses freed code's addresses); ranges are [START, START + SIZE); lines
+// that are not "START SIZE NAME" are skipped; /tmp/perf-PID.map is taken only when it was
+// written after the trace started (or for an attached trace), and HEAPPROF_PERF_MAP overrides.
+#include "symbols/perfmap.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static char *write_map(const char *text) {
+    char *path = strdup("/tmp/hp_perfmap_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static void expect_name(const perfmap_t *m, uint64_t addr, const char *want) {
+    const char *got = perfmap_find(m, addr);
+    if (!want)
+        cr_expect_null(got, "%#lx: %s, expected none", (unsigned long)addr, got ? got : "");
+    else
+        cr_expect(got && !strcmp(got, want), "%#lx: %s, expected %s", (unsigned long)addr,
+                  got ? got : "(none)", want);
+}
+
+Test(perfmap, the_latest_entry_names_an_address_and_ranges_end_before_start_plus_size) {
+    char *path = write_map("1000 100 first\n"
+                           "garbage line\n"
+                           "2000 0 empty\n"
+                           "0x3000 0x10 LazyCompile:~f /app/x.js:3\n"
+                           "1080 100 second overlaps the first\n"
+                           "1000 40 third inside the first\n"
+                           "5000 zz bad size\n"
+                           "ffffffffffffff00 100 wraps\n"
+                           "10000 1000 big\n"
+                           "10800 10 small inside big, written later\n");
+    perfmap_t *m = perfmap_load(path);
+    cr_assert_not_null(m);
+    cr_expect_eq(perfmap_entries(m), 6);
+    cr_expect_str_eq(perfmap_path(m), path);
+    expect_name(m, 0xfff, NULL);
+    expect_name(m, 0x1000, "third inside the first");
+    expect_name(m, 0x103f, "third inside the first");
+    expect_name(m, 0x1040, "first");
+    expect_name(m, 0x107f, "first");
+    expect_name(m, 0x1080, "second overlaps the first");
+    expect_name(m, 0x117f, "second overlaps the first");
+    expect_name(m, 0x1180, NULL);
+    expect_name(m, 0x2000, NULL);
+    expect_name(m, 0x3000, "LazyCompile:~f /app/x.js:3");
+    expect_name(m, 0x300f, "LazyCompile:~f /app/x.js:3");
+    expect_name(m, 0x3010, NULL);
+    expect_name(m, 0x10000, "big");
+    expect_name(m, 0x10808, "small inside big, written later");
+    expect_name(m, 0x10810, "big"); // an earlier, longer entry still reaches past the later one
+    expect_name(m, 0x10fff, "big");
+    expect_name(m, 0x11000, NULL);
+    perfmap_free(m);
+    unlink(path);
+    free(path);
+}
+
+Test(perfmap, a_map_without_entries_or_file_is_none) {
+    char *path = write_map("not a map\n\n");
+    cr_expect_null(perfmap_load(path));
+    unlink(path);
+    cr_expect_null(perfmap_load(path));
+    free(path);
+    cr_expect_null(perfmap_find(NULL, 1));
+}
+
+Test(perfmap, the_process_map_is_taken_only_when_written_after_the_trace_started) {
+    unsetenv("HEAPPROF_PERF_MAP");
+    // a pid no process has (above the kernel's pid_max limit of 2^22)
+    const uint32_t pid = 4000000000u;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/perf-%u.map", pid);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("1000 10 x\n", f);
+    fclose(f);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    uint64_t hour = 3600ull * 1000000000u;
+    char *p = perfmap_path_for(pid, now_ns - hour, false);
+    cr_expect(p && !strcmp(p, path), "a map written during the trace: %s", p ? p : "(none)");
+    free(p);
+    cr_expect_null(perfmap_path_for(pid, now_ns + hour, false), "a map older than the trace");
+    p = perfmap_path_for(pid, now_ns + hour, true);
+    cr_expect(p && !strcmp(p, path), "an attached trace takes an older map");
+    free(p);
+    unlink(path);
+    cr_expect_null(perfmap_path_for(pid, now_ns - hour, false), "no map");
+    setenv("HEAPPROF_PERF_MAP", "/elsewhere/jit.map", 1);
+    p = perfmap_path_for(pid, now_ns, false);
+    cr_expect(p && !strcmp(p, "/elsewhere/jit.map"));
+    free(p);
+    setenv("HEAPPROF_PERF_MAP", "", 1);
+    cr_expect_null(perfmap_path_for(pid, now_ns, false), "HEAPPROF_PERF_MAP= turns it off");
+    unsetenv("HEAPPROF_PERF_MAP");
+}
