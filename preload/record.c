@@ -204,7 +204,10 @@ static inline __attribute__((always_inline)) uint32_t capture_stack(hp_ring_t *r
     if (snap) {
         if (HP_UNLIKELY(hp_config.unwinder == HP_UNWIND_CHECK)) {
             n = hp_unwind_libunwind(frames, hp_config.max_frames);
-            hp_unwind_check_snapshot(hp_stacktab_find(frames, n) == snap);
+            if (hp_unwind_check_cut_short(frames, n))
+                hp_unwind_check_past();
+            else
+                hp_unwind_check_snapshot(hp_stacktab_find(frames, n) == snap);
         }
         return snap;
     }

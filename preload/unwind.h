@@ -67,6 +67,10 @@ uint32_t hp_unwind_frames(uint64_t *out, uint32_t max);
 void hp_unwind_check_verdict(bool agree);
 // The same for a stack found by a snapshot: the caller compared its id with libunwind's frames'.
 void hp_unwind_check_snapshot(bool agree);
+// Whether libunwind's frames ref[0..m) end where the walk goes on (a CPython trampoline): they
+// are then no whole stack to compare an id with; hp_unwind_check_past counts such a stack.
+bool hp_unwind_check_cut_short(const uint64_t *ref, uint32_t m);
+void hp_unwind_check_past(void);
 
 // Walks a copy of a stack taken elsewhere (a CPU sample): ip, sp and bp (rbp) are the
 // interrupted registers, stack[0..len) the memory from sp upwards; no other stack memory is

@@ -179,14 +179,16 @@ static inline bool guess_ok(uint64_t sp, uint64_t bp, bool bp_ok) {
     return bp_ok && bp - sp <= GUESS_MAX_BYTES && !(bp & 7); // also catches bp < sp
 }
 
+static rule_t no_cfi_rule(uint64_t pc); // the guess, or a known trampoline's rule
+
 static rule_t compute_rule(uint64_t pc) {
     module_t *m = module_for(pc);
     if (!m || !m->cfi)
-        return guess_rule;
+        return no_cfi_rule(pc);
     Dwarf_Frame *frame;
     // pc is a return address: the call instruction, whose unwind state we need, ends before it
     if (dwarf_cfi_addrframe(m->cfi, pc - 1 - m->bias, &frame) != 0)
-        return guess_rule;
+        return no_cfi_rule(pc);
     rule_t r = {0};
     Dwarf_Addr start, end;
     bool signal_frame = false;
@@ -523,6 +525,26 @@ static bool probing(void) {
 
 static bool page_readable(uint64_t page) {
     return sigprocmask_probe(page) == -EINVAL;
+}
+
+// CPython's perf trampoline (3.12 on, `python -X perf`), copied into anonymous memory once per
+// Python function so that perf can name it: no CFI and no frame pointer, so the guess ends the
+// walk there and every stack under Python code stopped at its first Python function. Its code
+// is `sub $8, %rsp; call *%rcx; add $8, %rsp; ret`: a return address right after that call
+// has CFA = rsp + 16, the return address under it, rbp untouched. Read once per return address
+// (rules are cached), from pages checked readable: pc may be any word a walk found.
+static bool py_trampoline_at(uint64_t pc) {
+    static const uint8_t py_trampoline_call[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0xd1};
+    const uint64_t at = pc - sizeof py_trampoline_call;
+    return pc >= sizeof py_trampoline_call && probing() && page_readable(page_of(at)) &&
+           (page_of(pc - 1) == page_of(at) || page_readable(page_of(pc - 1))) &&
+           memcmp((const void *)(uintptr_t)at, py_trampoline_call, sizeof py_trampoline_call) == 0;
+}
+
+static rule_t no_cfi_rule(uint64_t pc) {
+    if (py_trampoline_at(pc))
+        return (rule_t){.cfa_off = 16, .ra_off = -8};
+    return guess_rule;
 }
 
 // Moves *lim (a page boundary) up page by page, each checked readable, until it passes end;
@@ -889,14 +911,28 @@ static bool walk(const hp_frame_t *from, cfi_thread_t *ct, uint64_t base, uint64
 
 // ---- backend selection --------------------------------------------------------------------------
 
-static _Atomic uint64_t n_checked, n_differ, n_same, n_steps, n_snaps;
+static _Atomic uint64_t n_checked, n_differ, n_same, n_steps, n_snaps, n_past;
+
+bool hp_unwind_check_cut_short(const uint64_t *ref, uint32_t m) {
+    return m && py_trampoline_at(ref[m - 1]);
+}
+
+void hp_unwind_check_past(void) {
+    atomic_fetch_add_explicit(&n_checked, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&n_past, 1, memory_order_relaxed);
+}
 
 // HEAPPROF_UNWIND=check: compares with libunwind, and a "same as last" verdict with the last stack.
+// Where libunwind ends at a CPython trampoline (no_cfi_rule) the walk goes on: its frames up to
+// there must be libunwind's.
 HP_NOINLINE HP_COLD static void check_against_libunwind(cfi_thread_t *ct, const uint64_t *out,
                                                         uint32_t n, uint32_t max, bool same) {
     uint64_t ref[HPT_MAX_FRAMES];
     uint32_t m = hp_unwind_libunwind(ref, max);
-    bool differ = m != n || memcmp(ref, out, n * sizeof *out);
+    bool past = m < n && !memcmp(ref, out, m * sizeof *out) && hp_unwind_check_cut_short(ref, m);
+    if (past)
+        atomic_fetch_add_explicit(&n_past, 1, memory_order_relaxed);
+    bool differ = !past && (m != n || memcmp(ref, out, n * sizeof *out));
     if (same)
         differ |= m != ct->check_last_n || memcmp(ref, ct->check_last, m * sizeof *ref);
     memcpy(ct->check_last, ref, m * sizeof *ref);
@@ -1143,11 +1179,15 @@ void hp_unwind_check_snapshot(bool agree) {
 void hp_unwind_report(void) {
     if (hp_config.unwinder != HP_UNWIND_CHECK)
         return;
-    char a[21], b[21], c[21], d[21], e[21];
+    char a[21], b[21], c[21], d[21], e[21], f[21];
+    uint64_t past = atomic_load_explicit(&n_past, memory_order_relaxed);
     hp_diag_line("unwinder check: ", hp_diag_u64(a, n_checked), " stacks, ",
                  hp_diag_u64(b, n_differ), " differ from libunwind (", hp_diag_u64(c, n_same),
                  " found unchanged, ", hp_diag_u64(d, n_steps), " by a known step, ",
-                 hp_diag_u64(e, n_snaps), " by a snapshot)", (char *)NULL);
+                 hp_diag_u64(e, n_snaps), " by a snapshot)",
+                 past ? "; " : "", past ? hp_diag_u64(f, past) : "",
+                 past ? " went on where libunwind stops, at a CPython trampoline" : "",
+                 (char *)NULL);
 }
 
 // ---- walking a copied stack (CPU samples) --------------------------------------------------------
