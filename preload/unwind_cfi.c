@@ -797,6 +797,10 @@ static bool walk(const hp_frame_t *from, cfi_thread_t *ct, uint64_t base, uint64
         } else {
             if ((r.flags & RULE_STOP) ||
                 ((r.flags & RULE_GUESS) && !guess_ok(sp, bp, bp_ok))) {
+                if (r.flags & RULE_GUESS) { // the end depends on rbp: a join must compare it
+                    fl |= STEP_NEEDS_BP;
+                    any_needs = true;
+                }
                 st->ra_addr = st->bp_addr = 0;
                 st->flags = fl;
                 st++;
