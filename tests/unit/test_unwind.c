@@ -277,3 +277,67 @@ Test(unwind, a_walk_off_the_threads_stack_stops_at_the_first_unreadable_page) {
     expect_exact(5);
     cr_expect(shots[5].same, "the thread's own stack was not reused after the coroutine");
 }
+
+// ---- code without CFI: the frame-pointer guess ----------------------------------------------------
+// nocfi_tramp (assembly, no CFI, no frame pointer of its own) calls rcx(rdi) with 24 bytes of
+// its own frame. call_guessed(fn, arg, good) calls it with rbp either pointing nowhere (1: the
+// guess fails, the walk ends at the trampoline) or 16 bytes under the trampoline's CFA (the
+// guess lands exactly on the return address), from the same stack pointer both times.
+__asm__(".text\n"
+        "nocfi_tramp:\n"
+        "  sub $24, %rsp\n"
+        "  call *%rcx\n"
+        "  add $24, %rsp\n"
+        "  ret\n"
+        ".globl call_guessed\n"
+        ".type call_guessed, @function\n"
+        "call_guessed:\n"
+        "  .cfi_startproc\n"
+        "  push %rbp\n"
+        "  .cfi_def_cfa_offset 16\n"
+        "  .cfi_offset %rbp, -16\n"
+        "  mov %rdi, %rcx\n"
+        "  mov %rsi, %rdi\n"
+        "  mov $1, %ebp\n"
+        "  test %edx, %edx\n"
+        "  jz 1f\n"
+        "  lea -16(%rsp), %rbp\n"
+        "1:\n"
+        "  call nocfi_tramp\n"
+        "  pop %rbp\n"
+        "  .cfi_def_cfa_offset 8\n"
+        "  ret\n"
+        "  .cfi_endproc\n"
+        ".size call_guessed, .-call_guessed\n");
+void call_guessed(void (*fn)(int), int arg, int good);
+
+NOFP static void guessed(int good) {
+    call_guessed(leaf, 1, good);
+    sink = 7;
+}
+
+// A walk that ended at a failed guess depended on rbp there: the same frame met again with an
+// rbp the guess takes must be walked on, not answered with the ended walk (from the log or a
+// snapshot); and the reverse.
+Test(unwind, a_walk_that_ended_at_a_failed_guess_is_reused_only_with_the_same_rbp) {
+    cr_assert(hp_thread_attach(), "no thread block");
+    for (int with_snaps = 0; with_snaps < 2; with_snaps++) {
+        n_shots = 0;
+        n_known = 0;
+        snaps_on = with_snaps;
+        static const int good[] = {0, 1, 0, 1, 1, 0, 0};
+        for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+            guessed(good[i]);
+        snaps_on = false;
+        for (int i = 0; i < n_shots; i++) {
+            const shot_t *s = &shots[i];
+            cr_expect_eq(s->n, s->ref_n, "snapshots %d, shot %d: %u frames, a fresh walk finds %u",
+                         with_snaps, i, s->n, s->ref_n);
+            cr_expect(!memcmp(s->f, s->ref, s->ref_n * sizeof *s->ref),
+                      "snapshots %d, shot %d: the frames differ from a fresh walk's", with_snaps, i);
+        }
+        // leaf, the trampoline and no more; then on through call_guessed, guessed, the test
+        cr_expect_eq(shots[0].ref_n, 2, "a failed guess: %u frames", shots[0].ref_n);
+        cr_expect_gt(shots[1].ref_n, 4, "a guess taken: %u frames", shots[1].ref_n);
+    }
+}
