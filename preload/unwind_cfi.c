@@ -533,12 +533,26 @@ static bool page_readable(uint64_t page) {
 // is `sub $8, %rsp; call *%rcx; add $8, %rsp; ret`: a return address right after that call
 // has CFA = rsp + 16, the return address under it, rbp untouched. Read once per return address
 // (rules are cached), from pages checked readable: pc may be any word a walk found.
+// Such a word can point anywhere readable, another thread's stack included (a CPU sample's
+// stray frame): the bytes are read one by one through volatile loads, which another thread's
+// writes can only make compare equal or not, and kept out of the sanitizers' view (their
+// interceptors would report the race, ASan a read of another frame's redzone). A page unmapped
+// between the probe and the read would fault: the window the walk's own probes have.
+__attribute__((no_sanitize_address, no_sanitize_thread)) static bool
+code_is(uint64_t at, const uint8_t *want, size_t n) {
+    const volatile uint8_t *p = (const volatile uint8_t *)(uintptr_t)at;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != want[i])
+            return false;
+    return true;
+}
+
 static bool py_trampoline_at(uint64_t pc) {
     static const uint8_t py_trampoline_call[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0xd1};
     const uint64_t at = pc - sizeof py_trampoline_call;
     return pc >= sizeof py_trampoline_call && probing() && page_readable(page_of(at)) &&
            (page_of(pc - 1) == page_of(at) || page_readable(page_of(pc - 1))) &&
-           memcmp((const void *)(uintptr_t)at, py_trampoline_call, sizeof py_trampoline_call) == 0;
+           code_is(at, py_trampoline_call, sizeof py_trampoline_call);
 }
 
 static rule_t no_cfi_rule(uint64_t pc) {
