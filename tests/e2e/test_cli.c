@@ -243,6 +243,21 @@ Test(cli, run_checks_where_the_traces_go_before_it_starts) {
 // process that changed its working directory before it ran the next program or forked: the
 // shell's `cd` here put forker's trace and its child's in that directory, where the summary
 // never looked.
+// forker's traces in dir: how many are its parent's (15 blocks) and how many its child's or
+// grandchild's (7 blocks).
+static void count_forker_traces(const char *dir, int *parent, int *child) {
+    char files[8][4096];
+    int n = e2e_traces_in(dir, files, 8);
+    *parent = *child = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *st = e2e_stats(files[i], "forker");
+        long long blocks = e2e_int(st, "blocks");
+        *parent += blocks == 15;
+        *child += blocks == 7;
+        json_decref(st);
+    }
+}
+
 Test(cli, run_keeps_every_trace_where_it_was_started) {
     char *top = e2e_tmpdir("run_cd");
     char dir[4200], sub[4300], script[8600];
@@ -259,15 +274,8 @@ Test(cli, run_keeps_every_trace_where_it_was_started) {
     free(err);
     char files[8][4096];
     cr_expect_eq(e2e_traces_in(sub, files, 8), 0, "a trace went where the shell moved to");
-    int n = e2e_traces_in(dir, files, 8);
-    int parent = 0, child = 0;
-    for (int i = 0; i < n; i++) {
-        json_t *st = e2e_stats(files[i], "forker");
-        long long blocks = e2e_int(st, "blocks");
-        parent += blocks == 15;
-        child += blocks == 7;
-        json_decref(st);
-    }
+    int parent, child;
+    count_forker_traces(dir, &parent, &child);
     cr_expect(parent == 1 && child == 1, "forker's traces: %d of the parent, %d of the child",
               parent, child);
 }
@@ -415,15 +423,8 @@ Test(cli, run_finds_a_daemons_grandchild_whose_parent_left_no_trace) {
     cr_assert_eq(e2e_heapprof(run, NULL, &err), 0, "stderr: %s", err);
     cr_expect_eq(count_entries(dir, "t."), 2, "the parent and the grandchild, not the middle");
     cr_expect_eq(count_lines_with(err, "trace of forker (pid "), 2, "stderr: %s", err);
-    char files[4][4096];
-    int n = e2e_traces_in(dir, files, 4), parent = 0, grandchild = 0;
-    for (int i = 0; i < n; i++) {
-        json_t *st = e2e_stats(files[i], "forker");
-        long long blocks = e2e_int(st, "blocks");
-        parent += blocks == 15;
-        grandchild += blocks == 7;
-        json_decref(st);
-    }
+    int parent, grandchild;
+    count_forker_traces(dir, &parent, &grandchild);
     cr_expect(parent == 1 && grandchild == 1, "forker's traces: %d of the parent, %d of the "
               "grandchild", parent, grandchild);
     free(err);
