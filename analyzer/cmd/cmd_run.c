@@ -7,6 +7,7 @@
 #include "core/sort.h"
 #include "core/xalloc.h"
 #include "format/hpt_format.h"
+#include "symbols/perfmap.h"
 #include "trace/reader.h"
 
 #include <dirent.h>
@@ -657,6 +658,15 @@ int cmd_run_exec(const cmd_run_opts_t *o, cmd_run_result_t *res, errmsg_t *err) 
     }
     if (cmd_run_trace_path(pattern, pid, res->expected, sizeof res->expected) == 0)
         find_traces(res, pattern, pid, &start);
+    // A JIT's perf map (node --perf-basic-prof, python -X perf) lives in /tmp, apart from the
+    // trace: a copy beside it keeps the names with the trace wherever it is analysed.
+    for (size_t i = 0; i < res->n_traces; i++) {
+        uint32_t tpid, tppid, run_id;
+        uint64_t since = (uint64_t)start.tv_sec * 1000000000u + (uint64_t)start.tv_nsec;
+        if (trace_ids(res->traces[i], &tpid, &tppid, &run_id) &&
+            perfmap_keep_beside(res->traces[i], tpid, since) > 0)
+            res->n_perf_maps++;
+    }
 
 restore:
     child_pid = 0;

@@ -32,6 +32,7 @@ typedef struct cmd_run_result {
     char expected[4096]; // where the command's own trace should be (without a ".N" suffix)
     char **traces;       // traces written since it started: its own first, then descendants'
     size_t n_traces;
+    size_t n_perf_maps;  // JIT perf maps (/tmp/perf-PID.map) copied beside their traces
 } cmd_run_result_t;
 
 // argv[0] is "run". Returns 0, or -1 with err filled (missing command, unknown option).

@@ -273,6 +273,11 @@ static int do_run(int argc, char **argv) {
     }
     if (tally.n)
         run_tally_print(&tally, one_other, stderr);
+    if (res.n_perf_maps)
+        fprintf(stderr, "heapprof: %zu perf map%s of JIT code names kept beside %s trace%s "
+                        "(TRACE.perf.map)\n",
+                res.n_perf_maps, res.n_perf_maps == 1 ? "" : "s",
+                res.n_perf_maps == 1 ? "its" : "their", res.n_perf_maps == 1 ? "" : "s");
     free(seen);
     cmd_run_result_fini(&res);
     return res.exit_status;

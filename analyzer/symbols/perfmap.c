@@ -126,10 +126,9 @@ const char *perfmap_path(const perfmap_t *m) {
     return m ? m->path : NULL;
 }
 
-char *perfmap_path_for(uint32_t pid, uint64_t trace_start_unix_ns, bool attached) {
-    const char *env = getenv("HEAPPROF_PERF_MAP");
-    if (env)
-        return env[0] ? xstrdup(env) : NULL;
+#define SIDECAR ".perf.map"
+
+char *perfmap_of_process(uint32_t pid, uint64_t since_unix_ns) {
     char path[64];
     snprintf(path, sizeof path, "/tmp/perf-%u.map", pid);
     struct stat st;
@@ -138,7 +137,54 @@ char *perfmap_path_for(uint32_t pid, uint64_t trace_start_unix_ns, bool attached
     if (st.st_uid != geteuid() && st.st_uid != 0)
         return NULL;
     uint64_t mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
-    if (mtime < trace_start_unix_ns && !attached)
+    if (mtime < since_unix_ns)
         return NULL;
     return xstrdup(path);
+}
+
+char *perfmap_path_for(const char *trace, uint32_t pid, uint64_t trace_start_unix_ns,
+                       bool attached) {
+    const char *env = getenv("HEAPPROF_PERF_MAP");
+    if (env)
+        return env[0] ? xstrdup(env) : NULL;
+    if (trace) {
+        size_t n = strlen(trace) + sizeof SIDECAR;
+        char *beside = xmalloc(n);
+        snprintf(beside, n, "%s%s", trace, SIDECAR);
+        struct stat st;
+        if (stat(beside, &st) == 0 && S_ISREG(st.st_mode))
+            return beside;
+        free(beside);
+    }
+    return perfmap_of_process(pid, attached ? 0 : trace_start_unix_ns);
+}
+
+int perfmap_keep_beside(const char *trace, uint32_t pid, uint64_t since_unix_ns) {
+    char *from = perfmap_of_process(pid, since_unix_ns);
+    if (!from)
+        return 0;
+    size_t n = strlen(trace) + sizeof SIDECAR;
+    char *to = xmalloc(n);
+    snprintf(to, n, "%s%s", trace, SIDECAR);
+    int rc = -1;
+    FILE *in = fopen(from, "re"), *out = in ? fopen(to, "we") : NULL;
+    if (in && out) {
+        char buf[65536];
+        size_t got;
+        rc = 1;
+        while ((got = fread(buf, 1, sizeof buf, in)) > 0)
+            if (fwrite(buf, 1, got, out) != got)
+                rc = -1;
+        if (ferror(in))
+            rc = -1;
+    }
+    if (out && fclose(out) != 0)
+        rc = -1;
+    if (in)
+        fclose(in);
+    if (rc < 0)
+        unlink(to);
+    free(from);
+    free(to);
+    return rc;
 }

@@ -26,10 +26,18 @@ size_t perfmap_entries(const perfmap_t *m);
 const char *perfmap_path(const perfmap_t *m);
 
 // Where the perf map of a traced process is, or NULL: HEAPPROF_PERF_MAP when set (empty: none),
-// else /tmp/perf-PID.map where it is a regular file owned by this user (or root, as perf asks)
-// and was last written after the trace started (not a map some earlier process of that pid
-// left; a trace that attach began mid-run takes the map whenever it was written). Returns a
-// malloc'd path.
-char *perfmap_path_for(uint32_t pid, uint64_t trace_start_unix_ns, bool attached);
+// else the copy beside the trace (TRACE.perf.map, left by `heapprof run`), else the process's
+// own (perfmap_of_process). Returns a malloc'd path.
+char *perfmap_path_for(const char *trace, uint32_t pid, uint64_t trace_start_unix_ns,
+                       bool attached);
+
+// /tmp/perf-PID.map where it is a regular file owned by this user (or root, as perf asks) and
+// was last written at or after since_unix_ns (not a map some earlier process of that pid left;
+// 0: whenever); NULL otherwise. Returns a malloc'd path.
+char *perfmap_of_process(uint32_t pid, uint64_t since_unix_ns);
+
+// Copies the process's perf map (perfmap_of_process) to TRACE.perf.map, where the analyzer
+// looks first: the trace and its JIT names travel together. 1 copied, 0 no map, -1 failed.
+int perfmap_keep_beside(const char *trace, uint32_t pid, uint64_t since_unix_ns);
 
 #endif

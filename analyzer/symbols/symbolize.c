@@ -167,7 +167,8 @@ symbolize_t *symbolize_new(const reader_t *r) {
     if (s->dwfl)
         report_modules(s);
     const hpt_file_hdr_t *h = r ? reader_header(r) : NULL;
-    char *map = h ? perfmap_path_for(h->pid, h->start_unix_ns, h->flags & HPT_FILE_ATTACHED)
+    char *map = h ? perfmap_path_for(reader_path(r), h->pid, h->start_unix_ns,
+                                     h->flags & HPT_FILE_ATTACHED)
                   : NULL;
     if (map)
         s->jit = perfmap_load(map);

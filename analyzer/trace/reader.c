@@ -1463,6 +1463,8 @@ size_t reader_cpu_stacks(const reader_t *r, const uint64_t **ids, const uint64_t
     return r->cpu_n;
 }
 
+const char *reader_path(const reader_t *r) { return r->path; }
+
 const char *reader_exe(const reader_t *r) { return r->exe; }
 
 const char *const *reader_argv(const reader_t *r, size_t *argc) {

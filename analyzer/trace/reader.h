@@ -190,6 +190,8 @@ uint64_t reader_chunks_framed(const reader_t *r);
 // between two SYNCs) and decoded again when the merge reached them.
 uint64_t reader_chunks_deferred(const reader_t *r);
 
+// The path the trace was opened by.
+const char *reader_path(const reader_t *r);
 // Executable and arguments from the PROCESS record; NULL/0 until it was read.
 const char *reader_exe(const reader_t *r);
 const char *const *reader_argv(const reader_t *r, size_t *argc);

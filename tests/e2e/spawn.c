@@ -29,9 +29,12 @@ int e2e_traces_in(const char *dir, char out[][4096], int max) {
     DIR *d = opendir(dir);
     cr_assert(d, "cannot open %s", dir);
     int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        if (strstr(e->d_name, ".hpt") && n < max)
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        bool perf_map = len > 9 && !strcmp(e->d_name + len - 9, ".perf.map"); // heapprof run's
+        if (strstr(e->d_name, ".hpt") && !perf_map && n < max)
             snprintf(out[n++], 4096, "%s/%s", dir, e->d_name);
+    }
     closedir(d);
     return n;
 }

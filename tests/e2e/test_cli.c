@@ -431,6 +431,37 @@ Test(cli, run_finds_a_daemons_grandchild_whose_parent_left_no_trace) {
     free(dir);
 }
 
+// A JIT's perf map lives in /tmp apart from the trace: heapprof run keeps a copy beside it
+// (TRACE.perf.map), which the analyzer reads first, so the names stay with the trace after
+// /tmp's copy is gone.
+Test(cli, run_keeps_the_perf_map_beside_the_trace) {
+    char *dir = e2e_tmpdir("run_perfmap");
+    char pattern[4200];
+    snprintf(pattern, sizeof pattern, "%s/t.%%p.hpt", dir);
+    const char *run[] = {"run", "-o", pattern, "--", E2E_PROGS "/no_cfi", "tmp", NULL};
+    char *err = NULL;
+    cr_assert_eq(e2e_heapprof(run, NULL, &err), 0, "stderr: %s", err);
+    cr_expect_eq(count_lines_with(err, "1 perf map of JIT code names kept beside its trace"), 1,
+                 "stderr: %s", err);
+    char files[2][4096];
+    cr_assert_eq(e2e_traces_in(dir, files, 2), 1);
+    json_t *st = e2e_stats(files[0], NULL);
+    char tmp_map[64];
+    snprintf(tmp_map, sizeof tmp_map, "/tmp/perf-%lld.map", e2e_int(st, "pid"));
+    json_decref(st);
+    cr_expect_eq(unlink(tmp_map), 0, "%s: the program's own map", tmp_map);
+    unsetenv("HEAPPROF_PERF_MAP");
+    const char *report[] = {"report", files[0], NULL};
+    char *text = e2e_heapprof_ok(report);
+    cr_expect(strstr(text, "JIT code: 2 of 2 addresses outside every module named from"),
+              "report: %s", text);
+    cr_expect(strstr(text, "jit_trampoline") && strstr(text, "py_trampoline"), "report: %s",
+              text);
+    free(text);
+    free(err);
+    free(dir);
+}
+
 // A script's processes: the command says where its trace goes, the others do not (they wrote a
 // line each, amid the script's output), and the end lists them as counts by program.
 Test(cli, run_sums_up_the_traces_of_many_processes) {

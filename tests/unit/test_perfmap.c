@@ -91,20 +91,53 @@ Test(perfmap, the_process_map_is_taken_only_when_written_after_the_trace_started
     clock_gettime(CLOCK_REALTIME, &now);
     uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     uint64_t hour = 3600ull * 1000000000u;
-    char *p = perfmap_path_for(pid, now_ns - hour, false);
+    char *p = perfmap_path_for(NULL, pid, now_ns - hour, false);
     cr_expect(p && !strcmp(p, path), "a map written during the trace: %s", p ? p : "(none)");
     free(p);
-    cr_expect_null(perfmap_path_for(pid, now_ns + hour, false), "a map older than the trace");
-    p = perfmap_path_for(pid, now_ns + hour, true);
+    cr_expect_null(perfmap_path_for(NULL, pid, now_ns + hour, false), "a map older than the trace");
+    p = perfmap_path_for(NULL, pid, now_ns + hour, true);
     cr_expect(p && !strcmp(p, path), "an attached trace takes an older map");
     free(p);
     unlink(path);
-    cr_expect_null(perfmap_path_for(pid, now_ns - hour, false), "no map");
+    cr_expect_null(perfmap_path_for(NULL, pid, now_ns - hour, false), "no map");
     setenv("HEAPPROF_PERF_MAP", "/elsewhere/jit.map", 1);
-    p = perfmap_path_for(pid, now_ns, false);
+    p = perfmap_path_for(NULL, pid, now_ns, false);
     cr_expect(p && !strcmp(p, "/elsewhere/jit.map"));
     free(p);
     setenv("HEAPPROF_PERF_MAP", "", 1);
-    cr_expect_null(perfmap_path_for(pid, now_ns, false), "HEAPPROF_PERF_MAP= turns it off");
+    cr_expect_null(perfmap_path_for(NULL, pid, now_ns, false), "HEAPPROF_PERF_MAP= turns it off");
     unsetenv("HEAPPROF_PERF_MAP");
+}
+
+// heapprof run keeps the process's map beside its trace (TRACE.perf.map), and the analyzer
+// takes that copy before /tmp's; HEAPPROF_PERF_MAP still comes first.
+Test(perfmap, the_copy_beside_the_trace_comes_before_the_process_map) {
+    unsetenv("HEAPPROF_PERF_MAP");
+    const uint32_t pid = 4000000001u;
+    char tmp_map[64];
+    snprintf(tmp_map, sizeof tmp_map, "/tmp/perf-%u.map", pid);
+    FILE *f = fopen(tmp_map, "w");
+    cr_assert_not_null(f);
+    fputs("2000 20 from_tmp\n", f);
+    fclose(f);
+    char *trace = write_map(""); // any file: stands for the trace
+    cr_expect_eq(perfmap_keep_beside(trace, pid, 0), 1);
+    unlink(tmp_map);
+    cr_expect_eq(perfmap_keep_beside(trace, pid, 0), 0, "no map to keep");
+    char beside[128];
+    snprintf(beside, sizeof beside, "%s.perf.map", trace);
+    char *p = perfmap_path_for(trace, pid, 0, false);
+    cr_expect(p && !strcmp(p, beside), "the copy: %s", p ? p : "(none)");
+    perfmap_t *m = perfmap_load(p);
+    cr_expect(m && perfmap_find(m, 0x2010) && !strcmp(perfmap_find(m, 0x2010), "from_tmp"));
+    perfmap_free(m);
+    free(p);
+    setenv("HEAPPROF_PERF_MAP", "/elsewhere/jit.map", 1);
+    p = perfmap_path_for(trace, pid, 0, false);
+    cr_expect(p && !strcmp(p, "/elsewhere/jit.map"));
+    free(p);
+    unsetenv("HEAPPROF_PERF_MAP");
+    unlink(beside);
+    unlink(trace);
+    free(trace);
 }

@@ -10,12 +10,13 @@
 // blocks, 208,000 B; every block freed. The stacks of all four must reach main (the walk
 // guesses the frame under code without CFI from rbp, as libunwind does, and knows CPython's
 // trampoline). `no_cfi MAP`: also writes a perf map to MAP that names the copies
-// "jit_trampoline" and "py_trampoline", as a JIT does in /tmp/perf-PID.map.
+// "jit_trampoline" and "py_trampoline", as a JIT does in /tmp/perf-PID.map (`no_cfi tmp`: there).
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 void fp_trampoline(void (*fn)(long), long arg);
 extern const char fp_trampoline_code[], fp_trampoline_end[]; // its bytes
@@ -94,7 +95,9 @@ int main(int argc, char **argv) {
     void (*jit)(void (*)(long), long);
     memcpy(&jit, &code, sizeof jit); // an object pointer made a function pointer
     if (argc > 1) {
-        FILE *map = fopen(argv[1], "w");
+        char tmp_map[64];
+        snprintf(tmp_map, sizeof tmp_map, "/tmp/perf-%d.map", (int)getpid());
+        FILE *map = fopen(strcmp(argv[1], "tmp") ? argv[1] : tmp_map, "w");
         if (!map)
             return 1;
         fprintf(map, "%lx %zx jit_trampoline\n", (unsigned long)(uintptr_t)code, len);
