@@ -160,12 +160,15 @@ char *perfmap_path_for(const char *trace, uint32_t pid, uint64_t trace_start_uni
 }
 
 int perfmap_keep_beside(const char *trace, uint32_t pid, uint64_t since_unix_ns) {
-    char *from = perfmap_of_process(pid, since_unix_ns);
-    if (!from)
-        return 0;
     size_t n = strlen(trace) + sizeof SIDECAR;
     char *to = xmalloc(n);
     snprintf(to, n, "%s%s", trace, SIDECAR);
+    char *from = perfmap_of_process(pid, since_unix_ns);
+    if (!from) {
+        unlink(to); // an earlier trace's of that name: not this one's
+        free(to);
+        return 0;
+    }
     int rc = -1;
     FILE *in = fopen(from, "re"), *out = in ? fopen(to, "we") : NULL;
     if (in && out) {

@@ -37,7 +37,8 @@ char *perfmap_path_for(const char *trace, uint32_t pid, uint64_t trace_start_uni
 char *perfmap_of_process(uint32_t pid, uint64_t since_unix_ns);
 
 // Copies the process's perf map (perfmap_of_process) to TRACE.perf.map, where the analyzer
-// looks first: the trace and its JIT names travel together. 1 copied, 0 no map, -1 failed.
+// looks first: the trace and its JIT names travel together (without a map, a TRACE.perf.map
+// an earlier trace of that name left is removed). 1 copied, 0 no map, -1 failed.
 int perfmap_keep_beside(const char *trace, uint32_t pid, uint64_t since_unix_ns);
 
 #endif

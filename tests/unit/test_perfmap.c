@@ -121,11 +121,19 @@ Test(perfmap, the_copy_beside_the_trace_comes_before_the_process_map) {
     fputs("2000 20 from_tmp\n", f);
     fclose(f);
     char *trace = write_map(""); // any file: stands for the trace
+    char beside[128];
+    snprintf(beside, sizeof beside, "%s.perf.map", trace);
     cr_expect_eq(perfmap_keep_beside(trace, pid, 0), 1);
     unlink(tmp_map);
     cr_expect_eq(perfmap_keep_beside(trace, pid, 0), 0, "no map to keep");
-    char beside[128];
-    snprintf(beside, sizeof beside, "%s.perf.map", trace);
+    cr_expect_neq(access(beside, F_OK), 0, "a copy no process map stands behind was kept");
+    // the process's map again: copied again
+    f = fopen(tmp_map, "w");
+    cr_assert_not_null(f);
+    fputs("2000 20 from_tmp\n", f);
+    fclose(f);
+    cr_expect_eq(perfmap_keep_beside(trace, pid, 0), 1);
+    unlink(tmp_map);
     char *p = perfmap_path_for(trace, pid, 0, false);
     cr_expect(p && !strcmp(p, beside), "the copy: %s", p ? p : "(none)");
     perfmap_t *m = perfmap_load(p);
