@@ -22,6 +22,15 @@ static char *write_map(const char *text) {
     return path;
 }
 
+// Writes /tmp/perf-PID.map (its path into path[64]), as a JIT of that pid would.
+static void write_process_map(uint32_t pid, const char *text, char path[64]) {
+    snprintf(path, 64, "/tmp/perf-%u.map", pid);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
 static void expect_name(const perfmap_t *m, uint64_t addr, const char *want) {
     const char *got = perfmap_find(m, addr);
     if (!want)
@@ -82,11 +91,7 @@ Test(perfmap, the_process_map_is_taken_only_when_written_after_the_trace_started
     // a pid no process has (above the kernel's pid_max limit of 2^22)
     const uint32_t pid = 4000000000u;
     char path[64];
-    snprintf(path, sizeof path, "/tmp/perf-%u.map", pid);
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs("1000 10 x\n", f);
-    fclose(f);
+    write_process_map(pid, "1000 10 x\n", path);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
@@ -115,11 +120,7 @@ Test(perfmap, the_copy_beside_the_trace_comes_before_the_process_map) {
     unsetenv("HEAPPROF_PERF_MAP");
     const uint32_t pid = 4000000001u;
     char tmp_map[64];
-    snprintf(tmp_map, sizeof tmp_map, "/tmp/perf-%u.map", pid);
-    FILE *f = fopen(tmp_map, "w");
-    cr_assert_not_null(f);
-    fputs("2000 20 from_tmp\n", f);
-    fclose(f);
+    write_process_map(pid, "2000 20 from_tmp\n", tmp_map);
     char *trace = write_map(""); // any file: stands for the trace
     char beside[128];
     snprintf(beside, sizeof beside, "%s.perf.map", trace);
@@ -128,10 +129,7 @@ Test(perfmap, the_copy_beside_the_trace_comes_before_the_process_map) {
     cr_expect_eq(perfmap_keep_beside(trace, pid, 0), 0, "no map to keep");
     cr_expect_neq(access(beside, F_OK), 0, "a copy no process map stands behind was kept");
     // the process's map again: copied again
-    f = fopen(tmp_map, "w");
-    cr_assert_not_null(f);
-    fputs("2000 20 from_tmp\n", f);
-    fclose(f);
+    write_process_map(pid, "2000 20 from_tmp\n", tmp_map);
     cr_expect_eq(perfmap_keep_beside(trace, pid, 0), 1);
     unlink(tmp_map);
     char *p = perfmap_path_for(trace, pid, 0, false);
