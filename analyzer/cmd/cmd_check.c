@@ -17,6 +17,7 @@
 #include "model/growth.h"
 #include "out/out.h"
 #include "out/out_junit.h"
+#include "symbols/perfmap.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -469,6 +470,12 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+// A trace check made and needs no more, with the perf map `heapprof run` kept beside it.
+static void drop_trace(const char *path) {
+    unlink(path);
+    perfmap_remove_beside(path);
+}
+
 // Runs the command o->runs times; the summary of each run into runs[], the last run's own
 // trace into trace (the others' and every descendant's trace removed).
 static int run_command(const cmd_check_opts_t *o, const char *dir, FILE *progress, summary_t **runs,
@@ -497,9 +504,9 @@ static int run_command(const cmd_check_opts_t *o, const char *dir, FILE *progres
             return -1;
         }
         for (size_t i = 1; i < res.n_traces; i++)
-            unlink(res.traces[i]);
+            drop_trace(res.traces[i]);
         if (k > 0)
-            unlink(trace);
+            drop_trace(trace);
         snprintf(trace, cap, "%s", res.traces[0]);
         cmd_run_result_fini(&res);
         if (!(runs[k] = trace_summary(o, trace, progress, err)))
@@ -583,7 +590,7 @@ int cmd_check_run(const cmd_check_opts_t *o, FILE *out, FILE *progress, int *cmd
                 fmt_safe_text(dhat, s2, sizeof s2), fmt_safe_text(html, s3, sizeof s3));
     } else {
         if (o->cmd)
-            unlink(trace); // nothing to look into
+            drop_trace(trace); // nothing to look into
         if (n == 0)
             fprintf(out, "heapprof check: no budgets; figures written to %s\n",
                     fmt_safe_text(o->summary_out, safe, sizeof safe));

@@ -191,3 +191,11 @@ int perfmap_keep_beside(const char *trace, uint32_t pid, uint64_t since_unix_ns)
     free(to);
     return rc;
 }
+
+void perfmap_remove_beside(const char *trace) {
+    size_t n = strlen(trace) + sizeof SIDECAR;
+    char *beside = xmalloc(n);
+    snprintf(beside, n, "%s%s", trace, SIDECAR);
+    unlink(beside);
+    free(beside);
+}

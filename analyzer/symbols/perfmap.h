@@ -40,5 +40,7 @@ char *perfmap_of_process(uint32_t pid, uint64_t since_unix_ns);
 // looks first: the trace and its JIT names travel together (without a map, a TRACE.perf.map
 // an earlier trace of that name left is removed). 1 copied, 0 no map, -1 failed.
 int perfmap_keep_beside(const char *trace, uint32_t pid, uint64_t since_unix_ns);
+// Removes TRACE.perf.map (with the trace it belongs to: `heapprof check` drops its traces).
+void perfmap_remove_beside(const char *trace);
 
 #endif

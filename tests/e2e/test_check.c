@@ -347,3 +347,27 @@ Test(check, from_module_figures_are_those_of_stats, .timeout = 120) {
     free(err);
     free(dir);
 }
+
+// A held budget leaves nothing behind: neither the trace nor the JIT perf map `heapprof run`
+// copies beside it (no_cfi writes /tmp/perf-PID.map as a JIT does).
+Test(check, a_held_budget_leaves_no_trace_or_perf_map_behind, .timeout = 120) {
+    char *dir = e2e_tmpdir("check-perfmap");
+    char summary[4096];
+    snprintf(summary, sizeof summary, "%s/s.json", dir);
+    const char *args[] = {"--peak", "1G", "--summary-out", summary, "--", E2E_PROGS "/no_cfi",
+                          "tmp", NULL};
+    char *out, *err;
+    cr_expect_eq(check(args, &out, &err), 0, "%s%s", out, err);
+    const char *at = strstr(err, "heapprof-check.");
+    long pid = at ? strtol(at + strlen("heapprof-check."), NULL, 10) : 0;
+    cr_expect_gt(pid, 0, "no trace named on stderr: %s", err);
+    char tmp_map[64];
+    snprintf(tmp_map, sizeof tmp_map, "/tmp/perf-%ld.map", pid);
+    unlink(tmp_map);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "ls -A %s | grep -v '^s.json$' | grep -q .", dir);
+    cr_expect_neq(WEXITSTATUS(system(cmd)), 0, "something was left in %s", dir);
+    free(out);
+    free(err);
+    free(dir);
+}
