@@ -4,6 +4,7 @@
 // close-on-exec pipe, signal forwarding, and finding the traces afterwards. Prints nothing.
 #include "cmd/cmd_run.h"
 
+#include "core/random.h"
 #include "core/sort.h"
 #include "core/xalloc.h"
 #include "format/hpt_format.h"
@@ -19,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -400,13 +400,9 @@ static void find_traces(cmd_run_result_t *res, const char *pattern, pid_t pid,
 
 // A nonzero id for this run's processes, unlikely to be another run's in the same directory.
 static uint32_t new_run_id(void) {
-    uint32_t v = 0;
-    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
-        struct timespec ts; // no entropy yet (early boot)
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        v = (uint32_t)(((uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15u) >> 32) ^ (uint32_t)getpid();
-    }
-    return v ? v : 1;
+    uint64_t v = random_u64();
+    uint32_t id = (uint32_t)(v ^ (v >> 32));
+    return id ? id : 1;
 }
 
 // In the child between fork and exec: the parent is single-threaded, so setenv is safe here.
@@ -660,9 +656,9 @@ int cmd_run_exec(const cmd_run_opts_t *o, cmd_run_result_t *res, errmsg_t *err) 
         find_traces(res, pattern, pid, &start);
     // A JIT's perf map (node --perf-basic-prof, python -X perf) lives in /tmp, apart from the
     // trace: a copy beside it keeps the names with the trace wherever it is analysed.
+    uint64_t since = (uint64_t)start.tv_sec * 1000000000u + (uint64_t)start.tv_nsec;
     for (size_t i = 0; i < res->n_traces; i++) {
         uint32_t tpid, tppid, run_id;
-        uint64_t since = (uint64_t)start.tv_sec * 1000000000u + (uint64_t)start.tv_nsec;
         if (trace_ids(res->traces[i], &tpid, &tppid, &run_id) &&
             perfmap_keep_beside(res->traces[i], tpid, since) > 0)
             res->n_perf_maps++;

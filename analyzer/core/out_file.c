@@ -3,6 +3,7 @@
 // so no symlink, FIFO or device at FILE is ever written through.
 #include "core/out_file.h"
 
+#include "core/random.h"
 #include "core/xalloc.h"
 
 #include <errno.h>
@@ -10,7 +11,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,15 +46,6 @@ static int check_target(const char *cmd, const char *path, errmsg_t *err) {
     return -1;
 }
 
-static uint64_t random_u64(void) {
-    uint64_t v;
-    if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v)
-        return v;
-    // no entropy yet (early boot): O_EXCL keeps a guessed name safe, only retries cost more
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15u ^ (uint64_t)ts.tv_sec ^ (uint64_t)getpid();
-}
 
 // Creates "PATH.tmp-XXXXXXXX" beside path (same directory, so rename is atomic) and returns its
 // fd, with o->tmp set; -1 and err filled when none can be made. O_EXCL|O_NOFOLLOW: a name that

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "symbols/perfmap.h"
 
+#include "core/errmsg.h"
+#include "core/out_file.h"
 #include "core/sort.h"
 #include "core/xalloc.h"
 
@@ -126,7 +128,14 @@ const char *perfmap_path(const perfmap_t *m) {
     return m ? m->path : NULL;
 }
 
-#define SIDECAR ".perf.map"
+// TRACE.perf.map: where `heapprof run` keeps a traced process's map. Malloc'd.
+static char *beside(const char *trace) {
+    static const char suffix[] = ".perf.map";
+    size_t n = strlen(trace) + sizeof suffix;
+    char *path = xmalloc(n);
+    snprintf(path, n, "%s%s", trace, suffix);
+    return path;
+}
 
 char *perfmap_of_process(uint32_t pid, uint64_t since_unix_ns) {
     char path[64];
@@ -148,54 +157,50 @@ char *perfmap_path_for(const char *trace, uint32_t pid, uint64_t trace_start_uni
     if (env)
         return env[0] ? xstrdup(env) : NULL;
     if (trace) {
-        size_t n = strlen(trace) + sizeof SIDECAR;
-        char *beside = xmalloc(n);
-        snprintf(beside, n, "%s%s", trace, SIDECAR);
+        char *copy = beside(trace);
         struct stat st;
-        if (stat(beside, &st) == 0 && S_ISREG(st.st_mode))
-            return beside;
-        free(beside);
+        if (stat(copy, &st) == 0 && S_ISREG(st.st_mode))
+            return copy;
+        free(copy);
     }
     return perfmap_of_process(pid, attached ? 0 : trace_start_unix_ns);
 }
 
 int perfmap_keep_beside(const char *trace, uint32_t pid, uint64_t since_unix_ns) {
-    size_t n = strlen(trace) + sizeof SIDECAR;
-    char *to = xmalloc(n);
-    snprintf(to, n, "%s%s", trace, SIDECAR);
+    char *to = beside(trace);
     char *from = perfmap_of_process(pid, since_unix_ns);
     if (!from) {
         unlink(to); // an earlier trace's of that name: not this one's
         free(to);
         return 0;
     }
+    // written as -o FILE is (a temporary file renamed into place): a link planted at TRACE's
+    // name in a shared directory is never written through
     int rc = -1;
-    FILE *in = fopen(from, "re"), *out = in ? fopen(to, "we") : NULL;
-    if (in && out) {
+    FILE *in = fopen(from, "re");
+    out_file_t out;
+    errmsg_t err;
+    errmsg_init(&err);
+    if (in && out_file_open(&out, "run", to, NULL, &err) == 0) {
         char buf[65536];
         size_t got;
-        rc = 1;
+        rc = 0;
         while ((got = fread(buf, 1, sizeof buf, in)) > 0)
-            if (fwrite(buf, 1, got, out) != got)
+            if (fwrite(buf, 1, got, out.f) != got)
                 rc = -1;
         if (ferror(in))
             rc = -1;
+        rc = out_file_close(&out, rc, &err) == 0 ? 1 : -1;
     }
-    if (out && fclose(out) != 0)
-        rc = -1;
     if (in)
         fclose(in);
-    if (rc < 0)
-        unlink(to);
     free(from);
     free(to);
     return rc;
 }
 
 void perfmap_remove_beside(const char *trace) {
-    size_t n = strlen(trace) + sizeof SIDECAR;
-    char *beside = xmalloc(n);
-    snprintf(beside, n, "%s%s", trace, SIDECAR);
-    unlink(beside);
-    free(beside);
+    char *copy = beside(trace);
+    unlink(copy);
+    free(copy);
 }
