@@ -287,6 +287,58 @@ Test(ringcols, trace_records_in_stream_stand_as_they_are) {
     cr_assert(pos.w.time_ns == 5000 + 66 * 1000 - 34 * 300 && pos.raw_time == pos.w.time_ns);
 }
 
+// Columns that run out of room are refused whole (the drain then writes rows), never written
+// past out_cap: the column writer checks the room once for several entries (ringcols.c,
+// RC_ROOM_EVERY), so the check must hold for the widest entries of every kind.
+Test(ringcols, columns_out_of_room_are_refused_never_overrun) {
+    uint8_t *p = ring;
+    uint64_t t = 1;
+    for (int i = 0; i < 3000; i++) {
+        // unaligned and far apart in the user half: the longest address codes the columns take
+        uint64_t a = (rnd() & 0x7fffffffffffull) | 1, size = rnd() >> 2;
+        t += rnd() >> 44; // up to 1 ms a step: 3-byte times, all within one THI (2^32 ns)
+        switch (i % 4) {
+        case 0:
+            p += hp_re_put_alloc(p, HPT_REC_ALIGNED, t, a, (uint32_t)rnd(), size, rnd());
+            break;
+        case 1:
+            p += hp_re_put_free(p, t, a, HPT_TOUCH_FILL, rnd() >> 1, rnd() >> 1);
+            break;
+        case 2:
+            p += hp_re_put_free_sized(p, t, a, size, rnd());
+            break;
+        default:
+            p += hp_re_put_realloc(p, t, t + (rnd() >> 44), (uint32_t)rnd(), a,
+                                   (rnd() & 0x7fffffffffffull) | 1, size);
+            t += rnd() >> 44;
+            break;
+        }
+    }
+    cr_assert(t < (1ull << 32));
+    size_t n = (size_t)(p - ring);
+    hp_rc_pos_t pos0 = {{0, 0}, 0, 0};
+    hp_rc_info_t info;
+    size_t full = hp_rc_columns(ring, n, 1u << 30, cols, sizeof cols, &enc, scratch, &pos0, &info);
+    cr_assert(full && info.in_bytes == n, "the whole stream fits 4 MiB of columns");
+    unsigned refused = 0;
+    for (size_t cap = HPT_COLS_HDR_MAX + (size_t)HPT_COLS * 4 * HPT_VARINT_MAX; cap < full * 3;
+         cap += cap / 7 + 1) {
+        memset(cols, 0xee, sizeof cols);
+        hp_rc_pos_t pos = {{0, 0}, 0, 0};
+        size_t cn = hp_rc_columns(ring, n, 1u << 30, cols, cap, &enc, scratch, &pos, &info);
+        for (size_t k = cap; k < cap + 4096 && k < sizeof cols; k++)
+            cr_assert(cols[k] == 0xee, "byte %zu written past out_cap %zu", k, cap);
+        if (!cn) {
+            refused++;
+            continue;
+        }
+        cr_assert(cn <= cap && info.in_bytes == n);
+        cr_assert(hpt_cols_untranspose(cols, cn, got, sizeof got, allocs, 1 << 16) ==
+                  info.row_bytes);
+    }
+    cr_assert(refused > 0, "some of the sizes were too small");
+}
+
 // A damaged ring is refused, never read past its end.
 Test(ringcols, damage_is_refused) {
     uint8_t *p = ring;
