@@ -300,9 +300,9 @@ static bool resize(hp_ring_t *r, uint32_t cap) {
 // A ring that fills before the pipeline runs doubles with its records kept, up to the largest
 // ring (hp_config.ring_bytes) and within the rings' growth budget, instead of dropping what
 // comes next: clang, whose LLVM libraries' static constructors allocate before ours runs, lost
-// ~5,600 events of a 64 KiB ring (`stats`: "shim lost"). The owner alone, holding r->drain: no
-// drainer exists yet, and one that starts meanwhile takes the lock before it reads the ring.
-// False if n more bytes still do not fit.
+// ~5,600 events of a 64 KiB ring (`stats`: "shim lost"). Also how a full ring grows once the
+// pipeline runs (grow_instead_of_drain). The owner alone, holding r->drain: a drainer takes the
+// lock before it reads the ring. False if n more bytes still do not fit.
 static bool grow_keeping(hp_ring_t *r, size_t n) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
@@ -365,13 +365,15 @@ uint8_t *hp_tbuf_reserve_slow(hp_ring_t *r, size_t max) {
 }
 
 // The ring filled before the pipeline drained it: the thread makes records faster than a
-// worker gets to them, so a bigger ring saves it the next waits. Caller holds r->drain and the
-// ring is empty, so nothing needs to move.
-static void grow(hp_ring_t *r) {
-    HP_ASSERT(atomic_load_explicit(&r->head, memory_order_relaxed) ==
-              atomic_load_explicit(&r->tail, memory_order_relaxed));
-    if (r->cap < hp_config.ring_bytes)
-        (void)resize(r, r->cap * 2);
+// worker gets to them, so a bigger ring saves it the next waits. It grows with its records
+// kept, which costs the thread a copy of them instead of their drain (a 64 KiB ring: ~5 us
+// against ~600 us): a thread that starts allocating fast filled its ring at 64 KiB, 128, 256
+// and 512 KiB and 1 MiB before a worker got to it, on the 2-vCPU VM where an idle vCPU wakes
+// slowly, and drained ~2 MiB itself on the way, ~7 ms (session 34). The worker, asked at half
+// full, drains the larger ring. False (nothing changed) at the largest size, past the rings'
+// growth budget, or without memory. Caller holds r->drain.
+static bool grow_instead_of_drain(hp_ring_t *r, size_t n) {
+    return r->cap < hp_config.ring_bytes && grow_keeping(r, n);
 }
 
 bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
@@ -393,10 +395,14 @@ bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
     bool ok = true;
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (h + n - atomic_load_explicit(&r->tail, memory_order_relaxed) > r->cap) {
+        if (grow_instead_of_drain(r, n)) {
+            pthread_mutex_unlock(&r->drain);
+            hp_nocancel_end(cancel);
+            return true; // not a wait: the records wait for a worker in the larger ring
+        }
         ok = drainer->drain(r);
         // drained either way (pipeline.h), and only this thread, the owner, moves the head
         HP_ASSERT(atomic_load_explicit(&r->tail, memory_order_relaxed) == h);
-        grow(r);
     }
     pthread_mutex_unlock(&r->drain);
     // and one more ring waiting for a drainer (another thread's): where threads outnumber the

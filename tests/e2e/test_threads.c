@@ -86,6 +86,29 @@ Test(threads, eight_threads_at_full_speed_keep_every_event, .timeout = 300) {
     }
 }
 
+// A thread that fills its ring before a worker got to it, while the ring may still grow, grows
+// it with its records kept instead of draining it itself: with the workers slowed down (a
+// test knob), 20,000 malloc/free pairs (~840 KiB of ring entries) fill the first 64 KiB ring
+// and its doublings up to 1 MiB, never the largest (2 MiB), so the thread never waits. Before
+// session 34 it drained each full ring itself and waited 3 times (the 64, 128 and 256 KiB rings).
+Test(threads, a_ring_that_fills_while_it_may_grow_grows_without_a_wait, .timeout = 300) {
+    char *dir = e2e_tmpdir("growkeep");
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s/t.hpt", dir);
+    char *argv[] = {E2E_PROGS "/c_threads", "1", "20000", NULL};
+    const char *env[] = {"HEAPPROF_BUFFER_KB=2048", "HEAPPROF_TEST_DRAIN_DELAY_MS=200", NULL};
+    cr_assert_eq(e2e_run_preloaded(argv, trace, env, NULL), 0);
+    json_t *s = e2e_stats(trace, "c_threads");
+    cr_expect_geq(e2e_int(s, "blocks"), 20000);
+    json_t *an = json_object_get(s, "anomalies");
+    cr_expect_eq(e2e_int(an, "unknown_frees"), 0);
+    json_t *shim = json_object_get(s, "shim");
+    cr_expect_eq(e2e_int(shim, "events_lost"), 0);
+    cr_expect_eq(e2e_int(shim, "waits"), 0, "the thread drained its own ring while it could grow");
+    json_decref(s);
+    free(dir);
+}
+
 // Back-pressure: the pipeline's workers and flusher are slowed down (a test knob), so the
 // threads' rings fill before anyone else drains them and each thread must drain its own. It
 // waits and loses nothing. Rings of 64 KiB fill after ~5,000 events, far sooner than a 200 ms
