@@ -301,7 +301,7 @@ static bool resize(hp_ring_t *r, uint32_t cap) {
 // ring (hp_config.ring_bytes) and within the rings' growth budget, instead of dropping what
 // comes next: clang, whose LLVM libraries' static constructors allocate before ours runs, lost
 // ~5,600 events of a 64 KiB ring (`stats`: "shim lost"). Also how a full ring grows once the
-// pipeline runs (grow_instead_of_drain). The owner alone, holding r->drain: a drainer takes the
+// pipeline runs (hp_tbuf_wait_slow). The owner alone, holding r->drain: a drainer takes the
 // lock before it reads the ring. False if n more bytes still do not fit.
 static bool grow_keeping(hp_ring_t *r, size_t n) {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -364,18 +364,6 @@ uint8_t *hp_tbuf_reserve_slow(hp_ring_t *r, size_t max) {
     return r->data + off;
 }
 
-// The ring filled before the pipeline drained it: the thread makes records faster than a
-// worker gets to them, so a bigger ring saves it the next waits. It grows with its records
-// kept, which costs the thread a copy of them instead of their drain (a 64 KiB ring: ~5 us
-// against ~600 us): a thread that starts allocating fast filled its ring at 64 KiB, 128, 256
-// and 512 KiB and 1 MiB before a worker got to it, on the 2-vCPU VM where an idle vCPU wakes
-// slowly, and drained ~2 MiB itself on the way, ~7 ms (session 34). The worker, asked at half
-// full, drains the larger ring. False (nothing changed) at the largest size, past the rings'
-// growth budget, or without memory. Caller holds r->drain.
-static bool grow_instead_of_drain(hp_ring_t *r, size_t n) {
-    return r->cap < hp_config.ring_bytes && grow_keeping(r, n);
-}
-
 bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
     if (n > hp_config.ring_bytes || !drainer || !drainer->running()) {
         if (n <= hp_config.ring_bytes && before_pipeline() && make_room_before_pipeline(r, n))
@@ -392,14 +380,18 @@ bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
     uint64_t t0 = hp_clock_ns();
     int cancel = hp_nocancel_begin();
     pthread_mutex_lock(&r->drain);
-    bool ok = true;
+    bool ok = true, grown = false;
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    if (h + n - atomic_load_explicit(&r->tail, memory_order_relaxed) > r->cap) {
-        if (grow_instead_of_drain(r, n)) {
-            pthread_mutex_unlock(&r->drain);
-            hp_nocancel_end(cancel);
-            return true; // not a wait: the records wait for a worker in the larger ring
-        }
+    // The ring filled before a worker got to it: the thread makes records faster than a worker
+    // gets to them, so a bigger ring saves it the next waits. While it may grow it grows with
+    // its records kept and they wait for a worker there: a copy into the larger mapping (49 us
+    // for 64 KiB here, most of it the new mapping's page faults, which growth after a drain
+    // paid too) instead of the thread's own drain (~600 us): a thread that starts allocating
+    // fast filled its ring at 64, 128, 256 and 512 KiB and 1 MiB before a worker got to it (an
+    // idle vCPU of the 2-vCPU VM wakes slowly) and drained ~2 MiB itself on the way, ~7 ms
+    // (session 34). At the largest size, or past the rings' growth budget, it drains.
+    if (h + n - atomic_load_explicit(&r->tail, memory_order_relaxed) > r->cap &&
+        !(grown = grow_keeping(r, n))) {
         ok = drainer->drain(r);
         // drained either way (pipeline.h), and only this thread, the owner, moves the head
         HP_ASSERT(atomic_load_explicit(&r->tail, memory_order_relaxed) == h);
@@ -407,11 +399,13 @@ bool hp_tbuf_wait_slow(hp_ring_t *r, size_t n) {
     pthread_mutex_unlock(&r->drain);
     // and one more ring waiting for a drainer (another thread's): where threads outnumber the
     // CPUs the full rings' owners are who has the CPU (pipeline.c, help_one)
-    if (ok && drainer->help_one)
+    if (!grown && ok && drainer->help_one)
         drainer->help_one();
     hp_nocancel_end(cancel);
-    r->wait_ns += hp_clock_ns() - t0;
-    r->n_waits++;
+    if (!grown) { // the time it waited for the lock, and its own drain
+        r->wait_ns += hp_clock_ns() - t0;
+        r->n_waits++;
+    }
     if (!ok || !hp_state_is_on() || n > r->cap) {
         r->n_lost++;
         return false;

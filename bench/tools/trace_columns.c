@@ -19,6 +19,7 @@
 // reader that recovers).
 // Usage: trace_columns TRACE.hpt [zstd level (default 1, the shim's)]
 // Build: cc -O2 -I. -o trace_columns bench/tools/trace_columns.c -lzstd (from the repository root)
+#include "format/hpt_codec.h"
 #include "format/hpt_format.h"
 
 #include <stdbool.h>
@@ -33,28 +34,6 @@
 #define NQUANT 4
 static const char *const col_name[NCOLS] = {"TAG",  "TIME", "STACK", "ADDR",
                                             "FREE", "SIZE", "TOUCH", "OTHER"};
-
-static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
-    uint64_t x = 0;
-    for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
-        uint8_t b = *(*p)++;
-        x |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = x;
-            return true;
-        }
-    }
-    return false;
-}
-
-static uint8_t *put_varint(uint8_t *q, uint64_t v) {
-    while (v >= 0x80) {
-        *q++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *q++ = (uint8_t)v;
-    return q;
-}
 
 static double now_s(void) {
     struct timespec ts;
@@ -163,16 +142,13 @@ int main(int argc, char **argv) {
     for (size_t k = 0; k < n; k++) {
         const uint8_t *p = ch[k].raw, *end = p + ch[k].raw_len;
         uint64_t ncols, row_bytes, len[NCOLS];
-        if (!get_varint(&p, end, &ncols) || ncols != NCOLS || !get_varint(&p, end, &row_bytes))
+        if (!(p = hpt_get_varint(p, end, &ncols)) || ncols != NCOLS ||
+            !(p = hpt_get_varint(p, end, &row_bytes)))
             continue;
         bool ok = true;
         for (int i = 0; i < NCOLS && ok; i++)
-            ok = get_varint(&p, end, &len[i]) && len[i] <= (uint64_t)(end - p);
-        for (int i = 0; i < NCOLS && ok; i++) {
-            if (len[i] > (uint64_t)(end - p)) {
-                ok = false;
-                break;
-            }
+            ok = (p = hpt_get_varint(p, end, &len[i])) != NULL;
+        for (int i = 0; i < NCOLS && ok && len[i] <= (uint64_t)(end - p); i++) {
             raw_sum[i] += (double)len[i];
             if (len[i])
                 z_sum[i] += (double)ZSTD_compress2(cctx, out, out_cap, p, len[i]);
@@ -185,11 +161,11 @@ int main(int argc, char **argv) {
                     qo[q] = q_buf[q];
                 }
                 uint64_t dt;
-                while (tp < te && get_varint(&tp, te, &dt)) {
+                while (tp < te && (tp = hpt_get_varint(tp, te, &dt))) {
                     t += dt;
                     for (int q = 0; q < NQUANT; q++) {
                         uint64_t tq = t >> (2 * q + 2);
-                        qo[q] = put_varint(qo[q], tq - prev[q]);
+                        qo[q] = hpt_put_varint(qo[q], tq - prev[q]);
                         prev[q] = tq;
                     }
                 }
