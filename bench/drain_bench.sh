@@ -14,7 +14,7 @@ BIN="$ROOT/bench/out/bin"
 SRC="$ROOT/bench/tools/drain_bench.c"
 [ $# -ge 1 ] || { sed -n 3,9p "$0"; exit 2; }
 mkdir -p "$BIN"
-deps=("$SRC" "$ROOT/preload/ringcols.c" "$ROOT/preload/ringent.h" "$ROOT/preload/zstd_ctx.c"
+deps=("$SRC" "$HERE/tools/trace_file.h" "$ROOT/preload/ringcols.c" "$ROOT/preload/ringent.h" "$ROOT/preload/zstd_ctx.c"
     "$ROOT/format/hpt_columns.h" "$ROOT/format/hpt_codec.h" "$ROOT/format/hpt_format.h")
 stale=0
 [ -x "$BIN/drain_bench" ] || stale=1

@@ -12,7 +12,8 @@ SRC="$ROOT/bench/tools/trace_columns.c"
 [ $# -ge 1 ] || { sed -n 3,7p "$0"; exit 2; }
 mkdir -p "$BIN"
 if [ ! -x "$BIN/trace_columns" ] || [ "$SRC" -nt "$BIN/trace_columns" ] ||
-    [ "$ROOT/format/hpt_format.h" -nt "$BIN/trace_columns" ]; then
+    [ "$ROOT/format/hpt_format.h" -nt "$BIN/trace_columns" ] ||
+    [ "$ROOT/bench/tools/trace_file.h" -nt "$BIN/trace_columns" ]; then
     cc -O2 -Wall -I"$ROOT" -o "$BIN/trace_columns" "$SRC" -lzstd
 fi
 exec "$BIN/trace_columns" "$@"

@@ -17,6 +17,7 @@
 #include "format/hpt_codec.h"
 #include "format/hpt_columns.h"
 #include "format/hpt_format.h"
+#include "trace_file.h"
 #include "preload/mem.h"
 #include "preload/ringcols.h"
 #include "preload/ringent.h"
@@ -164,37 +165,16 @@ int main(int argc, char **argv) {
     int passes = argc > 2 ? atoi(argv[2]) : 9;
     if (passes < 1)
         passes = 1;
-    FILE *f = fopen(argv[1], "rb");
-    if (!f) {
-        perror(argv[1]);
-        return 2;
-    }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (size < (long)sizeof(hpt_file_hdr_t)) {
-        fprintf(stderr, "drain_bench: %s: too short for a trace\n", argv[1]);
-        return 2;
-    }
-    uint8_t *file = xmalloc((size_t)size);
-    if (fread(file, 1, (size_t)size, f) != (size_t)size) {
-        fprintf(stderr, "drain_bench: %s: read failed\n", argv[1]);
-        return 2;
-    }
-    fclose(f);
+    size_t size;
     hpt_file_hdr_t fh;
-    memcpy(&fh, file, sizeof fh);
-    if (memcmp(fh.magic, HPT_MAGIC, 8) || fh.hdr_bytes < 48 || fh.hdr_bytes > (uint32_t)size) {
-        fprintf(stderr, "drain_bench: %s: not a heapprof trace\n", argv[1]);
-        return 2;
-    }
+    uint8_t *file = bench_trace_read("drain_bench", argv[1], &size, &fh);
     // the busiest thread: the one with most records in EVENTS chunks
     uint32_t tids[4096];
     uint64_t recs[4096];
     size_t n_tids = 0;
-    for (size_t off = fh.hdr_bytes; off + sizeof(hpt_chunk_hdr_t) <= (size_t)size;) {
+    for (size_t off = fh.hdr_bytes; off + sizeof(hpt_chunk_hdr_t) <= size;) {
         const hpt_chunk_hdr_t *h = (const void *)(file + off);
-        if (h->magic != HPT_CHUNK_MAGIC || h->stored_bytes > (size_t)size - off - sizeof *h)
+        if (h->magic != HPT_CHUNK_MAGIC || h->stored_bytes > size - off - sizeof *h)
             break;
         off += sizeof *h + h->stored_bytes;
         if (h->type != HPT_CHUNK_EVENTS)
@@ -215,7 +195,7 @@ int main(int argc, char **argv) {
         if (recs[i] > recs[best])
             best = i;
     image_t im = {0};
-    if (!n_tids || !read_thread(file, (size_t)size, fh.hdr_bytes, tids[best], &im)) {
+    if (!n_tids || !read_thread(file, size, fh.hdr_bytes, tids[best], &im)) {
         fprintf(stderr, "drain_bench: %s: no heap events in column chunks\n", argv[1]);
         return 2;
     }

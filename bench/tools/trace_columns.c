@@ -21,6 +21,7 @@
 // Build: cc -O2 -I. -o trace_columns bench/tools/trace_columns.c -lzstd (from the repository root)
 #include "format/hpt_codec.h"
 #include "format/hpt_format.h"
+#include "trace_file.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -62,37 +63,16 @@ int main(int argc, char **argv) {
         return 2;
     }
     int level = argc > 2 ? atoi(argv[2]) : 1;
-    FILE *f = fopen(argv[1], "rb");
-    if (!f) {
-        perror(argv[1]);
-        return 2;
-    }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (size < (long)sizeof(hpt_file_hdr_t)) {
-        fprintf(stderr, "trace_columns: %s: too short for a trace\n", argv[1]);
-        return 2;
-    }
-    uint8_t *file = xmalloc((size_t)size);
-    if (fread(file, 1, (size_t)size, f) != (size_t)size) {
-        fprintf(stderr, "trace_columns: %s: read failed\n", argv[1]);
-        return 2;
-    }
-    fclose(f);
+    size_t size;
     hpt_file_hdr_t fh;
-    memcpy(&fh, file, sizeof fh);
-    if (memcmp(fh.magic, HPT_MAGIC, 8) || fh.hdr_bytes < 48 || fh.hdr_bytes > (uint32_t)size) {
-        fprintf(stderr, "trace_columns: %s: not a heapprof trace\n", argv[1]);
-        return 2;
-    }
+    uint8_t *file = bench_trace_read("trace_columns", argv[1], &size, &fh);
 
     size_t cap = 1024, n = 0, off = fh.hdr_bytes;
     chunk_t *ch = xmalloc(cap * sizeof *ch);
     uint64_t n_rec = 0, rows_records = 0, other_bytes = 0, events_bytes = 0;
-    while (off + sizeof(hpt_chunk_hdr_t) <= (size_t)size) {
+    while (off + sizeof(hpt_chunk_hdr_t) <= size) {
         const hpt_chunk_hdr_t *h = (const void *)(file + off);
-        if (h->magic != HPT_CHUNK_MAGIC || h->stored_bytes > (size_t)size - off - sizeof *h ||
+        if (h->magic != HPT_CHUNK_MAGIC || h->stored_bytes > size - off - sizeof *h ||
             h->raw_bytes > HPT_CHUNK_MAX_RAW) {
             fprintf(stderr, "trace_columns: damage at byte %zu: the rest is not counted\n", off);
             break;
